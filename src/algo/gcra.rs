@@ -1,0 +1,143 @@
+//! Token bucket, as GCRA (the generic cell rate algorithm).
+//!
+//! # Implementation details
+//!
+//! A bucket of capacity `B` tokens refilled at `r` tokens per second is kept as one `u64`: the
+//! theoretical arrival time `tat`, in absolute `CLOCK_MONOTONIC` nanoseconds. With the emission
+//! interval `T = ceil(1e9 / r)` ns and the tolerance `tau = B * T`:
+//!
+//! ```text
+//! new_tat = max(tat, now) + n * T
+//! admit   iff new_tat - now <= tau          (then store new_tat)
+//! retry   =   new_tat - now - tau           (when denied)
+//! tokens  =   floor((tau - (max(tat, now) - now)) / T)
+//! ```
+//!
+//! A fresh state (`tat = 0`) is a full bucket. `tat` only ever grows, so a process that reads an
+//! older `now` than the one a newer decision used cannot move the state backwards: its decision
+//! is simply stricter (it sees less refill).
+//!
+//! **Bound.** Starting full, the admissions of cost 1 dated in any interval of length `D` number
+//! at most `B + floor(D / T)`, and because `T` is rounded *up*, `D / T <= r D`: never more than
+//! `floor(B + r D)`. Rounding can only make the limiter stricter, never looser. For `B = 20`,
+//! `r = 100/min` (`T = 600 ms` exactly) that is 23 over 2 s and 120 over 60 s.
+
+use super::{Decision, Step};
+
+/// Parameters of one GCRA, copied into process memory at attach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Gcra {
+    /// Nanoseconds per token (`T`), at least 1.
+    pub emission_ns: u64,
+    /// `B * T`: how far `tat` may run ahead of `now`.
+    pub tolerance_ns: u64,
+}
+
+impl Gcra {
+    /// The pure decision for cost `n` at `now` given the stored `tat`.
+    ///
+    /// `n * emission_ns` must not overflow; the limit validated `n <= capacity` and
+    /// `capacity * emission_ns <= u64::MAX / 2` before calling.
+    #[inline(always)]
+    pub fn step(&self, now: u64, tat: u64, n: u64) -> Step {
+        let base = tat.max(now);
+        // Saturating: a damaged `tat` near u64::MAX must deny, not wrap into an admission.
+        let new_tat = base.saturating_add(n * self.emission_ns);
+        let used = new_tat - now;
+        if used <= self.tolerance_ns {
+            Step::Admit {
+                new: new_tat,
+                decision: Decision::allowed(self.tolerance_ns - used, self.emission_ns),
+            }
+        } else {
+            Step::Deny(Decision::denied(
+                used - self.tolerance_ns,
+                self.tolerance_ns.saturating_sub(base - now),
+                self.emission_ns,
+            ))
+        }
+    }
+
+    /// The state word after giving back `n` tokens admitted earlier: `tat` moves back by `n * T`,
+    /// but never below `now` (a refund cannot make the bucket fuller than full).
+    #[inline]
+    #[allow(dead_code)]
+    pub fn refund(&self, now: u64, tat: u64, n: u64) -> u64 {
+        tat.saturating_sub(n.saturating_mul(self.emission_ns)).max(now.min(tat))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bucket(capacity: u64, emission_ns: u64) -> Gcra {
+        Gcra { emission_ns, tolerance_ns: capacity * emission_ns }
+    }
+
+    fn run(g: &Gcra, tat: &mut u64, now: u64, n: u64) -> Decision {
+        match g.step(now, *tat, n) {
+            Step::Admit { new, decision } => {
+                *tat = new;
+                decision
+            }
+            Step::Deny(d) => d,
+        }
+    }
+
+    #[test]
+    fn starts_full_and_drains() {
+        let g = bucket(3, 1_000);
+        let mut tat = 0;
+        let now = 1_000_000;
+        assert_eq!(run(&g, &mut tat, now, 1).remaining(), 2);
+        assert_eq!(run(&g, &mut tat, now, 1).remaining(), 1);
+        assert_eq!(run(&g, &mut tat, now, 1).remaining(), 0);
+        let d = run(&g, &mut tat, now, 1);
+        assert!(d.is_denied());
+        assert_eq!(d.retry_after_ns(), 1_000);
+        assert_eq!(d.remaining(), 0);
+    }
+
+    #[test]
+    fn retry_after_is_exact() {
+        let g = bucket(2, 500);
+        let mut tat = 0;
+        let now = 10_000;
+        assert!(run(&g, &mut tat, now, 2).is_allowed());
+        let d = run(&g, &mut tat, now + 100, 1);
+        assert_eq!(d.retry_after_ns(), 400);
+        assert!(run(&g, &mut tat, now + 499, 1).is_denied());
+        assert!(run(&g, &mut tat, now + 500, 1).is_allowed());
+    }
+
+    #[test]
+    fn stale_now_never_moves_state_back() {
+        let g = bucket(2, 1_000);
+        let mut tat = 0;
+        assert!(run(&g, &mut tat, 50_000, 1).is_allowed());
+        let before = tat;
+        // A process with an older clock read decides: tat must not decrease.
+        let _ = run(&g, &mut tat, 10_000, 1);
+        assert!(tat >= before);
+    }
+
+    #[test]
+    fn damaged_far_future_tat_denies() {
+        let g = bucket(5, 1_000);
+        let mut tat = u64::MAX - 10;
+        let d = run(&g, &mut tat, 1_000, 5);
+        assert!(d.is_denied());
+        assert_eq!(tat, u64::MAX - 10);
+    }
+
+    #[test]
+    fn refund_never_overfills() {
+        let g = bucket(4, 100);
+        let now = 10_000;
+        let tat = now + 200; // two tokens used
+        assert_eq!(g.refund(now, tat, 1), now + 100);
+        assert_eq!(g.refund(now, tat, 10), now);
+        assert_eq!(g.refund(now, 0, 1), 0);
+    }
+}

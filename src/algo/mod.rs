@@ -1,0 +1,167 @@
+//! The rate algorithms, as pure functions of `(now, stored state, parameters)`.
+//!
+//! # Implementation details
+//!
+//! Each single-word algorithm ([`gcra`], [`fixed_window`], [`sliding_window`]) is a function
+//! `step(now, word, cost) -> Step` that never touches memory; [`decide`] is the one CAS loop that
+//! applies it to a word in the mapped file (or to a loom atomic in the models): load the word, read
+//! the clock, compute, and commit the new word with one compare-and-swap, re-reading the clock on
+//! every retry so that the time a decision is dated by is never older than the state it was
+//! computed from by more than one loop iteration. A process killed at any instruction leaves either
+//! the old word or the new one: nothing is ever half-written.
+//!
+//! The exact sliding log ([`sliding_log`]) needs a ring of entries; its commit is still a single
+//! CAS (on the claimed entry), with the ring head as a hint that anyone may advance.
+
+pub(crate) mod fixed_window;
+pub(crate) mod gcra;
+pub(crate) mod sliding_log;
+pub(crate) mod sliding_window;
+
+use std::fmt;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::sync::AtomicWord;
+
+/// The outcome of one decision: allowed or denied, what remains, and when to retry.
+///
+/// # Example
+///
+/// ```
+/// # fn main() -> Result<(), shmlimit::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("doc.shm");
+/// use shmlimit::{Limiter, TokenBucket};
+/// let limiter = Limiter::builder()
+///     .limit("api", TokenBucket::per_second(10).burst(2))
+///     .create_or_open(&path)?;
+/// let api = limiter.limit("api")?;
+/// assert!(api.try_acquire(1)?.is_allowed());
+/// assert!(api.try_acquire(1)?.is_allowed());
+/// let third = api.try_acquire(1)?;
+/// assert!(third.is_denied());
+/// assert!(third.retry_after_ns() > 0);
+/// # Ok(()) }
+/// ```
+#[must_use = "a decision that is not checked limits nothing"]
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Decision {
+    allowed: bool,
+    retry_after_ns: u64,
+    // `remaining()` is `slack / unit`, computed only when asked: for the token bucket the unit is
+    // the emission interval, and a division on every decision would cost more than the CAS.
+    slack: u64,
+    unit: u64,
+}
+
+impl Decision {
+    #[inline(always)]
+    pub(crate) fn allowed(slack: u64, unit: u64) -> Self {
+        Decision { allowed: true, retry_after_ns: 0, slack, unit }
+    }
+
+    #[inline(always)]
+    pub(crate) fn denied(retry_after_ns: u64, slack: u64, unit: u64) -> Self {
+        // A denial always has something to wait for: at least one nanosecond.
+        Decision { allowed: false, retry_after_ns: retry_after_ns.max(1), slack, unit }
+    }
+
+    /// True when the request was admitted (and, for `try_acquire`, its cost consumed).
+    #[inline(always)]
+    pub fn is_allowed(&self) -> bool {
+        self.allowed
+    }
+
+    /// True when the request was refused; nothing was consumed.
+    #[inline(always)]
+    pub fn is_denied(&self) -> bool {
+        !self.allowed
+    }
+
+    /// Units that could still be admitted right now after this decision, if no one else acts.
+    pub fn remaining(&self) -> u64 {
+        self.slack / self.unit.max(1)
+    }
+
+    /// Nanoseconds until the same request could be admitted if nothing else is admitted
+    /// meanwhile; zero when allowed. Exact for the token bucket and the sliding log; the next
+    /// boundary (fixed window) or the time the weighted estimate falls enough (sliding window).
+    #[inline(always)]
+    pub fn retry_after_ns(&self) -> u64 {
+        self.retry_after_ns
+    }
+
+    /// [`Decision::retry_after_ns`] as a [`Duration`].
+    pub fn retry_after(&self) -> Duration {
+        Duration::from_nanos(self.retry_after_ns)
+    }
+
+    /// Retry-after in whole seconds, rounded up, for an HTTP `Retry-After` header (RFC 6585):
+    /// a client that waits this long never retries too early.
+    pub fn retry_after_secs_ceil(&self) -> u64 {
+        self.retry_after_ns.div_ceil(1_000_000_000)
+    }
+}
+
+impl fmt::Debug for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Decision")
+            .field("allowed", &self.allowed)
+            .field("remaining", &self.remaining())
+            .field("retry_after_ns", &self.retry_after_ns)
+            .finish()
+    }
+}
+
+/// What a pure step function concluded for one state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Admit, replacing the word by `new`.
+    Admit { new: u64, decision: Decision },
+    /// Deny; the word stays as it is.
+    Deny(Decision),
+}
+
+/// Why an algorithm could not decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The shared state holds a value no valid history can produce.
+    Corrupt,
+    /// The clock reads beyond what the state encoding can represent.
+    ClockRange(u64),
+}
+
+/// Apply `step` to `word` with one CAS loop.
+///
+/// `now` is called once per attempt, after the word is loaded, so a retry never decides on an
+/// older time than the state it saw. With `commit == false` (peek) nothing is written.
+#[inline(always)]
+pub(crate) fn decide<A: AtomicWord>(
+    word: &A,
+    mut now: impl FnMut() -> u64,
+    commit: bool,
+    step: impl Fn(u64, u64) -> Step,
+) -> Decision {
+    // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
+    let mut current = word.load(Ordering::Acquire);
+    loop {
+        match step(now(), current) {
+            Step::Deny(decision) => return decision,
+            Step::Admit { new, decision } => {
+                if !commit {
+                    return decision;
+                }
+                // AcqRel on success: the next decision's Acquire load sees this one whole.
+                // Acquire on failure: we retry from the word that beat us.
+                match word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return decision,
+                    Err(actual) => current = actual,
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod loom_models;

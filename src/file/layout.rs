@@ -1,0 +1,292 @@
+//! The on-disk layout of a limiter file. This module is the only one that knows offsets.
+//!
+//! # Layout (format version 1)
+//!
+//! All integers are native-endian (the file never leaves its host); every field is an aligned
+//! 64-bit word, read and written only through atomics once the file is mapped.
+//!
+//! ```text
+//! offset        size                 content
+//! 0             4096                 header (words below; the rest reserved, zero)
+//! 4096          N x 128, to 4096     limit definitions, one 128-byte record each
+//! slots_offset  sum of slot lines    per-limit state, each limit on its own 128-byte lines
+//! stats_offset  LANES x lane_stride  decision counters, one lane of lines per process group
+//! ```
+//!
+//! Header words (index x 8 = byte offset):
+//!
+//! | word | field | notes |
+//! |---|---|---|
+//! | 0 | magic `b"SHMLIMIT"` | a foreign or other-endian file fails here |
+//! | 1 | format version (low 32) / header size (high 32) | |
+//! | 2 | init state | [`READY`] once complete; files are published complete, so anything else is foreign |
+//! | 3 | file size | must equal the size on disk |
+//! | 4 | slot line size (low 32) / limit count (high 32) | |
+//! | 5, 6 | definitions offset, length | |
+//! | 7, 8 | slots offset, length | |
+//! | 9, 10 | stats offset, length | |
+//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20 and the definitions |
+//! | 12, 13 | boot id (16 bytes) | a mismatch on open resets the state (not in the checksum) |
+//! | 14 | clock id | 1 = `CLOCK_MONOTONIC` |
+//! | 15 | creator's time-namespace monotonic offset, ns (i64) | |
+//! | 16 | wall offset: realtime - monotonic, ns, at creation or last reset | aligns windows |
+//! | 17 | creation time, Unix ns | informational |
+//! | 18 | reset count | incremented by each boot-id reset |
+//! | 19, 20 | keyed-hash seed | reserved for keyed limits |
+//!
+//! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes), kind (word 8
+//! low 32) and flags (word 8 high 32), parameters `a`, `b`, `c` (words 9..12), slot offset and
+//! slot length in bytes (words 12, 13), reserved (14, 15).
+//!
+//! **Versioning.** Any change to an offset, a record, a state-word encoding or the meaning of a
+//! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
+//! words, which are zero in files of the current version, and still bump the version.
+
+use crate::spec::{Algorithm, Alignment, LimitDef};
+
+/// `b"SHMLIMIT"` as a native-endian word.
+pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
+/// The format version this build reads and writes.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+/// The init-state word of a complete file.
+pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
+pub(crate) const HEADER_SIZE: usize = 4096;
+pub(crate) const PAGE: usize = 4096;
+/// One slot line: 128 bytes, so that two limits never share a cache line nor an adjacent-line
+/// prefetch pair on x86_64.
+pub(crate) const LINE: usize = 128;
+pub(crate) const DEF_SIZE: usize = 128;
+/// Most limits in one file.
+pub const MAX_LIMITS: usize = 4096;
+/// Counter lanes: processes are spread over them by pid so counters are rarely shared.
+pub(crate) const LANES: usize = 16;
+pub(crate) const CLOCK_MONOTONIC_ID: u64 = 1;
+
+/// Header word indices.
+pub(crate) mod word {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 1;
+    pub const INIT: usize = 2;
+    pub const FILE_SIZE: usize = 3;
+    pub const COUNTS: usize = 4;
+    pub const DEFS_OFFSET: usize = 5;
+    pub const DEFS_LEN: usize = 6;
+    pub const SLOTS_OFFSET: usize = 7;
+    pub const SLOTS_LEN: usize = 8;
+    pub const STATS_OFFSET: usize = 9;
+    pub const STATS_LEN: usize = 10;
+    pub const CHECKSUM: usize = 11;
+    pub const BOOT_ID: usize = 12;
+    pub const CLOCK_ID: usize = 14;
+    pub const TIMENS_OFFSET: usize = 15;
+    pub const WALL_OFFSET: usize = 16;
+    pub const CREATED: usize = 17;
+    pub const RESET_COUNT: usize = 18;
+    pub const HASH_SEED: usize = 19;
+}
+
+const KIND_TOKEN_BUCKET: u64 = 1;
+const KIND_FIXED_WINDOW: u64 = 2;
+const KIND_SLIDING_WINDOW: u64 = 3;
+const KIND_SLIDING_LOG: u64 = 4;
+const FLAG_MONOTONIC_ALIGNED: u64 = 1;
+
+const fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// Where everything is, computed from the definitions alone. A file whose stored geometry differs
+/// from the one recomputed from its own definitions is corrupt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    pub file_size: usize,
+    pub defs_offset: usize,
+    pub defs_len: usize,
+    pub slots_offset: usize,
+    pub slots_len: usize,
+    pub stats_offset: usize,
+    pub stats_len: usize,
+    pub lane_stride: usize,
+    /// Per limit: (byte offset of its first line, length in bytes).
+    pub slots: Vec<(usize, usize)>,
+}
+
+/// Bytes of slot state one limit needs.
+pub(crate) fn slot_bytes(algorithm: &Algorithm) -> usize {
+    match *algorithm {
+        Algorithm::SlidingLog { limit, .. } => LINE + round_up(limit as usize * 8, LINE),
+        _ => LINE,
+    }
+}
+
+impl Geometry {
+    pub fn compute(defs: &[LimitDef]) -> Geometry {
+        let n = defs.len();
+        let defs_offset = HEADER_SIZE;
+        let defs_len = n * DEF_SIZE;
+        let slots_offset = defs_offset + round_up(defs_len.max(1), PAGE);
+        let mut at = slots_offset;
+        let mut slots = Vec::with_capacity(n);
+        for def in defs {
+            let len = slot_bytes(&def.algorithm);
+            slots.push((at, len));
+            at += len;
+        }
+        let slots_len = at - slots_offset;
+        let stats_offset = slots_offset + round_up(slots_len.max(1), PAGE);
+        let lane_stride = round_up((n * 16).max(1), LINE);
+        let stats_len = LANES * lane_stride;
+        let file_size = stats_offset + round_up(stats_len, PAGE);
+        Geometry {
+            file_size,
+            defs_offset,
+            defs_len,
+            slots_offset,
+            slots_len,
+            stats_offset,
+            stats_len,
+            lane_stride,
+            slots,
+        }
+    }
+
+    /// Byte offset of limit `index`'s (allowed, denied) counters in `lane`.
+    pub fn stats_at(&self, lane: usize, index: usize) -> usize {
+        self.stats_offset + lane * self.lane_stride + index * 16
+    }
+}
+
+/// FNV-1a, 64-bit: a checksum against damage (not an authenticator).
+pub(crate) fn fnv1a(state: u64, bytes: &[u8]) -> u64 {
+    let mut h = state;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+pub(crate) const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The checksum over the layout words of `header` and the definition bytes.
+pub(crate) fn checksum(header: &[u64], defs: &[u8]) -> u64 {
+    let mut h = FNV_OFFSET;
+    for &i in &[
+        word::VERSION,
+        word::FILE_SIZE,
+        word::COUNTS,
+        word::DEFS_OFFSET,
+        word::DEFS_LEN,
+        word::SLOTS_OFFSET,
+        word::SLOTS_LEN,
+        word::STATS_OFFSET,
+        word::STATS_LEN,
+        word::HASH_SEED,
+        word::HASH_SEED + 1,
+    ] {
+        h = fnv1a(h, &header[i].to_ne_bytes());
+    }
+    fnv1a(h, defs)
+}
+
+/// Encode one definition record.
+pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
+    let mut w = [0u64; 16];
+    let mut name = [0u8; 64];
+    name[..def.name.len()].copy_from_slice(def.name.as_bytes());
+    for (i, chunk) in name.chunks(8).enumerate() {
+        w[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
+    }
+    let (kind, flags, a, b) = match def.algorithm {
+        Algorithm::TokenBucket { capacity, emission_ns } => (KIND_TOKEN_BUCKET, 0, capacity, emission_ns),
+        Algorithm::FixedWindow { limit, window_ns, alignment } => {
+            (KIND_FIXED_WINDOW, align_flags(alignment), limit, window_ns)
+        }
+        Algorithm::SlidingWindow { limit, window_ns, alignment } => {
+            (KIND_SLIDING_WINDOW, align_flags(alignment), limit, window_ns)
+        }
+        Algorithm::SlidingLog { limit, window_ns } => (KIND_SLIDING_LOG, 0, limit, window_ns),
+    };
+    w[8] = kind | (flags << 32);
+    w[9] = a;
+    w[10] = b;
+    w[12] = slot.0 as u64;
+    w[13] = slot.1 as u64;
+    w
+}
+
+fn align_flags(alignment: Alignment) -> u64 {
+    match alignment {
+        Alignment::WallClock => 0,
+        Alignment::Monotonic => FLAG_MONOTONIC_ALIGNED,
+    }
+}
+
+/// Decode one definition record; `Err` says what is impossible about it. Parameters are only
+/// decoded here; the caller validates them as it would a user's.
+pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
+    let mut name = Vec::with_capacity(64);
+    for word in &w[..8] {
+        name.extend_from_slice(&word.to_ne_bytes());
+    }
+    let len = name.iter().position(|&b| b == 0).ok_or("definition name is not terminated")?;
+    if name[len..].iter().any(|&b| b != 0) {
+        return Err("definition name has bytes after its end".into());
+    }
+    name.truncate(len);
+    let name = String::from_utf8(name).map_err(|_| "definition name is not UTF-8".to_string())?;
+    let (kind, flags) = (w[8] & 0xFFFF_FFFF, w[8] >> 32);
+    if flags & !FLAG_MONOTONIC_ALIGNED != 0 || w[11] != 0 || w[14] != 0 || w[15] != 0 {
+        return Err(format!("definition `{name}` has unknown flags or reserved fields set"));
+    }
+    let alignment =
+        if flags & FLAG_MONOTONIC_ALIGNED != 0 { Alignment::Monotonic } else { Alignment::WallClock };
+    let (a, b) = (w[9], w[10]);
+    let algorithm = match kind {
+        KIND_TOKEN_BUCKET if flags == 0 => Algorithm::TokenBucket { capacity: a, emission_ns: b },
+        KIND_FIXED_WINDOW => Algorithm::FixedWindow { limit: a, window_ns: b, alignment },
+        KIND_SLIDING_WINDOW => Algorithm::SlidingWindow { limit: a, window_ns: b, alignment },
+        KIND_SLIDING_LOG if flags == 0 => Algorithm::SlidingLog { limit: a, window_ns: b },
+        other => return Err(format!("definition `{name}` has unknown algorithm kind {other}")),
+    };
+    Ok((LimitDef { name, algorithm }, (w[12], w[13])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Algorithm;
+
+    #[test]
+    fn records_round_trip() {
+        let def = LimitDef {
+            name: "search.v2".into(),
+            algorithm: Algorithm::FixedWindow {
+                limit: 100,
+                window_ns: 60_000_000_000,
+                alignment: Alignment::Monotonic,
+            },
+        };
+        let w = encode_def(&def, (8192, 128));
+        let (back, slot) = decode_def(&w).unwrap();
+        assert_eq!(back, def);
+        assert_eq!(slot, (8192, 128));
+    }
+
+    #[test]
+    fn geometry_keeps_limits_on_their_own_lines() {
+        let defs: Vec<LimitDef> = (0..3)
+            .map(|i| LimitDef {
+                name: format!("l{i}"),
+                algorithm: Algorithm::SlidingLog { limit: 17, window_ns: 1_000_000 },
+            })
+            .collect();
+        let g = Geometry::compute(&defs);
+        for &(off, len) in &g.slots {
+            assert_eq!(off % LINE, 0);
+            assert_eq!(len, LINE + 256);
+        }
+        assert_eq!(g.file_size % PAGE, 0);
+        assert!(g.stats_offset >= g.slots_offset + g.slots_len);
+    }
+}

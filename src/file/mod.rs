@@ -1,0 +1,474 @@
+//! The shared file: creation, validation, mapping, and boot resets.
+//!
+//! # Implementation details
+//!
+//! **Creation is race-free without waiting.** A creator writes the complete file (header,
+//! definitions, zeroed state) into an unnamed `O_TMPFILE` in the target directory and only then
+//! links it into place with `linkat`, which fails with `EEXIST` if another creator won. A losing
+//! creator opens the winner's file instead. No process can ever observe a half-initialised file,
+//! so no opener waits on an init flag. Where `O_TMPFILE` is unsupported, a uniquely named
+//! temporary file and `link(2)` give the same guarantee. All-zero state is the fresh state of every
+//! algorithm, so the state region needs no writes at all.
+//!
+//! **Opening validates everything before mapping.** The header and definitions are read with
+//! `pread` (so a damaged file cannot fault us), checked (magic, version, init state, checksum,
+//! every definition, a geometry recomputed from the definitions, the size on disk, the time
+//! namespace), and only then is the file mapped, at exactly the validated size. Geometry is then
+//! kept in process memory and never re-read from the file.
+//!
+//! **SIGBUS.** A process that truncates a mapped file makes the next access to the lost pages raise
+//! SIGBUS in every process that maps it. Opens refuse any file whose size differs from its
+//! header's; nothing in this crate ever resizes a file after publication. Protect the directory
+//! (the default `/dev/shm` is sticky, and files are created 0600).
+
+pub(crate) mod layout;
+
+use std::fs::{self, File};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::spec::{validate_name, LimitDef};
+use layout::{word, Geometry, DEF_SIZE, HEADER_SIZE, MAX_LIMITS};
+
+/// Who may open a file, and how it is created.
+#[derive(Debug, Clone)]
+pub(crate) struct Access {
+    /// Permission bits of a created file, and the most an opened file may grant.
+    pub mode: u32,
+    /// Accept a file owned by another user.
+    pub allow_other_owner: bool,
+}
+
+impl Default for Access {
+    fn default() -> Self {
+        Access { mode: 0o600, allow_other_owner: false }
+    }
+}
+
+/// A validated, mapped limiter file.
+pub(crate) struct Mapped {
+    map: MmapRaw,
+    len: usize,
+    pub path: PathBuf,
+    pub geometry: Geometry,
+    pub defs: Vec<LimitDef>,
+    pub file: File,
+}
+
+// The mapping is only ever accessed through atomics at validated offsets.
+
+impl Mapped {
+    /// The word at byte `offset`.
+    ///
+    /// # Panics
+    ///
+    /// If `offset` is unaligned or out of the mapping: offsets come from the local geometry, so
+    /// that would be a bug in this crate, never a consequence of file contents.
+    pub fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset % 8 == 0 && offset + 8 <= self.len, "word offset {offset} out of bounds");
+        // SAFETY: [1] the offset is 8-aligned and in bounds (checked above) of a mapping that is
+        // page-aligned and lives as long as `self`; [2] the memory is shared with other processes
+        // that only ever access it atomically, which is exactly what AtomicU64 permits; [3] the
+        // file's size was validated equal to the mapping's, so the pages exist (see module docs on
+        // SIGBUS).
+        unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(offset).cast::<u64>()) }
+    }
+
+    /// `count` consecutive words starting at byte `offset`.
+    ///
+    /// # Panics
+    ///
+    /// As [`Mapped::word`].
+    pub fn words(&self, offset: usize, count: usize) -> &[AtomicU64] {
+        assert!(
+            offset % 8 == 0 && count.checked_mul(8).and_then(|b| b.checked_add(offset)).is_some_and(|end| end <= self.len),
+            "words {offset}+{count} out of bounds"
+        );
+        // SAFETY: as in `word`, for every element: the range is aligned and in bounds, and
+        // `[AtomicU64]` has the layout of `[u64]`.
+        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr().add(offset).cast::<AtomicU64>(), count) }
+    }
+
+    pub fn header(&self, index: usize) -> u64 {
+        // Acquire: pairs with the Release stores of a boot reset.
+        self.word(index * 8).load(Ordering::Acquire)
+    }
+}
+
+fn io_err(op: &'static str, path: &Path, source: io::Error) -> Error {
+    if source.raw_os_error() == Some(libc::ELOOP) {
+        return Error::Symlink(path.to_owned());
+    }
+    Error::Io { op, path: path.to_owned(), source }
+}
+
+/// Open an existing file at `path`, refusing links and non-regular files.
+fn open_existing(path: &Path) -> io::Result<File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+}
+
+/// The complete initial image of header and definitions.
+fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
+    let mut header = vec![0u64; HEADER_SIZE / 8];
+    header[word::MAGIC] = layout::MAGIC;
+    header[word::VERSION] = layout::FORMAT_VERSION as u64 | ((HEADER_SIZE as u64) << 32);
+    header[word::INIT] = layout::READY;
+    header[word::FILE_SIZE] = geometry.file_size as u64;
+    header[word::COUNTS] = layout::LINE as u64 | ((defs.len() as u64) << 32);
+    header[word::DEFS_OFFSET] = geometry.defs_offset as u64;
+    header[word::DEFS_LEN] = geometry.defs_len as u64;
+    header[word::SLOTS_OFFSET] = geometry.slots_offset as u64;
+    header[word::SLOTS_LEN] = geometry.slots_len as u64;
+    header[word::STATS_OFFSET] = geometry.stats_offset as u64;
+    header[word::STATS_LEN] = geometry.stats_len as u64;
+    let boot = clock::boot_id();
+    header[word::BOOT_ID] = u64::from_ne_bytes(boot[..8].try_into().expect("8 bytes"));
+    header[word::BOOT_ID + 1] = u64::from_ne_bytes(boot[8..].try_into().expect("8 bytes"));
+    header[word::CLOCK_ID] = layout::CLOCK_MONOTONIC_ID;
+    header[word::TIMENS_OFFSET] = clock::timens_monotonic_offset_ns() as u64;
+    header[word::WALL_OFFSET] = clock::wall_offset_ns();
+    header[word::CREATED] = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let seed = random_seed();
+    header[word::HASH_SEED] = seed[0];
+    header[word::HASH_SEED + 1] = seed[1];
+    let mut def_bytes = Vec::with_capacity(defs.len() * DEF_SIZE);
+    for (def, &slot) in defs.iter().zip(&geometry.slots) {
+        for w in layout::encode_def(def, slot) {
+            def_bytes.extend_from_slice(&w.to_ne_bytes());
+        }
+    }
+    header[word::CHECKSUM] = layout::checksum(&header, &def_bytes);
+    let mut bytes: Vec<u8> = header.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    bytes.extend_from_slice(&def_bytes);
+    bytes
+}
+
+fn random_seed() -> [u64; 2] {
+    let mut buf = [0u8; 16];
+    if let Ok(f) = File::open("/dev/urandom") {
+        let _ = f.read_exact_at(&mut buf, 0);
+    }
+    [
+        u64::from_ne_bytes(buf[..8].try_into().expect("8 bytes")),
+        u64::from_ne_bytes(buf[8..].try_into().expect("8 bytes")),
+    ]
+}
+
+/// Write a complete file into the directory of `path` and link it into place.
+/// `Ok(false)`: another creator won the race.
+fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
+    let geometry = Geometry::compute(defs);
+    let bytes = image(defs, &geometry);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let fill = |file: &File| -> io::Result<()> {
+        file.set_permissions(fs::Permissions::from_mode(access.mode))?;
+        file.set_len(geometry.file_size as u64)?;
+        file.write_all_at(&bytes, 0)
+    };
+    match fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .mode(access.mode)
+        .open(&dir)
+    {
+        Ok(file) => {
+            fill(&file).map_err(|e| io_err("writing the new file", path, e))?;
+            link_fd(&file, path)
+        }
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+            // No O_TMPFILE here: a unique temporary name, then link(2), which never replaces.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let tmp = dir.join(format!(".{name}.{}.{:x}.tmp", std::process::id(), random_seed()[0]));
+            let file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .mode(access.mode)
+                .open(&tmp)
+                .map_err(|e| io_err("creating a temporary file", &tmp, e))?;
+            let linked = fill(&file)
+                .map_err(|e| io_err("writing the new file", path, e))
+                .and_then(|()| match fs::hard_link(&tmp, path) {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                    Err(e) => Err(io_err("linking the new file into place", path, e)),
+                });
+            let _ = fs::remove_file(&tmp);
+            linked
+        }
+        Err(e) => Err(io_err("creating the file", &dir, e)),
+    }
+}
+
+/// Give the unnamed `O_TMPFILE` behind `file` the name `path`; `Ok(false)` if `path` exists.
+fn link_fd(file: &File, path: &Path) -> Result<bool> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let from = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd())).expect("no NUL");
+    let to = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| crate::error::invalid("", "path contains a NUL byte"))?;
+    // SAFETY: both arguments are valid NUL-terminated strings that outlive the call; linkat only
+    // reads them. AT_SYMLINK_FOLLOW resolves the /proc magic link to the open file itself, which
+    // is how an unprivileged process links an O_TMPFILE (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
+    let rc = unsafe {
+        libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+    };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EEXIST) {
+        return Ok(false);
+    }
+    Err(io_err("linking the new file into place", path, e))
+}
+
+/// Create the file with `defs` unless it exists, then attach; an existing file must hold the
+/// same definitions.
+pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) -> Result<Mapped> {
+    check_defs(defs)?;
+    for _ in 0..64 {
+        match open_existing(path) {
+            Ok(file) => return attach(file, path, Some(defs), access),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_err("opening", path, e)),
+        }
+        if create_new(path, defs, access)? {
+            let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
+            return attach(file, path, Some(defs), access);
+        }
+    }
+    Err(Error::NotInitialized(path.to_owned()))
+}
+
+/// Attach to an existing file, taking its definitions as they are.
+pub(crate) fn open(path: &Path, expected: Option<&[LimitDef]>, access: &Access) -> Result<Mapped> {
+    if let Some(defs) = expected {
+        check_defs(defs)?;
+    }
+    let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
+    attach(file, path, expected, access)
+}
+
+fn check_defs(defs: &[LimitDef]) -> Result<()> {
+    if defs.len() > MAX_LIMITS {
+        return Err(crate::error::invalid("", format!("at most {MAX_LIMITS} limits per file")));
+    }
+    for (i, def) in defs.iter().enumerate() {
+        validate_name(&def.name)?;
+        def.algorithm.validate(&def.name)?;
+        if defs[..i].iter().any(|d| d.name == def.name) {
+            return Err(crate::error::invalid(&def.name, "defined twice"));
+        }
+    }
+    Ok(())
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
+    Error::Corrupt { path: path.to_owned(), reason: reason.into() }
+}
+
+fn read_words(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u64>> {
+    let mut bytes = vec![0u8; len];
+    file.read_exact_at(&mut bytes, offset).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            corrupt(path, "file ends inside its own header or definitions")
+        } else {
+            io_err("reading", path, e)
+        }
+    })?;
+    Ok(bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect())
+}
+
+/// Validate an open file completely, then map it.
+fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Access) -> Result<Mapped> {
+    let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::NotRegularFile(path.to_owned()));
+    }
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != euid && !access.allow_other_owner {
+        return Err(Error::Permission {
+            path: path.to_owned(),
+            reason: format!("owned by uid {}, not by this user (uid {euid})", meta.uid()),
+        });
+    }
+    let extra = meta.mode() & 0o022 & !access.mode;
+    if extra != 0 {
+        return Err(Error::Permission {
+            path: path.to_owned(),
+            reason: format!(
+                "mode {:o} lets {} write it; the open options allow {:o}",
+                meta.mode() & 0o777,
+                if extra & 0o002 != 0 { "every user" } else { "the group" },
+                access.mode
+            ),
+        });
+    }
+    let actual = meta.len();
+    if actual < HEADER_SIZE as u64 {
+        let magic = read_words(&file, path, 0, 8.min(actual as usize) / 8 * 8).unwrap_or_default();
+        if magic.first().is_some_and(|&m| m != layout::MAGIC) {
+            return Err(Error::Foreign(path.to_owned()));
+        }
+        return Err(Error::Size { path: path.to_owned(), expected: HEADER_SIZE as u64, actual });
+    }
+    let header = read_words(&file, path, 0, HEADER_SIZE)?;
+    if header[word::MAGIC] != layout::MAGIC {
+        return Err(Error::Foreign(path.to_owned()));
+    }
+    let version = (header[word::VERSION] & 0xFFFF_FFFF) as u32;
+    if version != layout::FORMAT_VERSION {
+        return Err(Error::Version { path: path.to_owned(), found: version, expected: layout::FORMAT_VERSION });
+    }
+    if header[word::VERSION] >> 32 != HEADER_SIZE as u64 {
+        return Err(corrupt(path, "header size field is wrong"));
+    }
+    if header[word::INIT] != layout::READY {
+        return Err(Error::NotInitialized(path.to_owned()));
+    }
+    let count = (header[word::COUNTS] >> 32) as usize;
+    if count > MAX_LIMITS || header[word::COUNTS] & 0xFFFF_FFFF != layout::LINE as u64 {
+        return Err(corrupt(path, "limit count or slot size is impossible"));
+    }
+    if header[word::DEFS_OFFSET] != HEADER_SIZE as u64 || header[word::DEFS_LEN] != (count * DEF_SIZE) as u64 {
+        return Err(corrupt(path, "definitions region is misplaced"));
+    }
+    let def_words = read_words(&file, path, HEADER_SIZE as u64, count * DEF_SIZE)?;
+    let def_bytes: Vec<u8> = def_words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    if layout::checksum(&header, &def_bytes) != header[word::CHECKSUM] {
+        return Err(corrupt(path, "checksum over layout and definitions does not match"));
+    }
+    let mut defs = Vec::with_capacity(count);
+    let mut stored_slots = Vec::with_capacity(count);
+    for record in def_words.chunks_exact(DEF_SIZE / 8) {
+        let (def, slot) = layout::decode_def(record).map_err(|r| corrupt(path, r))?;
+        validate_name(&def.name).map_err(|e| corrupt(path, e.to_string()))?;
+        def.algorithm.validate(&def.name).map_err(|e| corrupt(path, e.to_string()))?;
+        if defs.iter().any(|d: &LimitDef| d.name == def.name) {
+            return Err(corrupt(path, format!("limit `{}` is defined twice", def.name)));
+        }
+        defs.push(def);
+        stored_slots.push(slot);
+    }
+    let geometry = Geometry::compute(&defs);
+    let stored = [
+        (word::FILE_SIZE, geometry.file_size),
+        (word::SLOTS_OFFSET, geometry.slots_offset),
+        (word::SLOTS_LEN, geometry.slots_len),
+        (word::STATS_OFFSET, geometry.stats_offset),
+        (word::STATS_LEN, geometry.stats_len),
+    ];
+    if stored.iter().any(|&(i, v)| header[i] != v as u64)
+        || stored_slots.iter().zip(&geometry.slots).any(|(s, g)| (s.0, s.1) != (g.0 as u64, g.1 as u64))
+    {
+        return Err(corrupt(path, "stored layout differs from the one its definitions imply"));
+    }
+    if actual != geometry.file_size as u64 {
+        return Err(Error::Size { path: path.to_owned(), expected: geometry.file_size as u64, actual });
+    }
+    if header[word::CLOCK_ID] != layout::CLOCK_MONOTONIC_ID {
+        return Err(corrupt(path, format!("unknown clock id {}", header[word::CLOCK_ID])));
+    }
+    let ours = clock::timens_monotonic_offset_ns();
+    let theirs = header[word::TIMENS_OFFSET] as i64;
+    if ours != theirs {
+        return Err(Error::ClockMismatch { path: path.to_owned(), file_offset_ns: theirs, our_offset_ns: ours });
+    }
+    if let Some(expected) = expected {
+        compare_defs(path, expected, &defs)?;
+    }
+    let map = MmapOptions::new()
+        .len(geometry.file_size)
+        .map_raw(&file)
+        .map_err(|e| io_err("mmap", path, e))?;
+    let mapped = Mapped { map, len: geometry.file_size, path: path.to_owned(), geometry, defs, file };
+    reset_if_rebooted(&mapped)?;
+    Ok(mapped)
+}
+
+fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Result<()> {
+    let conflict = |reason: String| Error::DefinitionConflict { path: path.to_owned(), reason };
+    for want in expected {
+        match found.iter().find(|d| d.name == want.name) {
+            None => return Err(conflict(format!("limit `{}` is not defined in the file", want.name))),
+            Some(have) if have.algorithm != want.algorithm => {
+                return Err(conflict(format!(
+                    "limit `{}` is {:?} in the file, {:?} requested",
+                    want.name, have.algorithm, want.algorithm
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(extra) = found.iter().find(|d| !expected.iter().any(|w| w.name == d.name)) {
+        return Err(conflict(format!("the file also defines `{}`, which was not requested", extra.name)));
+    }
+    Ok(())
+}
+
+/// If the file's boot id is not this boot's, every stored time belongs to a dead clock: reset all
+/// state to fresh (full buckets, empty windows and logs), once, under an exclusive `flock`.
+fn reset_if_rebooted(mapped: &Mapped) -> Result<()> {
+    let boot = clock::boot_id();
+    let ours = [
+        u64::from_ne_bytes(boot[..8].try_into().expect("8 bytes")),
+        u64::from_ne_bytes(boot[8..].try_into().expect("8 bytes")),
+    ];
+    let current = || [mapped.header(word::BOOT_ID), mapped.header(word::BOOT_ID + 1)];
+    if current() == ours {
+        return Ok(());
+    }
+    let fd = mapped.file.as_raw_fd();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // SAFETY: `fd` is the open file descriptor owned by `mapped.file`; flock has no memory
+        // preconditions.
+        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(Error::NotInitialized(mapped.path.clone()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    if current() != ours {
+        let g = &mapped.geometry;
+        for w in mapped.words(g.slots_offset, g.slots_len / 8) {
+            // Relaxed: published by the Release store of the boot id below.
+            w.store(0, Ordering::Relaxed);
+        }
+        for w in mapped.words(g.stats_offset, g.stats_len / 8) {
+            w.store(0, Ordering::Relaxed);
+        }
+        mapped.word(word::WALL_OFFSET * 8).store(clock::wall_offset_ns(), Ordering::Relaxed);
+        mapped.word(word::RESET_COUNT * 8).fetch_add(1, Ordering::Relaxed);
+        // Release: whoever reads this boot id (Acquire) sees the zeroed state.
+        mapped.word(word::BOOT_ID * 8).store(ours[0], Ordering::Release);
+        mapped.word((word::BOOT_ID + 1) * 8).store(ours[1], Ordering::Release);
+    }
+    // SAFETY: as above.
+    unsafe { libc::flock(fd, libc::LOCK_UN) };
+    Ok(())
+}

@@ -1,0 +1,57 @@
+//! # shmlimit
+//!
+//! Lock-free rate limits shared by every process on a host through one memory-mapped file.
+//!
+//! Worker processes (Rust here, C and other languages through the C ABI) attach to the same file
+//! and decide against the same state: a token bucket, a fixed window, an exact sliding log or a
+//! weighted sliding-window counter per limit, each committed with one compare-and-swap on its
+//! own cache line, dated by the host's `CLOCK_MONOTONIC`. No daemon, no lock, no system call on
+//! the hot path but the (vDSO) clock read.
+//!
+//! ```
+//! # fn main() -> Result<(), shmlimit::Error> {
+//! # let dir = tempfile::tempdir().unwrap();
+//! # let path = dir.path().join("api.shm");
+//! use shmlimit::{Limiter, TokenBucket};
+//!
+//! let limiter = Limiter::builder()
+//!     .limit("api", TokenBucket::per_second(100).burst(20))
+//!     .create_or_open(&path)?;
+//! let api = limiter.limit("api")?; // resolve once
+//! let decision = api.try_acquire(1)?; // hot path
+//! assert!(decision.is_allowed());
+//! assert_eq!(decision.remaining(), 19);
+//! # Ok(()) }
+//! ```
+//!
+//! ## Guarantees
+//!
+//! | algorithm | guarantee (admissions dated in any interval) |
+//! |---|---|
+//! | [`TokenBucket`] (GCRA) | at most `floor(B + r T)` in any interval of length `T` |
+//! | [`FixedWindow`] | at most `L` per aligned window (up to `2 L` across one boundary) |
+//! | [`SlidingLog`] | at most `L` in every `(t - W, t]`, exactly |
+//! | [`SlidingWindow`] | about `L` per `W` (weighted estimate; up to ~`2 L` adversarially) |
+//!
+//! Each admission is dated between its clock read and its commit; the bounds are over those dates.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+mod algo;
+mod clock;
+mod error;
+mod file;
+mod limiter;
+mod spec;
+mod sync;
+
+pub use algo::Decision;
+pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
+pub use error::{Error, Result};
+pub use file::layout::MAX_LIMITS;
+pub use limiter::{Builder, Limit, Limiter, Stats};
+pub use spec::{
+    Algorithm, Alignment, FixedWindow, IntoAlgorithm, LimitDef, Rate, SlidingLog, SlidingWindow,
+    TokenBucket, TokenBucketSpec, MAX_CAPACITY, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_WINDOW, MIN_WINDOW,
+};

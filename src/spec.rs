@@ -1,0 +1,457 @@
+//! Limit definitions: what a user asks for, validated before anything touches a file.
+//!
+//! A definition is stored in the limiter file, so every process (in every language) that attaches
+//! decides with the same parameters. Every constructor here is checked: zero, negative, NaN,
+//! infinite and overflowing values are refused with [`Error::InvalidParameter`] when the limit is
+//! defined, never discovered at decision time.
+
+use std::time::Duration;
+
+use crate::algo::{sliding_log, sliding_window};
+use crate::error::{invalid, Error, Result};
+
+/// Longest limit name, in bytes.
+pub const MAX_NAME_LEN: usize = 63;
+/// Shortest window any windowed algorithm accepts.
+pub const MIN_WINDOW: Duration = Duration::from_millis(1);
+/// Longest window: about 36 years.
+pub const MAX_WINDOW: Duration = Duration::from_nanos(sliding_log::MAX_WINDOW_NS);
+/// Largest token-bucket capacity.
+pub const MAX_CAPACITY: u64 = 1 << 40;
+/// Most entries one sliding log may hold (8 bytes each).
+pub const MAX_LOG_LIMIT: u64 = 1 << 24;
+
+/// A refill rate, kept as the emission interval: nanoseconds per token, rounded *up* so that the
+/// bound `floor(B + r T)` is never exceeded.
+///
+/// # Example
+///
+/// ```
+/// use shmlimit::Rate;
+/// assert_eq!(Rate::per_second(1_000).unwrap().emission_ns(), 1_000_000);
+/// // 100 per minute is one token every 600 ms.
+/// assert_eq!(Rate::new(100, std::time::Duration::from_secs(60)).unwrap().emission_ns(), 600_000_000);
+/// assert!(Rate::per_second_f64(f64::NAN).is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate {
+    emission_ns: u64,
+}
+
+impl Rate {
+    /// `tokens` per `period`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] if either is zero or the rate exceeds one token per nanosecond.
+    pub fn new(tokens: u64, period: Duration) -> Result<Rate> {
+        if tokens == 0 {
+            return Err(invalid("", "rate: tokens per period must be at least 1"));
+        }
+        let period_ns = u64::try_from(period.as_nanos())
+            .map_err(|_| invalid("", "rate: period is too long"))?;
+        if period_ns == 0 {
+            return Err(invalid("", "rate: period must be longer than zero"));
+        }
+        if tokens > period_ns {
+            return Err(invalid("", "rate: more than one token per nanosecond"));
+        }
+        Ok(Rate { emission_ns: period_ns.div_ceil(tokens) })
+    }
+
+    /// `tokens` per second.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_second(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_secs(1))
+    }
+
+    /// A fractional rate in tokens per second (e.g. `0.5` or `33.3`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] for zero, negative, NaN or infinite rates, rates above one token
+    /// per nanosecond, and rates so small that a token takes longer than 2^62 ns.
+    pub fn per_second_f64(tokens_per_second: f64) -> Result<Rate> {
+        if !tokens_per_second.is_finite() || tokens_per_second <= 0.0 {
+            return Err(invalid("", format!("rate {tokens_per_second}/s: must be finite and positive")));
+        }
+        let exact = 1e9 / tokens_per_second;
+        let ns = exact.ceil();
+        if exact < 1.0 {
+            return Err(invalid("", "rate: more than one token per nanosecond"));
+        }
+        if ns > (1u64 << 62) as f64 {
+            return Err(invalid("", "rate: too slow (more than 2^62 ns per token)"));
+        }
+        Ok(Rate { emission_ns: ns as u64 })
+    }
+
+    /// A rate given directly as its emission interval: one token every `ns` nanoseconds.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] if `ns` is zero or above 2^62.
+    pub fn from_emission_ns(ns: u64) -> Result<Rate> {
+        if ns == 0 || ns > 1 << 62 {
+            return Err(invalid("", "rate: emission interval must be in 1..=2^62 ns"));
+        }
+        Ok(Rate { emission_ns: ns })
+    }
+
+    /// Nanoseconds per token.
+    pub fn emission_ns(&self) -> u64 {
+        self.emission_ns
+    }
+
+    /// Tokens per second (for display).
+    pub fn per_second_approx(&self) -> f64 {
+        1e9 / self.emission_ns as f64
+    }
+}
+
+/// A token bucket of `capacity` tokens refilled at `rate`; starts full.
+///
+/// Admissions of cost 1 in any interval of length `T` never exceed `floor(capacity + rate x T)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenBucket {
+    /// Burst size `B`.
+    pub capacity: u64,
+    /// Refill rate `r`.
+    pub rate: Rate,
+}
+
+impl TokenBucket {
+    /// A bucket of `capacity` refilled at `rate`.
+    pub fn new(capacity: u64, rate: Rate) -> TokenBucket {
+        TokenBucket { capacity, rate }
+    }
+
+    /// `per_second` tokens per second, with a burst of one second's worth; use
+    /// [`TokenBucketSpec::burst`] to change it.
+    pub fn per_second(per_second: u64) -> TokenBucketSpec {
+        TokenBucketSpec { rate: Rate::per_second(per_second), capacity: per_second }
+    }
+}
+
+/// A token bucket being defined; a rate error is reported when the limit is added.
+#[derive(Debug)]
+pub struct TokenBucketSpec {
+    rate: Result<Rate>,
+    capacity: u64,
+}
+
+impl TokenBucketSpec {
+    /// Set the capacity (burst size).
+    pub fn burst(mut self, capacity: u64) -> TokenBucketSpec {
+        self.capacity = capacity;
+        self
+    }
+}
+
+/// How window boundaries are placed on the timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Alignment {
+    /// Boundaries at multiples of the window in Unix time ("each clock-aligned minute"),
+    /// through the realtime-minus-monotonic offset captured when the file was created.
+    #[default]
+    WallClock,
+    /// Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
+    Monotonic,
+}
+
+/// At most `limit` per clock-aligned window of length `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixedWindow {
+    /// `L`.
+    pub limit: u64,
+    /// `W`.
+    pub window: Duration,
+    /// Boundary placement.
+    pub alignment: Alignment,
+}
+
+impl FixedWindow {
+    /// `limit` per `window`, wall-clock aligned.
+    pub fn new(limit: u64, window: Duration) -> FixedWindow {
+        FixedWindow { limit, window, alignment: Alignment::WallClock }
+    }
+    /// Change the boundary placement.
+    pub fn aligned(mut self, alignment: Alignment) -> FixedWindow {
+        self.alignment = alignment;
+        self
+    }
+}
+
+/// The weighted sliding-window counter: approximately `limit` per any `window` (see the module
+/// docs of the algorithm for its error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingWindow {
+    /// `L`, at most 2^20 - 1.
+    pub limit: u64,
+    /// `W`.
+    pub window: Duration,
+    /// Boundary placement of the two underlying windows.
+    pub alignment: Alignment,
+}
+
+impl SlidingWindow {
+    /// About `limit` per `window`.
+    pub fn new(limit: u64, window: Duration) -> SlidingWindow {
+        SlidingWindow { limit, window, alignment: Alignment::WallClock }
+    }
+}
+
+/// The exact sliding log: at most `limit` admissions in every interval `(t - window, t]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlidingLog {
+    /// `L`: also the number of 8-byte entries the log keeps.
+    pub limit: u64,
+    /// `W`.
+    pub window: Duration,
+}
+
+impl SlidingLog {
+    /// At most `limit` in any `window`.
+    pub fn new(limit: u64, window: Duration) -> SlidingLog {
+        SlidingLog { limit, window }
+    }
+}
+
+/// The algorithm and parameters of one limit, as stored in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// See [`TokenBucket`].
+    TokenBucket {
+        /// `B`.
+        capacity: u64,
+        /// `T`, nanoseconds per token.
+        emission_ns: u64,
+    },
+    /// See [`FixedWindow`].
+    FixedWindow {
+        /// `L`.
+        limit: u64,
+        /// `W` in nanoseconds.
+        window_ns: u64,
+        /// Boundary placement.
+        alignment: Alignment,
+    },
+    /// See [`SlidingWindow`].
+    SlidingWindow {
+        /// `L`.
+        limit: u64,
+        /// `W` in nanoseconds.
+        window_ns: u64,
+        /// Boundary placement.
+        alignment: Alignment,
+    },
+    /// See [`SlidingLog`].
+    SlidingLog {
+        /// `L`.
+        limit: u64,
+        /// `W` in nanoseconds.
+        window_ns: u64,
+    },
+}
+
+impl Algorithm {
+    /// The most one decision can ever grant: a larger cost is [`Error::CostExceedsCapacity`].
+    pub fn capacity(&self) -> u64 {
+        match *self {
+            Algorithm::TokenBucket { capacity, .. } => capacity,
+            Algorithm::FixedWindow { limit, .. }
+            | Algorithm::SlidingWindow { limit, .. }
+            | Algorithm::SlidingLog { limit, .. } => limit,
+        }
+    }
+
+    /// A short name: `token_bucket`, `fixed_window`, `sliding_window`, `sliding_log`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Algorithm::TokenBucket { .. } => "token_bucket",
+            Algorithm::FixedWindow { .. } => "fixed_window",
+            Algorithm::SlidingWindow { .. } => "sliding_window",
+            Algorithm::SlidingLog { .. } => "sliding_log",
+        }
+    }
+
+    /// Check every parameter; `limit` names the limit in the error.
+    pub(crate) fn validate(&self, limit: &str) -> Result<()> {
+        let window = |window_ns: u64| -> Result<()> {
+            let (lo, hi) = (MIN_WINDOW.as_nanos() as u64, MAX_WINDOW.as_nanos() as u64);
+            if window_ns < lo || window_ns > hi {
+                return Err(invalid(limit, format!("window {window_ns} ns: must be 1 ms to 2^60 ns")));
+            }
+            Ok(())
+        };
+        match *self {
+            Algorithm::TokenBucket { capacity, emission_ns } => {
+                if capacity == 0 || capacity > MAX_CAPACITY {
+                    return Err(invalid(limit, format!("capacity {capacity}: must be 1..=2^40")));
+                }
+                if emission_ns == 0 || emission_ns > 1 << 62 {
+                    return Err(invalid(limit, "rate: emission interval must be 1..=2^62 ns"));
+                }
+                if capacity.checked_mul(emission_ns).is_none_or(|tau| tau > 1 << 62) {
+                    return Err(invalid(
+                        limit,
+                        "capacity x emission interval exceeds 2^62 ns: lower the capacity or raise the rate",
+                    ));
+                }
+            }
+            Algorithm::FixedWindow { limit: l, window_ns, .. } => {
+                if l == 0 || l > u32::MAX as u64 {
+                    return Err(invalid(limit, format!("limit {l}: must be 1..=2^32-1")));
+                }
+                window(window_ns)?;
+            }
+            Algorithm::SlidingWindow { limit: l, window_ns, .. } => {
+                if l == 0 || l > sliding_window::MAX_LIMIT {
+                    return Err(invalid(limit, format!("limit {l}: must be 1..=2^20-1")));
+                }
+                window(window_ns)?;
+            }
+            Algorithm::SlidingLog { limit: l, window_ns } => {
+                if l == 0 || l > MAX_LOG_LIMIT {
+                    return Err(invalid(limit, format!("limit {l}: must be 1..=2^24 entries")));
+                }
+                window(window_ns)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn window_ns(limit: &str, window: Duration) -> Result<u64> {
+    u64::try_from(window.as_nanos()).map_err(|_| invalid(limit, "window is too long"))
+}
+
+/// Anything that can be turned into a validated [`Algorithm`].
+pub trait IntoAlgorithm {
+    /// Validate and convert; `limit` names the limit in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] naming the bad field.
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm>;
+}
+
+impl IntoAlgorithm for Algorithm {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        self.validate(limit)?;
+        Ok(self)
+    }
+}
+
+impl IntoAlgorithm for TokenBucket {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        Algorithm::TokenBucket { capacity: self.capacity, emission_ns: self.rate.emission_ns }
+            .into_algorithm(limit)
+    }
+}
+
+impl IntoAlgorithm for TokenBucketSpec {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        let rate = self.rate.map_err(|e| rename(e, limit))?;
+        TokenBucket::new(self.capacity, rate).into_algorithm(limit)
+    }
+}
+
+impl IntoAlgorithm for FixedWindow {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        let window_ns = window_ns(limit, self.window)?;
+        Algorithm::FixedWindow { limit: self.limit, window_ns, alignment: self.alignment }
+            .into_algorithm(limit)
+    }
+}
+
+impl IntoAlgorithm for SlidingWindow {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        let window_ns = window_ns(limit, self.window)?;
+        Algorithm::SlidingWindow { limit: self.limit, window_ns, alignment: self.alignment }
+            .into_algorithm(limit)
+    }
+}
+
+impl IntoAlgorithm for SlidingLog {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        let window_ns = window_ns(limit, self.window)?;
+        Algorithm::SlidingLog { limit: self.limit, window_ns }.into_algorithm(limit)
+    }
+}
+
+impl<T: IntoAlgorithm> IntoAlgorithm for Result<T> {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        self.map_err(|e| rename(e, limit))?.into_algorithm(limit)
+    }
+}
+
+fn rename(e: Error, limit: &str) -> Error {
+    match e {
+        Error::InvalidParameter { limit: l, reason } if l.is_empty() => {
+            Error::InvalidParameter { limit: limit.to_owned(), reason }
+        }
+        other => other,
+    }
+}
+
+/// Check a limit name: 1 to 63 bytes of ASCII letters, digits and `_ - . : /`.
+pub(crate) fn validate_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(invalid(name, format!("name must be 1..={MAX_NAME_LEN} bytes")));
+    }
+    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:/".contains(&b)) {
+        return Err(invalid(name, "name may hold only ASCII letters, digits and _ - . : /"));
+    }
+    Ok(())
+}
+
+/// One named limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LimitDef {
+    /// The name handles are resolved by.
+    pub name: String,
+    /// What it limits and how.
+    pub algorithm: Algorithm,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_bad_parameters() {
+        assert!(Rate::per_second(0).is_err());
+        assert!(Rate::new(5, Duration::ZERO).is_err());
+        assert!(Rate::per_second_f64(-1.0).is_err());
+        assert!(Rate::per_second_f64(f64::INFINITY).is_err());
+        assert!(Rate::per_second_f64(2e9).is_err());
+        assert!(Rate::per_second_f64(1e-30).is_err());
+        assert!(TokenBucket::per_second(10).burst(0).into_algorithm("a").is_err());
+        assert!(TokenBucket::new(1 << 41, Rate::per_second(1).unwrap()).into_algorithm("a").is_err());
+        assert!(FixedWindow::new(0, Duration::from_secs(1)).into_algorithm("a").is_err());
+        assert!(FixedWindow::new(5, Duration::from_micros(10)).into_algorithm("a").is_err());
+        assert!(SlidingWindow::new(1 << 20, Duration::from_secs(1)).into_algorithm("a").is_err());
+        assert!(SlidingLog::new(0, Duration::from_secs(1)).into_algorithm("a").is_err());
+        assert!(SlidingLog::new(5, Duration::MAX).into_algorithm("a").is_err());
+        let e = TokenBucket::per_second(0).into_algorithm("api").unwrap_err();
+        assert!(e.to_string().contains("limit `api`"), "{e}");
+    }
+
+    #[test]
+    fn rate_rounds_emission_up() {
+        assert_eq!(Rate::per_second(3).unwrap().emission_ns(), 333_333_334);
+        assert_eq!(Rate::per_second_f64(0.5).unwrap().emission_ns(), 2_000_000_000);
+    }
+
+    #[test]
+    fn names() {
+        assert!(validate_name("api.v1:search/x_y-z").is_ok());
+        assert!(validate_name("").is_err());
+        assert!(validate_name("has space").is_err());
+        assert!(validate_name(&"x".repeat(64)).is_err());
+    }
+}

@@ -1,0 +1,55 @@
+//! The atomic facade every algorithm is written against.
+//!
+//! Algorithms never name `std::sync::atomic` directly: they take `&A where A: AtomicWord`. In
+//! production `A` is [`std::sync::atomic::AtomicU64`] living in the mapped file; in the loom models
+//! (which run in plain `cargo test`) it is `loom::sync::atomic::AtomicU64`, so the exact code that
+//! runs on the mapping is the code that is model-checked.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A 64-bit word that supports the operations the algorithms need.
+pub trait AtomicWord {
+    /// Atomic load.
+    fn load(&self, order: Ordering) -> u64;
+    /// Strong compare-and-swap.
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64>;
+}
+
+impl AtomicWord for AtomicU64 {
+    #[inline(always)]
+    fn load(&self, order: Ordering) -> u64 {
+        AtomicU64::load(self, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        AtomicU64::compare_exchange(self, current, new, success, failure)
+    }
+}
+
+#[cfg(test)]
+impl AtomicWord for loom::sync::atomic::AtomicU64 {
+    fn load(&self, order: Ordering) -> u64 {
+        loom::sync::atomic::AtomicU64::load(self, order)
+    }
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<u64, u64> {
+        loom::sync::atomic::AtomicU64::compare_exchange(self, current, new, success, failure)
+    }
+}
