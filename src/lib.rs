@@ -41,6 +41,7 @@
 mod algo;
 mod clock;
 mod error;
+pub mod ffi;
 mod file;
 mod limiter;
 mod spec;

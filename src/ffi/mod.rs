@@ -1,0 +1,1 @@
+//! The C ABI (`ffi/include/shmlimit.h`).
