@@ -29,12 +29,17 @@ pub trait Clock: Clone + Send + Sync + 'static {
 
 #[inline(always)]
 fn clock_gettime_ns(id: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes it. With a clock id the
     // kernel supports it cannot fail, and CLOCK_MONOTONIC(_COARSE) exist on every Linux we run on.
     let rc = unsafe { libc::clock_gettime(id, &mut ts) };
     debug_assert_eq!(rc, 0);
-    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// `CLOCK_MONOTONIC`, read through the vDSO (no system call). The default clock.
@@ -62,7 +67,10 @@ pub struct CoarseMonotonicClock;
 impl CoarseMonotonicClock {
     /// The clock's resolution as reported by `clock_getres`, in nanoseconds.
     pub fn resolution_ns() -> u64 {
-        let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
         // SAFETY: `ts` is a valid, writable timespec; clock_getres only writes it.
         let rc = unsafe { libc::clock_getres(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
         if rc != 0 {

@@ -177,5 +177,8 @@ impl std::error::Error for Error {
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 pub(crate) fn invalid(limit: &str, reason: impl Into<String>) -> Error {
-    Error::InvalidParameter { limit: limit.to_owned(), reason: reason.into() }
+    Error::InvalidParameter {
+        limit: limit.to_owned(),
+        reason: reason.into(),
+    }
 }

@@ -54,5 +54,6 @@ pub use file::layout::MAX_LIMITS;
 pub use limiter::{Builder, Limit, Limiter, Stats};
 pub use spec::{
     Algorithm, Alignment, FixedWindow, IntoAlgorithm, LimitDef, Rate, SlidingLog, SlidingWindow,
-    TokenBucket, TokenBucketSpec, MAX_CAPACITY, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_WINDOW, MIN_WINDOW,
+    TokenBucket, TokenBucketSpec, MAX_CAPACITY, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_WINDOW,
+    MIN_WINDOW,
 };

@@ -46,7 +46,12 @@ pub struct Builder<C: Clock = MonotonicClock> {
 
 impl Builder<MonotonicClock> {
     fn new() -> Self {
-        Builder { defs: Vec::new(), error: None, access: Access::default(), clock: MonotonicClock }
+        Builder {
+            defs: Vec::new(),
+            error: None,
+            access: Access::default(),
+            clock: MonotonicClock,
+        }
     }
 }
 
@@ -54,7 +59,10 @@ impl<C: Clock> Builder<C> {
     /// Add a limit named `name`. A bad name or parameter is reported by `create_or_open`.
     pub fn limit(mut self, name: &str, algorithm: impl IntoAlgorithm) -> Self {
         match algorithm.into_algorithm(name) {
-            Ok(algorithm) => self.defs.push(LimitDef { name: name.to_owned(), algorithm }),
+            Ok(algorithm) => self.defs.push(LimitDef {
+                name: name.to_owned(),
+                algorithm,
+            }),
             Err(e) => {
                 self.error.get_or_insert(e);
             }
@@ -78,7 +86,12 @@ impl<C: Clock> Builder<C> {
     /// Use another clock (for example [`crate::CoarseMonotonicClock`], or a
     /// [`crate::ManualClock`] in tests).
     pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
-        Builder { defs: self.defs, error: self.error, access: self.access, clock }
+        Builder {
+            defs: self.defs,
+            error: self.error,
+            access: self.access,
+            clock,
+        }
     }
 
     /// Create the file with these definitions, or attach to it if it exists with the same ones.
@@ -134,7 +147,10 @@ pub struct Limiter<C: Clock = MonotonicClock> {
 
 impl<C: Clock> Clone for Limiter<C> {
     fn clone(&self) -> Self {
-        Limiter { shared: Arc::clone(&self.shared), clock: self.clock.clone() }
+        Limiter {
+            shared: Arc::clone(&self.shared),
+            clock: self.clock.clone(),
+        }
     }
 }
 
@@ -168,8 +184,15 @@ impl Limiter<MonotonicClock> {
 impl<C: Clock> Limiter<C> {
     fn from_mapped(mapped: Mapped, clock: C) -> Limiter<C> {
         let wall = mapped.header(word::WALL_OFFSET);
-        let params = mapped.defs.iter().map(|def| params_of(&def.algorithm, wall)).collect();
-        Limiter { shared: Arc::new(Shared { mapped, params }), clock }
+        let params = mapped
+            .defs
+            .iter()
+            .map(|def| params_of(&def.algorithm, wall))
+            .collect();
+        Limiter {
+            shared: Arc::new(Shared { mapped, params }),
+            clock,
+        }
     }
 
     /// The limit definitions stored in the file.
@@ -205,7 +228,9 @@ impl<C: Clock> Limiter<C> {
 
     /// Handles for every limit, in definition order.
     pub fn limits(&self) -> Vec<Limit<C>> {
-        (0..self.shared.params.len()).map(|i| self.limit_at(i)).collect()
+        (0..self.shared.params.len())
+            .map(|i| self.limit_at(i))
+            .collect()
     }
 
     fn limit_at(&self, index: usize) -> Limit<C> {
@@ -258,18 +283,34 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
         Alignment::Monotonic => 0,
     };
     match *algorithm {
-        Algorithm::TokenBucket { capacity, emission_ns } => {
-            Params::TokenBucket(Gcra { emission_ns, tolerance_ns: capacity * emission_ns })
-        }
-        Algorithm::FixedWindow { limit, window_ns, alignment } => Params::FixedWindow(FixedWindow {
+        Algorithm::TokenBucket {
+            capacity,
+            emission_ns,
+        } => Params::TokenBucket(Gcra {
+            emission_ns,
+            tolerance_ns: capacity * emission_ns,
+        }),
+        Algorithm::FixedWindow {
+            limit,
+            window_ns,
+            alignment,
+        } => Params::FixedWindow(FixedWindow {
             limit,
             window_ns,
             phase_ns: phase(window_ns, alignment),
         }),
-        Algorithm::SlidingWindow { limit, window_ns, alignment } => {
-            Params::SlidingWindow(SlidingWindow { limit, window_ns, phase_ns: phase(window_ns, alignment) })
+        Algorithm::SlidingWindow {
+            limit,
+            window_ns,
+            alignment,
+        } => Params::SlidingWindow(SlidingWindow {
+            limit,
+            window_ns,
+            phase_ns: phase(window_ns, alignment),
+        }),
+        Algorithm::SlidingLog { limit, window_ns } => {
+            Params::SlidingLog(SlidingLog { limit, window_ns })
         }
-        Algorithm::SlidingLog { limit, window_ns } => Params::SlidingLog(SlidingLog { limit, window_ns }),
     }
 }
 
@@ -341,7 +382,10 @@ impl<C: Clock> Clone for Limit<C> {
 
 impl<C: Clock> std::fmt::Debug for Limit<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Limit").field("name", &self.name()).field("algorithm", self.algorithm()).finish()
+        f.debug_struct("Limit")
+            .field("name", &self.name())
+            .field("algorithm", self.algorithm())
+            .finish()
     }
 }
 
@@ -405,18 +449,26 @@ impl<C: Clock> Limit<C> {
             return Err(Error::ZeroCost);
         }
         if cost > self.capacity {
-            return Err(Error::CostExceedsCapacity { cost, capacity: self.capacity });
+            return Err(Error::CostExceedsCapacity {
+                cost,
+                capacity: self.capacity,
+            });
         }
         let now = || at.unwrap_or_else(|| self.clock.now_ns());
         let decision = match self.params {
             Params::TokenBucket(g) => decide(self.state(), now, commit, |t, w| g.step(t, w, cost)),
-            Params::FixedWindow(fw) => decide(self.state(), now, commit, |t, w| fw.step(t, w, cost)),
-            Params::SlidingWindow(sw) => decide(self.state(), now, commit, |t, w| sw.step(t, w, cost)),
+            Params::FixedWindow(fw) => {
+                decide(self.state(), now, commit, |t, w| fw.step(t, w, cost))
+            }
+            Params::SlidingWindow(sw) => {
+                decide(self.state(), now, commit, |t, w| sw.step(t, w, cost))
+            }
             Params::SlidingLog(log) => {
                 // SAFETY: `entries` points at `log.limit` aligned words inside the live mapping,
                 // established in `limit_at` from the validated geometry.
                 let ring = unsafe { std::slice::from_raw_parts(self.entries, log.limit as usize) };
-                log.acquire(self.state(), ring, now, cost, commit).map_err(|f| self.fault(f))?
+                log.acquire(self.state(), ring, now, cost, commit)
+                    .map_err(|f| self.fault(f))?
             }
         };
         if commit {
@@ -431,7 +483,9 @@ impl<C: Clock> Limit<C> {
     #[cold]
     fn fault(&self, fault: Fault) -> Error {
         match fault {
-            Fault::Corrupt => Error::CorruptState { limit: self.name().to_owned() },
+            Fault::Corrupt => Error::CorruptState {
+                limit: self.name().to_owned(),
+            },
             Fault::ClockRange(ns) => Error::ClockOutOfRange(ns),
         }
     }

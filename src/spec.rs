@@ -56,7 +56,9 @@ impl Rate {
         if tokens > period_ns {
             return Err(invalid("", "rate: more than one token per nanosecond"));
         }
-        Ok(Rate { emission_ns: period_ns.div_ceil(tokens) })
+        Ok(Rate {
+            emission_ns: period_ns.div_ceil(tokens),
+        })
     }
 
     /// `tokens` per second.
@@ -76,7 +78,10 @@ impl Rate {
     /// per nanosecond, and rates so small that a token takes longer than 2^62 ns.
     pub fn per_second_f64(tokens_per_second: f64) -> Result<Rate> {
         if !tokens_per_second.is_finite() || tokens_per_second <= 0.0 {
-            return Err(invalid("", format!("rate {tokens_per_second}/s: must be finite and positive")));
+            return Err(invalid(
+                "",
+                format!("rate {tokens_per_second}/s: must be finite and positive"),
+            ));
         }
         let exact = 1e9 / tokens_per_second;
         let ns = exact.ceil();
@@ -86,7 +91,9 @@ impl Rate {
         if ns > (1u64 << 62) as f64 {
             return Err(invalid("", "rate: too slow (more than 2^62 ns per token)"));
         }
-        Ok(Rate { emission_ns: ns as u64 })
+        Ok(Rate {
+            emission_ns: ns as u64,
+        })
     }
 
     /// A rate given directly as its emission interval: one token every `ns` nanoseconds.
@@ -96,7 +103,10 @@ impl Rate {
     /// [`Error::InvalidParameter`] if `ns` is zero or above 2^62.
     pub fn from_emission_ns(ns: u64) -> Result<Rate> {
         if ns == 0 || ns > 1 << 62 {
-            return Err(invalid("", "rate: emission interval must be in 1..=2^62 ns"));
+            return Err(invalid(
+                "",
+                "rate: emission interval must be in 1..=2^62 ns",
+            ));
         }
         Ok(Rate { emission_ns: ns })
     }
@@ -132,7 +142,10 @@ impl TokenBucket {
     /// `per_second` tokens per second, with a burst of one second's worth; use
     /// [`TokenBucketSpec::burst`] to change it.
     pub fn per_second(per_second: u64) -> TokenBucketSpec {
-        TokenBucketSpec { rate: Rate::per_second(per_second), capacity: per_second }
+        TokenBucketSpec {
+            rate: Rate::per_second(per_second),
+            capacity: per_second,
+        }
     }
 }
 
@@ -176,7 +189,11 @@ pub struct FixedWindow {
 impl FixedWindow {
     /// `limit` per `window`, wall-clock aligned.
     pub fn new(limit: u64, window: Duration) -> FixedWindow {
-        FixedWindow { limit, window, alignment: Alignment::WallClock }
+        FixedWindow {
+            limit,
+            window,
+            alignment: Alignment::WallClock,
+        }
     }
     /// Change the boundary placement.
     pub fn aligned(mut self, alignment: Alignment) -> FixedWindow {
@@ -200,7 +217,11 @@ pub struct SlidingWindow {
 impl SlidingWindow {
     /// About `limit` per `window`.
     pub fn new(limit: u64, window: Duration) -> SlidingWindow {
-        SlidingWindow { limit, window, alignment: Alignment::WallClock }
+        SlidingWindow {
+            limit,
+            window,
+            alignment: Alignment::WallClock,
+        }
     }
 }
 
@@ -283,40 +304,69 @@ impl Algorithm {
         let window = |window_ns: u64| -> Result<()> {
             let (lo, hi) = (MIN_WINDOW.as_nanos() as u64, MAX_WINDOW.as_nanos() as u64);
             if window_ns < lo || window_ns > hi {
-                return Err(invalid(limit, format!("window {window_ns} ns: must be 1 ms to 2^60 ns")));
+                return Err(invalid(
+                    limit,
+                    format!("window {window_ns} ns: must be 1 ms to 2^60 ns"),
+                ));
             }
             Ok(())
         };
         match *self {
-            Algorithm::TokenBucket { capacity, emission_ns } => {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => {
                 if capacity == 0 || capacity > MAX_CAPACITY {
-                    return Err(invalid(limit, format!("capacity {capacity}: must be 1..=2^40")));
+                    return Err(invalid(
+                        limit,
+                        format!("capacity {capacity}: must be 1..=2^40"),
+                    ));
                 }
                 if emission_ns == 0 || emission_ns > 1 << 62 {
-                    return Err(invalid(limit, "rate: emission interval must be 1..=2^62 ns"));
+                    return Err(invalid(
+                        limit,
+                        "rate: emission interval must be 1..=2^62 ns",
+                    ));
                 }
-                if capacity.checked_mul(emission_ns).is_none_or(|tau| tau > 1 << 62) {
+                if capacity
+                    .checked_mul(emission_ns)
+                    .is_none_or(|tau| tau > 1 << 62)
+                {
                     return Err(invalid(
                         limit,
                         "capacity x emission interval exceeds 2^62 ns: lower the capacity or raise the rate",
                     ));
                 }
             }
-            Algorithm::FixedWindow { limit: l, window_ns, .. } => {
+            Algorithm::FixedWindow {
+                limit: l,
+                window_ns,
+                ..
+            } => {
                 if l == 0 || l > u32::MAX as u64 {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^32-1")));
                 }
                 window(window_ns)?;
             }
-            Algorithm::SlidingWindow { limit: l, window_ns, .. } => {
+            Algorithm::SlidingWindow {
+                limit: l,
+                window_ns,
+                ..
+            } => {
                 if l == 0 || l > sliding_window::MAX_LIMIT {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^20-1")));
                 }
                 window(window_ns)?;
             }
-            Algorithm::SlidingLog { limit: l, window_ns } => {
+            Algorithm::SlidingLog {
+                limit: l,
+                window_ns,
+            } => {
                 if l == 0 || l > MAX_LOG_LIMIT {
-                    return Err(invalid(limit, format!("limit {l}: must be 1..=2^24 entries")));
+                    return Err(invalid(
+                        limit,
+                        format!("limit {l}: must be 1..=2^24 entries"),
+                    ));
                 }
                 window(window_ns)?;
             }
@@ -348,8 +398,11 @@ impl IntoAlgorithm for Algorithm {
 
 impl IntoAlgorithm for TokenBucket {
     fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
-        Algorithm::TokenBucket { capacity: self.capacity, emission_ns: self.rate.emission_ns }
-            .into_algorithm(limit)
+        Algorithm::TokenBucket {
+            capacity: self.capacity,
+            emission_ns: self.rate.emission_ns,
+        }
+        .into_algorithm(limit)
     }
 }
 
@@ -363,23 +416,35 @@ impl IntoAlgorithm for TokenBucketSpec {
 impl IntoAlgorithm for FixedWindow {
     fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
         let window_ns = window_ns(limit, self.window)?;
-        Algorithm::FixedWindow { limit: self.limit, window_ns, alignment: self.alignment }
-            .into_algorithm(limit)
+        Algorithm::FixedWindow {
+            limit: self.limit,
+            window_ns,
+            alignment: self.alignment,
+        }
+        .into_algorithm(limit)
     }
 }
 
 impl IntoAlgorithm for SlidingWindow {
     fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
         let window_ns = window_ns(limit, self.window)?;
-        Algorithm::SlidingWindow { limit: self.limit, window_ns, alignment: self.alignment }
-            .into_algorithm(limit)
+        Algorithm::SlidingWindow {
+            limit: self.limit,
+            window_ns,
+            alignment: self.alignment,
+        }
+        .into_algorithm(limit)
     }
 }
 
 impl IntoAlgorithm for SlidingLog {
     fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
         let window_ns = window_ns(limit, self.window)?;
-        Algorithm::SlidingLog { limit: self.limit, window_ns }.into_algorithm(limit)
+        Algorithm::SlidingLog {
+            limit: self.limit,
+            window_ns,
+        }
+        .into_algorithm(limit)
     }
 }
 
@@ -391,9 +456,10 @@ impl<T: IntoAlgorithm> IntoAlgorithm for Result<T> {
 
 fn rename(e: Error, limit: &str) -> Error {
     match e {
-        Error::InvalidParameter { limit: l, reason } if l.is_empty() => {
-            Error::InvalidParameter { limit: limit.to_owned(), reason }
-        }
+        Error::InvalidParameter { limit: l, reason } if l.is_empty() => Error::InvalidParameter {
+            limit: limit.to_owned(),
+            reason,
+        },
         other => other,
     }
 }
@@ -401,10 +467,19 @@ fn rename(e: Error, limit: &str) -> Error {
 /// Check a limit name: 1 to 63 bytes of ASCII letters, digits and `_ - . : /`.
 pub(crate) fn validate_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_NAME_LEN {
-        return Err(invalid(name, format!("name must be 1..={MAX_NAME_LEN} bytes")));
+        return Err(invalid(
+            name,
+            format!("name must be 1..={MAX_NAME_LEN} bytes"),
+        ));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.:/".contains(&b)) {
-        return Err(invalid(name, "name may hold only ASCII letters, digits and _ - . : /"));
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"_-.:/".contains(&b))
+    {
+        return Err(invalid(
+            name,
+            "name may hold only ASCII letters, digits and _ - . : /",
+        ));
     }
     Ok(())
 }
@@ -430,21 +505,41 @@ mod tests {
         assert!(Rate::per_second_f64(f64::INFINITY).is_err());
         assert!(Rate::per_second_f64(2e9).is_err());
         assert!(Rate::per_second_f64(1e-30).is_err());
-        assert!(TokenBucket::per_second(10).burst(0).into_algorithm("a").is_err());
-        assert!(TokenBucket::new(1 << 41, Rate::per_second(1).unwrap()).into_algorithm("a").is_err());
-        assert!(FixedWindow::new(0, Duration::from_secs(1)).into_algorithm("a").is_err());
-        assert!(FixedWindow::new(5, Duration::from_micros(10)).into_algorithm("a").is_err());
-        assert!(SlidingWindow::new(1 << 20, Duration::from_secs(1)).into_algorithm("a").is_err());
-        assert!(SlidingLog::new(0, Duration::from_secs(1)).into_algorithm("a").is_err());
-        assert!(SlidingLog::new(5, Duration::MAX).into_algorithm("a").is_err());
-        let e = TokenBucket::per_second(0).into_algorithm("api").unwrap_err();
+        assert!(TokenBucket::per_second(10)
+            .burst(0)
+            .into_algorithm("a")
+            .is_err());
+        assert!(TokenBucket::new(1 << 41, Rate::per_second(1).unwrap())
+            .into_algorithm("a")
+            .is_err());
+        assert!(FixedWindow::new(0, Duration::from_secs(1))
+            .into_algorithm("a")
+            .is_err());
+        assert!(FixedWindow::new(5, Duration::from_micros(10))
+            .into_algorithm("a")
+            .is_err());
+        assert!(SlidingWindow::new(1 << 20, Duration::from_secs(1))
+            .into_algorithm("a")
+            .is_err());
+        assert!(SlidingLog::new(0, Duration::from_secs(1))
+            .into_algorithm("a")
+            .is_err());
+        assert!(SlidingLog::new(5, Duration::MAX)
+            .into_algorithm("a")
+            .is_err());
+        let e = TokenBucket::per_second(0)
+            .into_algorithm("api")
+            .unwrap_err();
         assert!(e.to_string().contains("limit `api`"), "{e}");
     }
 
     #[test]
     fn rate_rounds_emission_up() {
         assert_eq!(Rate::per_second(3).unwrap().emission_ns(), 333_333_334);
-        assert_eq!(Rate::per_second_f64(0.5).unwrap().emission_ns(), 2_000_000_000);
+        assert_eq!(
+            Rate::per_second_f64(0.5).unwrap().emission_ns(),
+            2_000_000_000
+        );
     }
 
     #[test]

@@ -71,7 +71,11 @@ impl FixedWindow {
             }
         } else {
             let next = (window + 1).saturating_mul(self.window_ns);
-            Step::Deny(Decision::denied(next.saturating_sub(t), self.limit.saturating_sub(count), 1))
+            Step::Deny(Decision::denied(
+                next.saturating_sub(t),
+                self.limit.saturating_sub(count),
+                1,
+            ))
         }
     }
 
@@ -110,22 +114,34 @@ mod tests {
 
     #[test]
     fn boundary_burst_passes_twice_the_limit() {
-        let fw = FixedWindow { limit: 100, window_ns: 60_000_000_000, phase_ns: 0 };
+        let fw = FixedWindow {
+            limit: 100,
+            window_ns: 60_000_000_000,
+            phase_ns: 0,
+        };
         let mut w = 0;
         let last = 60_000_000_000 * 10 - 1;
         let first = last + 1;
-        let a = (0..100).filter(|_| apply(&fw, &mut w, last, 1).is_allowed()).count();
+        let a = (0..100)
+            .filter(|_| apply(&fw, &mut w, last, 1).is_allowed())
+            .count();
         let denied = apply(&fw, &mut w, last, 1);
         assert!(denied.is_denied());
         assert_eq!(denied.retry_after_ns(), 1);
-        let b = (0..100).filter(|_| apply(&fw, &mut w, first, 1).is_allowed()).count();
+        let b = (0..100)
+            .filter(|_| apply(&fw, &mut w, first, 1).is_allowed())
+            .count();
         assert_eq!((a, b), (100, 100));
         assert!(apply(&fw, &mut w, first, 1).is_denied());
     }
 
     #[test]
     fn stale_read_counts_against_newer_window() {
-        let fw = FixedWindow { limit: 2, window_ns: 1_000, phase_ns: 0 };
+        let fw = FixedWindow {
+            limit: 2,
+            window_ns: 1_000,
+            phase_ns: 0,
+        };
         let mut w = 0;
         assert!(apply(&fw, &mut w, 5_500, 2).is_allowed());
         // A stale reader in window 4 must not reset window 5's count.
@@ -137,7 +153,11 @@ mod tests {
 
     #[test]
     fn phase_aligns_boundaries() {
-        let fw = FixedWindow { limit: 1, window_ns: 1_000, phase_ns: 300 };
+        let fw = FixedWindow {
+            limit: 1,
+            window_ns: 1_000,
+            phase_ns: 300,
+        };
         let mut w = 0;
         assert!(apply(&fw, &mut w, 699, 1).is_allowed());
         assert!(apply(&fw, &mut w, 699, 1).is_denied());
@@ -146,7 +166,11 @@ mod tests {
 
     #[test]
     fn damaged_count_denies_until_next_window() {
-        let fw = FixedWindow { limit: 10, window_ns: 1_000, phase_ns: 0 };
+        let fw = FixedWindow {
+            limit: 10,
+            window_ns: 1_000,
+            phase_ns: 0,
+        };
         let mut w = pack(3, u32::MAX as u64);
         assert!(apply(&fw, &mut w, 3_100, 1).is_denied());
         assert!(apply(&fw, &mut w, 4_000, 1).is_allowed());

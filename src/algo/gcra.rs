@@ -63,7 +63,8 @@ impl Gcra {
     #[inline]
     #[allow(dead_code)]
     pub fn refund(&self, now: u64, tat: u64, n: u64) -> u64 {
-        tat.saturating_sub(n.saturating_mul(self.emission_ns)).max(now.min(tat))
+        tat.saturating_sub(n.saturating_mul(self.emission_ns))
+            .max(now.min(tat))
     }
 }
 
@@ -72,7 +73,10 @@ mod tests {
     use super::*;
 
     fn bucket(capacity: u64, emission_ns: u64) -> Gcra {
-        Gcra { emission_ns, tolerance_ns: capacity * emission_ns }
+        Gcra {
+            emission_ns,
+            tolerance_ns: capacity * emission_ns,
+        }
     }
 
     fn run(g: &Gcra, tat: &mut u64, now: u64, n: u64) -> Decision {

@@ -58,13 +58,23 @@ pub struct Decision {
 impl Decision {
     #[inline(always)]
     pub(crate) fn allowed(slack: u64, unit: u64) -> Self {
-        Decision { allowed: true, retry_after_ns: 0, slack, unit }
+        Decision {
+            allowed: true,
+            retry_after_ns: 0,
+            slack,
+            unit,
+        }
     }
 
     #[inline(always)]
     pub(crate) fn denied(retry_after_ns: u64, slack: u64, unit: u64) -> Self {
         // A denial always has something to wait for: at least one nanosecond.
-        Decision { allowed: false, retry_after_ns: retry_after_ns.max(1), slack, unit }
+        Decision {
+            allowed: false,
+            retry_after_ns: retry_after_ns.max(1),
+            slack,
+            unit,
+        }
     }
 
     /// True when the request was admitted (and, for `try_acquire`, its cost consumed).

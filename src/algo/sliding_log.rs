@@ -134,7 +134,12 @@ impl SlidingLog {
             let tag = entry_lap(entry);
             if tag == claim_lap {
                 // Claimed at this lap already; the head lags. Help it and retry.
-                let _ = head.compare_exchange(h, self.next_head(h), Ordering::AcqRel, Ordering::Acquire);
+                let _ = head.compare_exchange(
+                    h,
+                    self.next_head(h),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
                 continue;
             }
             if tag != lap {
@@ -154,7 +159,9 @@ impl SlidingLog {
             let date = read.max(entry_time_ns(newest));
             if !self.is_free(entry, date) {
                 let until = entry_time_ns(entry) + self.window_ns;
-                return Ok(Claim::Full { retry_after_ns: until - read.min(until) });
+                return Ok(Claim::Full {
+                    retry_after_ns: until - read.min(until),
+                });
             }
             if !commit {
                 return Ok(Claim::Possible { index, date });
@@ -170,7 +177,12 @@ impl SlidingLog {
                 .is_ok()
             {
                 // AcqRel: whoever sees the new head sees our entry. Failure: someone helped.
-                let _ = head.compare_exchange(h, self.next_head(h), Ordering::AcqRel, Ordering::Acquire);
+                let _ = head.compare_exchange(
+                    h,
+                    self.next_head(h),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
                 return Ok(Claim::Made { index, value, date });
             }
         }
@@ -310,14 +322,20 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     fn ring(l: usize) -> (AtomicU64, Vec<AtomicU64>) {
-        (AtomicU64::new(0), (0..l).map(|_| AtomicU64::new(0)).collect())
+        (
+            AtomicU64::new(0),
+            (0..l).map(|_| AtomicU64::new(0)).collect(),
+        )
     }
 
     const SEC: u64 = 1_000_000_000;
 
     #[test]
     fn boundary_burst_admits_only_the_limit() {
-        let log = SlidingLog { limit: 100, window_ns: 60 * SEC };
+        let log = SlidingLog {
+            limit: 100,
+            window_ns: 60 * SEC,
+        };
         let (head, entries) = ring(100);
         let base = 1_000 * SEC;
         let last = base + 60 * SEC - 1;
@@ -339,64 +357,114 @@ mod tests {
 
     #[test]
     fn identical_timestamps_are_distinct() {
-        let log = SlidingLog { limit: 5, window_ns: SEC };
+        let log = SlidingLog {
+            limit: 5,
+            window_ns: SEC,
+        };
         let (head, entries) = ring(5);
         let t = 77 * SEC;
-        let results: Vec<bool> =
-            (0..8).map(|_| log.acquire(&head, &entries, || t, 1, true).unwrap().is_allowed()).collect();
+        let results: Vec<bool> = (0..8)
+            .map(|_| {
+                log.acquire(&head, &entries, || t, 1, true)
+                    .unwrap()
+                    .is_allowed()
+            })
+            .collect();
         assert_eq!(results, [true, true, true, true, true, false, false, false]);
         // One window later all five have expired.
-        let d = log.acquire(&head, &entries, || t + SEC + 1024, 1, true).unwrap();
+        let d = log
+            .acquire(&head, &entries, || t + SEC + 1024, 1, true)
+            .unwrap();
         assert!(d.is_allowed());
         assert_eq!(d.remaining(), 4);
     }
 
     #[test]
     fn cost_n_is_all_or_nothing() {
-        let log = SlidingLog { limit: 4, window_ns: SEC };
+        let log = SlidingLog {
+            limit: 4,
+            window_ns: SEC,
+        };
         let (head, entries) = ring(4);
         let t = 5 * SEC;
-        assert!(log.acquire(&head, &entries, || t, 3, true).unwrap().is_allowed());
+        assert!(log
+            .acquire(&head, &entries, || t, 3, true)
+            .unwrap()
+            .is_allowed());
         let d = log.acquire(&head, &entries, || t, 2, true).unwrap();
         assert!(d.is_denied());
         assert_eq!(d.remaining(), 1);
-        assert!(log.acquire(&head, &entries, || t, 1, true).unwrap().is_allowed());
-        assert!(log.acquire(&head, &entries, || t, 1, true).unwrap().is_denied());
+        assert!(log
+            .acquire(&head, &entries, || t, 1, true)
+            .unwrap()
+            .is_allowed());
+        assert!(log
+            .acquire(&head, &entries, || t, 1, true)
+            .unwrap()
+            .is_denied());
     }
 
     #[test]
     fn remaining_counts_expired_entries() {
-        let log = SlidingLog { limit: 10, window_ns: SEC };
+        let log = SlidingLog {
+            limit: 10,
+            window_ns: SEC,
+        };
         let (head, entries) = ring(10);
         for k in 0..10u64 {
-            let d = log.acquire(&head, &entries, || 10 * SEC + k * SEC / 10, 1, true).unwrap();
+            let d = log
+                .acquire(&head, &entries, || 10 * SEC + k * SEC / 10, 1, true)
+                .unwrap();
             assert_eq!(d.remaining(), 9 - k);
         }
         // At t = 11.55 s the entries dated 10.0 .. 10.5 have expired: 6 free (one used now).
-        let d = log.acquire(&head, &entries, || 11 * SEC + SEC / 2 + SEC / 20, 1, true).unwrap();
+        let d = log
+            .acquire(&head, &entries, || 11 * SEC + SEC / 2 + SEC / 20, 1, true)
+            .unwrap();
         assert!(d.is_allowed());
         assert_eq!(d.remaining(), 5);
     }
 
     #[test]
     fn stale_clock_is_dated_after_newest() {
-        let log = SlidingLog { limit: 2, window_ns: SEC };
+        let log = SlidingLog {
+            limit: 2,
+            window_ns: SEC,
+        };
         let (head, entries) = ring(2);
-        assert!(log.acquire(&head, &entries, || 10 * SEC, 1, true).unwrap().is_allowed());
+        assert!(log
+            .acquire(&head, &entries, || 10 * SEC, 1, true)
+            .unwrap()
+            .is_allowed());
         // A stale reader at 9 s is dated 10 s: dates never decrease in commit order.
-        assert!(log.acquire(&head, &entries, || 9 * SEC, 1, true).unwrap().is_allowed());
+        assert!(log
+            .acquire(&head, &entries, || 9 * SEC, 1, true)
+            .unwrap()
+            .is_allowed());
         assert_eq!(entry_time_ns(entries[1].load(Ordering::Relaxed)), 10 * SEC);
-        assert!(log.acquire(&head, &entries, || 10 * SEC + SEC / 2, 1, true).unwrap().is_denied());
+        assert!(log
+            .acquire(&head, &entries, || 10 * SEC + SEC / 2, 1, true)
+            .unwrap()
+            .is_denied());
     }
 
     #[test]
     fn damaged_head_fails_closed() {
-        let log = SlidingLog { limit: 3, window_ns: SEC };
+        let log = SlidingLog {
+            limit: 3,
+            window_ns: SEC,
+        };
         let (head, entries) = ring(3);
         head.store(7, Ordering::Relaxed);
-        assert_eq!(log.acquire(&head, &entries, || SEC, 1, true), Err(Fault::Corrupt));
+        assert_eq!(
+            log.acquire(&head, &entries, || SEC, 1, true),
+            Err(Fault::Corrupt)
+        );
         head.store(0, Ordering::Relaxed);
         entries[0].store(0x1234 << LAP_SHIFT, Ordering::Relaxed);
-        assert_eq!(log.acquire(&head, &entries, || SEC, 1, true), Err(Fault::Corrupt));
+        assert_eq!(
+            log.acquire(&head, &entries, || SEC, 1, true),
+            Err(Fault::Corrupt)
+        );
     }
 }

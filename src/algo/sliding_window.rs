@@ -48,7 +48,11 @@ pub(crate) fn pack(window: u64, prev: u64, cur: u64) -> u64 {
 
 #[inline(always)]
 pub(crate) fn unpack(word: u64) -> (u64, u64, u64) {
-    (word >> 40, (word >> COUNT_BITS) & COUNT_MASK, word & COUNT_MASK)
+    (
+        word >> 40,
+        (word >> COUNT_BITS) & COUNT_MASK,
+        word & COUNT_MASK,
+    )
 }
 
 /// The counts as seen at one instant.
@@ -79,7 +83,13 @@ impl SlidingWindow {
             _ => (full, 0, 0),
         };
         let start = window.saturating_mul(self.window_ns);
-        View { window, prev, cur, lead: start.saturating_sub(t), elapsed: t.saturating_sub(start) }
+        View {
+            window,
+            prev,
+            cur,
+            lead: start.saturating_sub(t),
+            elapsed: t.saturating_sub(start),
+        }
     }
 
     #[inline(always)]
@@ -108,11 +118,19 @@ impl SlidingWindow {
         let elapsed = v.elapsed as u128;
         let wait = if cur + n <= limit {
             // Within this window: need prev (W - e') <= (L - cur - n) W.
-            let fits = if prev == 0 { w } else { ((limit - cur - n) * w / prev).min(w) };
+            let fits = if prev == 0 {
+                w
+            } else {
+                ((limit - cur - n) * w / prev).min(w)
+            };
             (w - fits).saturating_sub(elapsed)
         } else {
             // In the next window, prev' = cur and cur' = 0: need cur (W - e') <= (L - n) W.
-            let fits = if cur == 0 { w } else { ((limit.saturating_sub(n)) * w / cur).min(w) };
+            let fits = if cur == 0 {
+                w
+            } else {
+                ((limit.saturating_sub(n)) * w / cur).min(w)
+            };
             (w - elapsed) + (w - fits)
         };
         (wait as u64).saturating_add(v.lead)
@@ -151,7 +169,11 @@ mod tests {
 
     #[test]
     fn previous_window_weight_decays() {
-        let sw = SlidingWindow { limit: 10, window_ns: W, phase_ns: 0 };
+        let sw = SlidingWindow {
+            limit: 10,
+            window_ns: W,
+            phase_ns: 0,
+        };
         let mut word = 0;
         for _ in 0..10 {
             assert!(apply(&sw, &mut word, 5 * W + W / 2, 1).is_allowed());
@@ -169,7 +191,11 @@ mod tests {
 
     #[test]
     fn retry_after_leads_to_an_admission() {
-        let sw = SlidingWindow { limit: 7, window_ns: W, phase_ns: 0 };
+        let sw = SlidingWindow {
+            limit: 7,
+            window_ns: W,
+            phase_ns: 0,
+        };
         let mut word = 0;
         let mut now = 3 * W;
         for step in 0..2_000u64 {
@@ -179,10 +205,16 @@ mod tests {
             if d.is_denied() {
                 let retry = d.retry_after_ns();
                 let mut probe = word;
-                assert!(apply(&sw, &mut probe, now + retry, n).is_allowed(), "step {step}");
+                assert!(
+                    apply(&sw, &mut probe, now + retry, n).is_allowed(),
+                    "step {step}"
+                );
                 if retry > 1 {
                     let mut early = word;
-                    assert!(apply(&sw, &mut early, now + retry - 1, n).is_denied(), "step {step}");
+                    assert!(
+                        apply(&sw, &mut early, now + retry - 1, n).is_denied(),
+                        "step {step}"
+                    );
                 }
             }
         }
@@ -190,7 +222,11 @@ mod tests {
 
     #[test]
     fn stale_read_keeps_newer_counts() {
-        let sw = SlidingWindow { limit: 3, window_ns: W, phase_ns: 0 };
+        let sw = SlidingWindow {
+            limit: 3,
+            window_ns: W,
+            phase_ns: 0,
+        };
         let mut word = 0;
         assert!(apply(&sw, &mut word, 9 * W + 10, 3).is_allowed());
         let d = apply(&sw, &mut word, 8 * W + 10, 1);

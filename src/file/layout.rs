@@ -198,13 +198,25 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
         w[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
     }
     let (kind, flags, a, b) = match def.algorithm {
-        Algorithm::TokenBucket { capacity, emission_ns } => (KIND_TOKEN_BUCKET, 0, capacity, emission_ns),
-        Algorithm::FixedWindow { limit, window_ns, alignment } => {
-            (KIND_FIXED_WINDOW, align_flags(alignment), limit, window_ns)
-        }
-        Algorithm::SlidingWindow { limit, window_ns, alignment } => {
-            (KIND_SLIDING_WINDOW, align_flags(alignment), limit, window_ns)
-        }
+        Algorithm::TokenBucket {
+            capacity,
+            emission_ns,
+        } => (KIND_TOKEN_BUCKET, 0, capacity, emission_ns),
+        Algorithm::FixedWindow {
+            limit,
+            window_ns,
+            alignment,
+        } => (KIND_FIXED_WINDOW, align_flags(alignment), limit, window_ns),
+        Algorithm::SlidingWindow {
+            limit,
+            window_ns,
+            alignment,
+        } => (
+            KIND_SLIDING_WINDOW,
+            align_flags(alignment),
+            limit,
+            window_ns,
+        ),
         Algorithm::SlidingLog { limit, window_ns } => (KIND_SLIDING_LOG, 0, limit, window_ns),
     };
     w[8] = kind | (flags << 32);
@@ -229,7 +241,10 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
     for word in &w[..8] {
         name.extend_from_slice(&word.to_ne_bytes());
     }
-    let len = name.iter().position(|&b| b == 0).ok_or("definition name is not terminated")?;
+    let len = name
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or("definition name is not terminated")?;
     if name[len..].iter().any(|&b| b != 0) {
         return Err("definition name has bytes after its end".into());
     }
@@ -237,17 +252,40 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
     let name = String::from_utf8(name).map_err(|_| "definition name is not UTF-8".to_string())?;
     let (kind, flags) = (w[8] & 0xFFFF_FFFF, w[8] >> 32);
     if flags & !FLAG_MONOTONIC_ALIGNED != 0 || w[11] != 0 || w[14] != 0 || w[15] != 0 {
-        return Err(format!("definition `{name}` has unknown flags or reserved fields set"));
+        return Err(format!(
+            "definition `{name}` has unknown flags or reserved fields set"
+        ));
     }
-    let alignment =
-        if flags & FLAG_MONOTONIC_ALIGNED != 0 { Alignment::Monotonic } else { Alignment::WallClock };
+    let alignment = if flags & FLAG_MONOTONIC_ALIGNED != 0 {
+        Alignment::Monotonic
+    } else {
+        Alignment::WallClock
+    };
     let (a, b) = (w[9], w[10]);
     let algorithm = match kind {
-        KIND_TOKEN_BUCKET if flags == 0 => Algorithm::TokenBucket { capacity: a, emission_ns: b },
-        KIND_FIXED_WINDOW => Algorithm::FixedWindow { limit: a, window_ns: b, alignment },
-        KIND_SLIDING_WINDOW => Algorithm::SlidingWindow { limit: a, window_ns: b, alignment },
-        KIND_SLIDING_LOG if flags == 0 => Algorithm::SlidingLog { limit: a, window_ns: b },
-        other => return Err(format!("definition `{name}` has unknown algorithm kind {other}")),
+        KIND_TOKEN_BUCKET if flags == 0 => Algorithm::TokenBucket {
+            capacity: a,
+            emission_ns: b,
+        },
+        KIND_FIXED_WINDOW => Algorithm::FixedWindow {
+            limit: a,
+            window_ns: b,
+            alignment,
+        },
+        KIND_SLIDING_WINDOW => Algorithm::SlidingWindow {
+            limit: a,
+            window_ns: b,
+            alignment,
+        },
+        KIND_SLIDING_LOG if flags == 0 => Algorithm::SlidingLog {
+            limit: a,
+            window_ns: b,
+        },
+        other => {
+            return Err(format!(
+                "definition `{name}` has unknown algorithm kind {other}"
+            ))
+        }
     };
     Ok((LimitDef { name, algorithm }, (w[12], w[13])))
 }
@@ -278,7 +316,10 @@ mod tests {
         let defs: Vec<LimitDef> = (0..3)
             .map(|i| LimitDef {
                 name: format!("l{i}"),
-                algorithm: Algorithm::SlidingLog { limit: 17, window_ns: 1_000_000 },
+                algorithm: Algorithm::SlidingLog {
+                    limit: 17,
+                    window_ns: 1_000_000,
+                },
             })
             .collect();
         let g = Geometry::compute(&defs);

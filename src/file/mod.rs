@@ -49,7 +49,10 @@ pub(crate) struct Access {
 
 impl Default for Access {
     fn default() -> Self {
-        Access { mode: 0o600, allow_other_owner: false }
+        Access {
+            mode: 0o600,
+            allow_other_owner: false,
+        }
     }
 }
 
@@ -73,7 +76,10 @@ impl Mapped {
     /// If `offset` is unaligned or out of the mapping: offsets come from the local geometry, so
     /// that would be a bug in this crate, never a consequence of file contents.
     pub fn word(&self, offset: usize) -> &AtomicU64 {
-        assert!(offset % 8 == 0 && offset + 8 <= self.len, "word offset {offset} out of bounds");
+        assert!(
+            offset % 8 == 0 && offset + 8 <= self.len,
+            "word offset {offset} out of bounds"
+        );
         // SAFETY: [1] the offset is 8-aligned and in bounds (checked above) of a mapping that is
         // page-aligned and lives as long as `self`; [2] the memory is shared with other processes
         // that only ever access it atomically, which is exactly what AtomicU64 permits; [3] the
@@ -89,12 +95,18 @@ impl Mapped {
     /// As [`Mapped::word`].
     pub fn words(&self, offset: usize, count: usize) -> &[AtomicU64] {
         assert!(
-            offset % 8 == 0 && count.checked_mul(8).and_then(|b| b.checked_add(offset)).is_some_and(|end| end <= self.len),
+            offset % 8 == 0
+                && count
+                    .checked_mul(8)
+                    .and_then(|b| b.checked_add(offset))
+                    .is_some_and(|end| end <= self.len),
             "words {offset}+{count} out of bounds"
         );
         // SAFETY: as in `word`, for every element: the range is aligned and in bounds, and
         // `[AtomicU64]` has the layout of `[u64]`.
-        unsafe { std::slice::from_raw_parts(self.map.as_mut_ptr().add(offset).cast::<AtomicU64>(), count) }
+        unsafe {
+            std::slice::from_raw_parts(self.map.as_mut_ptr().add(offset).cast::<AtomicU64>(), count)
+        }
     }
 
     pub fn header(&self, index: usize) -> u64 {
@@ -107,7 +119,11 @@ fn io_err(op: &'static str, path: &Path, source: io::Error) -> Error {
     if source.raw_os_error() == Some(libc::ELOOP) {
         return Error::Symlink(path.to_owned());
     }
-    Error::Io { op, path: path.to_owned(), source }
+    Error::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Open an existing file at `path`, refusing links and non-regular files.
@@ -194,10 +210,22 @@ fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
             fill(&file).map_err(|e| io_err("writing the new file", path, e))?;
             link_fd(&file, path)
         }
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) =>
+        {
             // No O_TMPFILE here: a unique temporary name, then link(2), which never replaces.
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let tmp = dir.join(format!(".{name}.{}.{:x}.tmp", std::process::id(), random_seed()[0]));
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let tmp = dir.join(format!(
+                ".{name}.{}.{:x}.tmp",
+                std::process::id(),
+                random_seed()[0]
+            ));
             let file = fs::OpenOptions::new()
                 .read(true)
                 .write(true)
@@ -231,7 +259,13 @@ fn link_fd(file: &File, path: &Path) -> Result<bool> {
     // reads them. AT_SYMLINK_FOLLOW resolves the /proc magic link to the open file itself, which
     // is how an unprivileged process links an O_TMPFILE (AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH).
     let rc = unsafe {
-        libc::linkat(libc::AT_FDCWD, from.as_ptr(), libc::AT_FDCWD, to.as_ptr(), libc::AT_SYMLINK_FOLLOW)
+        libc::linkat(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
     };
     if rc == 0 {
         return Ok(true);
@@ -272,7 +306,10 @@ pub(crate) fn open(path: &Path, expected: Option<&[LimitDef]>, access: &Access) 
 
 fn check_defs(defs: &[LimitDef]) -> Result<()> {
     if defs.len() > MAX_LIMITS {
-        return Err(crate::error::invalid("", format!("at most {MAX_LIMITS} limits per file")));
+        return Err(crate::error::invalid(
+            "",
+            format!("at most {MAX_LIMITS} limits per file"),
+        ));
     }
     for (i, def) in defs.iter().enumerate() {
         validate_name(&def.name)?;
@@ -285,7 +322,10 @@ fn check_defs(defs: &[LimitDef]) -> Result<()> {
 }
 
 fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
-    Error::Corrupt { path: path.to_owned(), reason: reason.into() }
+    Error::Corrupt {
+        path: path.to_owned(),
+        reason: reason.into(),
+    }
 }
 
 fn read_words(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u64>> {
@@ -297,11 +337,19 @@ fn read_words(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u
             io_err("reading", path, e)
         }
     })?;
-    Ok(bytes.chunks_exact(8).map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes"))).collect())
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+        .collect())
 }
 
 /// Validate an open file completely, then map it.
-fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Access) -> Result<Mapped> {
+fn attach(
+    file: File,
+    path: &Path,
+    expected: Option<&[LimitDef]>,
+    access: &Access,
+) -> Result<Mapped> {
     let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
     if !meta.file_type().is_file() {
         return Err(Error::NotRegularFile(path.to_owned()));
@@ -321,7 +369,11 @@ fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Acces
             reason: format!(
                 "mode {:o} lets {} write it; the open options allow {:o}",
                 meta.mode() & 0o777,
-                if extra & 0o002 != 0 { "every user" } else { "the group" },
+                if extra & 0o002 != 0 {
+                    "every user"
+                } else {
+                    "the group"
+                },
                 access.mode
             ),
         });
@@ -332,7 +384,11 @@ fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Acces
         if magic.first().is_some_and(|&m| m != layout::MAGIC) {
             return Err(Error::Foreign(path.to_owned()));
         }
-        return Err(Error::Size { path: path.to_owned(), expected: HEADER_SIZE as u64, actual });
+        return Err(Error::Size {
+            path: path.to_owned(),
+            expected: HEADER_SIZE as u64,
+            actual,
+        });
     }
     let header = read_words(&file, path, 0, HEADER_SIZE)?;
     if header[word::MAGIC] != layout::MAGIC {
@@ -340,7 +396,11 @@ fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Acces
     }
     let version = (header[word::VERSION] & 0xFFFF_FFFF) as u32;
     if version != layout::FORMAT_VERSION {
-        return Err(Error::Version { path: path.to_owned(), found: version, expected: layout::FORMAT_VERSION });
+        return Err(Error::Version {
+            path: path.to_owned(),
+            found: version,
+            expected: layout::FORMAT_VERSION,
+        });
     }
     if header[word::VERSION] >> 32 != HEADER_SIZE as u64 {
         return Err(corrupt(path, "header size field is wrong"));
@@ -352,22 +412,32 @@ fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Acces
     if count > MAX_LIMITS || header[word::COUNTS] & 0xFFFF_FFFF != layout::LINE as u64 {
         return Err(corrupt(path, "limit count or slot size is impossible"));
     }
-    if header[word::DEFS_OFFSET] != HEADER_SIZE as u64 || header[word::DEFS_LEN] != (count * DEF_SIZE) as u64 {
+    if header[word::DEFS_OFFSET] != HEADER_SIZE as u64
+        || header[word::DEFS_LEN] != (count * DEF_SIZE) as u64
+    {
         return Err(corrupt(path, "definitions region is misplaced"));
     }
     let def_words = read_words(&file, path, HEADER_SIZE as u64, count * DEF_SIZE)?;
     let def_bytes: Vec<u8> = def_words.iter().flat_map(|w| w.to_ne_bytes()).collect();
     if layout::checksum(&header, &def_bytes) != header[word::CHECKSUM] {
-        return Err(corrupt(path, "checksum over layout and definitions does not match"));
+        return Err(corrupt(
+            path,
+            "checksum over layout and definitions does not match",
+        ));
     }
     let mut defs = Vec::with_capacity(count);
     let mut stored_slots = Vec::with_capacity(count);
     for record in def_words.chunks_exact(DEF_SIZE / 8) {
         let (def, slot) = layout::decode_def(record).map_err(|r| corrupt(path, r))?;
         validate_name(&def.name).map_err(|e| corrupt(path, e.to_string()))?;
-        def.algorithm.validate(&def.name).map_err(|e| corrupt(path, e.to_string()))?;
+        def.algorithm
+            .validate(&def.name)
+            .map_err(|e| corrupt(path, e.to_string()))?;
         if defs.iter().any(|d: &LimitDef| d.name == def.name) {
-            return Err(corrupt(path, format!("limit `{}` is defined twice", def.name)));
+            return Err(corrupt(
+                path,
+                format!("limit `{}` is defined twice", def.name),
+            ));
         }
         defs.push(def);
         stored_slots.push(slot);
@@ -381,20 +451,37 @@ fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Acces
         (word::STATS_LEN, geometry.stats_len),
     ];
     if stored.iter().any(|&(i, v)| header[i] != v as u64)
-        || stored_slots.iter().zip(&geometry.slots).any(|(s, g)| (s.0, s.1) != (g.0 as u64, g.1 as u64))
+        || stored_slots
+            .iter()
+            .zip(&geometry.slots)
+            .any(|(s, g)| (s.0, s.1) != (g.0 as u64, g.1 as u64))
     {
-        return Err(corrupt(path, "stored layout differs from the one its definitions imply"));
+        return Err(corrupt(
+            path,
+            "stored layout differs from the one its definitions imply",
+        ));
     }
     if actual != geometry.file_size as u64 {
-        return Err(Error::Size { path: path.to_owned(), expected: geometry.file_size as u64, actual });
+        return Err(Error::Size {
+            path: path.to_owned(),
+            expected: geometry.file_size as u64,
+            actual,
+        });
     }
     if header[word::CLOCK_ID] != layout::CLOCK_MONOTONIC_ID {
-        return Err(corrupt(path, format!("unknown clock id {}", header[word::CLOCK_ID])));
+        return Err(corrupt(
+            path,
+            format!("unknown clock id {}", header[word::CLOCK_ID]),
+        ));
     }
     let ours = clock::timens_monotonic_offset_ns();
     let theirs = header[word::TIMENS_OFFSET] as i64;
     if ours != theirs {
-        return Err(Error::ClockMismatch { path: path.to_owned(), file_offset_ns: theirs, our_offset_ns: ours });
+        return Err(Error::ClockMismatch {
+            path: path.to_owned(),
+            file_offset_ns: theirs,
+            our_offset_ns: ours,
+        });
     }
     if let Some(expected) = expected {
         compare_defs(path, expected, &defs)?;
@@ -403,16 +490,31 @@ fn attach(file: File, path: &Path, expected: Option<&[LimitDef]>, access: &Acces
         .len(geometry.file_size)
         .map_raw(&file)
         .map_err(|e| io_err("mmap", path, e))?;
-    let mapped = Mapped { map, len: geometry.file_size, path: path.to_owned(), geometry, defs, file };
+    let mapped = Mapped {
+        map,
+        len: geometry.file_size,
+        path: path.to_owned(),
+        geometry,
+        defs,
+        file,
+    };
     reset_if_rebooted(&mapped)?;
     Ok(mapped)
 }
 
 fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Result<()> {
-    let conflict = |reason: String| Error::DefinitionConflict { path: path.to_owned(), reason };
+    let conflict = |reason: String| Error::DefinitionConflict {
+        path: path.to_owned(),
+        reason,
+    };
     for want in expected {
         match found.iter().find(|d| d.name == want.name) {
-            None => return Err(conflict(format!("limit `{}` is not defined in the file", want.name))),
+            None => {
+                return Err(conflict(format!(
+                    "limit `{}` is not defined in the file",
+                    want.name
+                )))
+            }
             Some(have) if have.algorithm != want.algorithm => {
                 return Err(conflict(format!(
                     "limit `{}` is {:?} in the file, {:?} requested",
@@ -422,8 +524,14 @@ fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Resul
             Some(_) => {}
         }
     }
-    if let Some(extra) = found.iter().find(|d| !expected.iter().any(|w| w.name == d.name)) {
-        return Err(conflict(format!("the file also defines `{}`, which was not requested", extra.name)));
+    if let Some(extra) = found
+        .iter()
+        .find(|d| !expected.iter().any(|w| w.name == d.name))
+    {
+        return Err(conflict(format!(
+            "the file also defines `{}`, which was not requested",
+            extra.name
+        )));
     }
     Ok(())
 }
@@ -436,7 +544,12 @@ fn reset_if_rebooted(mapped: &Mapped) -> Result<()> {
         u64::from_ne_bytes(boot[..8].try_into().expect("8 bytes")),
         u64::from_ne_bytes(boot[8..].try_into().expect("8 bytes")),
     ];
-    let current = || [mapped.header(word::BOOT_ID), mapped.header(word::BOOT_ID + 1)];
+    let current = || {
+        [
+            mapped.header(word::BOOT_ID),
+            mapped.header(word::BOOT_ID + 1),
+        ]
+    };
     if current() == ours {
         return Ok(());
     }
@@ -462,11 +575,19 @@ fn reset_if_rebooted(mapped: &Mapped) -> Result<()> {
         for w in mapped.words(g.stats_offset, g.stats_len / 8) {
             w.store(0, Ordering::Relaxed);
         }
-        mapped.word(word::WALL_OFFSET * 8).store(clock::wall_offset_ns(), Ordering::Relaxed);
-        mapped.word(word::RESET_COUNT * 8).fetch_add(1, Ordering::Relaxed);
+        mapped
+            .word(word::WALL_OFFSET * 8)
+            .store(clock::wall_offset_ns(), Ordering::Relaxed);
+        mapped
+            .word(word::RESET_COUNT * 8)
+            .fetch_add(1, Ordering::Relaxed);
         // Release: whoever reads this boot id (Acquire) sees the zeroed state.
-        mapped.word(word::BOOT_ID * 8).store(ours[0], Ordering::Release);
-        mapped.word((word::BOOT_ID + 1) * 8).store(ours[1], Ordering::Release);
+        mapped
+            .word(word::BOOT_ID * 8)
+            .store(ours[0], Ordering::Release);
+        mapped
+            .word((word::BOOT_ID + 1) * 8)
+            .store(ours[1], Ordering::Release);
     }
     // SAFETY: as above.
     unsafe { libc::flock(fd, libc::LOCK_UN) };
