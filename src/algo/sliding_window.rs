@@ -118,19 +118,15 @@ impl SlidingWindow {
         let elapsed = v.elapsed as u128;
         let wait = if cur + n <= limit {
             // Within this window: need prev (W - e') <= (L - cur - n) W.
-            let fits = if prev == 0 {
-                w
-            } else {
-                ((limit - cur - n) * w / prev).min(w)
-            };
+            let fits = ((limit - cur - n) * w)
+                .checked_div(prev)
+                .map_or(w, |f| f.min(w));
             (w - fits).saturating_sub(elapsed)
         } else {
             // In the next window, prev' = cur and cur' = 0: need cur (W - e') <= (L - n) W.
-            let fits = if cur == 0 {
-                w
-            } else {
-                ((limit.saturating_sub(n)) * w / cur).min(w)
-            };
+            let fits = (limit.saturating_sub(n) * w)
+                .checked_div(cur)
+                .map_or(w, |f| f.min(w));
             (w - elapsed) + (w - fits)
         };
         (wait as u64).saturating_add(v.lead)
