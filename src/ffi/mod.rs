@@ -1,1 +1,486 @@
-//! The C ABI (`ffi/include/shmlimit.h`).
+//! The C ABI: `libshmlimit.so` / `libshmlimit.a` and the header `ffi/include/shmlimit.h`.
+//!
+//! # Conventions
+//!
+//! - Every function is prefixed `shmlimit_`. Fallible functions return a [`shmlimit_status`]
+//!   (`SHMLIMIT_OK` is 0); on failure `shmlimit_last_error()` describes the cause on the calling
+//!   thread, and `shmlimit_strerror(code)` names the code.
+//! - Handles are opaque: [`shmlimit_limiter`] (one attached file) and [`shmlimit_limit`] (one limit
+//!   in it, resolved once by name). Both are thread-safe: any number of threads may use one handle
+//!   at the same time, and a handle may be passed between threads. Each is freed by its `_free`
+//!   function, exactly once; `_free(NULL)` does nothing. A limit handle keeps the file mapped, so
+//!   the limiter may be freed before its limits.
+//! - `*_out` parameters come last and are written only when the call returns `SHMLIMIT_OK`.
+//! - No panic crosses the boundary: a bug caught inside is `SHMLIMIT_INTERNAL`. NULL, misaligned
+//!   and impossible-length arguments are reported as codes; only a dangling pointer (or a string
+//!   without its NUL) can make the library misbehave.
+//!
+//! # Implementation details
+//!
+//! Each export is one `ffi_boundary!` block (see `boundary.rs`); the handles are boxed Rust
+//! values ([`crate::Limiter`] and [`crate::Limit`] plus the NUL-terminated names the ABI hands
+//! out), created by `Box::into_raw` and destroyed by `Box::from_raw` in their `_free`.
+//! The header is generated from these files by cbindgen (`ffi/cbindgen.toml`);
+//! `tests/ffi_header.rs` fails when they drift apart.
+
+pub(crate) mod boundary;
+pub mod status;
+pub mod types;
+
+use std::ffi::{c_char, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use boundary::{arg_bytes, arg_opt, arg_out, arg_ref, arg_slice, arg_str, ffi_boundary, run_void};
+pub use status::{shmlimit_last_error, shmlimit_last_os_error, shmlimit_status, shmlimit_strerror};
+use status::{shmlimit_status::*, Failure};
+pub use types::{
+    shmlimit_alignment, shmlimit_decision, shmlimit_def, shmlimit_kind, shmlimit_options,
+    shmlimit_stats,
+};
+
+use crate::limiter::{Limit, Limiter};
+
+/// Longest limit name in bytes, not counting the NUL.
+pub const SHMLIMIT_MAX_NAME_LEN: usize = 63;
+/// Most limits one file may define.
+pub const SHMLIMIT_MAX_LIMITS: usize = 4096;
+
+const _: () = assert!(SHMLIMIT_MAX_NAME_LEN == crate::spec::MAX_NAME_LEN);
+const _: () = assert!(SHMLIMIT_MAX_LIMITS == crate::file::layout::MAX_LIMITS);
+
+/// One attached limiter file (opaque).
+///
+/// Created by `shmlimit_limiter_create_or_open` or `shmlimit_limiter_open`, freed by
+/// `shmlimit_limiter_free`. Thread-safe.
+#[allow(non_camel_case_types)]
+pub struct shmlimit_limiter {
+    inner: Limiter,
+    /// The definitions' names, NUL-terminated, in definition order: what `shmlimit_def.name`
+    /// points into for the lifetime of the handle.
+    names: Vec<CString>,
+}
+
+/// One limit of a limiter file (opaque), resolved once by name.
+///
+/// Created by `shmlimit_limiter_limit`, freed by `shmlimit_limit_free`. Thread-safe. It keeps
+/// the file mapped: it stays usable after its limiter is freed.
+#[allow(non_camel_case_types)]
+pub struct shmlimit_limit {
+    inner: Limit,
+    name: CString,
+}
+
+// Both handles are shared across threads by C callers: they must be Send + Sync.
+const _: fn() = || {
+    fn thread_safe<T: Send + Sync>() {}
+    thread_safe::<shmlimit_limiter>();
+    thread_safe::<shmlimit_limit>();
+};
+
+impl shmlimit_limiter {
+    fn new(inner: Limiter) -> Result<*mut shmlimit_limiter, Failure> {
+        let names = inner
+            .definitions()
+            .iter()
+            .map(|d| CString::new(d.name.as_bytes()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| Failure::new(SHMLIMIT_INTERNAL, "a stored limit name holds a NUL"))?;
+        Ok(Box::into_raw(Box::new(shmlimit_limiter { inner, names })))
+    }
+}
+
+/// # Safety
+///
+/// `ptr`, if non-NULL, must be a NUL-terminated string valid for the call.
+unsafe fn path_arg<'a>(argument: &str, ptr: *const c_char) -> Result<&'a Path, Failure> {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { arg_bytes(argument, ptr) }?;
+    Ok(Path::new(OsStr::from_bytes(bytes)))
+}
+
+/// # Safety
+///
+/// `options`, if non-NULL, must point at a valid `shmlimit_options` for the call.
+unsafe fn builder_with(
+    options: *const shmlimit_options,
+) -> Result<crate::limiter::Builder, Failure> {
+    // SAFETY: forwarded contract.
+    let options = unsafe { arg_opt("options", options) }?
+        .copied()
+        .unwrap_or_default();
+    let (mode, allow_other_owner) = options.validate()?;
+    Ok(Limiter::builder()
+        .mode(mode)
+        .allow_other_owner(allow_other_owner))
+}
+
+/// The library's version, for example `"0.1.0"`: a static NUL-terminated string (never free it).
+///
+/// Thread-safety: may be called from any thread.
+#[no_mangle]
+pub extern "C" fn shmlimit_version() -> *const c_char {
+    concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Create the limiter file at `path` with `defs_len` limit definitions, or attach to it if it
+/// already exists with exactly these definitions. Every process may call this with the same
+/// definitions; exactly one creates the file.
+///
+/// - `path`: NUL-terminated file path (bytes, any encoding).
+/// - `defs`, `defs_len`: the definitions (see `shmlimit_def`); only read during the call.
+///   `defs` may be NULL when `defs_len` is 0.
+/// - `options`: NULL for the defaults, else see `shmlimit_options`; only read during the call.
+/// - `limiter_out`: receives a new handle, owned by the caller, freed with
+///   `shmlimit_limiter_free`.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_BAD_LENGTH`, `SHMLIMIT_MISALIGNED_POINTER`,
+/// `SHMLIMIT_BAD_UTF8` (a name), `SHMLIMIT_INVALID_PARAMETER` (a bad definition or option),
+/// `SHMLIMIT_DEFINITION_CONFLICT` (the file exists with other definitions), and every error of
+/// `shmlimit_limiter_open`.
+///
+/// Thread-safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `path` must be NULL or a NUL-terminated string; `defs` must be NULL or point at `defs_len`
+/// valid `shmlimit_def`s whose `name`s are NULL or NUL-terminated strings; `options` must be
+/// NULL or point at a valid `shmlimit_options`; `limiter_out` must be NULL or valid for writing
+/// one pointer. All only for the duration of the call.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limiter_create_or_open(
+    path: *const c_char,
+    defs: *const shmlimit_def,
+    defs_len: usize,
+    options: *const shmlimit_options,
+    limiter_out: *mut *mut shmlimit_limiter,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limiter_create_or_open", {
+        let out = arg_out("limiter_out", limiter_out)?;
+        // SAFETY: the caller's contract on `path`, `options` and `defs`.
+        let (path, mut builder, defs) = unsafe {
+            (
+                path_arg("path", path)?,
+                builder_with(options)?,
+                arg_slice("defs", defs, defs_len)?,
+            )
+        };
+        for (i, def) in defs.iter().enumerate() {
+            // SAFETY: each definition's name is NULL or NUL-terminated (the caller's contract).
+            let name = unsafe { arg_str(&format!("defs[{i}].name"), def.name) }?;
+            builder = builder.limit(name, types::to_algorithm(def, name)?);
+        }
+        let limiter = shmlimit_limiter::new(builder.create_or_open(path)?)?;
+        // SAFETY: `limiter_out` is valid for one write (the caller's contract).
+        unsafe { out.write(limiter) };
+        Ok(())
+    })
+}
+
+/// Attach to an existing limiter file by path alone; its definitions are read from the file
+/// (list them with `shmlimit_limiter_limit_count` and `shmlimit_limiter_definition`).
+///
+/// - `path`: NUL-terminated file path.
+/// - `options`: NULL for the defaults, else see `shmlimit_options`.
+/// - `limiter_out`: receives a new handle, owned by the caller, freed with
+///   `shmlimit_limiter_free`.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_PARAMETER`
+/// (options), `SHMLIMIT_IO` (missing file, no permission: see `shmlimit_last_os_error`),
+/// `SHMLIMIT_SYMLINK`, `SHMLIMIT_NOT_REGULAR_FILE`, `SHMLIMIT_PERMISSION`, `SHMLIMIT_FOREIGN`,
+/// `SHMLIMIT_VERSION`, `SHMLIMIT_SIZE`, `SHMLIMIT_CORRUPT`, `SHMLIMIT_NOT_INITIALIZED`,
+/// `SHMLIMIT_CLOCK_MISMATCH`.
+///
+/// Thread-safety: may be called from any thread.
+///
+/// # Safety
+///
+/// `path` must be NULL or a NUL-terminated string; `options` NULL or a valid
+/// `shmlimit_options`; `limiter_out` NULL or valid for writing one pointer.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limiter_open(
+    path: *const c_char,
+    options: *const shmlimit_options,
+    limiter_out: *mut *mut shmlimit_limiter,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limiter_open", {
+        let out = arg_out("limiter_out", limiter_out)?;
+        // SAFETY: the caller's contract on `path` and `options`.
+        let (path, builder) = unsafe { (path_arg("path", path)?, builder_with(options)?) };
+        let limiter = shmlimit_limiter::new(builder.open(path)?)?;
+        // SAFETY: `limiter_out` is valid for one write (the caller's contract).
+        unsafe { out.write(limiter) };
+        Ok(())
+    })
+}
+
+/// Free a limiter handle. NULL is a no-op. Limit handles resolved from it stay valid.
+///
+/// Thread-safety: no other thread may be using `limiter` (or use it afterwards).
+///
+/// # Safety
+///
+/// `limiter` must be NULL or a handle returned by this library and not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limiter_free(limiter: *mut shmlimit_limiter) {
+    run_void("shmlimit_limiter_free", || {
+        if !limiter.is_null() {
+            // SAFETY: a live handle made by Box::into_raw (the caller's contract), freed once.
+            drop(unsafe { Box::from_raw(limiter) });
+        }
+    })
+}
+
+/// The number of limits the file defines, into `count_out`.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`.
+///
+/// Thread-safety: may be called concurrently on one handle.
+///
+/// # Safety
+///
+/// `limiter` must be NULL or a live handle; `count_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limiter_limit_count(
+    limiter: *const shmlimit_limiter,
+    count_out: *mut usize,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limiter_limit_count", {
+        let out = arg_out("count_out", count_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limiter = unsafe { arg_ref("limiter", limiter) }?;
+        // SAFETY: `count_out` is valid for one write (the caller's contract).
+        unsafe { out.write(limiter.names.len()) };
+        Ok(())
+    })
+}
+
+/// The definition of limit number `index` (0-based, in definition order) into `def_out`.
+/// `def_out->name` points into the limiter handle: valid until it is freed.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_OUT_OF_RANGE`.
+///
+/// Thread-safety: may be called concurrently on one handle.
+///
+/// # Safety
+///
+/// `limiter` must be NULL or a live handle; `def_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limiter_definition(
+    limiter: *const shmlimit_limiter,
+    index: usize,
+    def_out: *mut shmlimit_def,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limiter_definition", {
+        let out = arg_out("def_out", def_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limiter = unsafe { arg_ref("limiter", limiter) }?;
+        let defs = limiter.inner.definitions();
+        let def = defs.get(index).ok_or_else(|| {
+            Failure::new(
+                SHMLIMIT_OUT_OF_RANGE,
+                format!("index {index}: the file defines {} limits", defs.len()),
+            )
+        })?;
+        let def = types::from_algorithm(&def.algorithm, limiter.names[index].as_ptr());
+        // SAFETY: `def_out` is valid for one write (the caller's contract).
+        unsafe { out.write(def) };
+        Ok(())
+    })
+}
+
+/// Resolve the limit named `name` once; the returned handle is what decisions use.
+///
+/// - `name`: NUL-terminated UTF-8.
+/// - `limit_out`: receives a new handle owned by the caller, freed with `shmlimit_limit_free`.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_UTF8`,
+/// `SHMLIMIT_UNKNOWN_LIMIT`.
+///
+/// Thread-safety: may be called concurrently on one limiter handle.
+///
+/// # Safety
+///
+/// `limiter` must be NULL or a live handle; `name` NULL or a NUL-terminated string;
+/// `limit_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limiter_limit(
+    limiter: *const shmlimit_limiter,
+    name: *const c_char,
+    limit_out: *mut *mut shmlimit_limit,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limiter_limit", {
+        let out = arg_out("limit_out", limit_out)?;
+        // SAFETY: a live handle and a NUL-terminated name (the caller's contract).
+        let (limiter, name) = unsafe { (arg_ref("limiter", limiter)?, arg_str("name", name)?) };
+        let inner = limiter.inner.limit(name)?;
+        let name =
+            CString::new(name).map_err(|_| Failure::new(SHMLIMIT_INTERNAL, "NUL in name"))?;
+        let limit = Box::into_raw(Box::new(shmlimit_limit { inner, name }));
+        // SAFETY: `limit_out` is valid for one write (the caller's contract).
+        unsafe { out.write(limit) };
+        Ok(())
+    })
+}
+
+/// Free a limit handle. NULL is a no-op.
+///
+/// Thread-safety: no other thread may be using `limit` (or use it afterwards).
+///
+/// # Safety
+///
+/// `limit` must be NULL or a handle returned by `shmlimit_limiter_limit` and not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limit_free(limit: *mut shmlimit_limit) {
+    run_void("shmlimit_limit_free", || {
+        if !limit.is_null() {
+            // SAFETY: a live handle made by Box::into_raw (the caller's contract), freed once.
+            drop(unsafe { Box::from_raw(limit) });
+        }
+    })
+}
+
+/// The definition of this limit into `def_out`; `def_out->name` points into the limit handle
+/// and is valid until it is freed.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`.
+///
+/// Thread-safety: may be called concurrently on one handle.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `def_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limit_definition(
+    limit: *const shmlimit_limit,
+    def_out: *mut shmlimit_def,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limit_definition", {
+        let out = arg_out("def_out", def_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        let def = types::from_algorithm(limit.inner.algorithm(), limit.name.as_ptr());
+        // SAFETY: `def_out` is valid for one write (the caller's contract).
+        unsafe { out.write(def) };
+        Ok(())
+    })
+}
+
+/// # Safety
+///
+/// As for `shmlimit_acquire`.
+unsafe fn decide(
+    function: &'static str,
+    limit: *const shmlimit_limit,
+    decision_out: *mut shmlimit_decision,
+    decide: impl FnOnce(&Limit) -> crate::Result<crate::Decision>,
+) -> shmlimit_status {
+    ffi_boundary!(function, {
+        let out = arg_out("decision_out", decision_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        let decision = decide(&limit.inner)?;
+        // SAFETY: `decision_out` is valid for one write (the caller's contract).
+        unsafe { out.write(decision.into()) };
+        Ok(())
+    })
+}
+
+/// Admit `cost` units now, or deny and consume nothing. The hot path: one clock read and one
+/// compare-and-swap on shared memory, no allocation, no lock, no system call.
+///
+/// A denial is not an error: it returns `SHMLIMIT_OK` with `decision_out->allowed == false`
+/// and `retry_after_ns` set.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_ZERO_COST`,
+/// `SHMLIMIT_COST_EXCEEDS_CAPACITY` (the cost can never be granted), `SHMLIMIT_CORRUPT_STATE`
+/// (damaged shared state: fail closed), `SHMLIMIT_CLOCK_OUT_OF_RANGE`.
+///
+/// Thread-safety: any number of threads and processes may decide on one limit at once.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `decision_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_acquire(
+    limit: *const shmlimit_limit,
+    cost: u64,
+    decision_out: *mut shmlimit_decision,
+) -> shmlimit_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        decide("shmlimit_acquire", limit, decision_out, |l| {
+            l.try_acquire(cost)
+        })
+    }
+}
+
+/// The decision `shmlimit_acquire` would make now, consuming nothing.
+///
+/// Errors: as `shmlimit_acquire`.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_acquire`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_peek(
+    limit: *const shmlimit_limit,
+    cost: u64,
+    decision_out: *mut shmlimit_decision,
+) -> shmlimit_status {
+    // SAFETY: forwarded contract.
+    unsafe { decide("shmlimit_peek", limit, decision_out, |l| l.peek(cost)) }
+}
+
+/// `shmlimit_acquire` dated at `now_ns` on the host's `CLOCK_MONOTONIC` timeline instead of
+/// reading the clock (for replaying traces and for tests). A `now_ns` older than the shared
+/// state is clamped, as any stale clock read is: time never moves backwards.
+///
+/// Errors: as `shmlimit_acquire`.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_acquire`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_acquire_at(
+    limit: *const shmlimit_limit,
+    cost: u64,
+    now_ns: u64,
+    decision_out: *mut shmlimit_decision,
+) -> shmlimit_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        decide("shmlimit_acquire_at", limit, decision_out, |l| {
+            l.try_acquire_at(cost, now_ns)
+        })
+    }
+}
+
+/// This limit's decision counters, summed over every process attached to the file, into
+/// `stats_out`. Counters of concurrent decisions may or may not be included.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`.
+///
+/// Thread-safety: may be called concurrently with decisions.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `stats_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_limit_stats(
+    limit: *const shmlimit_limit,
+    stats_out: *mut shmlimit_stats,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_limit_stats", {
+        let out = arg_out("stats_out", stats_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        // SAFETY: `stats_out` is valid for one write (the caller's contract).
+        unsafe { out.write(limit.inner.stats().into()) };
+        Ok(())
+    })
+}

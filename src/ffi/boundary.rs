@@ -1,0 +1,197 @@
+//! The boundary every export goes through: panics caught, arguments checked, failures recorded.
+//!
+//! Each exported function body is wrapped in [`ffi_boundary!`], which runs it under
+//! `catch_unwind`, turns its `Err(Failure)` or a panic into a status code and records the
+//! message as the thread's last error. Pointer arguments are checked by the helpers here (NULL,
+//! alignment, slice sizes) before anything dereferences them, and out-parameters are written
+//! only once the whole call has succeeded.
+
+use std::any::Any;
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::NonNull;
+
+use super::status::{set_last_error, shmlimit_status, Failure};
+
+/// Run an export's body at the C boundary: `ffi_boundary!("shmlimit_x", { ...; Ok(()) })`
+/// evaluates to a `shmlimit_status`.
+macro_rules! ffi_boundary {
+    ($function:expr, $body:block) => {
+        $crate::ffi::boundary::run(
+            $function,
+            move || -> ::std::result::Result<(), $crate::ffi::status::Failure> { $body },
+        )
+    };
+}
+pub(crate) use ffi_boundary;
+
+/// See [`ffi_boundary!`].
+pub(crate) fn run(
+    function: &'static str,
+    body: impl FnOnce() -> Result<(), Failure>,
+) -> shmlimit_status {
+    // AssertUnwindSafe: after a panic the caller only sees an error code; no state that the
+    // body was mutating is observed again (handles are immutable behind their pointers).
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Ok(())) => shmlimit_status::SHMLIMIT_OK,
+        Ok(Err(failure)) => {
+            set_last_error(function, &failure);
+            failure.status
+        }
+        Err(payload) => {
+            let failure = Failure::new(
+                shmlimit_status::SHMLIMIT_INTERNAL,
+                format!("internal error (panic): {}", panic_message(&*payload)),
+            );
+            set_last_error(function, &failure);
+            failure.status
+        }
+    }
+}
+
+/// Run a body that returns nothing (the `_free` functions): a panic is swallowed, since there
+/// is no code to return it through, and recorded as the last error.
+pub(crate) fn run_void(function: &'static str, body: impl FnOnce()) {
+    let _ = run(function, || {
+        body();
+        Ok(())
+    });
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
+}
+
+fn null(argument: &str) -> Failure {
+    Failure::new(
+        shmlimit_status::SHMLIMIT_NULL_POINTER,
+        format!("`{argument}` is NULL"),
+    )
+}
+
+fn check<T>(argument: &str, ptr: *const T) -> Result<NonNull<T>, Failure> {
+    let ptr = NonNull::new(ptr.cast_mut()).ok_or_else(|| null(argument))?;
+    if !ptr.as_ptr().is_aligned() {
+        return Err(Failure::new(
+            shmlimit_status::SHMLIMIT_MISALIGNED_POINTER,
+            format!(
+                "`{argument}` ({:p}) is not aligned to {} bytes",
+                ptr,
+                std::mem::align_of::<T>()
+            ),
+        ));
+    }
+    Ok(ptr)
+}
+
+/// Borrow the object behind an input pointer.
+///
+/// # Safety
+///
+/// If `ptr` is non-NULL and aligned it must point at a valid `T` that stays valid and unmutated
+/// for `'a`.
+pub(crate) unsafe fn arg_ref<'a, T>(argument: &str, ptr: *const T) -> Result<&'a T, Failure> {
+    let ptr = check(argument, ptr)?;
+    // SAFETY: non-NULL and aligned (checked); validity for 'a is the caller's contract.
+    Ok(unsafe { ptr.as_ref() })
+}
+
+/// Borrow an optional input (NULL means "use the defaults").
+///
+/// # Safety
+///
+/// As [`arg_ref`].
+pub(crate) unsafe fn arg_opt<'a, T>(
+    argument: &str,
+    ptr: *const T,
+) -> Result<Option<&'a T>, Failure> {
+    if ptr.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: forwarded contract.
+    unsafe { arg_ref(argument, ptr) }.map(Some)
+}
+
+/// Borrow an array argument `(ptr, len)`. `(NULL, 0)` is the empty array.
+///
+/// # Safety
+///
+/// If `ptr` is non-NULL and aligned and `len` is possible, `ptr` must point at `len` valid,
+/// initialised `T`s that stay valid and unmutated for `'a`.
+pub(crate) unsafe fn arg_slice<'a, T>(
+    argument: &str,
+    ptr: *const T,
+    len: usize,
+) -> Result<&'a [T], Failure> {
+    if ptr.is_null() && len == 0 {
+        return Ok(&[]);
+    }
+    let ptr = check(argument, ptr)?;
+    let fits = len
+        .checked_mul(std::mem::size_of::<T>())
+        .is_some_and(|bytes| bytes <= isize::MAX as usize);
+    if !fits {
+        return Err(Failure::new(
+            shmlimit_status::SHMLIMIT_BAD_LENGTH,
+            format!("`{argument}` length {len} is larger than any array can be"),
+        ));
+    }
+    // SAFETY: non-NULL, aligned, total size within isize::MAX (checked); that `len` elements are
+    // valid for 'a is the caller's contract.
+    Ok(unsafe { std::slice::from_raw_parts(ptr.as_ptr(), len) })
+}
+
+/// The bytes of a NUL-terminated string argument (not including the NUL).
+///
+/// # Safety
+///
+/// If `ptr` is non-NULL it must point at a NUL-terminated string valid for `'a`.
+pub(crate) unsafe fn arg_bytes<'a>(
+    argument: &str,
+    ptr: *const c_char,
+) -> Result<&'a [u8], Failure> {
+    let ptr = check(argument, ptr)?;
+    // SAFETY: non-NULL (checked); NUL termination and validity are the caller's contract.
+    Ok(unsafe { CStr::from_ptr(ptr.as_ptr()) }.to_bytes())
+}
+
+/// A NUL-terminated UTF-8 string argument.
+///
+/// # Safety
+///
+/// As [`arg_bytes`].
+pub(crate) unsafe fn arg_str<'a>(argument: &str, ptr: *const c_char) -> Result<&'a str, Failure> {
+    // SAFETY: forwarded contract.
+    let bytes = unsafe { arg_bytes(argument, ptr) }?;
+    std::str::from_utf8(bytes).map_err(|e| {
+        Failure::new(
+            shmlimit_status::SHMLIMIT_BAD_UTF8,
+            format!("`{argument}` is not valid UTF-8: {e}"),
+        )
+    })
+}
+
+/// An out-parameter, checked on entry and written only on success.
+pub(crate) struct Out<T>(NonNull<T>);
+
+/// Check an out-parameter pointer before doing any work.
+pub(crate) fn arg_out<T>(argument: &str, ptr: *mut T) -> Result<Out<T>, Failure> {
+    check(argument, ptr.cast_const()).map(Out)
+}
+
+impl<T> Out<T> {
+    /// Write the result.
+    ///
+    /// # Safety
+    ///
+    /// The pointer given to [`arg_out`] must be valid for a write of `T`.
+    pub(crate) unsafe fn write(self, value: T) {
+        // SAFETY: non-NULL and aligned (checked in arg_out); writable is the caller's contract.
+        // `write` does not drop the previous contents, which may be uninitialised.
+        unsafe { self.0.as_ptr().write(value) }
+    }
+}

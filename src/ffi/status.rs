@@ -1,0 +1,290 @@
+//! Status codes, their static descriptions, and the per-thread detail of the last failure.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+
+use crate::error::Error;
+
+/// The result of every fallible `shmlimit_` function.
+///
+/// `SHMLIMIT_OK` is zero. Codes 1 to 99 are failures of the C boundary itself (a bad argument);
+/// codes from 100 on map one to one onto the error kinds of the Rust API, in the order they were
+/// introduced. A value is never reused for another meaning: new error kinds get new numbers, so a
+/// caller may keep a `switch` over the codes it knows and treat the others as generic failures.
+/// `shmlimit_strerror` names any code; `shmlimit_last_error` gives the detail of the last failure
+/// on the calling thread.
+#[allow(non_camel_case_types)]
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum shmlimit_status {
+    /// Success.
+    SHMLIMIT_OK = 0,
+    /// A required pointer argument was NULL.
+    SHMLIMIT_NULL_POINTER = 1,
+    /// A limit name was not valid UTF-8.
+    SHMLIMIT_BAD_UTF8 = 2,
+    /// A bug in the library was caught at the boundary (a panic); the call had no effect
+    /// beyond what it had done when it failed. Please report it with the message.
+    SHMLIMIT_INTERNAL = 3,
+    /// A length argument was impossible (an array whose size in bytes overflows).
+    SHMLIMIT_BAD_LENGTH = 4,
+    /// A pointer argument was not aligned for its type.
+    SHMLIMIT_MISALIGNED_POINTER = 5,
+    /// An index argument was past the end (for example a definition index >= the count).
+    SHMLIMIT_OUT_OF_RANGE = 6,
+    /// An operating-system call failed (`shmlimit_last_os_error` gives its `errno`).
+    SHMLIMIT_IO = 100,
+    /// The path names a symbolic link; limiter files are never opened through one.
+    SHMLIMIT_SYMLINK = 101,
+    /// The path names something other than a regular file.
+    SHMLIMIT_NOT_REGULAR_FILE = 102,
+    /// The file's owner or mode is not acceptable under the open options.
+    SHMLIMIT_PERMISSION = 103,
+    /// The file is not a shmlimit file (bad magic number).
+    SHMLIMIT_FOREIGN = 104,
+    /// The file was written by an incompatible format version.
+    SHMLIMIT_VERSION = 105,
+    /// The file's size disagrees with its header.
+    SHMLIMIT_SIZE = 106,
+    /// The file's header or definitions are damaged.
+    SHMLIMIT_CORRUPT = 107,
+    /// The file's creator did not finish initialising it in time.
+    SHMLIMIT_NOT_INITIALIZED = 108,
+    /// The file was created in another time namespace: its monotonic clock is not ours.
+    SHMLIMIT_CLOCK_MISMATCH = 109,
+    /// The file exists with other limit definitions than the ones given.
+    SHMLIMIT_DEFINITION_CONFLICT = 110,
+    /// A definition is invalid (bad name, kind, parameter, reserved field, duplicate...).
+    SHMLIMIT_INVALID_PARAMETER = 111,
+    /// No limit of that name is defined in the file.
+    SHMLIMIT_UNKNOWN_LIMIT = 112,
+    /// A cost of zero was requested.
+    SHMLIMIT_ZERO_COST = 113,
+    /// The cost exceeds what the limit can ever grant in one decision.
+    SHMLIMIT_COST_EXCEEDS_CAPACITY = 114,
+    /// The limit's shared state holds an impossible value; decisions fail closed.
+    SHMLIMIT_CORRUPT_STATE = 115,
+    /// The clock reads outside the range the state encoding can hold.
+    SHMLIMIT_CLOCK_OUT_OF_RANGE = 116,
+}
+
+use shmlimit_status::*;
+
+impl shmlimit_status {
+    /// Every code, for the tests and for `shmlimit_strerror`.
+    pub(crate) const ALL: [shmlimit_status; 24] = [
+        SHMLIMIT_OK,
+        SHMLIMIT_NULL_POINTER,
+        SHMLIMIT_BAD_UTF8,
+        SHMLIMIT_INTERNAL,
+        SHMLIMIT_BAD_LENGTH,
+        SHMLIMIT_MISALIGNED_POINTER,
+        SHMLIMIT_OUT_OF_RANGE,
+        SHMLIMIT_IO,
+        SHMLIMIT_SYMLINK,
+        SHMLIMIT_NOT_REGULAR_FILE,
+        SHMLIMIT_PERMISSION,
+        SHMLIMIT_FOREIGN,
+        SHMLIMIT_VERSION,
+        SHMLIMIT_SIZE,
+        SHMLIMIT_CORRUPT,
+        SHMLIMIT_NOT_INITIALIZED,
+        SHMLIMIT_CLOCK_MISMATCH,
+        SHMLIMIT_DEFINITION_CONFLICT,
+        SHMLIMIT_INVALID_PARAMETER,
+        SHMLIMIT_UNKNOWN_LIMIT,
+        SHMLIMIT_ZERO_COST,
+        SHMLIMIT_COST_EXCEEDS_CAPACITY,
+        SHMLIMIT_CORRUPT_STATE,
+        SHMLIMIT_CLOCK_OUT_OF_RANGE,
+    ];
+
+    /// The code of a Rust error: one code per error kind.
+    pub(crate) fn of(error: &Error) -> shmlimit_status {
+        match error {
+            Error::Io { .. } => SHMLIMIT_IO,
+            Error::Symlink(_) => SHMLIMIT_SYMLINK,
+            Error::NotRegularFile(_) => SHMLIMIT_NOT_REGULAR_FILE,
+            Error::Permission { .. } => SHMLIMIT_PERMISSION,
+            Error::Foreign(_) => SHMLIMIT_FOREIGN,
+            Error::Version { .. } => SHMLIMIT_VERSION,
+            Error::Size { .. } => SHMLIMIT_SIZE,
+            Error::Corrupt { .. } => SHMLIMIT_CORRUPT,
+            Error::NotInitialized(_) => SHMLIMIT_NOT_INITIALIZED,
+            Error::ClockMismatch { .. } => SHMLIMIT_CLOCK_MISMATCH,
+            Error::DefinitionConflict { .. } => SHMLIMIT_DEFINITION_CONFLICT,
+            Error::InvalidParameter { .. } => SHMLIMIT_INVALID_PARAMETER,
+            Error::UnknownLimit(_) => SHMLIMIT_UNKNOWN_LIMIT,
+            Error::ZeroCost => SHMLIMIT_ZERO_COST,
+            Error::CostExceedsCapacity { .. } => SHMLIMIT_COST_EXCEEDS_CAPACITY,
+            Error::CorruptState { .. } => SHMLIMIT_CORRUPT_STATE,
+            Error::ClockOutOfRange(_) => SHMLIMIT_CLOCK_OUT_OF_RANGE,
+            // An error kind added to the library before it has a code here: reported as
+            // internal (with its message intact) until it gets the next free number above.
+            #[allow(unreachable_patterns)]
+            _ => SHMLIMIT_INTERNAL,
+        }
+    }
+
+    /// A static, NUL-terminated description.
+    pub(crate) fn description(self) -> &'static str {
+        match self {
+            SHMLIMIT_OK => "success\0",
+            SHMLIMIT_NULL_POINTER => "a required pointer argument was NULL\0",
+            SHMLIMIT_BAD_UTF8 => "a limit name was not valid UTF-8\0",
+            SHMLIMIT_INTERNAL => "internal error (a bug in shmlimit was caught)\0",
+            SHMLIMIT_BAD_LENGTH => "a length argument was impossible\0",
+            SHMLIMIT_MISALIGNED_POINTER => "a pointer argument was misaligned\0",
+            SHMLIMIT_OUT_OF_RANGE => "an index argument was out of range\0",
+            SHMLIMIT_IO => "an operating-system call failed\0",
+            SHMLIMIT_SYMLINK => "the path is a symbolic link\0",
+            SHMLIMIT_NOT_REGULAR_FILE => "the path is not a regular file\0",
+            SHMLIMIT_PERMISSION => "the file's owner or mode is not acceptable\0",
+            SHMLIMIT_FOREIGN => "not a shmlimit file\0",
+            SHMLIMIT_VERSION => "incompatible file format version\0",
+            SHMLIMIT_SIZE => "the file's size disagrees with its header\0",
+            SHMLIMIT_CORRUPT => "the file's header or definitions are corrupt\0",
+            SHMLIMIT_NOT_INITIALIZED => "the file was never fully initialised\0",
+            SHMLIMIT_CLOCK_MISMATCH => "the file belongs to another time namespace\0",
+            SHMLIMIT_DEFINITION_CONFLICT => "the file holds other limit definitions\0",
+            SHMLIMIT_INVALID_PARAMETER => "invalid limit definition or parameter\0",
+            SHMLIMIT_UNKNOWN_LIMIT => "no limit of that name\0",
+            SHMLIMIT_ZERO_COST => "a cost must be at least 1\0",
+            SHMLIMIT_COST_EXCEEDS_CAPACITY => "the cost exceeds the limit's capacity\0",
+            SHMLIMIT_CORRUPT_STATE => "the limit's shared state is corrupt\0",
+            SHMLIMIT_CLOCK_OUT_OF_RANGE => "the clock is outside the representable range\0",
+        }
+    }
+}
+
+/// The detail of one failed call: its code and a message naming the function.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub status: shmlimit_status,
+    pub message: String,
+    pub os_error: i32,
+}
+
+impl Failure {
+    pub(crate) fn new(status: shmlimit_status, message: impl Into<String>) -> Failure {
+        Failure {
+            status,
+            message: message.into(),
+            os_error: 0,
+        }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(error: Error) -> Failure {
+        let os_error = match &error {
+            Error::Io { source, .. } => source.raw_os_error().unwrap_or(0),
+            _ => 0,
+        };
+        Failure {
+            status: shmlimit_status::of(&error),
+            message: error.to_string(),
+            os_error,
+        }
+    }
+}
+
+struct LastError {
+    message: CString,
+    os_error: i32,
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<LastError> = RefCell::new(LastError {
+        message: CString::default(),
+        os_error: 0,
+    });
+}
+
+/// Record `failure`, raised by the function `function`, as this thread's last error.
+pub(crate) fn set_last_error(function: &str, failure: &Failure) {
+    let text = format!("{function}: {}", failure.message);
+    // A message never holds a NUL in practice; if one does, cut it there rather than lose it.
+    let text = match CString::new(text) {
+        Ok(c) => c,
+        Err(e) => {
+            let cut = e.nul_position();
+            let mut bytes = e.into_vec();
+            bytes.truncate(cut);
+            CString::new(bytes).unwrap_or_default()
+        }
+    };
+    // `try_with`: during thread teardown the slot may be gone; the code still reaches the caller.
+    let _ = LAST_ERROR.try_with(|slot| {
+        if let Ok(mut slot) = slot.try_borrow_mut() {
+            slot.message = text;
+            slot.os_error = failure.os_error;
+        }
+    });
+}
+
+/// A static description of a status code.
+///
+/// Returns a NUL-terminated string with static lifetime: never free it. An unknown code gives
+/// `"unknown status code"`.
+///
+/// Thread-safety: may be called from any thread at any time.
+#[no_mangle]
+pub extern "C" fn shmlimit_strerror(code: i32) -> *const c_char {
+    let text = shmlimit_status::ALL
+        .iter()
+        .find(|s| **s as i32 == code)
+        .map_or("unknown status code\0", |s| s.description());
+    text.as_ptr().cast()
+}
+
+/// The message of the most recent failed `shmlimit_` call on the calling thread, naming the
+/// function and the cause (for example the file path and the OS error).
+///
+/// Returns a NUL-terminated string owned by the library, or `""` if no call has failed on this
+/// thread. Successful calls do not change it. It stays valid until the next failing `shmlimit_`
+/// call on the same thread; copy it to keep it. Never free it.
+///
+/// Thread-safety: each thread has its own message.
+#[no_mangle]
+pub extern "C" fn shmlimit_last_error() -> *const c_char {
+    LAST_ERROR
+        .try_with(|slot| match slot.try_borrow() {
+            // The CString lives in the thread-local slot until the next failure replaces it.
+            Ok(slot) => slot.message.as_ptr(),
+            Err(_) => c"".as_ptr(),
+        })
+        .unwrap_or(c"".as_ptr())
+}
+
+/// The `errno` of the most recent failed `shmlimit_` call on the calling thread when that failure
+/// was `SHMLIMIT_IO`; 0 otherwise (or if no call has failed on this thread).
+///
+/// Thread-safety: each thread has its own value.
+#[no_mangle]
+pub extern "C" fn shmlimit_last_os_error() -> i32 {
+    LAST_ERROR
+        .try_with(|slot| slot.try_borrow().map_or(0, |s| s.os_error))
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn codes_are_distinct_and_described() {
+        for (i, a) in shmlimit_status::ALL.iter().enumerate() {
+            for b in &shmlimit_status::ALL[..i] {
+                assert_ne!(*a as i32, *b as i32, "{a:?} and {b:?} share a value");
+            }
+            // SAFETY: shmlimit_strerror returns a static NUL-terminated string.
+            let text = unsafe { CStr::from_ptr(shmlimit_strerror(*a as i32)) };
+            assert!(!text.to_bytes().is_empty());
+        }
+        // SAFETY: as above.
+        let unknown = unsafe { CStr::from_ptr(shmlimit_strerror(-7)) };
+        assert_eq!(unknown.to_str().unwrap(), "unknown status code");
+    }
+}
