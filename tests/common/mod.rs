@@ -1,0 +1,201 @@
+//! Shared by the integration tests: forking worker processes that report back through pipes,
+//! and a few small helpers.
+//!
+//! Each test binary that includes this module uses only part of it.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use shmlimit::{Clock, MonotonicClock};
+
+pub const MS: u64 = 1_000_000;
+pub const SEC: u64 = 1_000_000_000;
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: the timeline every limiter file uses.
+pub fn now_ns() -> u64 {
+    MonotonicClock.now_ns()
+}
+
+/// A fresh temporary directory and a limiter path inside it.
+pub fn temp_path(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let path = dir.path().join(name);
+    (dir, path)
+}
+
+/// Serialises the tests of one binary that fork: workers of two tests competing for two cores
+/// would only blur each other's measurements, and forking while another test forks is pointless.
+pub fn fork_lock() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Exit status of a child whose work closure panicked.
+pub const EXIT_PANIC: i32 = 101;
+/// Exit status of a child that could not write its report.
+pub const EXIT_WRITE: i32 = 102;
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill; O_CLOEXEC only affects exec.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(rc, 0, "pipe2: {}", std::io::Error::last_os_error());
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else yet.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// Write all of `bytes` to `fd`, retrying short writes and EINTR; false on any other error.
+fn write_all(fd: libc::c_int, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        // SAFETY: `bytes` is a valid readable buffer of `bytes.len()` bytes for the whole call.
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return false;
+        }
+        bytes = &bytes[n as usize..];
+    }
+    true
+}
+
+/// Block until the write end of the start pipe is closed everywhere (the barrier opens).
+fn wait_at_barrier(fd: libc::c_int) {
+    let mut byte = 0u8;
+    loop {
+        // SAFETY: `byte` is a valid one-byte buffer; read returns 0 at EOF, when every write end
+        // is closed.
+        let n = unsafe { libc::read(fd, (&mut byte as *mut u8).cast(), 1) };
+        if n == 0 {
+            return;
+        }
+        if n < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
+/// Fork `n` worker processes that all start `work(index)` at the same moment, and collect
+/// what each returns (a vector of words, sent back through its own pipe).
+///
+/// Every child first waits at a barrier (a pipe whose write end the parent closes once all
+/// children exist), then runs `work`, writes the words and leaves with `_exit(0)`: a child
+/// never returns into the test harness, never runs its destructors or `atexit` handlers. A
+/// panic in `work` is caught and becomes `_exit(101)`. The parent reads every pipe to its end,
+/// reaps every child and panics if any child did not exit with status 0.
+///
+/// Anything `work` needs must be prepared before the call (the child shares nothing with the
+/// parent after the fork but the file system and memory-mapped files).
+pub fn fork_workers<F>(n: usize, work: F) -> Vec<Vec<u64>>
+where
+    F: Fn(usize) -> Vec<u64>,
+{
+    let (start_r, start_w) = pipe();
+    let mut children = Vec::with_capacity(n);
+    for index in 0..n {
+        let (result_r, result_w) = pipe();
+        // SAFETY: fork has no memory preconditions. The child below calls only the limiter,
+        // async-signal-safe libc functions and allocation (glibc's allocator re-initialises its
+        // locks in the child), and leaves through `_exit`, so the state of the threads the
+        // parent had (test harness threads) is never relied upon.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // The child: drop our copies of the write end of the barrier so that only the parent
+            // holds it, and of the read end of the result pipe.
+            drop(start_w);
+            drop(result_r);
+            use std::os::fd::AsRawFd;
+            wait_at_barrier(start_r.as_raw_fd());
+            let outcome = catch_unwind(AssertUnwindSafe(|| work(index)));
+            let status = match outcome {
+                Ok(words) => {
+                    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                    if write_all(result_w.as_raw_fd(), &bytes) {
+                        0
+                    } else {
+                        EXIT_WRITE
+                    }
+                }
+                Err(_) => EXIT_PANIC,
+            };
+            // SAFETY: _exit ends the child at once without unwinding or running the parent's
+            // exit handlers; it is async-signal-safe and always valid to call.
+            unsafe { libc::_exit(status) };
+        }
+        // The parent: close our write end now, so that later children do not inherit it and the
+        // reader sees EOF as soon as this child exits.
+        drop(result_w);
+        children.push((pid, result_r));
+    }
+    // Open the barrier: every child has closed its own copy, this is the last write end.
+    drop(start_w);
+    drop(start_r);
+    let mut results = Vec::with_capacity(n);
+    let mut failures = Vec::new();
+    for (index, (pid, result_r)) in children.into_iter().enumerate() {
+        let mut bytes = Vec::new();
+        std::fs::File::from(result_r)
+            .read_to_end(&mut bytes)
+            .expect("reading a worker's report");
+        let mut status = 0;
+        // SAFETY: `pid` is our own child, not yet reaped; `status` is a valid int to fill.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(rc, pid, "waitpid: {}", std::io::Error::last_os_error());
+        if !(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0) {
+            failures.push(format!(
+                "worker {index} (pid {pid}): {}",
+                if libc::WIFEXITED(status) {
+                    format!("exit status {}", libc::WEXITSTATUS(status))
+                } else {
+                    format!("killed by signal {}", libc::WTERMSIG(status))
+                }
+            ));
+        }
+        results.push(
+            bytes
+                .chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+                .collect(),
+        );
+    }
+    assert!(
+        failures.is_empty(),
+        "workers failed (101 = panicked): {failures:?}"
+    );
+    results
+}
+
+/// A small deterministic pseudo-random generator (xorshift64*), for reproducible loads.
+#[derive(Debug, Clone)]
+pub struct XorShift(u64);
+
+impl XorShift {
+    pub fn new(seed: u64) -> Self {
+        XorShift(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// An exponentially distributed gap of mean `mean_ns` (a Poisson process's inter-arrival).
+    pub fn exp_ns(&mut self, mean_ns: f64) -> u64 {
+        (-(1.0 - self.unit()).ln() * mean_ns).round() as u64
+    }
+}
