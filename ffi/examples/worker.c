@@ -2,10 +2,11 @@
  * A worker process: attaches to an existing limiter file by path alone and loops acquiring one
  * limit, as any C service would around each request.
  *
- * Usage: worker PATH LIMIT ATTEMPTS [DURATION_MS [COST]]
- *   Makes ATTEMPTS decisions (0: no limit) of COST units each (default 1), stopping early once
- *   DURATION_MS milliseconds have passed (0 or absent: no time limit), then prints
- *   "allowed=N denied=M" on standard output.
+ * Usage: worker [-n ATTEMPTS] [-d DURATION_MS] [-c COST] [-s START_AT_NS] PATH LIMIT
+ *   Makes ATTEMPTS decisions (default 0: no limit) of COST units each (default 1), stopping
+ *   early once DURATION_MS milliseconds have passed (default 0: no time limit), then prints
+ *   "allowed=N denied=M" on standard output. With -s it first sleeps until CLOCK_MONOTONIC
+ *   reads START_AT_NS, so that several workers start together.
  *
  * Build (see ffi/README.md):
  *   cc -std=c99 -O2 worker.c $(pkg-config --cflags --libs shmlimit) -o worker
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "shmlimit.h"
 
@@ -30,33 +32,49 @@ static int fail(const char *what, shmlimit_status status) {
     return 1;
 }
 
+static int usage(const char *argv0) {
+    fprintf(stderr, "usage: %s [-n ATTEMPTS] [-d DURATION_MS] [-c COST] [-s START_AT_NS] PATH LIMIT\n",
+            argv0);
+    return 2;
+}
+
 int main(int argc, char **argv) {
     shmlimit_limiter *limiter = NULL;
     shmlimit_limit *limit = NULL;
     shmlimit_decision decision;
     shmlimit_status status;
-    uint64_t attempts, duration_ns, cost, deadline, i;
+    uint64_t attempts = 0, duration_ns = 0, cost = 1, start_at = 0, deadline, i;
     uint64_t allowed = 0, denied = 0;
+    int opt;
 
-    if (argc < 4 || argc > 6) {
-        fprintf(stderr, "usage: %s PATH LIMIT ATTEMPTS [DURATION_MS [COST]]\n", argv[0]);
-        return 2;
+    while ((opt = getopt(argc, argv, "n:d:c:s:")) != -1) {
+        switch (opt) {
+        case 'n': attempts = strtoull(optarg, NULL, 10); break;
+        case 'd': duration_ns = strtoull(optarg, NULL, 10) * 1000000u; break;
+        case 'c': cost = strtoull(optarg, NULL, 10); break;
+        case 's': start_at = strtoull(optarg, NULL, 10); break;
+        default: return usage(argv[0]);
+        }
     }
-    attempts = strtoull(argv[3], NULL, 10);
-    duration_ns = argc > 4 ? strtoull(argv[4], NULL, 10) * 1000000u : 0;
-    cost = argc > 5 ? strtoull(argv[5], NULL, 10) : 1;
+    if (argc - optind != 2) {
+        return usage(argv[0]);
+    }
 
-    status = shmlimit_limiter_open(argv[1], NULL, &limiter);
+    status = shmlimit_limiter_open(argv[optind], NULL, &limiter);
     if (status != SHMLIMIT_OK) {
         return fail("shmlimit_limiter_open", status);
     }
     /* Resolve the name once; the limit handle is all the loop needs. */
-    status = shmlimit_limiter_limit(limiter, argv[2], &limit);
+    status = shmlimit_limiter_limit(limiter, argv[optind + 1], &limit);
     shmlimit_limiter_free(limiter);
     if (status != SHMLIMIT_OK) {
         return fail("shmlimit_limiter_limit", status);
     }
 
+    while (start_at != 0 && monotonic_ns() < start_at) {
+        struct timespec pause = {0, 200000};
+        nanosleep(&pause, NULL);
+    }
     deadline = duration_ns ? monotonic_ns() + duration_ns : UINT64_MAX;
     for (i = 0; attempts == 0 || i < attempts; i++) {
         status = shmlimit_acquire(limit, cost, &decision);

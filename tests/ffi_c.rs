@@ -1,0 +1,427 @@
+//! The C ABI used from real C programs: `ffi/tests/*.c` and `ffi/examples/worker.c` are compiled
+//! here with gcc (strict C99, and once as C++) against the `libshmlimit` cargo built for this
+//! test, then run against files in a temporary directory.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>/`, where cargo puts `libshmlimit.so` and `libshmlimit.a`: the test
+/// executable is `target/<profile>/deps/ffi_c-<hash>`.
+fn lib_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .to_owned();
+    for lib in ["libshmlimit.so", "libshmlimit.a"] {
+        assert!(
+            dir.join(lib).is_file(),
+            "{} not found next to the test executable (cargo builds the cdylib and staticlib \
+             before integration tests)",
+            dir.join(lib).display()
+        );
+    }
+    dir
+}
+
+const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"];
+
+#[derive(Clone, Copy)]
+enum Link {
+    Shared,
+    Static,
+}
+
+/// Compile `sources` into `out` with `compiler` and `std`, linked against libshmlimit.
+fn compile(compiler: &str, lang: &[&str], source: &Path, out: &Path, link: Link) {
+    let lib = lib_dir();
+    let mut cmd = Command::new(compiler);
+    cmd.args(lang)
+        .args(STRICT)
+        .arg("-I")
+        .arg(root().join("ffi/include"))
+        .arg(source)
+        .arg("-o")
+        .arg(out);
+    match link {
+        Link::Shared => {
+            cmd.arg("-L")
+                .arg(&lib)
+                .arg("-lshmlimit")
+                .arg(format!("-Wl,-rpath,{}", lib.display()));
+        }
+        Link::Static => {
+            cmd.arg(lib.join("libshmlimit.a"))
+                .args(["-lpthread", "-ldl", "-lm"]);
+        }
+    }
+    let output = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
+    assert!(
+        output.status.success(),
+        "{compiler} failed on {}:\n{}",
+        source.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn run(program: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    let output = Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    println!("{}", String::from_utf8_lossy(&output.stdout));
+    eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{} failed ({}):\n{}{}",
+        program.display(),
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Build a C test program from `ffi/tests/NAME.c` and run it with a fresh directory.
+fn build_and_run(name: &str, compiler: &str, lang: &[&str], link: Link) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = dir.path().join(name);
+    compile(
+        compiler,
+        lang,
+        &root().join(format!("ffi/tests/{name}.c")),
+        &exe,
+        link,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).expect("work dir");
+    let output = run(&exe, &[work.as_os_str()]);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn c_error_paths_return_their_codes_and_messages() {
+    let out = build_and_run(
+        "errors",
+        "gcc",
+        &["-std=c99", "-D_POSIX_C_SOURCE=200809L"],
+        Link::Shared,
+    );
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn header_compiles_and_runs_as_cxx() {
+    let out = build_and_run("errors", "g++", &["-x", "c++", "-std=c++11"], Link::Shared);
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn eight_forked_c_workers_respect_the_bound() {
+    let out = build_and_run("fork_bound", "gcc", &["-std=c99"], Link::Shared);
+    assert!(
+        out.contains("fixed: 8 workers x 400 attempts: allowed=1000 "),
+        "{out}"
+    );
+}
+
+#[test]
+fn static_library_links_and_works() {
+    let out = build_and_run("fork_bound", "gcc", &["-std=c99"], Link::Static);
+    assert!(out.contains("allowed=1000 "), "{out}");
+}
+
+fn parse_counts(text: &str) -> (u64, u64) {
+    let field = |name: &str| -> u64 {
+        text.split_whitespace()
+            .find_map(|w| w.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {text:?}"))
+    };
+    (field("allowed="), field("denied="))
+}
+
+/// Fork a Rust worker deciding on `limit` (resolved before the fork: the child shares the
+/// parent's MAP_SHARED mapping, as an attached process would) until `until_ns`, after waiting
+/// for `start_ns`. It reports `(allowed, denied)` through a pipe.
+fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i32, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 succeeded, so both are open descriptors owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the child runs only code that neither allocates nor takes locks (clock reads,
+    // atomic decisions, write(2), _exit(2)), so forking a multi-threaded test process is sound.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let clock = MonotonicClock;
+        while clock.now_ns() < start_ns {
+            std::hint::spin_loop();
+        }
+        let mut counts = [0u64; 2];
+        let mut i = 0u64;
+        loop {
+            match limit.try_acquire(1) {
+                Ok(d) => counts[d.is_denied() as usize] += 1,
+                // SAFETY: _exit is async-signal-safe and ends the child at once.
+                Err(_) => unsafe { libc::_exit(3) },
+            }
+            i += 1;
+            if i % 64 == 0 && clock.now_ns() >= until_ns {
+                break;
+            }
+        }
+        // SAFETY: `write` is an open pipe; `counts` is 16 readable bytes.
+        let n = unsafe { libc::write(write.as_raw_fd(), counts.as_ptr().cast(), 16) };
+        // SAFETY: as above.
+        unsafe { libc::_exit(if n == 16 { 0 } else { 4 }) };
+    }
+    drop(write);
+    (pid, read)
+}
+
+fn reap_rust_worker(pid: i32, read: OwnedFd) -> (u64, u64) {
+    let mut file = std::fs::File::from(read);
+    let mut bytes = [0u8; 16];
+    std::io::Read::read_exact(&mut file, &mut bytes).expect("worker reports its counts");
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid int.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status}"
+    );
+    (
+        u64::from_ne_bytes(bytes[..8].try_into().unwrap()),
+        u64::from_ne_bytes(bytes[8..].try_into().unwrap()),
+    )
+}
+
+/// Rust workers (forked from this test) and C worker processes (`ffi/examples/worker.c`) decide
+/// on the same file at the same time; their combined admissions respect each bound.
+#[test]
+fn rust_and_c_workers_share_one_budget() {
+    const RUST: usize = 3;
+    const C: usize = 3;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let worker = dir.path().join("worker");
+    compile(
+        "gcc",
+        &["-std=c99"],
+        &root().join("ffi/examples/worker.c"),
+        &worker,
+        Link::Shared,
+    );
+    let path = dir.path().join("mixed.shm");
+    let clock = MonotonicClock;
+    let created_ns = clock.now_ns();
+    let (burst, per_second) = (100u64, 2_000u64);
+    let limiter = Limiter::builder()
+        // 500 tokens refilled at one per hour: exactly 500 admissions in this test.
+        .limit(
+            "fixed",
+            TokenBucket::new(500, Rate::new(1, Duration::from_secs(3600)).unwrap()),
+        )
+        .limit("paced", TokenBucket::per_second(per_second).burst(burst))
+        .create_or_open(&path)
+        .expect("create");
+
+    for (name, run_ms) in [("fixed", 300u64), ("paced", 500)] {
+        let limit = limiter.limit(name).expect("limit");
+        // Everyone starts together once the C workers have had time to attach.
+        let start_ns = clock.now_ns() + 300_000_000;
+        let until_ns = start_ns + run_ms * 1_000_000;
+        let children: Vec<_> = (0..C)
+            .map(|_| {
+                Command::new(&worker)
+                    .arg("-d")
+                    .arg(run_ms.to_string())
+                    .arg("-s")
+                    .arg(start_ns.to_string())
+                    .arg(&path)
+                    .arg(name)
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn the C worker")
+            })
+            .collect();
+        let forked: Vec<_> = (0..RUST)
+            .map(|_| fork_rust_worker(&limit, start_ns, until_ns))
+            .collect();
+        let rust: Vec<(u64, u64)> = forked
+            .into_iter()
+            .map(|(pid, fd)| reap_rust_worker(pid, fd))
+            .collect();
+        let c: Vec<(u64, u64)> = children
+            .into_iter()
+            .map(|child| {
+                let out = child.wait_with_output().expect("wait");
+                assert!(
+                    out.status.success(),
+                    "C worker failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                parse_counts(&String::from_utf8_lossy(&out.stdout))
+            })
+            .collect();
+        let elapsed_ns = clock.now_ns() - created_ns;
+        let sum = |v: &[(u64, u64)]| v.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        let (rust_sum, c_sum) = (sum(&rust), sum(&c));
+        let allowed = rust_sum.0 + c_sum.0;
+        let denied = rust_sum.1 + c_sum.1;
+        let stats = limit.stats();
+        println!(
+            "{name}: Rust allowed {} denied {}, C allowed {} denied {}, stats {stats:?}",
+            rust_sum.0, rust_sum.1, c_sum.0, c_sum.1
+        );
+        assert_eq!(
+            stats.allowed, allowed,
+            "{name}: every admission was counted"
+        );
+        assert_eq!(stats.denied, denied, "{name}: every denial was counted");
+        assert!(rust_sum.0 + rust_sum.1 > 0 && c_sum.0 + c_sum.1 > 0);
+        match name {
+            "fixed" => assert_eq!(allowed, 500, "exactly the capacity"),
+            _ => {
+                // Every admission is dated between the file's creation and now: at most
+                // floor(B + r T) over that span; and a denial means the bucket was drained.
+                let bound =
+                    burst + (per_second as u128 * elapsed_ns as u128 / 1_000_000_000) as u64;
+                println!("paced: {allowed} allowed in {elapsed_ns} ns, bound {bound}");
+                assert!(allowed <= bound, "{allowed} > {bound}");
+                assert!(allowed >= burst && denied > 0, "the bound was reached");
+            }
+        }
+    }
+}
+
+/// `ffi/make-pc.sh` produces a `shmlimit.pc` with which a C program builds and runs.
+#[test]
+fn pkg_config_file_builds_the_worker() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lib = lib_dir();
+    let include = root().join("ffi/include");
+    let pc = Command::new("sh")
+        .arg(root().join("ffi/make-pc.sh"))
+        .arg(root())
+        .arg(&lib)
+        .arg(&include)
+        .output()
+        .expect("sh ffi/make-pc.sh");
+    assert!(
+        pc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pc.stderr)
+    );
+    let text = String::from_utf8(pc.stdout).expect("UTF-8");
+    assert!(
+        text.contains(&format!("Version: {}", env!("CARGO_PKG_VERSION"))),
+        "{text}"
+    );
+    std::fs::write(dir.path().join("shmlimit.pc"), &text).expect("write .pc");
+
+    let flags = match Command::new("pkg-config")
+        .args(["--cflags", "--libs", "shmlimit"])
+        .env("PKG_CONFIG_PATH", dir.path())
+        .output()
+    {
+        Ok(out) => {
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).expect("UTF-8")
+        }
+        // No pkg-config on this machine: expand the file's variables the same way.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            println!("pkg-config is not installed; expanding shmlimit.pc here");
+            expand_pc(&text)
+        }
+        Err(e) => panic!("pkg-config: {e}"),
+    };
+    let flags: Vec<&str> = flags.split_whitespace().collect();
+    assert!(flags.contains(&"-lshmlimit"), "{flags:?}");
+    assert!(
+        flags.contains(&format!("-I{}", include.display()).as_str()),
+        "{flags:?}"
+    );
+
+    let worker = dir.path().join("worker");
+    let out = Command::new("gcc")
+        .args(["-std=c99"])
+        .args(STRICT)
+        .arg(root().join("ffi/examples/worker.c"))
+        .args(&flags)
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&worker)
+        .output()
+        .expect("gcc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let path = dir.path().join("pc.shm");
+    let _limiter = Limiter::builder()
+        .limit(
+            "api",
+            TokenBucket::new(7, Rate::new(1, Duration::from_secs(3600)).unwrap()),
+        )
+        .create_or_open(&path)
+        .expect("create");
+    let out = run(
+        &worker,
+        &[
+            "-n".as_ref(),
+            "10".as_ref(),
+            path.as_os_str(),
+            "api".as_ref(),
+        ],
+    );
+    assert_eq!(parse_counts(&String::from_utf8_lossy(&out.stdout)), (7, 3));
+}
+
+/// The `Cflags` and `Libs` of a .pc file with its `${var}` references expanded.
+fn expand_pc(text: &str) -> String {
+    let mut vars: Vec<(String, String)> = Vec::new();
+    let expand = |s: &str, vars: &[(String, String)]| {
+        let mut s = s.to_owned();
+        for (k, v) in vars.iter().rev() {
+            s = s.replace(&format!("${{{k}}}"), v);
+        }
+        s
+    };
+    let mut flags = String::new();
+    for line in text.lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            if !k.contains(':') && !k.contains(' ') {
+                let v = expand(v.trim(), &vars);
+                vars.push((k.trim().to_owned(), v));
+                continue;
+            }
+        }
+        for field in ["Cflags:", "Libs:"] {
+            if let Some(v) = line.strip_prefix(field) {
+                flags.push_str(&expand(v.trim(), &vars));
+                flags.push(' ');
+            }
+        }
+    }
+    flags
+}
