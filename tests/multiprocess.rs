@@ -1,0 +1,575 @@
+//! Eight forked processes hammer one limit in one real file; the admissions they report must
+//! stay within the algorithm's bound and reach it (no admission lost under saturating demand).
+//!
+//! # How the bounds are checked
+//!
+//! Every worker brackets each decision with two `CLOCK_MONOTONIC` reads `lo <= date <= hi` (the
+//! limiter reads the same clock in between), records every admission's `(lo, hi)` and a sample of
+//! its denials (the first after each of its admissions and one per 100 us), and reports them with
+//! its counts through a pipe. The parent first drains the fresh limit itself (so the run starts
+//! from a known state), then forks the workers, which all start at one barrier and run to one
+//! shared deadline. From the merged timeline the parent checks:
+//!
+//! - upper bounds on every interval, counting only admissions *certainly* inside it;
+//! - that every sampled denial was justified, counting every admission *possibly* committed
+//!   before it (a denial without enough admissions behind it is a lost admission);
+//! - the totals against the bound of the whole run and the bound minus what the algorithm can
+//!   lose at the edges of the run;
+//! - that the per-process counts add up to the file's own statistics.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{fork_lock, fork_workers, now_ns, temp_path, MS};
+use shmlimit::{
+    Algorithm, Alignment, FixedWindow, IntoAlgorithm, Limit, Limiter, Rate, SlidingLog,
+    SlidingWindow, TokenBucket,
+};
+
+const WORKERS: usize = 8;
+/// How long the workers hammer, from the moment the parent starts forking.
+const RUN_NS: u64 = 1_200 * MS;
+/// A worker records at most this many stamps (admissions and sampled denials).
+const STAMP_CAPACITY: usize = 1 << 16;
+/// Sample one denial per this many nanoseconds (plus the first after each admission).
+const DENIAL_SAMPLE_NS: u64 = 100_000;
+/// The sliding log stores times rounded up to this unit.
+const LOG_UNIT: u64 = 1024;
+
+/// How each worker gets its handle.
+#[derive(Debug, Clone, Copy)]
+enum Attach {
+    /// `Limiter::open(path)` in the child, by path alone.
+    OpenByPath,
+    /// The parent's `Limit`, inherited across `fork` (same mapping, same descriptor).
+    Inherited,
+}
+
+/// One decision bracketed by two clock reads.
+#[derive(Debug, Clone, Copy)]
+struct Stamp {
+    lo: u64,
+    hi: u64,
+}
+
+/// What one worker saw.
+#[derive(Debug, Default)]
+struct Report {
+    admitted: u64,
+    denied: u64,
+    /// `hi` of its first decision.
+    first_hi: u64,
+    /// `hi` of its last decision.
+    last_hi: u64,
+    /// `lo` of its last denial.
+    last_denied_lo: u64,
+    overflow: bool,
+    admissions: Vec<Stamp>,
+    denials: Vec<Stamp>,
+}
+
+impl Report {
+    fn encode(&self) -> Vec<u64> {
+        let mut w = vec![
+            self.admitted,
+            self.denied,
+            self.first_hi,
+            self.last_hi,
+            self.last_denied_lo,
+            self.overflow as u64,
+            self.admissions.len() as u64,
+            self.denials.len() as u64,
+        ];
+        for s in self.admissions.iter().chain(&self.denials) {
+            w.push(s.lo);
+            w.push(s.hi);
+        }
+        w
+    }
+
+    fn decode(w: &[u64]) -> Report {
+        assert!(w.len() >= 8, "short report: {} words", w.len());
+        let (na, nd) = (w[6] as usize, w[7] as usize);
+        assert_eq!(w.len(), 8 + 2 * (na + nd), "report length");
+        let stamps: Vec<Stamp> = w[8..]
+            .chunks_exact(2)
+            .map(|c| Stamp { lo: c[0], hi: c[1] })
+            .collect();
+        Report {
+            admitted: w[0],
+            denied: w[1],
+            first_hi: w[2],
+            last_hi: w[3],
+            last_denied_lo: w[4],
+            overflow: w[5] != 0,
+            admissions: stamps[..na].to_vec(),
+            denials: stamps[na..].to_vec(),
+        }
+    }
+}
+
+/// Decide cost 1 as fast as possible until `deadline`, recording as described in the module docs.
+/// With `until_denied`, stop at the first denial instead (the parent's drain).
+fn hammer(limit: &Limit, deadline: u64, until_denied: bool) -> Report {
+    let mut r = Report {
+        admissions: Vec::with_capacity(STAMP_CAPACITY),
+        denials: Vec::with_capacity(STAMP_CAPACITY),
+        ..Report::default()
+    };
+    let mut sampled_since_admission = false;
+    let mut last_sample = 0u64;
+    loop {
+        let lo = now_ns();
+        let decision = limit.try_acquire(1).expect("decision");
+        let hi = now_ns();
+        if r.admitted + r.denied == 0 {
+            r.first_hi = hi;
+        }
+        r.last_hi = hi;
+        let stamp = Stamp { lo, hi };
+        if decision.is_allowed() {
+            r.admitted += 1;
+            sampled_since_admission = false;
+            if r.admissions.len() < STAMP_CAPACITY {
+                r.admissions.push(stamp);
+            } else {
+                r.overflow = true;
+            }
+        } else {
+            r.denied += 1;
+            r.last_denied_lo = lo;
+            if !sampled_since_admission || lo - last_sample >= DENIAL_SAMPLE_NS {
+                sampled_since_admission = true;
+                last_sample = lo;
+                if r.denials.len() < STAMP_CAPACITY {
+                    r.denials.push(stamp);
+                } else {
+                    r.overflow = true;
+                }
+            }
+            if until_denied {
+                return r;
+            }
+        }
+        if hi >= deadline {
+            return r;
+        }
+    }
+}
+
+/// The merged timeline of one run.
+struct Run {
+    /// Before the parent's first decision.
+    t0: u64,
+    /// `hi` of the last decision of any worker: every admission is dated in `[t0, t_last]`.
+    t_last: u64,
+    /// The latest first decision of any worker: all were running from here...
+    first_all: u64,
+    /// ...to the earliest last decision of any worker.
+    last_all: u64,
+    /// The latest denial of any worker (its `lo`).
+    last_denial: u64,
+    /// The parent's drain: its admissions, and the `hi` of its denial.
+    parent_admitted: u64,
+    parent_denial_hi: u64,
+    /// All admissions (parent's and workers'), sorted by `lo`.
+    admissions: Vec<Stamp>,
+    /// Every admission's `lo` and `hi`, each sorted, for counting.
+    los: Vec<u64>,
+    his: Vec<u64>,
+    /// All sampled denials (after the parent's).
+    denials: Vec<Stamp>,
+    per_worker: Vec<u64>,
+}
+
+impl Run {
+    fn total(&self) -> u64 {
+        self.admissions.len() as u64
+    }
+    /// Admissions with `lo <= t`.
+    fn lo_at_most(&self, t: u64) -> u64 {
+        self.los.partition_point(|&x| x <= t) as u64
+    }
+    /// Admissions with `hi < t`.
+    fn hi_before(&self, t: u64) -> u64 {
+        self.his.partition_point(|&x| x < t) as u64
+    }
+    fn lo_before(&self, t: u64) -> u64 {
+        self.los.partition_point(|&x| x < t) as u64
+    }
+
+    /// The most admissions certainly dated in one interval of length `len` (dates of admission
+    /// `a` lie in `[a.lo, a.hi + slack]`): for each first admission `i`, every later one (by
+    /// `lo`) whose latest possible date is within `len` of `lo_i`.
+    fn max_certain_in_interval(&self, len: u64, slack: u64) -> u64 {
+        let a = &self.admissions;
+        let mut best = 0;
+        for i in 0..a.len() {
+            let mut inside = 0;
+            for s in &a[i..] {
+                if s.lo >= a[i].lo + len {
+                    break;
+                }
+                if s.hi + slack < a[i].lo + len {
+                    inside += 1;
+                }
+            }
+            best = best.max(inside);
+        }
+        best
+    }
+}
+
+/// Create a fresh file with one limit `x`, drain it from the parent, fork the workers, merge.
+fn run(algorithm: Algorithm, attach: Attach) -> Run {
+    let _serial = fork_lock();
+    let (_dir, path) = temp_path("multiprocess.shm");
+    let limiter = Limiter::builder()
+        .limit("x", algorithm)
+        .create_or_open(&path)
+        .expect("create limiter file");
+    let limit = limiter.limit("x").expect("limit x");
+
+    let t0 = now_ns();
+    let drain = hammer(&limit, u64::MAX, true);
+    assert_eq!(
+        drain.denied, 1,
+        "the parent's drain ends at its first denial"
+    );
+    let deadline = now_ns() + RUN_NS;
+    let reports: Vec<Report> = fork_workers(WORKERS, |_| {
+        let report = match attach {
+            Attach::Inherited => hammer(&limit, deadline, false),
+            Attach::OpenByPath => {
+                let own = open_by_path(&path);
+                hammer(&own, deadline, false)
+            }
+        };
+        report.encode()
+    })
+    .iter()
+    .map(|w| Report::decode(w))
+    .collect();
+
+    let stats = limit.stats();
+    let admitted: u64 = reports.iter().map(|r| r.admitted).sum();
+    let denied: u64 = reports.iter().map(|r| r.denied).sum();
+    assert_eq!(
+        stats.allowed,
+        admitted + drain.admitted,
+        "the file's statistics count every admission the processes saw"
+    );
+    assert_eq!(stats.denied, denied + drain.denied);
+    for (i, r) in reports.iter().enumerate() {
+        assert!(!r.overflow, "worker {i} ran out of stamp space");
+        assert_eq!(r.admitted, r.admissions.len() as u64);
+        assert!(
+            r.denied > 0,
+            "worker {i} never saw a denial: demand must saturate"
+        );
+    }
+
+    let mut admissions: Vec<Stamp> = drain.admissions.clone();
+    let mut denials = Vec::new();
+    for r in &reports {
+        admissions.extend_from_slice(&r.admissions);
+        denials.extend_from_slice(&r.denials);
+    }
+    admissions.sort_by_key(|s| s.lo);
+    let mut los: Vec<u64> = admissions.iter().map(|s| s.lo).collect();
+    let mut his: Vec<u64> = admissions.iter().map(|s| s.hi).collect();
+    los.sort_unstable();
+    his.sort_unstable();
+    Run {
+        t0,
+        t_last: reports.iter().map(|r| r.last_hi).max().unwrap(),
+        first_all: reports.iter().map(|r| r.first_hi).max().unwrap(),
+        last_all: reports.iter().map(|r| r.last_hi).min().unwrap(),
+        last_denial: reports.iter().map(|r| r.last_denied_lo).max().unwrap(),
+        parent_admitted: drain.admitted,
+        parent_denial_hi: drain.denials[0].hi,
+        admissions,
+        los,
+        his,
+        denials,
+        per_worker: reports.iter().map(|r| r.admitted).collect(),
+    }
+}
+
+fn open_by_path(path: &Path) -> Limit {
+    let limiter = Limiter::open(path).expect("a worker opens the file by path alone");
+    assert_eq!(limiter.definitions().len(), 1);
+    limiter.limit("x").expect("limit x")
+}
+
+fn algorithm(spec: impl IntoAlgorithm) -> Algorithm {
+    spec.into_algorithm("x").expect("valid definition")
+}
+
+// Token bucket: B = 500, r = 2000/s (T = 500 us exactly, so floor(B + r t) = B + floor(t / T)).
+// A bucket that is not full loses nothing while nobody asks: every worker would have to be off
+// the CPU for B / r = 250 ms at once before a single token is lost.
+const B: u64 = 500;
+const EMISSION: u64 = 500_000;
+
+fn token_bucket(attach: Attach) {
+    let run = run(
+        algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
+        attach,
+    );
+    let n = run.total();
+    // Upper bound over the whole run: every admission is dated in [t0, t_last].
+    let bound = B + (run.t_last - run.t0) / EMISSION;
+    // And over every interval between two admissions.
+    let a = &run.admissions;
+    for i in 0..a.len() {
+        let mut latest = 0;
+        for (k, s) in a[i..].iter().enumerate() {
+            latest = latest.max(s.hi);
+            let count = k as u64 + 1;
+            assert!(
+                count <= B + (latest - a[i].lo) / EMISSION,
+                "{count} admissions dated within {} ns",
+                latest - a[i].lo
+            );
+        }
+    }
+    // No lost admission. After the parent's denial at r_p (tat > r_p + tau - T, and tat <= r_p +
+    // tau), tat only grows by T per admission while demand never lets the bucket fill; a denial
+    // at r needs tat > r + tau - T. So by any denial at r at least floor((r - r_p) / T)
+    // admissions followed the parent's: checked at every sampled denial and at the last one.
+    for d in &run.denials {
+        let behind = run.lo_at_most(d.hi);
+        let needed = run.parent_admitted + d.lo.saturating_sub(run.parent_denial_hi) / EMISSION;
+        assert!(
+            behind >= needed,
+            "denial at {} ns: only {behind} admissions behind it, {needed} were due",
+            d.lo - run.t0
+        );
+    }
+    let floor = run.parent_admitted + (run.last_denial - run.parent_denial_hi) / EMISSION;
+    println!(
+        "token bucket ({attach:?}): {n} admitted (parent {}, workers {:?}), bound {bound}, \
+         lower bound {floor}, run {} ms",
+        run.parent_admitted,
+        run.per_worker,
+        (run.t_last - run.t0) / MS
+    );
+    assert!(n <= bound, "{n} admissions exceed floor(B + r T) = {bound}");
+    assert!(n >= floor, "{n} admissions, at least {floor} were due");
+    assert!(run.parent_admitted >= B);
+}
+
+#[test]
+fn token_bucket_bound_is_exact_across_processes_opening_by_path() {
+    token_bucket(Attach::OpenByPath);
+}
+
+#[test]
+fn token_bucket_bound_is_exact_across_processes_inheriting_the_handle() {
+    token_bucket(Attach::Inherited);
+}
+
+// Windows: L = 500 per W = 100 ms, so a run touches about 13 windows.
+const L: u64 = 500;
+const W: u64 = 100 * MS;
+
+fn window_of(t: u64) -> u64 {
+    t / W
+}
+
+/// Windows entirely inside the interval in which every worker was running.
+fn full_windows(run: &Run) -> std::ops::Range<u64> {
+    window_of(run.first_all + W - 1)..window_of(run.last_all + 1)
+}
+
+/// Admissions certainly dated in window `k` (both bracket reads in it).
+fn certain_in_window(run: &Run, k: u64) -> u64 {
+    run.admissions
+        .iter()
+        .filter(|s| window_of(s.lo) == k && window_of(s.hi) == k)
+        .count() as u64
+}
+
+/// Sampled denials certainly dated in window `k`.
+fn denials_in_window(run: &Run, k: u64) -> impl Iterator<Item = &Stamp> {
+    run.denials
+        .iter()
+        .filter(move |s| window_of(s.lo) == k && window_of(s.hi) == k)
+}
+
+fn fixed_window(attach: Attach) {
+    let run = run(
+        algorithm(FixedWindow::new(L, Duration::from_nanos(W)).aligned(Alignment::Monotonic)),
+        attach,
+    );
+    let n = run.total();
+    let touched = window_of(run.t_last) - window_of(run.t0) + 1;
+    for k in window_of(run.t0)..=window_of(run.t_last) {
+        let certain = certain_in_window(&run, k);
+        assert!(certain <= L, "window {k}: {certain} admissions");
+    }
+    // A denial dated in window k means its count was L: every admission possibly dated in k and
+    // possibly committed before the denial must number at least L.
+    for d in &run.denials {
+        let k = window_of(d.lo);
+        if window_of(d.hi) != k {
+            continue;
+        }
+        let possible = run.lo_at_most(d.hi.min((k + 1) * W - 1)) - run.hi_before(k * W);
+        assert!(
+            possible >= L,
+            "denial in window {k} with only {possible} admissions in it"
+        );
+    }
+    // Saturation: every window inside the interval where all workers ran saw a denial, so each
+    // holds exactly L; only the two partial windows at the edges can hold fewer.
+    let full = full_windows(&run);
+    for k in full.clone() {
+        assert!(
+            denials_in_window(&run, k).next().is_some(),
+            "window {k}: no denial sampled, demand did not saturate it"
+        );
+    }
+    let floor = L * (full.end - full.start);
+    println!(
+        "fixed window ({attach:?}): {n} admitted (workers {:?}), bound {} ({touched} windows), \
+         lower bound {floor}",
+        run.per_worker,
+        L * touched
+    );
+    assert!(n <= L * touched, "{n} admissions in {touched} windows");
+    assert!(n >= floor, "{n} admissions, {floor} due");
+}
+
+#[test]
+fn fixed_window_bound_is_exact_across_processes_opening_by_path() {
+    fixed_window(Attach::OpenByPath);
+}
+
+#[test]
+fn fixed_window_bound_is_exact_across_processes_inheriting_the_handle() {
+    fixed_window(Attach::Inherited);
+}
+
+fn sliding_log(attach: Attach) {
+    let run = run(
+        algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
+        attach,
+    );
+    let n = run.total();
+    // Exact: at most L admissions in any interval of length W (stored dates are rounded up to
+    // 1024 ns, so an admission's date lies in [lo, hi + 1024]).
+    let worst = run.max_certain_in_interval(W, LOG_UNIT);
+    assert!(worst <= L, "{worst} admissions within one window");
+    // Over the whole run: [t0, t_last + 1024] is covered by floor(T / W) + 1 windows.
+    let pieces = (run.t_last + LOG_UNIT - run.t0) / W + 1;
+    let bound = L * pieces;
+    // A denial at r means the L latest admissions are dated after r - W: check that at least L
+    // admissions could be, among those possibly committed before it.
+    for d in &run.denials {
+        let possible =
+            run.lo_at_most(d.hi) - run.hi_before((d.lo + 1).saturating_sub(W + LOG_UNIT));
+        assert!(
+            possible >= L,
+            "denial at {} ns with only {possible} admissions in the window before it",
+            d.lo - run.t0
+        );
+    }
+    // Under saturation lap j of the ring (L claims) starts as soon as lap j - 1's entries expire,
+    // at t0 + j W plus the time nobody was running when they did. All laps started before the
+    // last denial are complete but the last, so at least floor((last - t0) / W) laps of L, unless
+    // the workers were all off the CPU for a whole window in total.
+    let floor = L * ((run.last_denial - run.t0) / W);
+    println!(
+        "sliding log ({attach:?}): {n} admitted (workers {:?}), bound {bound}, lower bound \
+         {floor}, most in one window {worst}",
+        run.per_worker
+    );
+    assert!(n <= bound, "{n} admissions, bound {bound}");
+    assert!(n >= floor, "{n} admissions, {floor} due");
+}
+
+#[test]
+fn sliding_log_bound_is_exact_across_processes_opening_by_path() {
+    sliding_log(Attach::OpenByPath);
+}
+
+#[test]
+fn sliding_log_bound_is_exact_across_processes_inheriting_the_handle() {
+    sliding_log(Attach::Inherited);
+}
+
+fn sliding_window(attach: Attach) {
+    let run = run(
+        algorithm(SlidingWindow {
+            limit: L,
+            window: Duration::from_nanos(W),
+            alignment: Alignment::Monotonic,
+        }),
+        attach,
+    );
+    let n = run.total();
+    let touched = window_of(run.t_last) - window_of(run.t0) + 1;
+    for k in window_of(run.t0)..=window_of(run.t_last) {
+        let certain = certain_in_window(&run, k);
+        assert!(certain <= L, "window {k}: {certain} admissions");
+    }
+    // The documented worst case of the counter: 2 L - 1 in some interval of length W.
+    let worst = run.max_certain_in_interval(W, 0);
+    assert!(worst < 2 * L, "{worst} admissions within one window");
+    // A denial at elapsed e of window k means prev (W - e) + (cur + 1) W > L W. With every
+    // admission possibly counted in prev or cur (and committed before), the inequality must hold.
+    for d in &run.denials {
+        let k = window_of(d.lo);
+        if window_of(d.hi) != k || k == 0 {
+            continue;
+        }
+        let elapsed = d.lo - k * W;
+        let cur = run.lo_at_most(d.hi) - run.hi_before(k * W);
+        let prev = run.lo_before(k * W) - run.hi_before((k - 1) * W);
+        let estimate = prev as u128 * (W - elapsed) as u128 + (cur as u128 + 1) * W as u128;
+        assert!(
+            estimate > L as u128 * W as u128,
+            "denial in window {k} at {elapsed} ns: prev {prev}, cur {cur} did not fill it"
+        );
+    }
+    // Saturated to the end of window k (last sampled denial g ns before its end), the window
+    // holds more than L - 1 - prev g / W >= L - 1 - L g / W: the estimate's own shortfall.
+    let full = full_windows(&run);
+    let mut floor = 0;
+    for k in full {
+        let last = denials_in_window(&run, k)
+            .map(|d| d.lo)
+            .max()
+            .unwrap_or_else(|| panic!("window {k}: no denial sampled, demand did not saturate"));
+        let gap = (k + 1) * W - last;
+        let due = ((L - 1) * W).saturating_sub(L * gap) / W;
+        let possible = run.lo_at_most((k + 1) * W - 1) - run.hi_before(k * W);
+        assert!(
+            possible >= due,
+            "window {k}: {possible} admissions, {due} due"
+        );
+        floor += due;
+    }
+    println!(
+        "sliding window ({attach:?}): {n} admitted (workers {:?}), bound {} ({touched} windows), \
+         lower bound {floor}, most in one window {worst}",
+        run.per_worker,
+        L * touched
+    );
+    assert!(n <= L * touched, "{n} admissions in {touched} windows");
+    assert!(n >= floor);
+}
+
+#[test]
+fn sliding_window_counter_stays_within_its_bound_across_processes_opening_by_path() {
+    sliding_window(Attach::OpenByPath);
+}
+
+#[test]
+fn sliding_window_counter_stays_within_its_bound_across_processes_inheriting_the_handle() {
+    sliding_window(Attach::Inherited);
+}
