@@ -1,0 +1,570 @@
+//! Creating, attaching to and refusing limiter files: concurrent creation by several processes,
+//! and one typed error for every way a file at the path can be wrong.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{fork_lock, fork_workers, temp_path};
+use shmlimit::{
+    Algorithm, Alignment, Error, FixedWindow, IntoAlgorithm, Limiter, Rate, SlidingLog,
+    SlidingWindow, TokenBucket,
+};
+
+/// Header word indices, as documented in the layout of the file format (version 1).
+const WORD_VERSION: u64 = 1;
+const WORD_INIT: u64 = 2;
+const WORD_BOOT_ID: u64 = 12;
+const WORD_TIMENS_OFFSET: u64 = 15;
+/// Definitions start right after the 4096-byte header, one 128-byte record each.
+const DEFS_OFFSET: u64 = 4096;
+
+/// The definitions every test file holds (the bucket refills one token an hour: no refill
+/// during a test).
+fn definitions() -> Vec<(&'static str, Algorithm)> {
+    let hourly = Rate::new(1, Duration::from_secs(3_600)).unwrap();
+    vec![
+        (
+            "api",
+            TokenBucket::new(100, hourly).into_algorithm("api").unwrap(),
+        ),
+        (
+            "search",
+            SlidingLog::new(10, Duration::from_secs(60))
+                .into_algorithm("search")
+                .unwrap(),
+        ),
+        (
+            "per-minute",
+            FixedWindow::new(30, Duration::from_secs(60))
+                .aligned(Alignment::Monotonic)
+                .into_algorithm("per-minute")
+                .unwrap(),
+        ),
+        (
+            "smooth",
+            SlidingWindow::new(40, Duration::from_secs(10))
+                .into_algorithm("smooth")
+                .unwrap(),
+        ),
+    ]
+}
+
+/// The definitions a limiter holds, as (name, algorithm) pairs.
+fn pairs<C: shmlimit::Clock>(limiter: &Limiter<C>) -> Vec<(String, Algorithm)> {
+    limiter
+        .definitions()
+        .iter()
+        .map(|d| (d.name.clone(), d.algorithm))
+        .collect()
+}
+
+fn expected_pairs() -> Vec<(String, Algorithm)> {
+    definitions()
+        .into_iter()
+        .map(|(n, a)| (n.to_owned(), a))
+        .collect()
+}
+
+fn builder() -> shmlimit::Builder {
+    definitions()
+        .into_iter()
+        .fold(Limiter::builder(), |b, (name, algorithm)| {
+            b.limit(name, algorithm)
+        })
+}
+
+/// A valid file at a fresh path; the directory lives as long as the returned guard.
+fn valid_file() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, path) = temp_path("limits.shm");
+    drop(builder().create_or_open(&path).expect("create"));
+    (dir, path)
+}
+
+fn file_len(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().len()
+}
+
+fn read_word(path: &Path, index: u64) -> u64 {
+    let mut b = [0u8; 8];
+    fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut b, index * 8)
+        .unwrap();
+    u64::from_ne_bytes(b)
+}
+
+fn write_word(path: &Path, index: u64, value: u64) {
+    let f = fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.write_all_at(&value.to_ne_bytes(), index * 8).unwrap();
+}
+
+fn flip_byte(path: &Path, offset: u64) {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut b = [0u8; 1];
+    f.read_exact_at(&mut b, offset).unwrap();
+    f.write_all_at(&[b[0] ^ 0x10], offset).unwrap();
+}
+
+/// Both ways of attaching to an existing file: by path alone, and with the same definitions.
+fn open_both(path: &Path) -> [Error; 2] {
+    [
+        Limiter::open(path).expect_err("open must refuse"),
+        builder()
+            .create_or_open(path)
+            .expect_err("create_or_open must refuse"),
+    ]
+}
+
+#[test]
+fn eight_processes_creating_one_file_at_once_all_attach_to_the_same_state() {
+    let _serial = fork_lock();
+    for round in 0..5 {
+        let (dir, path) = temp_path("race.shm");
+        let expected = expected_pairs();
+        let results = fork_workers(8, |_| {
+            // All eight leave the barrier together and race to create the file.
+            let limiter = builder().create_or_open(&path).expect("create_or_open");
+            let same = pairs(&limiter) == expected;
+            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            let ino = fs::symlink_metadata(&path).unwrap().ino();
+            vec![same as u64, d.is_allowed() as u64, d.remaining(), ino]
+        });
+        assert!(
+            results.iter().all(|r| r[0] == 1),
+            "round {round}: every process sees the definitions it asked for"
+        );
+        assert!(results.iter().all(|r| r[1] == 1), "round {round}");
+        let inodes: Vec<u64> = results.iter().map(|r| r[3]).collect();
+        assert!(
+            inodes.iter().all(|&i| i == inodes[0]),
+            "round {round}: one file: {inodes:?}"
+        );
+        // One decision each landed in one bucket of 100: remaining 99, 98, ..., 92, each once.
+        let mut remaining: Vec<u64> = results.iter().map(|r| r[2]).collect();
+        remaining.sort_unstable();
+        assert_eq!(remaining, (92..=99).collect::<Vec<_>>(), "round {round}");
+        let names: Vec<_> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            ["race.shm"],
+            "round {round}: no temporary files left"
+        );
+        let limiter = Limiter::open(&path).unwrap();
+        let api = limiter.limit("api").unwrap();
+        assert_eq!(api.stats().allowed, 8);
+        assert_eq!(api.peek(1).unwrap().remaining(), 91);
+        assert_eq!(fs::metadata(&path).unwrap().ino(), inodes[0]);
+    }
+}
+
+#[test]
+fn open_by_path_alone_sees_the_definitions() {
+    let (_dir, path) = valid_file();
+    let limiter = Limiter::open(&path).unwrap();
+    assert_eq!(pairs(&limiter), expected_pairs());
+    assert_eq!(limiter.path(), path);
+    assert_eq!(limiter.limits().len(), 4);
+    assert!(limiter
+        .limit("search")
+        .unwrap()
+        .try_acquire(1)
+        .unwrap()
+        .is_allowed());
+    // The builder's open with the same definitions attaches too.
+    assert!(builder().open(&path).is_ok());
+}
+
+#[test]
+fn unknown_limit() {
+    let (_dir, path) = valid_file();
+    let limiter = Limiter::open(&path).unwrap();
+    match limiter.limit("nope") {
+        Err(Error::UnknownLimit(name)) => assert_eq!(name, "nope"),
+        other => panic!("expected UnknownLimit, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_file_is_an_io_error_for_open() {
+    let (_dir, path) = temp_path("missing.shm");
+    match Limiter::open(&path) {
+        Err(Error::Io { source, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::NotFound)
+        }
+        other => panic!("expected Io(NotFound), got {other:?}"),
+    }
+    assert!(!path.exists(), "open never creates");
+}
+
+#[test]
+fn truncated_files_are_refused() {
+    let (_dir, path) = valid_file();
+    let full = file_len(&path);
+    let original = fs::read(&path).unwrap();
+    // Inside the header, inside the definitions, and inside the state.
+    for len in [
+        0,
+        8,
+        100,
+        4095,
+        4096,
+        DEFS_OFFSET + 200,
+        full - 4096,
+        full - 1,
+    ] {
+        fs::write(&path, &original[..len as usize]).unwrap();
+        for e in open_both(&path) {
+            match e {
+                Error::Size {
+                    expected, actual, ..
+                } => {
+                    assert_eq!(actual, len, "{e}");
+                    assert!(expected > len, "{e}");
+                }
+                Error::Corrupt { .. } if (DEFS_OFFSET..DEFS_OFFSET + 4 * 128).contains(&len) => {}
+                other => panic!("truncated to {len}: expected Size, got {other:?}"),
+            }
+        }
+    }
+    fs::write(&path, &original).unwrap();
+    assert!(Limiter::open(&path).is_ok(), "restored");
+}
+
+#[test]
+fn extended_files_are_refused() {
+    let (_dir, path) = valid_file();
+    let full = file_len(&path);
+    for extra in [1, 4096, 1 << 20] {
+        let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(full + extra).unwrap();
+        for e in open_both(&path) {
+            match e {
+                Error::Size {
+                    expected, actual, ..
+                } => assert_eq!((expected, actual), (full, full + extra)),
+                other => panic!("extended by {extra}: expected Size, got {other:?}"),
+            }
+        }
+        f.set_len(full).unwrap();
+    }
+    assert!(Limiter::open(&path).is_ok());
+}
+
+#[test]
+fn foreign_files_are_refused() {
+    let (_dir, path) = temp_path("foreign.shm");
+    let mut rng = common::XorShift::new(17);
+    for len in [9usize, 100, 4096, 8192, 65536] {
+        let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        fs::write(&path, &bytes).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        for e in open_both(&path) {
+            assert!(matches!(e, Error::Foreign(_)), "{len} random bytes: {e:?}");
+        }
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            bytes,
+            "a foreign file is never written"
+        );
+    }
+    // Text is foreign too.
+    fs::write(&path, "[limits]\napi = 100\n".repeat(300)).unwrap();
+    for e in open_both(&path) {
+        assert!(matches!(e, Error::Foreign(_)), "{e:?}");
+    }
+}
+
+#[test]
+fn an_empty_file_is_refused() {
+    let (_dir, path) = temp_path("empty.shm");
+    fs::write(&path, b"").unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+    for e in open_both(&path) {
+        assert!(
+            matches!(e, Error::Size { actual: 0, .. } | Error::Foreign(_)),
+            "{e:?}"
+        );
+    }
+    assert_eq!(file_len(&path), 0);
+}
+
+#[test]
+fn another_format_version_is_refused() {
+    let (_dir, path) = valid_file();
+    let word = read_word(&path, WORD_VERSION);
+    assert_eq!(word & 0xFFFF_FFFF, 1, "this build writes format version 1");
+    write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | 2);
+    for e in open_both(&path) {
+        match e {
+            Error::Version {
+                found, expected, ..
+            } => assert_eq!((found, expected), (2, 1)),
+            other => panic!("expected Version, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_damaged_definition_fails_its_checksum() {
+    let (_dir, path) = valid_file();
+    let original = fs::read(&path).unwrap();
+    // A byte of the first record's name, of its parameters, of the third record's kind, and of
+    // the header's file-size word: all covered by the checksum.
+    for offset in [
+        DEFS_OFFSET,
+        DEFS_OFFSET + 9 * 8,
+        DEFS_OFFSET + 2 * 128 + 8 * 8,
+        3 * 8 + 1,
+    ] {
+        flip_byte(&path, offset);
+        for e in open_both(&path) {
+            assert!(
+                matches!(&e, Error::Corrupt { reason, .. } if reason.contains("checksum")),
+                "byte {offset} flipped: {e:?}"
+            );
+        }
+        fs::write(&path, &original).unwrap();
+    }
+    // A layout word that is impossible on its face is refused before the checksum is read.
+    flip_byte(&path, 4 * 8 + 1);
+    for e in open_both(&path) {
+        assert!(
+            matches!(e, Error::Corrupt { .. }),
+            "slot size damaged: {e:?}"
+        );
+    }
+    fs::write(&path, &original).unwrap();
+    assert!(Limiter::open(&path).is_ok());
+}
+
+#[test]
+fn an_unfinished_init_state_is_refused() {
+    let (_dir, path) = valid_file();
+    write_word(&path, WORD_INIT, 0);
+    for e in open_both(&path) {
+        assert!(matches!(e, Error::NotInitialized(_)), "{e:?}");
+    }
+}
+
+#[test]
+fn a_file_from_another_time_namespace_is_refused() {
+    let (_dir, path) = valid_file();
+    let ours = read_word(&path, WORD_TIMENS_OFFSET);
+    write_word(
+        &path,
+        WORD_TIMENS_OFFSET,
+        ours.wrapping_add(3_600_000_000_000),
+    );
+    for e in open_both(&path) {
+        assert!(matches!(e, Error::ClockMismatch { .. }), "{e:?}");
+    }
+}
+
+#[test]
+fn symlinks_at_the_path_are_refused() {
+    let (dir, target) = valid_file();
+    let before = fs::read(&target).unwrap();
+    let link = dir.path().join("link.shm");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for e in open_both(&link) {
+        assert!(
+            matches!(e, Error::Symlink(_)),
+            "link to a valid file: {e:?}"
+        );
+    }
+    assert_eq!(
+        fs::read(&target).unwrap(),
+        before,
+        "the target is untouched"
+    );
+    // A dangling link: nothing may be created at its target.
+    let nowhere = dir.path().join("nowhere.shm");
+    let dangling = dir.path().join("dangling.shm");
+    std::os::unix::fs::symlink(&nowhere, &dangling).unwrap();
+    for e in open_both(&dangling) {
+        assert!(matches!(e, Error::Symlink(_)), "dangling link: {e:?}");
+    }
+    assert!(!nowhere.exists(), "no file was created through the link");
+    assert!(fs::symlink_metadata(&dangling)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+}
+
+#[test]
+fn a_fifo_at_the_path_is_not_a_regular_file() {
+    let (_dir, path) = temp_path("fifo.shm");
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    for e in open_both(&path) {
+        assert!(matches!(e, Error::NotRegularFile(_)), "FIFO: {e:?}");
+    }
+}
+
+#[test]
+#[ignore = "library bug: a directory at the path is Error::Io (EISDIR from open O_RDWR), not NotRegularFile"]
+fn a_directory_at_the_path_is_not_a_regular_file() {
+    let (_dir, path) = temp_path("dir.shm");
+    fs::create_dir(&path).unwrap();
+    for e in open_both(&path) {
+        assert!(matches!(e, Error::NotRegularFile(_)), "directory: {e:?}");
+    }
+}
+
+#[test]
+fn conflicting_definitions_are_refused() {
+    let (_dir, path) = valid_file();
+    let conflict = |b: shmlimit::Builder, what: &str| {
+        for e in [
+            b.create_or_open(&path).expect_err(what),
+            // The same definitions through `Builder::open`.
+            Limiter::builder()
+                .limit("api", TokenBucket::per_second(5).burst(1))
+                .open(&path)
+                .expect_err(what),
+        ] {
+            assert!(
+                matches!(e, Error::DefinitionConflict { .. }),
+                "{what}: {e:?}"
+            );
+        }
+    };
+    let mut changed = definitions();
+    changed[0].1 = TokenBucket::new(101, Rate::new(1, Duration::from_secs(3_600)).unwrap())
+        .into_algorithm("api")
+        .unwrap();
+    conflict(
+        changed
+            .into_iter()
+            .fold(Limiter::builder(), |b, (n, a)| b.limit(n, a)),
+        "another capacity",
+    );
+    let mut realigned = definitions();
+    realigned[2].1 = FixedWindow::new(30, Duration::from_secs(60))
+        .into_algorithm("per-minute")
+        .unwrap();
+    conflict(
+        realigned
+            .into_iter()
+            .fold(Limiter::builder(), |b, (n, a)| b.limit(n, a)),
+        "another alignment",
+    );
+    conflict(
+        builder().limit("extra", SlidingLog::new(1, Duration::from_secs(1))),
+        "an extra limit",
+    );
+    conflict(
+        Limiter::builder().limit("api", definitions()[0].1),
+        "a subset of the limits",
+    );
+    // The file is unchanged and still attachable with its own definitions.
+    assert!(builder().create_or_open(&path).is_ok());
+}
+
+#[test]
+fn created_files_are_private_by_default_and_group_shared_on_request() {
+    let (dir, path) = temp_path("private.shm");
+    drop(builder().create_or_open(&path).unwrap());
+    assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o600);
+    let shared = dir.path().join("shared.shm");
+    drop(builder().mode(0o660).create_or_open(&shared).unwrap());
+    assert_eq!(fs::metadata(&shared).unwrap().mode() & 0o777, 0o660);
+    // A group-writable file is refused by a default (0600) opener, accepted by a 0660 one.
+    assert!(matches!(
+        Limiter::open(&shared),
+        Err(Error::Permission { .. })
+    ));
+    assert!(Limiter::builder().mode(0o660).open(&shared).is_ok());
+}
+
+#[test]
+fn world_writable_files_are_refused() {
+    let (_dir, path) = valid_file();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+    for e in open_both(&path) {
+        assert!(matches!(e, Error::Permission { .. }), "0666: {e:?}");
+    }
+    assert!(matches!(
+        builder().mode(0o660).create_or_open(&path),
+        Err(Error::Permission { .. })
+    ));
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(Limiter::open(&path).is_ok(), "readable by others is fine");
+}
+
+#[test]
+fn a_boot_id_change_resets_the_state_once() {
+    let (_dir, path) = valid_file();
+    let limiter = Limiter::open(&path).unwrap();
+    assert_eq!(limiter.reset_count(), 0);
+    let api = limiter.limit("api").unwrap();
+    // Drain the bucket of 100 (one token an hour: no refill during the test).
+    assert!(api.try_acquire(100).unwrap().is_allowed());
+    assert!(api.try_acquire(1).unwrap().is_denied());
+    let search = limiter.limit("search").unwrap();
+    assert!(search.try_acquire(10).unwrap().is_allowed());
+    drop((api, search, limiter));
+
+    // Another boot wrote this file: different bytes in the boot id words.
+    let (a, b) = (
+        read_word(&path, WORD_BOOT_ID),
+        read_word(&path, WORD_BOOT_ID + 1),
+    );
+    write_word(&path, WORD_BOOT_ID, !a);
+    write_word(&path, WORD_BOOT_ID + 1, b ^ 0x5a5a);
+
+    let limiter = Limiter::open(&path).unwrap();
+    assert_eq!(limiter.reset_count(), 1, "the open reset the state");
+    assert_eq!(
+        read_word(&path, WORD_BOOT_ID),
+        a,
+        "this boot's id is restored"
+    );
+    assert_eq!(read_word(&path, WORD_BOOT_ID + 1), b);
+    let api = limiter.limit("api").unwrap();
+    assert_eq!(
+        api.peek(1).unwrap().remaining(),
+        99,
+        "the bucket is full again"
+    );
+    assert!(api.try_acquire(100).unwrap().is_allowed());
+    assert!(limiter
+        .limit("search")
+        .unwrap()
+        .try_acquire(10)
+        .unwrap()
+        .is_allowed());
+
+    // The same boot opening again resets nothing.
+    let again = Limiter::open(&path).unwrap();
+    assert_eq!(again.reset_count(), 1);
+    assert!(again
+        .limit("api")
+        .unwrap()
+        .try_acquire(1)
+        .unwrap()
+        .is_denied());
+
+    // A second reboot, seen through create_or_open, counts again.
+    write_word(&path, WORD_BOOT_ID, a ^ 1);
+    let third = builder().create_or_open(&path).unwrap();
+    assert_eq!(third.reset_count(), 2);
+    assert!(third
+        .limit("api")
+        .unwrap()
+        .try_acquire(100)
+        .unwrap()
+        .is_allowed());
+}
