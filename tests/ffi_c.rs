@@ -2,6 +2,7 @@
 //! here with gcc (strict C99, and once as C++) against the `libshmlimit` cargo built for this
 //! test, then run against files in a temporary directory.
 
+use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -167,8 +168,14 @@ fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
         let clock = MonotonicClock;
+        // Sleep, not spin, while waiting: the C workers need the CPUs to start.
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000,
+        };
         while clock.now_ns() < start_ns {
-            std::hint::spin_loop();
+            // SAFETY: `pause` is a valid timespec; the remainder pointer may be NULL.
+            unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
         }
         let mut counts = [0u64; 2];
         let mut i = 0u64;
@@ -195,7 +202,8 @@ fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i
 fn reap_rust_worker(pid: i32, read: OwnedFd) -> (u64, u64) {
     let mut file = std::fs::File::from(read);
     let mut bytes = [0u8; 16];
-    std::io::Read::read_exact(&mut file, &mut bytes).expect("worker reports its counts");
+    file.read_exact(&mut bytes)
+        .expect("worker reports its counts");
     let mut status = 0;
     // SAFETY: `pid` is our child; `status` is a valid int.
     assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
@@ -226,7 +234,6 @@ fn rust_and_c_workers_share_one_budget() {
     );
     let path = dir.path().join("mixed.shm");
     let clock = MonotonicClock;
-    let created_ns = clock.now_ns();
     let (burst, per_second) = (100u64, 2_000u64);
     let limiter = Limiter::builder()
         // 500 tokens refilled at one per hour: exactly 500 admissions in this test.
@@ -277,7 +284,8 @@ fn rust_and_c_workers_share_one_budget() {
                 parse_counts(&String::from_utf8_lossy(&out.stdout))
             })
             .collect();
-        let elapsed_ns = clock.now_ns() - created_ns;
+        // No decision is dated before `start_ns` (every worker waits for it) nor after now.
+        let elapsed_ns = clock.now_ns() - start_ns;
         let sum = |v: &[(u64, u64)]| v.iter().fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
         let (rust_sum, c_sum) = (sum(&rust), sum(&c));
         let allowed = rust_sum.0 + c_sum.0;
@@ -296,8 +304,8 @@ fn rust_and_c_workers_share_one_budget() {
         match name {
             "fixed" => assert_eq!(allowed, 500, "exactly the capacity"),
             _ => {
-                // Every admission is dated between the file's creation and now: at most
-                // floor(B + r T) over that span; and a denial means the bucket was drained.
+                // Every admission is dated in [start_ns, now]: at most floor(B + r T) over that
+                // span. And a denial means the bucket was drained: at least B were admitted.
                 let bound =
                     burst + (per_second as u128 * elapsed_ns as u128 / 1_000_000_000) as u64;
                 println!("paced: {allowed} allowed in {elapsed_ns} ns, bound {bound}");

@@ -1,0 +1,220 @@
+//! The Python module `ffi/python/shmlimit.py` (ctypes over the C ABI): its unit tests, and
+//! Python processes sharing one budget with Rust processes on one file.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `target/<profile>/libshmlimit.so`, built by cargo before the integration tests.
+fn library() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let lib = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps/<test>")
+        .join("libshmlimit.so");
+    assert!(lib.is_file(), "{} not found", lib.display());
+    lib
+}
+
+fn python() -> Command {
+    let mut cmd = Command::new("python3");
+    cmd.env("SHMLIMIT_LIB", library())
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .current_dir(root().join("ffi/python"));
+    cmd
+}
+
+#[test]
+fn python_unit_tests_pass() {
+    let out = python()
+        .args(["-m", "unittest", "-v", "test_shmlimit"])
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
+    assert!(out.status.success(), "python unit tests failed:\n{stderr}");
+    assert!(stderr.contains("\nOK"), "{stderr}");
+}
+
+/// Fork a Rust worker deciding on `limit` (resolved before the fork; the child shares the
+/// parent's MAP_SHARED mapping) from `start_ns` to `until_ns`; it reports its counts in a pipe.
+fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i32, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: pipe2 succeeded, so both are open descriptors owned by nobody else.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the child runs only code that neither allocates nor takes locks (clock reads,
+    // atomic decisions, write(2), _exit(2)), so forking a multi-threaded test process is sound.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let clock = MonotonicClock;
+        // Sleep, not spin, while waiting: the Python processes need the CPUs to start.
+        let pause = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 200_000,
+        };
+        while clock.now_ns() < start_ns {
+            // SAFETY: `pause` is a valid timespec; the remainder pointer may be NULL.
+            unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
+        }
+        // allowed, denied, and the clock read after the last decision.
+        let mut report = [0u64; 3];
+        let mut i = 0u64;
+        loop {
+            match limit.try_acquire(1) {
+                Ok(d) => report[d.is_denied() as usize] += 1,
+                // SAFETY: _exit is async-signal-safe and ends the child at once.
+                Err(_) => unsafe { libc::_exit(3) },
+            }
+            i += 1;
+            if i % 64 == 0 {
+                report[2] = clock.now_ns();
+                if report[2] >= until_ns {
+                    break;
+                }
+            }
+        }
+        // SAFETY: `write` is an open pipe; `report` is 24 readable bytes.
+        let n = unsafe { libc::write(write.as_raw_fd(), report.as_ptr().cast(), 24) };
+        // SAFETY: as above.
+        unsafe { libc::_exit(if n == 24 { 0 } else { 4 }) };
+    }
+    drop(write);
+    (pid, read)
+}
+
+/// `(allowed, denied, clock read after the last decision)` of a forked worker.
+fn reap_rust_worker(pid: i32, read: OwnedFd) -> (u64, u64, u64) {
+    let mut file = std::fs::File::from(read);
+    let mut bytes = [0u8; 24];
+    file.read_exact(&mut bytes)
+        .expect("worker reports its counts");
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid int.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "status {status}"
+    );
+    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+    (word(0), word(1), word(2))
+}
+
+/// Three Python processes (multiprocessing, each attaching by path) and three Rust processes
+/// decide on the same limits at the same time; the combined admissions respect each bound.
+#[test]
+fn python_and_rust_processes_share_one_budget() {
+    const RUST: usize = 3;
+    const PYTHON: usize = 3;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("shared.shm");
+    let clock = MonotonicClock;
+    let (burst, per_second) = (100u64, 2_000u64);
+    let limiter = Limiter::builder()
+        // 600 tokens refilled at one per hour: exactly 600 admissions in this test.
+        .limit(
+            "fixed",
+            TokenBucket::new(600, Rate::new(1, Duration::from_secs(3600)).unwrap()),
+        )
+        .limit("paced", TokenBucket::per_second(per_second).burst(burst))
+        .create_or_open(&path)
+        .expect("create");
+
+    for (name, run_ms) in [("fixed", 300u64), ("paced", 500)] {
+        let limit = limiter.limit(name).expect("limit");
+        let mut script = python()
+            .arg("share_budget.py")
+            .arg(&path)
+            .arg(name)
+            .arg(PYTHON.to_string())
+            .arg(run_ms.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("python3 share_budget.py");
+        // Wait until every Python process has attached, then start everyone together.
+        let mut stdout = BufReader::new(script.stdout.take().expect("stdout"));
+        let mut line = String::new();
+        stdout
+            .read_line(&mut line)
+            .expect("read from share_budget.py");
+        if line.trim() != "ready" {
+            let out = script.wait_with_output().expect("wait for python");
+            panic!(
+                "share_budget.py did not get ready ({line:?}):\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let start_ns = clock.now_ns() + 100_000_000;
+        let until_ns = start_ns + run_ms * 1_000_000;
+        let forked: Vec<_> = (0..RUST)
+            .map(|_| fork_rust_worker(&limit, start_ns, until_ns))
+            .collect();
+        writeln!(script.stdin.take().expect("stdin"), "{start_ns}").expect("send the start time");
+        let rust: Vec<_> = forked
+            .into_iter()
+            .map(|(pid, fd)| reap_rust_worker(pid, fd))
+            .collect();
+        let mut report = String::new();
+        stdout.read_to_string(&mut report).expect("read the report");
+        let out = script.wait_with_output().expect("wait for python");
+        assert!(
+            out.status.success(),
+            "share_budget.py failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&report).expect("share_budget.py prints JSON");
+        let py = (
+            report["allowed"].as_u64().expect("allowed"),
+            report["denied"].as_u64().expect("denied"),
+        );
+        let rust_end = rust.iter().map(|r| r.2).max().unwrap_or(0);
+        let end_ns = rust_end.max(report["end_ns"].as_u64().expect("end_ns"));
+        let rust = rust.iter().fold((0, 0), |a, r| (a.0 + r.0, a.1 + r.1));
+        // Every decision is dated after `start_ns` (every worker waits for it) and before the
+        // clock read its worker took after its last decision.
+        let elapsed_ns = end_ns - start_ns;
+        let (allowed, denied) = (rust.0 + py.0, rust.1 + py.1);
+        let stats = limit.stats();
+        println!(
+            "{name}: Rust allowed {} denied {}, Python allowed {} denied {} ({}), stats {stats:?}",
+            rust.0, rust.1, py.0, py.1, report["processes"]
+        );
+        assert_eq!(
+            stats.allowed, allowed,
+            "{name}: every admission was counted"
+        );
+        assert_eq!(stats.denied, denied, "{name}: every denial was counted");
+        assert_eq!(
+            report["processes"].as_array().map(Vec::len),
+            Some(PYTHON),
+            "every Python process reported"
+        );
+        assert!(py.0 + py.1 > 0 && rust.0 + rust.1 > 0);
+        match name {
+            "fixed" => assert_eq!(allowed, 600, "exactly the capacity"),
+            _ => {
+                // At most floor(B + r T) over [start_ns, end_ns]; a denial means the bucket was
+                // drained, so at least B were admitted.
+                let bound =
+                    burst + (per_second as u128 * elapsed_ns as u128 / 1_000_000_000) as u64;
+                println!("paced: {allowed} allowed in {elapsed_ns} ns, bound {bound}");
+                assert!(allowed <= bound, "{allowed} > {bound}");
+                assert!(allowed >= burst && denied > 0, "the bound was reached");
+            }
+        }
+    }
+}
