@@ -1,0 +1,480 @@
+//! Limit definitions from a TOML file or from command-line flags.
+//!
+//! ```toml
+//! [[limit]]
+//! name = "api"
+//! algorithm = "token_bucket"   # token_bucket | fixed_window | sliding_window | sliding_log
+//! rate = "100/s"               # "300/s", "100/min", "0.5/s", "5/10s"; a bare number is per second
+//! burst = 20
+//!
+//! [[limit]]
+//! name = "search"
+//! algorithm = "sliding_log"
+//! limit = 100
+//! window = "60s"               # "500ms", "60s", "1min", "2h", "1d"
+//! ```
+//!
+//! Fixed and sliding windows also take `alignment = "wall_clock"` (the default: windows start at
+//! multiples of the window in Unix time) or `"monotonic"`.
+//!
+//! Every problem is reported as one line naming the source, the limit and the field:
+//! `limits.toml: limit "api": rate: must be positive (got "0/s")`.
+
+use std::path::Path;
+use std::time::Duration;
+
+use shmlimit::{
+    Algorithm, Alignment, FixedWindow, IntoAlgorithm, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    MAX_CAPACITY, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_WINDOW, MIN_WINDOW,
+};
+use toml::{Table, Value};
+
+use crate::Failure;
+
+/// The algorithm names a config may use, in the order the help lists them.
+pub const ALGORITHMS: [&str; 4] = [
+    "token_bucket",
+    "fixed_window",
+    "sliding_window",
+    "sliding_log",
+];
+
+/// One validated limit: its name and algorithm, ready for [`shmlimit::Builder::limit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Definition {
+    pub name: String,
+    pub algorithm: Algorithm,
+}
+
+/// Read and validate a config file.
+pub fn load(path: &Path) -> Result<Vec<Definition>, Failure> {
+    let label = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::config(format!(
+            "{label}: cannot read the config: {e}; pass the path of a TOML file with [[limit]] tables"
+        ))
+    })?;
+    parse(&label, &text)
+}
+
+/// Parse and validate config text; `label` names the source in errors.
+pub fn parse(label: &str, text: &str) -> Result<Vec<Definition>, Failure> {
+    let table: Table = text.parse().map_err(|e: toml::de::Error| {
+        let at = e
+            .span()
+            .map(|span| {
+                let before = &text[..span.start.min(text.len())];
+                let line = before.matches('\n').count() + 1;
+                let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                format!(":{line}:{column}")
+            })
+            .unwrap_or_default();
+        Failure::config(format!(
+            "{label}{at}: not valid TOML: {}",
+            e.message().trim()
+        ))
+    })?;
+    for key in table.keys() {
+        if key != "limit" {
+            return Err(Failure::config(format!(
+                "{label}: unknown key \"{key}\": a config holds only [[limit]] tables"
+            )));
+        }
+    }
+    let limits = match table.get("limit") {
+        None => {
+            return Err(Failure::config(format!(
+                "{label}: no [[limit]] tables: define at least one limit"
+            )))
+        }
+        Some(Value::Array(limits)) => limits,
+        Some(_) => {
+            return Err(Failure::config(format!(
+                "{label}: \"limit\" must be an array of tables: write each limit as [[limit]]"
+            )))
+        }
+    };
+    if limits.len() > MAX_LIMITS {
+        return Err(Failure::config(format!(
+            "{label}: {} limits: a file holds at most {MAX_LIMITS}",
+            limits.len()
+        )));
+    }
+    let mut defs: Vec<Definition> = Vec::with_capacity(limits.len());
+    for (i, value) in limits.iter().enumerate() {
+        let Value::Table(limit) = value else {
+            return Err(Failure::config(format!(
+                "{label}: limit #{}: must be a table: write it as [[limit]]",
+                i + 1
+            )));
+        };
+        let def = limit_def(label, i, limit)?;
+        if let Some(first) = defs.iter().position(|d| d.name == def.name) {
+            return Err(Failure::config(format!(
+                "{label}: limit \"{}\": name: defined twice (limits #{} and #{}): give each limit its own name",
+                def.name,
+                first + 1,
+                i + 1
+            )));
+        }
+        defs.push(def);
+    }
+    Ok(defs)
+}
+
+/// One `[[limit]]` table; `index` counts from 0.
+pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition, Failure> {
+    let unnamed = format!("limit #{}", index + 1);
+    let name = match limit.get("name") {
+        None => return Err(field_err(label, &unnamed, "name", "missing")),
+        Some(Value::String(name)) => name.clone(),
+        Some(other) => {
+            return Err(field_err(
+                label,
+                &unnamed,
+                "name",
+                &format!("must be a string, not {}", kind(other)),
+            ))
+        }
+    };
+    let quoted = format!("limit \"{name}\"");
+    let err = |field: &str, problem: &str| field_err(label, &quoted, field, problem);
+    check_name(&name).map_err(|problem| err("name", &problem))?;
+
+    let algorithm = match limit.get("algorithm") {
+        None => {
+            return Err(err(
+                "algorithm",
+                &format!("missing (one of {})", ALGORITHMS.join(", ")),
+            ))
+        }
+        Some(Value::String(a)) if ALGORITHMS.contains(&a.as_str()) => a.as_str(),
+        Some(Value::String(a)) => {
+            return Err(err(
+                "algorithm",
+                &format!("unknown \"{a}\" (one of {})", ALGORITHMS.join(", ")),
+            ))
+        }
+        Some(other) => {
+            return Err(err(
+                "algorithm",
+                &format!("must be a string, not {}", kind(other)),
+            ))
+        }
+    };
+    let fields: &[&str] = match algorithm {
+        "token_bucket" => &["rate", "burst"],
+        "sliding_log" => &["limit", "window"],
+        _ => &["limit", "window", "alignment"],
+    };
+    for key in limit.keys() {
+        if key != "name" && key != "algorithm" && !fields.contains(&key.as_str()) {
+            return Err(err(
+                key,
+                &format!(
+                    "not a field of {algorithm} (it takes {})",
+                    fields.join(", ")
+                ),
+            ));
+        }
+    }
+    let required = |field: &str, example: &str| {
+        limit
+            .get(field)
+            .ok_or_else(|| err(field, &format!("missing (for example {field} = {example})")))
+    };
+
+    let algorithm: Result<Algorithm, shmlimit::Error> = match algorithm {
+        "token_bucket" => {
+            let rate = rate_value(required("rate", "\"100/s\"")?).map_err(|p| err("rate", &p))?;
+            let burst = whole(required("burst", "20")?, MAX_CAPACITY, "2^40")
+                .map_err(|p| err("burst", &p))?;
+            TokenBucket::new(burst, rate).into_algorithm(&name)
+        }
+        other => {
+            let limit_max = match other {
+                "sliding_log" => MAX_LOG_LIMIT,
+                "sliding_window" => (1 << 20) - 1,
+                _ => u64::from(u32::MAX),
+            };
+            let l = whole(required("limit", "100")?, limit_max, &power_name(limit_max))
+                .map_err(|p| err("limit", &p))?;
+            let window =
+                window_value(required("window", "\"60s\"")?).map_err(|p| err("window", &p))?;
+            let alignment = match limit.get("alignment") {
+                None => Alignment::WallClock,
+                Some(Value::String(a)) if a == "wall_clock" => Alignment::WallClock,
+                Some(Value::String(a)) if a == "monotonic" => Alignment::Monotonic,
+                Some(v) => {
+                    return Err(err(
+                        "alignment",
+                        &format!("{}: use \"wall_clock\" or \"monotonic\"", show(v)),
+                    ))
+                }
+            };
+            match other {
+                "sliding_log" => SlidingLog::new(l, window).into_algorithm(&name),
+                "sliding_window" => SlidingWindow {
+                    limit: l,
+                    window,
+                    alignment,
+                }
+                .into_algorithm(&name),
+                _ => FixedWindow::new(l, window)
+                    .aligned(alignment)
+                    .into_algorithm(&name),
+            }
+        }
+    };
+    // Anything the library still refuses (a bucket whose capacity x interval is too long, ...).
+    let algorithm = algorithm.map_err(|e| match e {
+        shmlimit::Error::InvalidParameter { reason, .. } => {
+            Failure::config(format!("{label}: {quoted}: {reason}"))
+        }
+        other => Failure::config(format!("{label}: {quoted}: {other}")),
+    })?;
+    Ok(Definition { name, algorithm })
+}
+
+fn field_err(label: &str, limit: &str, field: &str, problem: &str) -> Failure {
+    Failure::config(format!("{label}: {limit}: {field}: {problem}"))
+}
+
+/// The limit-name rule the library applies when a file is created.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "must be 1 to {MAX_NAME_LEN} bytes, got {}",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || "_-.:/".contains(*c)))
+    {
+        return Err(format!(
+            "{c:?} is not allowed: use ASCII letters, digits and _ - . : /"
+        ));
+    }
+    Ok(())
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date",
+        Value::Array(_) => "an array",
+        Value::Table(_) => "a table",
+    }
+}
+
+fn show(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("\"{s}\""),
+        other => other.to_string(),
+    }
+}
+
+fn power_name(max: u64) -> String {
+    match max {
+        m if m == MAX_LOG_LIMIT => "2^24".into(),
+        m if m == u64::from(u32::MAX) => "2^32-1".into(),
+        m if m == (1 << 20) - 1 => "2^20-1".into(),
+        m => m.to_string(),
+    }
+}
+
+/// A whole number in `1..=max`.
+fn whole(v: &Value, max: u64, max_name: &str) -> Result<u64, String> {
+    match v {
+        Value::Integer(n) if *n <= 0 => Err(format!("must be at least 1 (got {n})")),
+        Value::Integer(n) if *n as u64 > max => Err(format!("{n} is above the maximum {max_name}")),
+        Value::Integer(n) => Ok(*n as u64),
+        Value::Float(f) => Err(format!("must be a whole number (got {f})")),
+        other => Err(format!("must be a whole number, not {}", kind(other))),
+    }
+}
+
+fn rate_value(v: &Value) -> Result<Rate, String> {
+    match v {
+        Value::String(s) => parse_rate(s),
+        Value::Integer(n) => parse_rate(&n.to_string()),
+        Value::Float(f) => parse_rate(&f.to_string()),
+        other => Err(format!(
+            "must be a string like \"100/s\", not {}",
+            kind(other)
+        )),
+    }
+}
+
+fn window_value(v: &Value) -> Result<Duration, String> {
+    let window = match v {
+        Value::String(s) => parse_duration(s)?,
+        Value::Integer(_) | Value::Float(_) => {
+            return Err(format!(
+                "{v} has no unit: write it as \"{v}s\" or \"{v}ms\""
+            ))
+        }
+        other => {
+            return Err(format!(
+                "must be a duration like \"60s\", not {}",
+                kind(other)
+            ))
+        }
+    };
+    if window < MIN_WINDOW {
+        return Err(format!("{} is below the minimum of 1ms", show(v)));
+    }
+    if window > MAX_WINDOW {
+        return Err(format!(
+            "{} is above the maximum of 2^60 ns (about 36 years)",
+            show(v)
+        ));
+    }
+    Ok(window)
+}
+
+const RATE_HINT: &str = "write tokens per period, e.g. \"100/s\", \"100/min\", \"0.5/s\"";
+
+/// `"300/s"`, `"100/min"`, `"0.5/s"`, `"5/10s"`; a bare number is per second.
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let s = text.trim();
+    let (tokens, period) = match s.split_once('/') {
+        Some((tokens, period)) => (tokens.trim(), period.trim()),
+        None => (s, "s"),
+    };
+    let count: f64 = tokens
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a rate: {RATE_HINT}"))?;
+    if count.is_nan() || count <= 0.0 {
+        return Err(format!("must be positive (got \"{text}\")"));
+    }
+    if !count.is_finite() {
+        return Err(format!("must be finite (got \"{text}\")"));
+    }
+    let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        parse_duration(period)?
+    } else {
+        let unit = unit_ns(period).ok_or_else(|| {
+            format!(
+                "unknown unit \"{period}\" in \"{text}\" (use ns, us, ms, s, min, h, d or a duration like 10s)"
+            )
+        })?;
+        Duration::from_nanos(unit)
+    };
+    if period.is_zero() {
+        return Err(format!(
+            "the period must be longer than zero (got \"{text}\")"
+        ));
+    }
+    let fast = "is faster than one token per nanosecond";
+    if count.fract() == 0.0 && count <= u64::MAX as f64 {
+        return Rate::new(count as u64, period).map_err(|e| match e {
+            shmlimit::Error::InvalidParameter { reason, .. } if reason.contains("nanosecond") => {
+                format!("\"{text}\" {fast}")
+            }
+            other => format!("\"{text}\": {other}"),
+        });
+    }
+    // A fractional count: round the interval between tokens up (stricter, never looser).
+    let emission = (period.as_nanos() as f64 / count).ceil();
+    if emission < 1.0 {
+        return Err(format!("\"{text}\" {fast}"));
+    }
+    if emission > (1u64 << 62) as f64 {
+        return Err(format!(
+            "\"{text}\" is too slow (more than 2^62 ns per token)"
+        ));
+    }
+    Rate::from_emission_ns(emission as u64).map_err(|e| format!("\"{text}\": {e}"))
+}
+
+/// Nanoseconds in one named unit.
+fn unit_ns(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" | "sec" | "second" | "seconds" => 1_000_000_000,
+        "m" | "min" | "minute" | "minutes" => 60_000_000_000,
+        "h" | "hour" | "hours" => 3_600_000_000_000,
+        "d" | "day" | "days" => 86_400_000_000_000,
+        _ => return None,
+    })
+}
+
+/// `"60s"`, `"500ms"`, `"1.5s"`, `"2min"`, `"1h"`, `"1d"`, `"250us"`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let s = text.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = (&s[..split], s[split..].trim());
+    let hint = "write a number and a unit, e.g. \"60s\", \"500ms\", \"1min\"";
+    if number.is_empty() {
+        return Err(format!("\"{text}\" is not a duration: {hint}"));
+    }
+    if unit.is_empty() {
+        return Err(format!("\"{text}\" has no unit: {hint}"));
+    }
+    let unit = unit_ns(unit).ok_or_else(|| {
+        format!("unknown unit \"{unit}\" in \"{text}\" (use ns, us, ms, s, min, h or d)")
+    })?;
+    let ns: u128 = if let Ok(n) = number.parse::<u64>() {
+        u128::from(n) * u128::from(unit)
+    } else {
+        let x: f64 = number
+            .parse()
+            .map_err(|_| format!("\"{text}\" is not a duration: {hint}"))?;
+        (x * unit as f64).round() as u128
+    };
+    if ns == 0 {
+        return Err(format!("must be positive (got \"{text}\")"));
+    }
+    u64::try_from(ns)
+        .map(Duration::from_nanos)
+        .map_err(|_| format!("\"{text}\" is too long"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("300/s").unwrap().emission_ns(), 3_333_334);
+        assert_eq!(parse_rate("100/min").unwrap().emission_ns(), 600_000_000);
+        assert_eq!(parse_rate("0.5/s").unwrap().emission_ns(), 2_000_000_000);
+        assert_eq!(parse_rate("5/10s").unwrap().emission_ns(), 2_000_000_000);
+        assert_eq!(parse_rate("1000").unwrap().emission_ns(), 1_000_000);
+        assert!(parse_rate("0/s")
+            .unwrap_err()
+            .starts_with("must be positive"));
+        assert!(parse_rate("-3/s")
+            .unwrap_err()
+            .starts_with("must be positive"));
+        assert!(parse_rate("fast").unwrap_err().contains("not a rate"));
+        assert!(parse_rate("1/fortnight")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_rate("2000000000/s").unwrap_err().contains("faster"));
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("2min").unwrap(), Duration::from_secs(120));
+        assert!(parse_duration("60").unwrap_err().contains("no unit"));
+        assert!(parse_duration("0s")
+            .unwrap_err()
+            .starts_with("must be positive"));
+        assert!(parse_duration("3 weeks")
+            .unwrap_err()
+            .contains("unknown unit"));
+    }
+}

@@ -1,0 +1,215 @@
+//! `watch`: a live view of a limiter file, redrawn every interval until Ctrl-C.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+use serde::Serialize;
+use shmlimit::Stats;
+
+use crate::inspect::{self, denial_percent, LimitState};
+use crate::render::{self, Table};
+use crate::{config, Failure, OpenArgs};
+
+#[derive(Args)]
+#[command(
+    about = "Watch a limiter file live: decisions per second, denial ratio, remaining budget",
+    after_help = concat!(
+        "Examples:\n",
+        "  shmlimit watch /dev/shm/app.shm                 # redraw every second until Ctrl-C\n",
+        "  shmlimit watch /dev/shm/app.shm --count 5 --json   # five JSON lines, one per second\n\n",
+        "Rates are over the last interval; the denial ratio is denied / decisions in that interval.\n",
+        "On a terminal the table is redrawn in place; otherwise each refresh is appended.\n\n",
+        exit_codes!()
+    )
+)]
+pub struct WatchArgs {
+    /// The limiter file
+    path: PathBuf,
+    /// Stop after N refreshes (default: run until Ctrl-C)
+    #[arg(long, value_name = "N")]
+    count: Option<u64>,
+    /// Time between refreshes: "1s", "500ms"
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    interval: Duration,
+    /// Print one JSON object per refresh instead of a table
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    open: OpenArgs,
+}
+
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = config::parse_duration(s)?;
+    if d < Duration::from_millis(10) {
+        return Err(format!("\"{s}\" is shorter than the minimum of 10ms"));
+    }
+    Ok(d)
+}
+
+/// Set by SIGINT / SIGTERM; the loop finishes its frame and exits.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn request_stop(_: libc::c_int) {
+    // Relaxed: the flag is the whole message; the main loop only polls it.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+fn install_stop_handler() -> Result<(), Failure> {
+    let action = SigAction::new(
+        SigHandler::Handler(request_stop),
+        SaFlags::empty(),
+        SigSet::empty(),
+    );
+    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic flag, which is async-signal-safe; it
+        // touches no lock, allocation or other state the interrupted code might hold.
+        unsafe { sigaction(signal, &action) }
+            .map_err(|e| Failure::file(format!("cannot install the {signal} handler: {e}")))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct FrameJson<'a> {
+    path: &'a str,
+    refresh: u64,
+    interval_s: f64,
+    limits: Vec<LimitFrame>,
+}
+
+#[derive(Serialize)]
+struct LimitFrame {
+    name: String,
+    algorithm: &'static str,
+    decisions_per_second: f64,
+    denied_per_second: f64,
+    /// Denied / decisions over the interval, 0 to 1 (0 when there were none).
+    denial_ratio: f64,
+    remaining: Option<u64>,
+    capacity: u64,
+    allowed_total: u64,
+    denied_total: u64,
+}
+
+fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFrame> {
+    states
+        .iter()
+        .zip(before)
+        .map(|(s, b)| {
+            let allowed = s.stats.allowed.saturating_sub(b.allowed);
+            let denied = s.stats.denied.saturating_sub(b.denied);
+            LimitFrame {
+                name: s.name.clone(),
+                algorithm: s.algorithm.kind(),
+                decisions_per_second: (allowed + denied) as f64 / seconds,
+                denied_per_second: denied as f64 / seconds,
+                denial_ratio: denial_percent(allowed, denied) / 100.0,
+                remaining: s.peek.as_ref().ok().map(|d| d.remaining()),
+                capacity: s.algorithm.capacity(),
+                allowed_total: s.stats.allowed,
+                denied_total: s.stats.denied,
+            }
+        })
+        .collect()
+}
+
+fn table(limits: &[LimitFrame]) -> String {
+    let mut table = Table::new(
+        &[
+            "limit",
+            "algorithm",
+            "decisions/s",
+            "denied %",
+            "remaining",
+            "capacity",
+            "allowed",
+            "denied",
+        ],
+        2,
+    );
+    for l in limits {
+        table.row(vec![
+            l.name.clone(),
+            l.algorithm.to_owned(),
+            format!("{:.0}", l.decisions_per_second),
+            format!("{:.1}%", l.denial_ratio * 100.0),
+            l.remaining
+                .map_or_else(|| "damaged".to_owned(), |r| r.to_string()),
+            l.capacity.to_string(),
+            l.allowed_total.to_string(),
+            l.denied_total.to_string(),
+        ]);
+    }
+    table.render()
+}
+
+/// Sleep until `deadline`, waking early if a stop was requested; true if it was.
+fn sleep_until(deadline: Instant) -> bool {
+    loop {
+        // Relaxed: see `request_stop`.
+        if STOP.load(Ordering::Relaxed) {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(50)));
+    }
+}
+
+pub fn run(args: WatchArgs) -> Result<(), Failure> {
+    let limiter = inspect::open(&args.path, &args.open)?;
+    install_stop_handler()?;
+    let path = args.path.display().to_string();
+    let terminal = std::io::stdout().is_terminal() && !args.json;
+    let mut before: Vec<Stats> = limiter.limits().iter().map(|l| l.stats()).collect();
+    let mut taken = Instant::now();
+    let mut next = taken + args.interval;
+    let mut refresh = 0u64;
+    if terminal {
+        print!("\x1b[2J");
+    }
+    while args.count.is_none_or(|n| refresh < n) {
+        if sleep_until(next) {
+            break;
+        }
+        let states = inspect::states(&limiter);
+        let now = Instant::now();
+        let seconds = (now - taken).as_secs_f64().max(1e-9);
+        let limits = frame(&states, &before, seconds);
+        before = states.iter().map(|s| s.stats).collect();
+        taken = now;
+        next += args.interval;
+        refresh += 1;
+        let mut out = std::io::stdout().lock();
+        let written = if args.json {
+            let frame = FrameJson {
+                path: &path,
+                refresh,
+                interval_s: seconds,
+                limits,
+            };
+            serde_json::to_string(&frame)
+                .map_err(std::io::Error::other)
+                .and_then(|line| writeln!(out, "{line}"))
+        } else {
+            let home = if terminal { "\x1b[H\x1b[J" } else { "" };
+            write!(
+                out,
+                "{home}shmlimit watch {path}: refresh {refresh} every {} (Ctrl-C to quit)\n{}\n",
+                render::duration(args.interval.as_nanos() as u64),
+                table(&limits)
+            )
+        };
+        if written.and_then(|()| out.flush()).is_err() {
+            // stdout was closed: nobody is watching any more.
+            return Ok(());
+        }
+    }
+    Ok(())
+}
