@@ -103,6 +103,24 @@ pub enum Error {
     },
     /// The clock reads a value outside the range the state encoding can hold.
     ClockOutOfRange(u64),
+    /// A keyed limit's table has no slot for a new key and its policy is [`crate::FullPolicy::Error`].
+    TableFull {
+        /// The keyed limit.
+        limit: String,
+    },
+    /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
+    InvalidKey {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The operation does not apply to this kind of limit (a key on an unkeyed limit, a rate on a
+    /// concurrency limit, ...).
+    WrongKind {
+        /// The limit.
+        limit: String,
+        /// What was attempted and why it does not apply.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -160,6 +178,11 @@ impl fmt::Display for Error {
             Error::ClockOutOfRange(ns) => {
                 write!(f, "clock value {ns} ns is outside the representable range")
             }
+            Error::TableFull { limit } => {
+                write!(f, "limit `{limit}`: the key table is full (raise the key capacity)")
+            }
+            Error::InvalidKey { reason } => write!(f, "invalid key: {reason}"),
+            Error::WrongKind { limit, reason } => write!(f, "limit `{limit}`: {reason}"),
         }
     }
 }

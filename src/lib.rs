@@ -43,6 +43,7 @@ mod clock;
 mod error;
 pub mod ffi;
 mod file;
+mod keyed;
 mod limiter;
 mod spec;
 mod sync;
@@ -53,7 +54,7 @@ pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use limiter::{Builder, Limit, Limiter, Stats};
 pub use spec::{
-    Algorithm, Alignment, FixedWindow, IntoAlgorithm, LimitDef, Rate, SlidingLog, SlidingWindow,
-    TokenBucket, TokenBucketSpec, MAX_CAPACITY, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_WINDOW,
-    MIN_WINDOW,
+    Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
+    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,
+    MAX_CAPACITY, MAX_KEYS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_WINDOW, MIN_WINDOW,
 };

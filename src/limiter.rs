@@ -1,19 +1,23 @@
 //! The public handles: [`Limiter`] (one attached file) and [`Limit`] (one limit in it).
 
+use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{decide, Decision, Fault};
+use crate::algo::{decide, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
-use crate::file::layout::{self, word, LANES};
+use crate::file::layout::{
+    self, bucket, pack_window_limit, unpack_window_limit, word, COUNTERS, LANES,
+};
 use crate::file::{self, Access, Mapped};
-use crate::spec::{Algorithm, Alignment, IntoAlgorithm, LimitDef};
+use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
 
 /// Defines limits and creates or attaches to a limiter file.
 ///
@@ -57,16 +61,41 @@ impl Builder<MonotonicClock> {
 
 impl<C: Clock> Builder<C> {
     /// Add a limit named `name`. A bad name or parameter is reported by `create_or_open`.
-    pub fn limit(mut self, name: &str, algorithm: impl IntoAlgorithm) -> Self {
+    pub fn limit(self, name: &str, algorithm: impl IntoAlgorithm) -> Self {
+        self.limit_with(name, algorithm, |d| d)
+    }
+
+    /// Add a keyed limit: one independent `algorithm` state per key, in a table of
+    /// `keyed.capacity` slots (rounded up to a power of two).
+    pub fn keyed_limit(self, name: &str, algorithm: impl IntoAlgorithm, keyed: Keyed) -> Self {
+        self.limit_with(name, algorithm, |mut d| {
+            d.keyed = Some(keyed);
+            d
+        })
+    }
+
+    /// Add a limit and set its options (shadow mode, near-limit fraction, fleet share, keys)
+    /// on the [`LimitDef`] before it is stored.
+    pub fn limit_with(
+        mut self,
+        name: &str,
+        algorithm: impl IntoAlgorithm,
+        options: impl FnOnce(LimitDef) -> LimitDef,
+    ) -> Self {
         match algorithm.into_algorithm(name) {
-            Ok(algorithm) => self.defs.push(LimitDef {
-                name: name.to_owned(),
-                algorithm,
-            }),
+            Ok(algorithm) => self
+                .defs
+                .push(normalize(options(LimitDef::new(name, algorithm)))),
             Err(e) => {
                 self.error.get_or_insert(e);
             }
         }
+        self
+    }
+
+    /// Add a complete definition.
+    pub fn define(mut self, def: LimitDef) -> Self {
+        self.defs.push(normalize(def));
         self
     }
 
@@ -105,7 +134,7 @@ impl<C: Clock> Builder<C> {
             return Err(e);
         }
         let mapped = file::create_or_open(path.as_ref(), &self.defs, &self.access)?;
-        Ok(Limiter::from_mapped(mapped, self.clock))
+        Limiter::from_mapped(mapped, self.clock)
     }
 
     /// Attach to an existing file; if limits were added, they must match the file's.
@@ -119,22 +148,37 @@ impl<C: Clock> Builder<C> {
         }
         let expected = (!self.defs.is_empty()).then_some(self.defs.as_slice());
         let mapped = file::open(path.as_ref(), expected, &self.access)?;
-        Ok(Limiter::from_mapped(mapped, self.clock))
+        Limiter::from_mapped(mapped, self.clock)
     }
 }
 
-/// The per-limit parameters a decision needs, in process memory.
+/// Store keyed capacities as the table size actually allocated, so that definitions compare
+/// equal to what a file holds.
+fn normalize(mut def: LimitDef) -> LimitDef {
+    if let Some(k) = def.keyed.as_mut() {
+        if k.capacity > 0 {
+            k.capacity = k.slots();
+        }
+    }
+    def
+}
+
+/// The per-limit parameters a decision needs, in process memory. Live-tunable parameters (the
+/// bucket's rate and capacity, a window's limit) are read from the control line instead.
 #[derive(Debug, Clone, Copy)]
-enum Params {
-    TokenBucket(Gcra),
+pub(crate) enum Params {
+    TokenBucket,
     FixedWindow(FixedWindow),
     SlidingWindow(SlidingWindow),
     SlidingLog(SlidingLog),
+    Concurrency { permits: u64, lease_ns: u64 },
 }
 
-struct Shared {
-    mapped: Mapped,
+pub(crate) struct Shared {
+    pub(crate) mapped: Mapped,
     params: Vec<Params>,
+    /// Serialises this process's retuning; `flock` serialises processes.
+    tuning: Mutex<()>,
 }
 
 /// One attached limiter file. Cheap to clone; every clone shares the mapping.
@@ -182,20 +226,25 @@ impl Limiter<MonotonicClock> {
 }
 
 impl<C: Clock> Limiter<C> {
-    fn from_mapped(mapped: Mapped, clock: C) -> Limiter<C> {
+    fn from_mapped(mapped: Mapped, clock: C) -> Result<Limiter<C>> {
         let wall = mapped.header(word::WALL_OFFSET);
         let params = mapped
             .defs
             .iter()
             .map(|def| params_of(&def.algorithm, wall))
             .collect();
-        Limiter {
-            shared: Arc::new(Shared { mapped, params }),
+        Ok(Limiter {
+            shared: Arc::new(Shared {
+                mapped,
+                params,
+                tuning: Mutex::new(()),
+            }),
             clock,
-        }
+        })
     }
 
-    /// The limit definitions stored in the file.
+    /// The limit definitions stored in the file (as created; see [`Limit::live_algorithm`] for
+    /// retuned parameters).
     pub fn definitions(&self) -> &[LimitDef] {
         &self.shared.mapped.defs
     }
@@ -208,6 +257,16 @@ impl<C: Clock> Limiter<C> {
     /// How many times the state was reset because the host rebooted.
     pub fn reset_count(&self) -> u64 {
         self.shared.mapped.header(word::RESET_COUNT)
+    }
+
+    /// The file's size in bytes.
+    pub fn file_size(&self) -> u64 {
+        self.shared.mapped.geometry.file_size as u64
+    }
+
+    /// The clock this limiter decides with.
+    pub fn clock(&self) -> &C {
+        &self.clock
     }
 
     /// Resolve a limit by name, once; the handle is what the hot path uses.
@@ -235,41 +294,32 @@ impl<C: Clock> Limiter<C> {
 
     fn limit_at(&self, index: usize) -> Limit<C> {
         let m = &self.shared.mapped;
+        let def = &m.defs[index];
         let (offset, len) = m.geometry.slots[index];
-        let state = m.word(offset) as *const AtomicU64;
-        let entries = match self.shared.params[index] {
-            Params::SlidingLog(log) => {
-                let ring = m.words(offset + layout::LINE, log.limit as usize);
-                debug_assert!(layout::LINE + ring.len() * 8 <= len);
-                ring.as_ptr()
-            }
-            _ => std::ptr::null(),
-        };
+        let control = m.words(offset, layout::LINE / 8).as_ptr();
+        let area_words = (len - layout::LINE) / 8;
+        let area = m.words(offset + layout::LINE, area_words).as_ptr();
         let lane = lane_of(std::process::id());
-        let stats = m.word(m.geometry.stats_at(lane, index)) as *const AtomicU64;
+        let stats = m.words(m.geometry.stats_at(lane, index), COUNTERS).as_ptr();
         Limit {
             shared: Arc::clone(&self.shared),
             clock: self.clock.clone(),
             params: self.shared.params[index],
-            capacity: m.defs[index].algorithm.capacity(),
             index,
-            state,
-            entries,
+            control,
+            area,
+            area_words,
             stats,
+            shadow: def.shadow,
+            near: def.near_limit,
+            keyed: def.keyed.is_some(),
         }
     }
 
-    /// Decision counters of every lane, summed: `(allowed, denied)` for limit `index`.
-    fn totals(shared: &Shared, index: usize) -> Stats {
-        let m = &shared.mapped;
-        let mut s = Stats::default();
-        for lane in 0..LANES {
-            let at = m.geometry.stats_at(lane, index);
-            // Relaxed: statistics; no decision depends on them.
-            s.allowed += m.word(at).load(Ordering::Relaxed);
-            s.denied += m.word(at + 8).load(Ordering::Relaxed);
-        }
-        s
+    /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
+    pub(crate) fn hash_seed(&self) -> [u64; 2] {
+        let m = &self.shared.mapped;
+        [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)]
     }
 }
 
@@ -283,13 +333,7 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
         Alignment::Monotonic => 0,
     };
     match *algorithm {
-        Algorithm::TokenBucket {
-            capacity,
-            emission_ns,
-        } => Params::TokenBucket(Gcra {
-            emission_ns,
-            tolerance_ns: capacity * emission_ns,
-        }),
+        Algorithm::TokenBucket { .. } => Params::TokenBucket,
         Algorithm::FixedWindow {
             limit,
             window_ns,
@@ -311,16 +355,21 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
         Algorithm::SlidingLog { limit, window_ns } => {
             Params::SlidingLog(SlidingLog { limit, window_ns })
         }
+        Algorithm::Concurrency { permits, lease_ns } => Params::Concurrency { permits, lease_ns },
     }
 }
 
 /// Decision counters of one limit, summed over every process.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Decisions that admitted.
+    /// Decisions that admitted (including shadow-denied ones, which are admitted).
     pub allowed: u64,
     /// Decisions that denied.
     pub denied: u64,
+    /// Decisions a shadow limit would have denied.
+    pub shadow_denied: u64,
+    /// Admissions that left less than the near-limit fraction of the capacity.
+    pub near_limit: u64,
 }
 
 /// A handle to one limit: resolved once by name, then `try_acquire` on the hot path.
@@ -342,21 +391,27 @@ pub struct Stats {
 ///     .create_or_open(&path)?;
 /// let limit = limiter.limit("per-minute")?;
 /// assert!(limit.peek(2)?.is_allowed());        // peeking consumes nothing
-/// assert!(limit.try_acquire(2)?.is_allowed());
+/// let grant = limit.try_acquire(2)?;
+/// assert!(grant.is_allowed());
 /// assert!(limit.try_acquire(1)?.is_denied());
+/// limit.refund(&grant)?;                       // the work was never sent
+/// assert!(limit.try_acquire(1)?.is_allowed());
 /// assert!(limit.try_acquire(3).is_err());      // more than the limit can ever grant
-/// assert_eq!(limit.stats().allowed, 1);
+/// assert_eq!(limit.stats().allowed, 2);
 /// # Ok(()) }
 /// ```
 pub struct Limit<C: Clock = MonotonicClock> {
     shared: Arc<Shared>,
     clock: C,
     params: Params,
-    capacity: u64,
     index: usize,
-    state: *const AtomicU64,
-    entries: *const AtomicU64,
+    control: *const AtomicU64,
+    area: *const AtomicU64,
+    area_words: usize,
     stats: *const AtomicU64,
+    shadow: bool,
+    near: u16,
+    keyed: bool,
 }
 
 // SAFETY: the raw pointers point into the mapping owned by `shared` (an Arc kept alive by every
@@ -371,11 +426,14 @@ impl<C: Clock> Clone for Limit<C> {
             shared: Arc::clone(&self.shared),
             clock: self.clock.clone(),
             params: self.params,
-            capacity: self.capacity,
             index: self.index,
-            state: self.state,
-            entries: self.entries,
+            control: self.control,
+            area: self.area,
+            area_words: self.area_words,
             stats: self.stats,
+            shadow: self.shadow,
+            near: self.near,
+            keyed: self.keyed,
         }
     }
 }
@@ -392,23 +450,185 @@ impl<C: Clock> std::fmt::Debug for Limit<C> {
 impl<C: Clock> Limit<C> {
     /// The limit's name.
     pub fn name(&self) -> &str {
-        &self.shared.mapped.defs[self.index].name
+        &self.def().name
     }
 
-    /// Its algorithm and parameters.
+    /// Its definition as stored in the file.
+    pub fn def(&self) -> &LimitDef {
+        &self.shared.mapped.defs[self.index]
+    }
+
+    /// Its algorithm and parameters as defined at creation.
     pub fn algorithm(&self) -> &Algorithm {
-        &self.shared.mapped.defs[self.index].algorithm
+        &self.def().algorithm
     }
 
-    /// The most one decision can grant.
+    /// The most one decision can grant under the current (possibly retuned) parameters.
     pub fn capacity(&self) -> u64 {
-        self.capacity
+        match self.live_algorithm() {
+            Ok(a) => a.capacity(),
+            Err(_) => 0,
+        }
     }
 
+    /// The clock this handle decides with.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Word `i` of the limit's control line.
     #[inline(always)]
-    fn state(&self) -> &AtomicU64 {
-        // SAFETY: see the Send impl: `state` points at an aligned word inside the live mapping.
-        unsafe { &*self.state }
+    pub(crate) fn control(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < layout::LINE / 8);
+        // SAFETY: `control` points at the 16 aligned words of this limit's control line inside the
+        // live mapping (established in `limit_at` from the validated geometry); `i < 16`.
+        unsafe { &*self.control.add(i) }
+    }
+
+    /// The words after the control line: log entries, permits, or the key table.
+    #[inline(always)]
+    pub(crate) fn area(&self) -> &[AtomicU64] {
+        // SAFETY: `area` points at `area_words` aligned words of this limit's state area inside
+        // the live mapping (established in `limit_at`).
+        unsafe { std::slice::from_raw_parts(self.area, self.area_words) }
+    }
+
+    /// The shared file this limit lives in.
+    pub(crate) fn mapped(&self) -> &Mapped {
+        &self.shared.mapped
+    }
+
+    /// In-process parameters.
+    pub(crate) fn params(&self) -> Params {
+        self.params
+    }
+
+    /// The token bucket's parameters in slot `tag`, validated against the slot's check word.
+    #[inline(always)]
+    pub(crate) fn bucket_params(&self, tag: usize) -> Result<Gcra> {
+        let base = bucket::PARAMS[tag & 1];
+        for _ in 0..64 {
+            // Acquire on the check word: pairs with the Release store a retune ends with, so the
+            // two parameter words read after it are at least as new. A torn read fails the check.
+            let check = self.control(base + 2).load(Ordering::Acquire);
+            let emission_ns = self.control(base).load(Ordering::Relaxed);
+            let capacity = self.control(base + 1).load(Ordering::Relaxed);
+            if check == bucket::check(emission_ns, capacity)
+                && self.control(base + 2).load(Ordering::Acquire) == check
+            {
+                if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
+                    break;
+                }
+                return match capacity.checked_mul(emission_ns) {
+                    Some(tol) if tol <= 1 << 62 => Ok(Gcra {
+                        emission_ns,
+                        tolerance_ns: tol,
+                        capacity,
+                    }),
+                    _ => break,
+                };
+            }
+            std::hint::spin_loop();
+        }
+        Err(self.fault(Fault::Corrupt))
+    }
+
+    /// A window's live limit.
+    #[inline(always)]
+    fn window_limit(&self) -> Result<u64> {
+        // Relaxed: the packed word carries its own check; it orders nothing else.
+        unpack_window_limit(self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed))
+            .ok_or_else(|| self.fault(Fault::Corrupt))
+    }
+
+    /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
+    /// `now`: shared by unkeyed limits and key slots.
+    #[inline(always)]
+    pub(crate) fn step_word(&self, now: u64, word: u64, cost: u64) -> Result<Step> {
+        match self.params {
+            Params::TokenBucket => {
+                let tag = word & bucket::PARAM_TAG;
+                let g = self.bucket_params((tag >> 63) as usize)?;
+                if cost > g.capacity {
+                    return Err(Error::CostExceedsCapacity {
+                        cost,
+                        capacity: g.capacity,
+                    });
+                }
+                Ok(match g.step(now, word & !bucket::PARAM_TAG, cost) {
+                    Step::Admit { new, decision } => Step::Admit {
+                        new: new | tag,
+                        decision,
+                    },
+                    deny => deny,
+                })
+            }
+            Params::FixedWindow(fw) => {
+                let limit = self.window_limit()?;
+                if cost > limit {
+                    return Err(Error::CostExceedsCapacity {
+                        cost,
+                        capacity: limit,
+                    });
+                }
+                Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
+            }
+            Params::SlidingWindow(sw) => {
+                let limit = self.window_limit()?;
+                if cost > limit {
+                    return Err(Error::CostExceedsCapacity {
+                        cost,
+                        capacity: limit,
+                    });
+                }
+                Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
+            }
+            Params::SlidingLog(_) | Params::Concurrency { .. } => {
+                Err(self.wrong_kind("has no single-word state"))
+            }
+        }
+    }
+
+    /// The word after refunding `decision` (admitted earlier) from a single-word state.
+    pub(crate) fn refund_word(
+        &self,
+        now: u64,
+        word: u64,
+        decision: &Decision,
+        units: u64,
+    ) -> Result<u64> {
+        Ok(match self.params {
+            Params::TokenBucket => {
+                let tag = word & bucket::PARAM_TAG;
+                let g = self.bucket_params((tag >> 63) as usize)?;
+                g.refund(now, word & !bucket::PARAM_TAG, units) | tag
+            }
+            Params::FixedWindow(fw) => fw.refund(word, decision.stamp, units),
+            Params::SlidingWindow(sw) => sw.refund(word, decision.stamp, units),
+            Params::SlidingLog(_) | Params::Concurrency { .. } => {
+                return Err(self.wrong_kind("has no single-word state"))
+            }
+        })
+    }
+
+    /// Whether a single-word state is equivalent to a fresh one at `now` (full bucket, windows
+    /// expired): such a state can be dropped or reused without losing anything.
+    pub(crate) fn is_fresh_word(&self, now: u64, word: u64) -> bool {
+        match self.params {
+            Params::TokenBucket => word & !bucket::PARAM_TAG <= now,
+            Params::FixedWindow(fw) => {
+                let (stored, count) = crate::algo::fixed_window::unpack(word);
+                count == 0 || stored != fw.window_of(now) as u32
+            }
+            Params::SlidingWindow(sw) => {
+                let (stored, prev, cur) = crate::algo::sliding_window::unpack(word);
+                let current = sw.window_of(now);
+                (prev == 0 && cur == 0)
+                    || (stored != current & 0xFF_FFFF
+                        && stored != current.wrapping_sub(1) & 0xFF_FFFF)
+            }
+            Params::SlidingLog(_) | Params::Concurrency { .. } => false,
+        }
     }
 
     /// Admit `cost` units now, or deny and consume nothing.
@@ -416,7 +636,8 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `cost` can never be granted;
-    /// [`Error::CorruptState`] when the shared state is damaged (fail closed).
+    /// [`Error::CorruptState`] when the shared state is damaged (fail closed);
+    /// [`Error::WrongKind`] on a keyed or concurrency limit.
     #[inline]
     pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
         self.run(cost, true, None)
@@ -448,40 +669,86 @@ impl<C: Clock> Limit<C> {
         if cost == 0 {
             return Err(Error::ZeroCost);
         }
-        if cost > self.capacity {
-            return Err(Error::CostExceedsCapacity {
-                cost,
-                capacity: self.capacity,
-            });
+        if self.keyed {
+            return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
         let now = || at.unwrap_or_else(|| self.clock.now_ns());
+        let shadow = self.shadow;
         let decision = match self.params {
-            Params::TokenBucket(g) => decide(self.state(), now, commit, |t, w| g.step(t, w, cost)),
-            Params::FixedWindow(fw) => {
-                decide(self.state(), now, commit, |t, w| fw.step(t, w, cost))
-            }
-            Params::SlidingWindow(sw) => {
-                decide(self.state(), now, commit, |t, w| sw.step(t, w, cost))
-            }
             Params::SlidingLog(log) => {
-                // SAFETY: `entries` points at `log.limit` aligned words inside the live mapping,
-                // established in `limit_at` from the validated geometry.
-                let ring = unsafe { std::slice::from_raw_parts(self.entries, log.limit as usize) };
-                log.acquire(self.state(), ring, now, cost, commit)
+                if cost > log.limit {
+                    return Err(Error::CostExceedsCapacity {
+                        cost,
+                        capacity: log.limit,
+                    });
+                }
+                log.acquire(self.control(0), self.area_log(log), now, cost, commit)
                     .map_err(|f| self.fault(f))?
             }
+            Params::Concurrency { .. } => {
+                return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
+            }
+            _ => {
+                let mut error = None;
+                let d = decide(self.control(0), now, commit, |t, w| {
+                    match self.step_word(t, w, cost) {
+                        Ok(step) => step,
+                        Err(e) => {
+                            error = Some(e);
+                            Step::Deny(Decision::denied(u64::MAX, 0, 1))
+                        }
+                    }
+                });
+                if let Some(e) = error {
+                    return Err(e);
+                }
+                d
+            }
         };
-        if commit {
-            // SAFETY: `stats` points at this limit's (allowed, denied) pair in this process's lane.
-            let counter = unsafe { &*self.stats.add(decision.is_denied() as usize) };
-            // Relaxed: a statistic; it orders nothing.
-            counter.fetch_add(1, Ordering::Relaxed);
-        }
+        let decision = self.finish(decision, cost, commit, shadow);
         Ok(decision)
     }
 
+    /// Count a decision and apply shadow mode. Shared with the keyed path.
+    #[inline(always)]
+    pub(crate) fn finish(
+        &self,
+        mut decision: Decision,
+        cost: u64,
+        commit: bool,
+        shadow: bool,
+    ) -> Decision {
+        decision.cost = cost;
+        if !commit {
+            return decision;
+        }
+        if decision.is_denied() && shadow {
+            decision = Decision::allowed(0, 1);
+            decision.cost = 0; // nothing was taken: a refund of it gives nothing back
+            decision.shadow_denied = true;
+            self.count(2);
+        }
+        self.count(decision.is_denied() as usize);
+        if decision.is_allowed() && decision.is_near(self.near) {
+            self.count(3);
+        }
+        decision
+    }
+
+    #[inline(always)]
+    fn count(&self, which: usize) {
+        // SAFETY: `stats` points at this limit's four counters in this process's lane.
+        let counter = unsafe { &*self.stats.add(which) };
+        // Relaxed: a statistic; it orders nothing.
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn area_log(&self, log: SlidingLog) -> &[AtomicU64] {
+        &self.area()[..log.limit as usize]
+    }
+
     #[cold]
-    fn fault(&self, fault: Fault) -> Error {
+    pub(crate) fn fault(&self, fault: Fault) -> Error {
         match fault {
             Fault::Corrupt => Error::CorruptState {
                 limit: self.name().to_owned(),
@@ -490,8 +757,287 @@ impl<C: Clock> Limit<C> {
         }
     }
 
+    #[cold]
+    pub(crate) fn wrong_kind(&self, reason: &str) -> Error {
+        Error::WrongKind {
+            limit: self.name().to_owned(),
+            reason: format!("this limit {reason}"),
+        }
+    }
+
+    /// Give back what `grant` admitted, for work that was admitted but never done.
+    ///
+    /// A refund can never create more budget than the grant took: a bucket never fills past
+    /// full, a window refund only applies while the grant's window is still counted, and a log
+    /// refund frees entries dated no later than the grant. Refunding a denied decision, or the
+    /// same grant twice, is the caller's mistake; the first is a no-op, the second is bounded
+    /// by the same rules.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`]; [`Error::WrongKind`] on a keyed or concurrency limit.
+    pub fn refund(&self, grant: &Decision) -> Result<()> {
+        self.refund_units(grant, grant.cost)
+    }
+
+    /// Give back `units` of what `grant` admitted (at most its cost).
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::refund`].
+    pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+        if self.keyed {
+            return Err(self.wrong_kind("is keyed: use refund_key"));
+        }
+        let units = units.min(grant.cost);
+        if !grant.is_allowed() || units == 0 {
+            return Ok(());
+        }
+        match self.params {
+            Params::SlidingLog(log) => {
+                let now = self.clock.now_ns();
+                log.refund(self.control(0), self.area_log(log), now, grant.stamp, units);
+                Ok(())
+            }
+            Params::Concurrency { .. } => {
+                Err(self.wrong_kind("is a concurrency limit: drop the permit"))
+            }
+            _ => self.refund_in(self.control(0), grant, units),
+        }
+    }
+
+    /// The refund CAS loop on one single-word state (unkeyed state or a key's state word).
+    pub(crate) fn refund_in(&self, state: &AtomicU64, grant: &Decision, units: u64) -> Result<()> {
+        // Acquire: pairs with the decisions' AcqRel CAS.
+        let mut current = state.load(Ordering::Acquire);
+        loop {
+            let new = self.refund_word(self.clock.now_ns(), current, grant, units)?;
+            if new == current {
+                return Ok(());
+            }
+            // AcqRel: a refund is a state change like a decision.
+            match state.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
     /// Decisions of this limit so far, summed over all processes.
     pub fn stats(&self) -> Stats {
-        Limiter::<C>::totals(&self.shared, self.index)
+        let m = &self.shared.mapped;
+        let mut s = Stats::default();
+        for lane in 0..LANES {
+            let c = m.words(m.geometry.stats_at(lane, self.index), COUNTERS);
+            // Relaxed: statistics; no decision depends on them.
+            s.allowed += c[0].load(Ordering::Relaxed);
+            s.denied += c[1].load(Ordering::Relaxed);
+            s.shadow_denied += c[2].load(Ordering::Relaxed);
+            s.near_limit += c[3].load(Ordering::Relaxed);
+        }
+        s
     }
+
+    /// The algorithm with its live parameters (after any [`Limit::set_rate`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`] when the live parameters are damaged.
+    pub fn live_algorithm(&self) -> Result<Algorithm> {
+        let mut a = *self.algorithm();
+        match &mut a {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => {
+                // Acquire: pairs with the Release store that ends a retune.
+                let active = self.control(bucket::ACTIVE).load(Ordering::Acquire) as usize & 1;
+                let g = self.bucket_params(active)?;
+                *capacity = g.capacity;
+                *emission_ns = g.emission_ns;
+            }
+            Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
+                *limit = self.window_limit()?;
+            }
+            Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => {}
+        }
+        Ok(a)
+    }
+
+    /// Change the refill rate of a token bucket, live: every process attached picks it up on its
+    /// next decision, without reopening.
+    ///
+    /// The tokens already used are carried over (the bucket's fill level in tokens is kept), so
+    /// the transition never admits more than the larger of the old and new bounds over any
+    /// interval. Retunes are serialised across processes by an exclusive `flock` on the file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if the limit is not a token bucket; [`Error::InvalidParameter`] for a
+    /// rate and capacity that do not fit; [`Error::CorruptState`]; [`Error::Io`] if the lock
+    /// cannot be taken.
+    pub fn set_rate(&self, rate: Rate) -> Result<()> {
+        let capacity = match self.live_algorithm()? {
+            Algorithm::TokenBucket { capacity, .. } => capacity,
+            _ => return self.set_window_rate(rate),
+        };
+        self.set_token_bucket(capacity, rate)
+    }
+
+    /// Change a token bucket's capacity and rate together, live (see [`Limit::set_rate`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::set_rate`].
+    pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
+        if !matches!(self.params, Params::TokenBucket) {
+            return Err(self.wrong_kind("is not a token bucket"));
+        }
+        let algo = Algorithm::TokenBucket {
+            capacity,
+            emission_ns: rate.emission_ns(),
+        };
+        algo.validate(self.name())?;
+        let _guard = self.retune_lock()?;
+        let active = (self.control(bucket::ACTIVE).load(Ordering::Acquire) & 1) as usize;
+        let old = self.bucket_params(active)?;
+        let next = 1 - active;
+        let base = bucket::PARAMS[next];
+        // Relaxed: the slot is inactive (no state word is tagged with it); the Release stores
+        // below publish it before any state word points at it.
+        self.control(base)
+            .store(rate.emission_ns(), Ordering::Relaxed);
+        self.control(base + 1).store(capacity, Ordering::Relaxed);
+        self.control(base + 2).store(
+            bucket::check(rate.emission_ns(), capacity),
+            Ordering::Release,
+        );
+        let new = self.bucket_params(next)?;
+        if !self.keyed {
+            self.rescale_in(self.control(0), old, new, next)?;
+        } else {
+            crate::keyed::rescale_all(self, old, new, next)?;
+        }
+        // Release: readers of ACTIVE (retuners, resets, inspectors) see the finished slot.
+        self.control(bucket::ACTIVE)
+            .store(next as u64, Ordering::Release);
+        Ok(())
+    }
+
+    /// Move one bucket state from parameters `old` to `new` (slot `tag`), keeping its tokens.
+    pub(crate) fn rescale_in(
+        &self,
+        state: &AtomicU64,
+        old: Gcra,
+        new: Gcra,
+        tag: usize,
+    ) -> Result<()> {
+        // Acquire: pairs with the decisions' AcqRel CAS.
+        let mut current = state.load(Ordering::Acquire);
+        loop {
+            if (current >> 63) as usize == tag {
+                return Ok(()); // already moved
+            }
+            let word = rescale_word(self.clock.now_ns(), current, old, new, tag);
+            // AcqRel: the flip publishes the new slot (Release) to whoever decides next.
+            match state.compare_exchange(current, word, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(actual) => current = actual,
+            }
+        }
+    }
+
+    fn set_window_rate(&self, rate: Rate) -> Result<()> {
+        let window_ns = match self.params {
+            Params::FixedWindow(fw) => fw.window_ns,
+            Params::SlidingWindow(sw) => sw.window_ns,
+            _ => return Err(self.wrong_kind("has no rate to change")),
+        };
+        // The limit per window that `rate` means, rounded down (never looser).
+        let limit = (window_ns as u128 / rate.emission_ns() as u128) as u64;
+        self.set_limit(limit)
+    }
+
+    /// Change a fixed or sliding window's limit `L`, live. Within the window in which it changes,
+    /// at most the larger of the old and new limits is admitted.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] for other algorithms; [`Error::InvalidParameter`] for a bad limit.
+    pub fn set_limit(&self, limit: u64) -> Result<()> {
+        let mut algo = *self.algorithm();
+        match &mut algo {
+            Algorithm::FixedWindow { limit: l, .. } | Algorithm::SlidingWindow { limit: l, .. } => {
+                *l = limit
+            }
+            _ => return Err(self.wrong_kind("is not a fixed or sliding window")),
+        }
+        algo.validate(self.name())?;
+        let _guard = self.retune_lock()?;
+        // Release: one word holds the limit and its check; decisions read it whole.
+        self.control(layout::WINDOW_LIMIT)
+            .store(pack_window_limit(limit), Ordering::Release);
+        Ok(())
+    }
+
+    /// Return the limit's state to fresh (full bucket, empty windows, log and table, no permits),
+    /// keeping its live parameters. What this grants: the whole capacity, at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the retune lock cannot be taken.
+    pub fn reset(&self) -> Result<()> {
+        let _guard = self.retune_lock()?;
+        file::reset_limit(&self.shared.mapped, self.index);
+        Ok(())
+    }
+
+    /// Hold this process's tuning mutex and an exclusive `flock` on the file.
+    fn retune_lock(&self) -> Result<RetuneGuard<'_>> {
+        let local = self.shared.tuning.lock().unwrap_or_else(|p| p.into_inner());
+        let fd = self.shared.mapped.file.as_raw_fd();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // SAFETY: `fd` is the open descriptor owned by the mapping's File; flock has no
+            // memory preconditions.
+            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(RetuneGuard { fd, _local: local });
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Io {
+                    op: "taking the retune lock",
+                    path: self.shared.mapped.path.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "flock held for 10 s",
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+struct RetuneGuard<'a> {
+    fd: i32,
+    _local: std::sync::MutexGuard<'a, ()>,
+}
+
+impl Drop for RetuneGuard<'_> {
+    fn drop(&mut self) {
+        // SAFETY: `fd` is still open (the mapping's File outlives the guard); unlocking has no
+        // memory preconditions.
+        unsafe { libc::flock(self.fd, libc::LOCK_UN) };
+    }
+}
+
+/// A bucket state computed with `old` parameters, re-expressed with `new` ones (slot `tag`):
+/// the tokens in use `(tat - now) / T_old` are kept, rounded up.
+pub(crate) fn rescale_word(now: u64, word: u64, old: Gcra, new: Gcra, tag: usize) -> u64 {
+    let tat = word & !bucket::PARAM_TAG;
+    let used = tat.saturating_sub(now) as u128;
+    let scaled = (used * new.emission_ns as u128).div_ceil(old.emission_ns as u128);
+    let scaled = scaled.min((new.tolerance_ns as u128) * 2) as u64;
+    let tat = if used == 0 { tat } else { now + scaled };
+    (tat & !bucket::PARAM_TAG) | ((tag as u64) << 63)
 }

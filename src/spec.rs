@@ -20,6 +20,10 @@ pub const MAX_WINDOW: Duration = Duration::from_nanos(sliding_log::MAX_WINDOW_NS
 pub const MAX_CAPACITY: u64 = 1 << 40;
 /// Most entries one sliding log may hold (8 bytes each).
 pub const MAX_LOG_LIMIT: u64 = 1 << 24;
+/// Most permits one concurrency limit may have.
+pub const MAX_PERMITS: u64 = 1 << 16;
+/// Most key slots one keyed limit may have.
+pub const MAX_KEYS: u64 = 1 << 26;
 
 /// A refill rate, kept as the emission interval: nanoseconds per token, rounded *up* so that the
 /// bound `floor(B + r T)` is never exceeded.
@@ -241,6 +245,33 @@ impl SlidingLog {
     }
 }
 
+/// At most `permits` held at once across every process (an in-flight limit).
+///
+/// A permit of a process that died is reclaimed; with a lease, so is one held longer than the
+/// lease by a live process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Concurrency {
+    /// `C`.
+    pub permits: u64,
+    /// Optional lease.
+    pub lease: Option<Duration>,
+}
+
+impl Concurrency {
+    /// At most `permits` at once, no lease.
+    pub fn new(permits: u64) -> Concurrency {
+        Concurrency {
+            permits,
+            lease: None,
+        }
+    }
+    /// Permits held longer than `lease` become reclaimable.
+    pub fn lease(mut self, lease: Duration) -> Concurrency {
+        self.lease = Some(lease);
+        self
+    }
+}
+
 /// The algorithm and parameters of one limit, as stored in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -276,6 +307,13 @@ pub enum Algorithm {
         /// `W` in nanoseconds.
         window_ns: u64,
     },
+    /// See [`Concurrency`].
+    Concurrency {
+        /// `C`: permits that may be held at once.
+        permits: u64,
+        /// A permit held longer than this is reclaimable even if its owner lives; 0 = no lease.
+        lease_ns: u64,
+    },
 }
 
 impl Algorithm {
@@ -286,6 +324,7 @@ impl Algorithm {
             Algorithm::FixedWindow { limit, .. }
             | Algorithm::SlidingWindow { limit, .. }
             | Algorithm::SlidingLog { limit, .. } => limit,
+            Algorithm::Concurrency { permits, .. } => permits,
         }
     }
 
@@ -296,6 +335,7 @@ impl Algorithm {
             Algorithm::FixedWindow { .. } => "fixed_window",
             Algorithm::SlidingWindow { .. } => "sliding_window",
             Algorithm::SlidingLog { .. } => "sliding_log",
+            Algorithm::Concurrency { .. } => "concurrency",
         }
     }
 
@@ -369,6 +409,17 @@ impl Algorithm {
                     ));
                 }
                 window(window_ns)?;
+            }
+            Algorithm::Concurrency { permits, lease_ns } => {
+                if permits == 0 || permits > MAX_PERMITS {
+                    return Err(invalid(
+                        limit,
+                        format!("permits {permits}: must be 1..=65536"),
+                    ));
+                }
+                if lease_ns > MAX_WINDOW.as_nanos() as u64 {
+                    return Err(invalid(limit, "lease is too long (more than 2^60 ns)"));
+                }
             }
         }
         Ok(())
@@ -448,6 +499,21 @@ impl IntoAlgorithm for SlidingLog {
     }
 }
 
+impl IntoAlgorithm for Concurrency {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        let lease_ns = match self.lease {
+            None => 0,
+            Some(d) if d.is_zero() => return Err(invalid(limit, "lease must be longer than zero")),
+            Some(d) => window_ns(limit, d)?,
+        };
+        Algorithm::Concurrency {
+            permits: self.permits,
+            lease_ns,
+        }
+        .into_algorithm(limit)
+    }
+}
+
 impl<T: IntoAlgorithm> IntoAlgorithm for Result<T> {
     fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
         self.map_err(|e| rename(e, limit))?.into_algorithm(limit)
@@ -484,13 +550,125 @@ pub(crate) fn validate_name(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// One named limit.
+/// What a keyed limit does when its table has no slot for a new key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FullPolicy {
+    /// Deny the request (fail closed). The default.
+    #[default]
+    Deny,
+    /// Admit the request without limiting it (fail open).
+    Allow,
+    /// Return [`Error::TableFull`].
+    Error,
+}
+
+/// Makes a limit keyed: one independent state per key (user, tenant, ...), in a table of
+/// `capacity` slots in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keyed {
+    /// Key slots (rounded up to a power of two).
+    pub capacity: u64,
+    /// What happens when no slot is free.
+    pub on_full: FullPolicy,
+}
+
+impl Keyed {
+    /// A table with room for `capacity` keys (rounded up to a power of two), denying when full.
+    pub fn new(capacity: u64) -> Keyed {
+        Keyed {
+            capacity,
+            on_full: FullPolicy::Deny,
+        }
+    }
+    /// Choose the full-table policy.
+    pub fn on_full(mut self, policy: FullPolicy) -> Keyed {
+        self.on_full = policy;
+        self
+    }
+    /// The table size actually allocated.
+    pub fn slots(&self) -> u64 {
+        self.capacity.max(1).next_power_of_two()
+    }
+}
+
+/// This limit is this host's share of a budget shared by a fleet of hosts.
+///
+/// Informational for the workers (they decide on the local rate); the fleet agent reads it to
+/// know the fleet total and this host's weight, and retunes the local rate with `set_rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetShare {
+    /// The fleet-wide rate, as an emission interval.
+    pub total: Rate,
+    /// This host's weight among the live members (at least 1).
+    pub weight: u32,
+}
+
+/// One named limit and its options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LimitDef {
     /// The name handles are resolved by.
     pub name: String,
     /// What it limits and how.
     pub algorithm: Algorithm,
+    /// `Some` for a per-key limit.
+    pub keyed: Option<Keyed>,
+    /// Shadow (dry-run) mode: decisions are computed and counted, but never deny.
+    pub shadow: bool,
+    /// Remaining budget under this fraction of the capacity counts as a near-limit decision,
+    /// in 1/65536 units (default 6554, about 10%).
+    pub near_limit: u16,
+    /// `Some` when the limit is a per-host share of a fleet budget.
+    pub fleet: Option<FleetShare>,
+}
+
+/// The default near-limit fraction: about 10% of the capacity, in 1/65536 units.
+pub const DEFAULT_NEAR_LIMIT: u16 = 6554;
+
+impl LimitDef {
+    /// A plain (unkeyed, enforced) limit.
+    pub fn new(name: impl Into<String>, algorithm: Algorithm) -> LimitDef {
+        LimitDef {
+            name: name.into(),
+            algorithm,
+            keyed: None,
+            shadow: false,
+            near_limit: DEFAULT_NEAR_LIMIT,
+            fleet: None,
+        }
+    }
+
+    /// Check the options against the algorithm.
+    pub(crate) fn validate_options(&self) -> Result<()> {
+        if let Some(k) = self.keyed {
+            if k.capacity == 0 || k.capacity > MAX_KEYS {
+                return Err(invalid(
+                    &self.name,
+                    format!("key capacity {}: must be 1..=2^26", k.capacity),
+                ));
+            }
+            if matches!(
+                self.algorithm,
+                Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. }
+            ) {
+                return Err(invalid(
+                    &self.name,
+                    format!(
+                        "a keyed {} is not supported; key a token bucket or a window",
+                        self.algorithm.kind()
+                    ),
+                ));
+            }
+        }
+        if let Some(f) = self.fleet {
+            if f.weight == 0 {
+                return Err(invalid(&self.name, "fleet weight must be at least 1"));
+            }
+            if !matches!(self.algorithm, Algorithm::TokenBucket { .. }) {
+                return Err(invalid(&self.name, "a fleet share must be a token bucket"));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -67,7 +67,9 @@ impl FixedWindow {
         if count + n <= self.limit {
             Step::Admit {
                 new: pack(window, count + n),
-                decision: Decision::allowed(self.limit - count - n, 1),
+                decision: Decision::allowed(self.limit - count - n, 1)
+                    .stamped(window)
+                    .of(self.limit),
             }
         } else {
             let next = (window + 1).saturating_mul(self.window_ns);
@@ -81,7 +83,6 @@ impl FixedWindow {
 
     /// The word after giving back `n` units admitted at `admitted_window`: only if that window is
     /// still the stored one (a refund into a later window would create budget).
-    #[allow(dead_code)]
     pub fn refund(&self, word: u64, admitted_window: u64, n: u64) -> u64 {
         let (stored, count) = unpack(word);
         if stored == admitted_window as u32 {
@@ -92,7 +93,6 @@ impl FixedWindow {
     }
 
     /// The full index of the window `now` falls in.
-    #[allow(dead_code)]
     pub fn window_of(&self, now: u64) -> u64 {
         now.saturating_add(self.phase_ns) / self.window_ns
     }

@@ -31,6 +31,8 @@ pub(crate) struct Gcra {
     pub emission_ns: u64,
     /// `B * T`: how far `tat` may run ahead of `now`.
     pub tolerance_ns: u64,
+    /// `B`.
+    pub capacity: u64,
 }
 
 impl Gcra {
@@ -47,7 +49,8 @@ impl Gcra {
         if used <= self.tolerance_ns {
             Step::Admit {
                 new: new_tat,
-                decision: Decision::allowed(self.tolerance_ns - used, self.emission_ns),
+                decision: Decision::allowed(self.tolerance_ns - used, self.emission_ns)
+                    .of(self.tolerance_ns),
             }
         } else {
             Step::Deny(Decision::denied(
@@ -61,7 +64,6 @@ impl Gcra {
     /// The state word after giving back `n` tokens admitted earlier: `tat` moves back by `n * T`,
     /// but never below `now` (a refund cannot make the bucket fuller than full).
     #[inline]
-    #[allow(dead_code)]
     pub fn refund(&self, now: u64, tat: u64, n: u64) -> u64 {
         tat.saturating_sub(n.saturating_mul(self.emission_ns))
             .max(now.min(tat))
@@ -76,6 +78,7 @@ mod tests {
         Gcra {
             emission_ns,
             tolerance_ns: capacity * emission_ns,
+            capacity,
         }
     }
 

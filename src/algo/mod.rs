@@ -53,6 +53,15 @@ pub struct Decision {
     // the emission interval, and a division on every decision would cost more than the CAS.
     slack: u64,
     unit: u64,
+    /// The cost this decision admitted (for refunds).
+    pub(crate) cost: u64,
+    /// Where the admission was recorded: the window index (windows) or the date in log units
+    /// (sliding log); refunds use it never to give back into a later window.
+    pub(crate) stamp: u64,
+    /// A shadow limit that would have denied: reported allowed, counted as shadow-denied.
+    pub(crate) shadow_denied: bool,
+    /// The full budget in the unit of `slack` (tolerance ns, or the limit): for near-limit.
+    pub(crate) whole: u64,
 }
 
 impl Decision {
@@ -63,6 +72,10 @@ impl Decision {
             retry_after_ns: 0,
             slack,
             unit,
+            cost: 0,
+            stamp: 0,
+            shadow_denied: false,
+            whole: 0,
         }
     }
 
@@ -74,6 +87,43 @@ impl Decision {
             retry_after_ns: retry_after_ns.max(1),
             slack,
             unit,
+            cost: 0,
+            stamp: 0,
+            shadow_denied: false,
+            whole: 0,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn of(mut self, whole: u64) -> Self {
+        self.whole = whole;
+        self
+    }
+
+    #[inline(always)]
+    pub(crate) fn stamped(mut self, stamp: u64) -> Self {
+        self.stamp = stamp;
+        self
+    }
+
+    /// Is the remaining slack under `fraction` (in 1/65536) of the whole budget?
+    #[inline(always)]
+    pub(crate) fn is_near(&self, fraction: u16) -> bool {
+        (self.slack as u128) << 16 < self.whole as u128 * fraction as u128
+    }
+
+    /// True when a shadow (dry-run) limit would have denied this request; it was admitted anyway
+    /// and nothing was consumed.
+    pub fn is_shadow_denied(&self) -> bool {
+        self.shadow_denied
+    }
+
+    /// The cost this decision admitted (0 when denied or shadow-denied).
+    pub fn cost(&self) -> u64 {
+        if self.allowed {
+            self.cost
+        } else {
+            0
         }
     }
 
@@ -151,7 +201,7 @@ pub(crate) fn decide<A: AtomicWord>(
     word: &A,
     mut now: impl FnMut() -> u64,
     commit: bool,
-    step: impl Fn(u64, u64) -> Step,
+    mut step: impl FnMut(u64, u64) -> Step,
 ) -> Decision {
     // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
     let mut current = word.load(Ordering::Acquire);

@@ -232,6 +232,8 @@ impl SlidingLog {
             return Ok(match self.claim(head, entries, &mut now, commit)? {
                 Claim::Made { index, date, .. } | Claim::Possible { index, date } => {
                     Decision::allowed(self.free_after(entries, index, date), 1)
+                        .stamped(date.div_ceil(1 << TIME_SHIFT))
+                        .of(self.limit)
                 }
                 Claim::Full { retry_after_ns } => Decision::denied(retry_after_ns, 0, 1),
             });
@@ -245,7 +247,7 @@ impl SlidingLog {
             let index = (h & 0xFFFF_FFFF) as usize % entries.len();
             let last = (index + n as usize - 1) % entries.len();
             let date = now();
-            return Ok(Decision::allowed(self.free_after(entries, last, date), 1));
+            return Ok(Decision::allowed(self.free_after(entries, last, date), 1).of(self.limit));
         }
         let mut made: Vec<(usize, u64)> = Vec::with_capacity(n as usize);
         loop {
@@ -253,7 +255,9 @@ impl SlidingLog {
                 Ok(Claim::Made { index, value, date }) => {
                     made.push((index, value));
                     if made.len() as u64 == n {
-                        return Ok(Decision::allowed(self.free_after(entries, index, date), 1));
+                        return Ok(Decision::allowed(self.free_after(entries, index, date), 1)
+                            .stamped(date.div_ceil(1 << TIME_SHIFT))
+                            .of(self.limit));
                     }
                 }
                 Ok(Claim::Full { retry_after_ns }) => {
@@ -299,6 +303,52 @@ impl SlidingLog {
             }
         }
         Ok((free < n).then(|| Decision::denied(wait, free, 1)))
+    }
+
+    /// Give back `n` admissions dated `stamp` (log units) or earlier: frees the newest `n`
+    /// entries, scanning back from the head, whose time is at most `stamp` and which are still
+    /// inside the window at `now`. Freeing an entry dated no later than the refunded admission
+    /// leaves the log at least as strict as if that admission had never happened.
+    /// Returns how many entries were freed.
+    pub fn refund<A: AtomicWord>(
+        &self,
+        head: &A,
+        entries: &[A],
+        now: u64,
+        stamp: u64,
+        n: u64,
+    ) -> u64 {
+        let len = entries.len();
+        // Acquire: pairs with the head CAS, so entries before it are visible.
+        let h = head.load(Ordering::Acquire);
+        let index = (h & 0xFFFF_FFFF) as usize;
+        if index >= len {
+            return 0;
+        }
+        let mut freed = 0;
+        for back in 1..=len {
+            if freed == n {
+                break;
+            }
+            let pos = (index + len - back) % len;
+            // Acquire: pairs with the claim CAS of the entry.
+            let e = entries[pos].load(Ordering::Acquire);
+            if e & FREED != 0 || e & TIME_MASK > stamp {
+                continue;
+            }
+            if self.is_free(e, now) {
+                break; // older entries are expired too: nothing left to give back
+            }
+            // AcqRel: the freed mark is seen by the next claimer of this entry. Failure: the entry
+            // changed (reused or freed by someone else); skip it.
+            if entries[pos]
+                .compare_exchange(e, e | FREED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+            {
+                freed += 1;
+            }
+        }
+        freed
     }
 
     /// Mark claims made by this call as freed, keeping their time for dating.

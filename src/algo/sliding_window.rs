@@ -102,7 +102,9 @@ impl SlidingWindow {
         if wanted <= cap {
             Step::Admit {
                 new: pack(v.window, v.prev, v.cur + n),
-                decision: Decision::allowed(((cap - wanted) / w) as u64, 1),
+                decision: Decision::allowed(((cap - wanted) / w) as u64, 1)
+                    .stamped(v.window)
+                    .of(self.limit),
             }
         } else {
             let remaining = (cap.saturating_sub(weighted) / w) as u64;
@@ -134,7 +136,11 @@ impl SlidingWindow {
 
     /// The word after giving back `n` units admitted in `admitted_window`: taken from the current
     /// count while that window is current, from the previous count once it has rolled over.
-    #[allow(dead_code)]
+    /// The full index of the window `now` falls in.
+    pub fn window_of(&self, now: u64) -> u64 {
+        now.saturating_add(self.phase_ns) / self.window_ns
+    }
+
     pub fn refund(&self, word: u64, admitted_window: u64, n: u64) -> u64 {
         let (stored, prev, cur) = unpack(word);
         if stored == admitted_window & INDEX_MASK {

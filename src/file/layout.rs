@@ -34,15 +34,29 @@
 //! | 18 | reset count | incremented by each boot-id reset |
 //! | 19, 20 | keyed-hash seed | reserved for keyed limits |
 //!
-//! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes), kind (word 8
-//! low 32) and flags (word 8 high 32), parameters `a`, `b`, `c` (words 9..12), slot offset and
-//! slot length in bytes (words 12, 13), reserved (14, 15).
+//! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
+//! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
+//! bit 4 keyed, bit 5 fleet share, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
+//! (words 9, 10); key slots (word 11); slot offset and length in bytes (words 12, 13); fleet
+//! total as an emission interval and fleet weight (words 14, 15).
+//!
+//! Slot region of one limit: a 128-byte control line, then its state area.
+//!
+//! | limit | control line | state area |
+//! |---|---|---|
+//! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 active slot | - |
+//! | fixed / sliding window | w0 state, w1 live limit `L` | - |
+//! | sliding log | w0 ring head | `L` entries, to a whole line |
+//! | concurrency | owned by the permit module | 16 bytes per permit, to a whole line |
+//! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state) |
+//!
+//! Counters: per lane and limit, four words: allowed, denied, shadow-denied, near-limit.
 //!
 //! **Versioning.** Any change to an offset, a record, a state-word encoding or the meaning of a
 //! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
 //! words, which are zero in files of the current version, and still bump the version.
 
-use crate::spec::{Algorithm, Alignment, LimitDef};
+use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef, Rate};
 
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
@@ -89,7 +103,15 @@ const KIND_TOKEN_BUCKET: u64 = 1;
 const KIND_FIXED_WINDOW: u64 = 2;
 const KIND_SLIDING_WINDOW: u64 = 3;
 const KIND_SLIDING_LOG: u64 = 4;
+const KIND_CONCURRENCY: u64 = 5;
 const FLAG_MONOTONIC_ALIGNED: u64 = 1;
+const FLAG_SHADOW: u64 = 1 << 1;
+const FLAG_POLICY: u64 = 3 << 2;
+const FLAG_KEYED: u64 = 1 << 4;
+const FLAG_FLEET: u64 = 1 << 5;
+const FLAG_NEAR: u64 = 0xFFFF << 16;
+const KNOWN_FLAGS: u64 =
+    FLAG_MONOTONIC_ALIGNED | FLAG_SHADOW | FLAG_POLICY | FLAG_KEYED | FLAG_FLEET | FLAG_NEAR;
 
 const fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
@@ -111,12 +133,52 @@ pub(crate) struct Geometry {
     pub slots: Vec<(usize, usize)>,
 }
 
-/// Bytes of slot state one limit needs.
-pub(crate) fn slot_bytes(algorithm: &Algorithm) -> usize {
-    match *algorithm {
+/// Bytes of slot state one limit needs: its control line, then its state area.
+pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
+    if let Some(k) = def.keyed {
+        return LINE + k.slots() as usize * KEY_SLOT;
+    }
+    match def.algorithm {
         Algorithm::SlidingLog { limit, .. } => LINE + round_up(limit as usize * 8, LINE),
+        Algorithm::Concurrency { permits, .. } => {
+            LINE + round_up(permits as usize * PERMIT_SLOT, LINE)
+        }
         _ => LINE,
     }
+}
+
+/// Bytes per key slot in a keyed table: a tag word and a state word.
+pub(crate) const KEY_SLOT: usize = 16;
+/// Bytes per permit in a concurrency limit.
+pub(crate) const PERMIT_SLOT: usize = 16;
+/// Counter words per limit per lane.
+pub(crate) const COUNTERS: usize = 4;
+
+/// Token-bucket control-line word indices.
+pub(crate) mod bucket {
+    /// Bit 63 of a token-bucket state word: which parameter slot it was computed with.
+    pub const PARAM_TAG: u64 = 1 << 63;
+    pub const PARAMS: [usize; 2] = [1, 4];
+    pub const ACTIVE: usize = 7;
+    /// The check word of a parameter slot, so a torn read is detected.
+    pub fn check(emission_ns: u64, capacity: u64) -> u64 {
+        emission_ns.rotate_left(17) ^ capacity ^ 0x5A17_C0DE_5A17_C0DE
+    }
+}
+
+/// Window control-line word index of the live limit.
+pub(crate) const WINDOW_LIMIT: usize = 1;
+
+/// A window limit and its check, packed into one control word so it is read and written whole.
+pub(crate) fn pack_window_limit(limit: u64) -> u64 {
+    let check = (limit.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as u32 ^ 0xC0DE_5A17;
+    (limit & 0xFFFF_FFFF) | ((check as u64) << 32)
+}
+
+/// The limit in a packed window word, if its check holds.
+pub(crate) fn unpack_window_limit(word: u64) -> Option<u64> {
+    let limit = word & 0xFFFF_FFFF;
+    (limit > 0 && pack_window_limit(limit) == word).then_some(limit)
 }
 
 impl Geometry {
@@ -128,13 +190,13 @@ impl Geometry {
         let mut at = slots_offset;
         let mut slots = Vec::with_capacity(n);
         for def in defs {
-            let len = slot_bytes(&def.algorithm);
+            let len = slot_bytes(def);
             slots.push((at, len));
             at += len;
         }
         let slots_len = at - slots_offset;
         let stats_offset = slots_offset + round_up(slots_len.max(1), PAGE);
-        let lane_stride = round_up((n * 16).max(1), LINE);
+        let lane_stride = round_up((n * COUNTERS * 8).max(1), LINE);
         let stats_len = LANES * lane_stride;
         let file_size = stats_offset + round_up(stats_len, PAGE);
         Geometry {
@@ -150,9 +212,28 @@ impl Geometry {
         }
     }
 
-    /// Byte offset of limit `index`'s (allowed, denied) counters in `lane`.
+    /// Byte offset of limit `index`'s counters (allowed, denied, shadow-denied, near-limit) in
+    /// `lane`.
     pub fn stats_at(&self, lane: usize, index: usize) -> usize {
-        self.stats_offset + lane * self.lane_stride + index * 16
+        self.stats_offset + lane * self.lane_stride + index * COUNTERS * 8
+    }
+}
+
+/// The non-zero words of a limit's control line when fresh: `(word index, value)`.
+pub(crate) fn initial_control(def: &LimitDef) -> Vec<(usize, u64)> {
+    match def.algorithm {
+        Algorithm::TokenBucket {
+            capacity,
+            emission_ns,
+        } => vec![
+            (bucket::PARAMS[0], emission_ns),
+            (bucket::PARAMS[0] + 1, capacity),
+            (bucket::PARAMS[0] + 2, bucket::check(emission_ns, capacity)),
+        ],
+        Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
+            vec![(WINDOW_LIMIT, pack_window_limit(limit))]
+        }
+        Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => Vec::new(),
     }
 }
 
@@ -197,11 +278,12 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
     for (i, chunk) in name.chunks(8).enumerate() {
         w[i] = u64::from_ne_bytes(chunk.try_into().expect("8-byte chunk"));
     }
-    let (kind, flags, a, b) = match def.algorithm {
+    let (kind, mut flags, a, b) = match def.algorithm {
         Algorithm::TokenBucket {
             capacity,
             emission_ns,
         } => (KIND_TOKEN_BUCKET, 0, capacity, emission_ns),
+        Algorithm::Concurrency { permits, lease_ns } => (KIND_CONCURRENCY, 0, permits, lease_ns),
         Algorithm::FixedWindow {
             limit,
             window_ns,
@@ -219,12 +301,33 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
         ),
         Algorithm::SlidingLog { limit, window_ns } => (KIND_SLIDING_LOG, 0, limit, window_ns),
     };
+    if def.shadow {
+        flags |= FLAG_SHADOW;
+    }
+    if let Some(k) = def.keyed {
+        flags |= FLAG_KEYED | (policy_bits(k.on_full) << 2);
+        w[11] = k.slots();
+    }
+    if let Some(f) = def.fleet {
+        flags |= FLAG_FLEET;
+        w[14] = f.total.emission_ns();
+        w[15] = f.weight as u64;
+    }
+    flags |= (def.near_limit as u64) << 16;
     w[8] = kind | (flags << 32);
     w[9] = a;
     w[10] = b;
     w[12] = slot.0 as u64;
     w[13] = slot.1 as u64;
     w
+}
+
+fn policy_bits(p: FullPolicy) -> u64 {
+    match p {
+        FullPolicy::Deny => 0,
+        FullPolicy::Allow => 1,
+        FullPolicy::Error => 2,
+    }
 }
 
 fn align_flags(alignment: Alignment) -> u64 {
@@ -251,19 +354,18 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
     name.truncate(len);
     let name = String::from_utf8(name).map_err(|_| "definition name is not UTF-8".to_string())?;
     let (kind, flags) = (w[8] & 0xFFFF_FFFF, w[8] >> 32);
-    if flags & !FLAG_MONOTONIC_ALIGNED != 0 || w[11] != 0 || w[14] != 0 || w[15] != 0 {
-        return Err(format!(
-            "definition `{name}` has unknown flags or reserved fields set"
-        ));
+    if flags & !KNOWN_FLAGS != 0 {
+        return Err(format!("definition `{name}` has unknown flags set"));
     }
     let alignment = if flags & FLAG_MONOTONIC_ALIGNED != 0 {
         Alignment::Monotonic
     } else {
         Alignment::WallClock
     };
+    let no_alignment = flags & FLAG_MONOTONIC_ALIGNED == 0;
     let (a, b) = (w[9], w[10]);
     let algorithm = match kind {
-        KIND_TOKEN_BUCKET if flags == 0 => Algorithm::TokenBucket {
+        KIND_TOKEN_BUCKET if no_alignment => Algorithm::TokenBucket {
             capacity: a,
             emission_ns: b,
         },
@@ -277,9 +379,13 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             window_ns: b,
             alignment,
         },
-        KIND_SLIDING_LOG if flags == 0 => Algorithm::SlidingLog {
+        KIND_SLIDING_LOG if no_alignment => Algorithm::SlidingLog {
             limit: a,
             window_ns: b,
+        },
+        KIND_CONCURRENCY if no_alignment => Algorithm::Concurrency {
+            permits: a,
+            lease_ns: b,
         },
         other => {
             return Err(format!(
@@ -287,7 +393,58 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             ))
         }
     };
-    Ok((LimitDef { name, algorithm }, (w[12], w[13])))
+    let keyed = if flags & FLAG_KEYED != 0 {
+        let on_full = match (flags & FLAG_POLICY) >> 2 {
+            0 => FullPolicy::Deny,
+            1 => FullPolicy::Allow,
+            2 => FullPolicy::Error,
+            _ => {
+                return Err(format!(
+                    "definition `{name}` has an unknown table-full policy"
+                ))
+            }
+        };
+        if w[11] == 0 || !w[11].is_power_of_two() {
+            return Err(format!(
+                "definition `{name}` has an impossible key capacity {}",
+                w[11]
+            ));
+        }
+        Some(Keyed {
+            capacity: w[11],
+            on_full,
+        })
+    } else {
+        if w[11] != 0 || flags & FLAG_POLICY != 0 {
+            return Err(format!(
+                "definition `{name}` has key fields but is not keyed"
+            ));
+        }
+        None
+    };
+    let fleet = if flags & FLAG_FLEET != 0 {
+        let total =
+            Rate::from_emission_ns(w[14]).map_err(|e| format!("definition `{name}`: {e}"))?;
+        let weight = u32::try_from(w[15])
+            .map_err(|_| format!("definition `{name}`: fleet weight too large"))?;
+        Some(FleetShare { total, weight })
+    } else {
+        if w[14] != 0 || w[15] != 0 {
+            return Err(format!(
+                "definition `{name}` has fleet fields but no fleet share"
+            ));
+        }
+        None
+    };
+    let def = LimitDef {
+        name,
+        algorithm,
+        keyed,
+        shadow: flags & FLAG_SHADOW != 0,
+        near_limit: ((flags & FLAG_NEAR) >> 16) as u16,
+        fleet,
+    };
+    Ok((def, (w[12], w[13])))
 }
 
 #[cfg(test)]
@@ -297,14 +454,17 @@ mod tests {
 
     #[test]
     fn records_round_trip() {
-        let def = LimitDef {
-            name: "search.v2".into(),
-            algorithm: Algorithm::FixedWindow {
+        let mut def = LimitDef::new(
+            "search.v2",
+            Algorithm::FixedWindow {
                 limit: 100,
                 window_ns: 60_000_000_000,
                 alignment: Alignment::Monotonic,
             },
-        };
+        );
+        def.keyed = Some(Keyed::new(1024).on_full(FullPolicy::Error));
+        def.shadow = true;
+        def.near_limit = 777;
         let w = encode_def(&def, (8192, 128));
         let (back, slot) = decode_def(&w).unwrap();
         assert_eq!(back, def);
@@ -314,12 +474,14 @@ mod tests {
     #[test]
     fn geometry_keeps_limits_on_their_own_lines() {
         let defs: Vec<LimitDef> = (0..3)
-            .map(|i| LimitDef {
-                name: format!("l{i}"),
-                algorithm: Algorithm::SlidingLog {
-                    limit: 17,
-                    window_ns: 1_000_000,
-                },
+            .map(|i| {
+                LimitDef::new(
+                    format!("l{i}"),
+                    Algorithm::SlidingLog {
+                        limit: 17,
+                        window_ns: 1_000_000,
+                    },
+                )
             })
             .collect();
         let g = Geometry::compute(&defs);

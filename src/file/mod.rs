@@ -35,7 +35,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::spec::{validate_name, LimitDef};
+use crate::spec::{validate_name, Algorithm, LimitDef};
 use layout::{word, Geometry, DEF_SIZE, HEADER_SIZE, MAX_LIMITS};
 
 /// Who may open a file, and how it is created.
@@ -174,6 +174,20 @@ fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
     bytes
 }
 
+/// The control lines of every limit as `(file offset, bytes)`: all that is non-zero in the state.
+fn control_lines(defs: &[LimitDef], geometry: &Geometry) -> Vec<(usize, Vec<u8>)> {
+    defs.iter()
+        .zip(&geometry.slots)
+        .map(|(def, &(offset, _))| {
+            let mut line = [0u64; layout::LINE / 8];
+            for (i, v) in layout::initial_control(def) {
+                line[i] = v;
+            }
+            (offset, line.iter().flat_map(|w| w.to_ne_bytes()).collect())
+        })
+        .collect()
+}
+
 fn random_seed() -> [u64; 2] {
     let mut buf = [0u8; 16];
     if let Ok(f) = File::open("/dev/urandom") {
@@ -190,6 +204,7 @@ fn random_seed() -> [u64; 2] {
 fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
     let geometry = Geometry::compute(defs);
     let bytes = image(defs, &geometry);
+    let lines = control_lines(defs, &geometry);
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
@@ -197,7 +212,11 @@ fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
     let fill = |file: &File| -> io::Result<()> {
         file.set_permissions(fs::Permissions::from_mode(access.mode))?;
         file.set_len(geometry.file_size as u64)?;
-        file.write_all_at(&bytes, 0)
+        file.write_all_at(&bytes, 0)?;
+        for (offset, line) in &lines {
+            file.write_all_at(line, *offset as u64)?;
+        }
+        Ok(())
     };
     match fs::OpenOptions::new()
         .read(true)
@@ -314,6 +333,7 @@ fn check_defs(defs: &[LimitDef]) -> Result<()> {
     for (i, def) in defs.iter().enumerate() {
         validate_name(&def.name)?;
         def.algorithm.validate(&def.name)?;
+        def.validate_options()?;
         if defs[..i].iter().any(|d| d.name == def.name) {
             return Err(crate::error::invalid(&def.name, "defined twice"));
         }
@@ -433,6 +453,8 @@ fn attach(
         def.algorithm
             .validate(&def.name)
             .map_err(|e| corrupt(path, e.to_string()))?;
+        def.validate_options()
+            .map_err(|e| corrupt(path, e.to_string()))?;
         if defs.iter().any(|d: &LimitDef| d.name == def.name) {
             return Err(corrupt(
                 path,
@@ -502,6 +524,39 @@ fn attach(
     Ok(mapped)
 }
 
+/// Return one limit's state to fresh: full bucket, empty windows, log and table, no permits. The
+/// live parameters are kept (a retuned rate survives), moved to parameter slot 0.
+pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
+    let def = &mapped.defs[index];
+    let (offset, len) = mapped.geometry.slots[index];
+    let line = |i: usize| mapped.word(offset + i * 8);
+    // Relaxed throughout: a reset races with decisions by design (they retry on the new words);
+    // the boot-id path publishes it with a Release store afterwards.
+    if let Algorithm::TokenBucket { .. } = def.algorithm {
+        let active = (line(layout::bucket::ACTIVE).load(Ordering::Relaxed) & 1) as usize;
+        if active == 1 {
+            for k in 0..3 {
+                let v = line(layout::bucket::PARAMS[1] + k).load(Ordering::Relaxed);
+                line(layout::bucket::PARAMS[0] + k).store(v, Ordering::Relaxed);
+            }
+            line(layout::bucket::ACTIVE).store(0, Ordering::Relaxed);
+        }
+    }
+    match def.algorithm {
+        Algorithm::Concurrency { .. } => {
+            for w in mapped.words(offset, len / 8) {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        _ => {
+            line(0).store(0, Ordering::Relaxed);
+            for w in mapped.words(offset + layout::LINE, (len - layout::LINE) / 8) {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+}
+
 fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Result<()> {
     let conflict = |reason: String| Error::DefinitionConflict {
         path: path.to_owned(),
@@ -515,10 +570,10 @@ fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Resul
                     want.name
                 )))
             }
-            Some(have) if have.algorithm != want.algorithm => {
+            Some(have) if have != want => {
                 return Err(conflict(format!(
                     "limit `{}` is {:?} in the file, {:?} requested",
-                    want.name, have.algorithm, want.algorithm
+                    want.name, have, want
                 )))
             }
             Some(_) => {}
@@ -567,12 +622,12 @@ fn reset_if_rebooted(mapped: &Mapped) -> Result<()> {
         std::thread::sleep(Duration::from_millis(1));
     }
     if current() != ours {
-        let g = &mapped.geometry;
-        for w in mapped.words(g.slots_offset, g.slots_len / 8) {
-            // Relaxed: published by the Release store of the boot id below.
-            w.store(0, Ordering::Relaxed);
+        for index in 0..mapped.defs.len() {
+            reset_limit(mapped, index);
         }
+        let g = &mapped.geometry;
         for w in mapped.words(g.stats_offset, g.stats_len / 8) {
+            // Relaxed: published by the Release store of the boot id below.
             w.store(0, Ordering::Relaxed);
         }
         mapped
