@@ -45,8 +45,10 @@ pub mod ffi;
 mod file;
 mod keyed;
 mod limiter;
+mod permit;
 mod spec;
 mod sync;
+mod wait;
 
 pub use algo::Decision;
 pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};

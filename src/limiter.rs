@@ -316,11 +316,6 @@ impl<C: Clock> Limiter<C> {
         }
     }
 
-    /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
-    pub(crate) fn hash_seed(&self) -> [u64; 2] {
-        let m = &self.shared.mapped;
-        [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)]
-    }
 }
 
 fn lane_of(pid: u32) -> usize {
@@ -491,6 +486,12 @@ impl<C: Clock> Limit<C> {
         // SAFETY: `area` points at `area_words` aligned words of this limit's state area inside
         // the live mapping (established in `limit_at`).
         unsafe { std::slice::from_raw_parts(self.area, self.area_words) }
+    }
+
+    /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
+    pub(crate) fn hash_seed(&self) -> [u64; 2] {
+        let m = &self.shared.mapped;
+        [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)]
     }
 
     /// The shared file this limit lives in.

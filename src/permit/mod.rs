@@ -1,0 +1,1 @@
+//! Concurrency (in-flight) limits with crash-safe permits.
