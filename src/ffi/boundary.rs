@@ -195,3 +195,79 @@ impl<T> Out<T> {
         unsafe { self.0.as_ptr().write(value) }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ffi::shmlimit_last_error;
+
+    fn last_error() -> String {
+        // SAFETY: shmlimit_last_error returns a NUL-terminated string valid until the next
+        // failure on this thread.
+        unsafe { CStr::from_ptr(shmlimit_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn a_panic_becomes_internal_with_its_message() {
+        let status = ffi_boundary!("shmlimit_test", {
+            if std::hint::black_box(true) {
+                panic!("boom {}", 42);
+            }
+            Ok(())
+        });
+        assert_eq!(status, shmlimit_status::SHMLIMIT_INTERNAL);
+        assert_eq!(
+            last_error(),
+            "shmlimit_test: internal error (panic): boom 42"
+        );
+        run_void("shmlimit_test_free", || panic!("in free"));
+        assert_eq!(
+            last_error(),
+            "shmlimit_test_free: internal error (panic): in free"
+        );
+    }
+
+    #[test]
+    fn argument_checks() {
+        let value = 7u64;
+        // SAFETY: a NULL pointer and a valid one.
+        unsafe {
+            assert_eq!(
+                arg_ref::<u64>("p", std::ptr::null()).unwrap_err().status,
+                shmlimit_status::SHMLIMIT_NULL_POINTER
+            );
+            assert_eq!(*arg_ref("p", &value).unwrap(), 7);
+            assert!(arg_opt::<u64>("p", std::ptr::null()).unwrap().is_none());
+        }
+        let bytes = [0u64; 2];
+        let misaligned = (bytes.as_ptr() as *const u8).wrapping_add(1) as *const u64;
+        // SAFETY: the pointer is rejected before any dereference.
+        let err = unsafe { arg_ref("p", misaligned) }.unwrap_err();
+        assert_eq!(err.status, shmlimit_status::SHMLIMIT_MISALIGNED_POINTER);
+        // SAFETY: (NULL, 0) is the empty slice; (NULL, 1) and an overflowing length are refused
+        // before any dereference.
+        unsafe {
+            assert!(arg_slice::<u64>("s", std::ptr::null(), 0)
+                .unwrap()
+                .is_empty());
+            assert_eq!(
+                arg_slice::<u64>("s", std::ptr::null(), 1)
+                    .unwrap_err()
+                    .status,
+                shmlimit_status::SHMLIMIT_NULL_POINTER
+            );
+            assert_eq!(
+                arg_slice("s", bytes.as_ptr(), usize::MAX / 4)
+                    .unwrap_err()
+                    .status,
+                shmlimit_status::SHMLIMIT_BAD_LENGTH
+            );
+            assert_eq!(
+                arg_str("n", c"\xff".as_ptr()).unwrap_err().status,
+                shmlimit_status::SHMLIMIT_BAD_UTF8
+            );
+        }
+    }
+}

@@ -157,14 +157,12 @@ pub unsafe extern "C" fn shmlimit_limiter_create_or_open(
 ) -> shmlimit_status {
     ffi_boundary!("shmlimit_limiter_create_or_open", {
         let out = arg_out("limiter_out", limiter_out)?;
-        // SAFETY: the caller's contract on `path`, `options` and `defs`.
-        let (path, mut builder, defs) = unsafe {
-            (
-                path_arg("path", path)?,
-                builder_with(options)?,
-                arg_slice("defs", defs, defs_len)?,
-            )
-        };
+        // SAFETY: `path` is NULL or NUL-terminated (the caller's contract).
+        let path = unsafe { path_arg("path", path) }?;
+        // SAFETY: `options` is NULL or a valid shmlimit_options (the caller's contract).
+        let mut builder = unsafe { builder_with(options) }?;
+        // SAFETY: `defs` is NULL or points at `defs_len` definitions (the caller's contract).
+        let defs = unsafe { arg_slice("defs", defs, defs_len) }?;
         for (i, def) in defs.iter().enumerate() {
             // SAFETY: each definition's name is NULL or NUL-terminated (the caller's contract).
             let name = unsafe { arg_str(&format!("defs[{i}].name"), def.name) }?;
@@ -205,8 +203,10 @@ pub unsafe extern "C" fn shmlimit_limiter_open(
 ) -> shmlimit_status {
     ffi_boundary!("shmlimit_limiter_open", {
         let out = arg_out("limiter_out", limiter_out)?;
-        // SAFETY: the caller's contract on `path` and `options`.
-        let (path, builder) = unsafe { (path_arg("path", path)?, builder_with(options)?) };
+        // SAFETY: `path` is NULL or NUL-terminated (the caller's contract).
+        let path = unsafe { path_arg("path", path) }?;
+        // SAFETY: `options` is NULL or a valid shmlimit_options (the caller's contract).
+        let builder = unsafe { builder_with(options) }?;
         let limiter = shmlimit_limiter::new(builder.open(path)?)?;
         // SAFETY: `limiter_out` is valid for one write (the caller's contract).
         unsafe { out.write(limiter) };
@@ -311,8 +311,10 @@ pub unsafe extern "C" fn shmlimit_limiter_limit(
 ) -> shmlimit_status {
     ffi_boundary!("shmlimit_limiter_limit", {
         let out = arg_out("limit_out", limit_out)?;
-        // SAFETY: a live handle and a NUL-terminated name (the caller's contract).
-        let (limiter, name) = unsafe { (arg_ref("limiter", limiter)?, arg_str("name", name)?) };
+        // SAFETY: `limiter` is NULL or a live handle (the caller's contract).
+        let limiter = unsafe { arg_ref("limiter", limiter) }?;
+        // SAFETY: `name` is NULL or NUL-terminated (the caller's contract).
+        let name = unsafe { arg_str("name", name) }?;
         let inner = limiter.inner.limit(name)?;
         let name =
             CString::new(name).map_err(|_| Failure::new(SHMLIMIT_INTERNAL, "NUL in name"))?;
