@@ -5,7 +5,8 @@
 //!
 //! Every worker brackets each decision with two `CLOCK_MONOTONIC` reads `lo <= date <= hi` (the
 //! limiter reads the same clock in between), records every admission's `(lo, hi)` and a sample of
-//! its denials (the first after each of its admissions and one per 100 us), and reports them with
+//! its denials (the first after each of its admissions, the first in each 100 ms window, and one
+//! per 100 us), and reports them with
 //! its counts through a pipe. The parent first drains the fresh limit itself (so the run starts
 //! from a known state), then forks the workers, which all start at one barrier and run to one
 //! shared deadline. From the merged timeline the parent checks:
@@ -33,7 +34,8 @@ const WORKERS: usize = 8;
 const RUN_NS: u64 = 1_200 * MS;
 /// A worker records at most this many stamps (admissions and sampled denials).
 const STAMP_CAPACITY: usize = 1 << 16;
-/// Sample one denial per this many nanoseconds (plus the first after each admission).
+/// Sample one denial per this many nanoseconds, plus the first after each admission and the
+/// first in each window of `W` (so a window in which any process was denied shows a denial).
 const DENIAL_SAMPLE_NS: u64 = 100_000;
 /// The sliding log stores times rounded up to this unit.
 const LOG_UNIT: u64 = 1024;
@@ -140,7 +142,10 @@ fn hammer(limit: &Limit, deadline: u64, until_denied: bool) -> Report {
         } else {
             r.denied += 1;
             r.last_denied_lo = lo;
-            if !sampled_since_admission || lo - last_sample >= DENIAL_SAMPLE_NS {
+            if !sampled_since_admission
+                || lo - last_sample >= DENIAL_SAMPLE_NS
+                || lo / W != last_sample / W
+            {
                 sampled_since_admission = true;
                 last_sample = lo;
                 if r.denials.len() < STAMP_CAPACITY {
@@ -161,28 +166,31 @@ fn hammer(limit: &Limit, deadline: u64, until_denied: bool) -> Report {
 
 /// The merged timeline of one run.
 struct Run {
-    /// Before the parent's first decision.
+    /// `lo` of the first admission (the parent's first decision)...
     t0: u64,
-    /// `hi` of the last decision of any worker: every admission is dated in `[t0, t_last]`.
+    /// ...and `hi` of the last admission: every admission is dated in `[t0, t_last]`.
     t_last: u64,
     /// The latest first decision of any worker: all were running from here...
     first_all: u64,
     /// ...to the earliest last decision of any worker.
     last_all: u64,
-    /// The latest denial of any worker (its `lo`).
-    last_denial: u64,
-    /// The parent's drain: its admissions, and the `hi` of its denial.
+    /// The parent's drain: how many it admitted before its denial.
     parent_admitted: u64,
-    parent_denial_hi: u64,
     /// All admissions (parent's and workers'), sorted by `lo`.
     admissions: Vec<Stamp>,
     /// Every admission's `lo` and `hi`, each sorted, for counting.
     los: Vec<u64>,
     his: Vec<u64>,
-    /// All sampled denials (after the parent's).
+    /// All sampled denials, the parent's first, sorted by `lo`.
     denials: Vec<Stamp>,
+    /// Every recorded `lo` and `hi`, sorted: where no worker was deciding shows as a gap.
+    points: Vec<u64>,
     per_worker: Vec<u64>,
 }
+
+/// A gap this long between recorded decisions means no process was deciding (a running worker
+/// records a stamp at least every `DENIAL_SAMPLE_NS` plus one decision): for diagnostics.
+const QUIET_GAP: u64 = 2 * DENIAL_SAMPLE_NS;
 
 impl Run {
     fn total(&self) -> u64 {
@@ -196,8 +204,12 @@ impl Run {
     fn hi_before(&self, t: u64) -> u64 {
         self.his.partition_point(|&x| x < t) as u64
     }
+    /// Admissions with `lo < t`.
     fn lo_before(&self, t: u64) -> u64 {
         self.los.partition_point(|&x| x < t) as u64
+    }
+    fn parent_denial(&self) -> Stamp {
+        self.denials[0]
     }
 
     /// The most admissions certainly dated in one interval of length `len` (dates of admission
@@ -220,6 +232,16 @@ impl Run {
         }
         best
     }
+
+    /// Time in `[a, b)` during which no process recorded anything for longer than `QUIET_GAP`:
+    /// the machine ran something else (the test's demand was absent).
+    fn quiet_in(&self, a: u64, b: u64) -> u64 {
+        self.points
+            .windows(2)
+            .filter(|p| p[1] - p[0] > QUIET_GAP)
+            .map(|p| p[1].min(b).saturating_sub(p[0].max(a)))
+            .sum()
+    }
 }
 
 /// Create a fresh file with one limit `x`, drain it from the parent, fork the workers, merge.
@@ -232,7 +254,6 @@ fn run(algorithm: Algorithm, attach: Attach) -> Run {
         .expect("create limiter file");
     let limit = limiter.limit("x").expect("limit x");
 
-    let t0 = now_ns();
     let drain = hammer(&limit, u64::MAX, true);
     assert_eq!(
         drain.denied, 1,
@@ -278,22 +299,29 @@ fn run(algorithm: Algorithm, attach: Attach) -> Run {
         denials.extend_from_slice(&r.denials);
     }
     admissions.sort_by_key(|s| s.lo);
+    denials.sort_by_key(|s| s.lo);
+    denials.insert(0, drain.denials[0]);
     let mut los: Vec<u64> = admissions.iter().map(|s| s.lo).collect();
     let mut his: Vec<u64> = admissions.iter().map(|s| s.hi).collect();
     los.sort_unstable();
     his.sort_unstable();
+    let mut points: Vec<u64> = admissions
+        .iter()
+        .chain(&denials)
+        .flat_map(|s| [s.lo, s.hi])
+        .collect();
+    points.sort_unstable();
     Run {
-        t0,
-        t_last: reports.iter().map(|r| r.last_hi).max().unwrap(),
+        t0: admissions[0].lo,
+        t_last: admissions.iter().map(|s| s.hi).max().unwrap(),
         first_all: reports.iter().map(|r| r.first_hi).max().unwrap(),
         last_all: reports.iter().map(|r| r.last_hi).min().unwrap(),
-        last_denial: reports.iter().map(|r| r.last_denied_lo).max().unwrap(),
         parent_admitted: drain.admitted,
-        parent_denial_hi: drain.denials[0].hi,
         admissions,
         los,
         his,
         denials,
+        points,
         per_worker: reports.iter().map(|r| r.admitted).collect(),
     }
 }
@@ -310,7 +338,7 @@ fn algorithm(spec: impl IntoAlgorithm) -> Algorithm {
 
 // Token bucket: B = 500, r = 2000/s (T = 500 us exactly, so floor(B + r t) = B + floor(t / T)).
 // A bucket that is not full loses nothing while nobody asks: every worker would have to be off
-// the CPU for B / r = 250 ms at once before a single token is lost.
+// the CPU for about B / r = 250 ms at once before a single token is lost.
 const B: u64 = 500;
 const EMISSION: u64 = 500_000;
 
@@ -336,25 +364,35 @@ fn token_bucket(attach: Attach) {
             );
         }
     }
-    // No lost admission. After the parent's denial at r_p (tat > r_p + tau - T, and tat <= r_p +
-    // tau), tat only grows by T per admission while demand never lets the bucket fill; a denial
-    // at r needs tat > r + tau - T. So by any denial at r at least floor((r - r_p) / T)
-    // admissions followed the parent's: checked at every sampled denial and at the last one.
-    for d in &run.denials {
+    // No lost admission. Write tau = B T. A denial at r means tat > r + tau - T; the parent's
+    // denial at r_p also has tat <= r_p + tau (its last admission was dated <= r_p). Afterwards
+    // tat grows by exactly T per admission, plus the time the bucket spends full (now > tat),
+    // which can only start tau - T after a denial, and ends at the next denial. So by a denial
+    // at r, at least floor((r - r_p - full) / T) admissions followed the parent's, where `full`
+    // sums, over consecutive sampled denials, the time beyond tau - T between them (zero unless
+    // every process was off the CPU for 250 ms at once). Checked at every sampled denial.
+    let tolerance = B * EMISSION - EMISSION;
+    let p = run.parent_denial();
+    let mut full = 0;
+    let mut floor = 0;
+    for pair in run.denials.windows(2) {
+        let (before, d) = (pair[0], pair[1]);
+        full += d.hi.saturating_sub(before.lo + tolerance);
         let behind = run.lo_at_most(d.hi);
-        let needed = run.parent_admitted + d.lo.saturating_sub(run.parent_denial_hi) / EMISSION;
+        let due = run.parent_admitted + d.lo.saturating_sub(p.hi + full) / EMISSION;
         assert!(
-            behind >= needed,
-            "denial at {} ns: only {behind} admissions behind it, {needed} were due",
+            behind >= due,
+            "denial at {} ns: only {behind} admissions behind it, {due} were due",
             d.lo - run.t0
         );
+        floor = floor.max(due);
     }
-    let floor = run.parent_admitted + (run.last_denial - run.parent_denial_hi) / EMISSION;
     println!(
         "token bucket ({attach:?}): {n} admitted (parent {}, workers {:?}), bound {bound}, \
-         lower bound {floor}, run {} ms",
+         lower bound {floor} (full for {} ms), run {} ms",
         run.parent_admitted,
         run.per_worker,
+        full / MS,
         (run.t_last - run.t0) / MS
     );
     assert!(n <= bound, "{n} admissions exceed floor(B + r T) = {bound}");
@@ -380,8 +418,9 @@ fn window_of(t: u64) -> u64 {
     t / W
 }
 
-/// Windows entirely inside the interval in which every worker was running.
-fn full_windows(run: &Run) -> std::ops::Range<u64> {
+/// Windows entirely inside the interval in which every worker was running: demand saturates
+/// them, since filling one takes only L decisions of the eight processes in 100 ms.
+fn saturated_windows(run: &Run) -> std::ops::Range<u64> {
     window_of(run.first_all + W - 1)..window_of(run.last_all + 1)
 }
 
@@ -411,8 +450,9 @@ fn fixed_window(attach: Attach) {
         let certain = certain_in_window(&run, k);
         assert!(certain <= L, "window {k}: {certain} admissions");
     }
-    // A denial dated in window k means its count was L: every admission possibly dated in k and
+    // A denial dated in window k means its count was L: the admissions possibly dated in k and
     // possibly committed before the denial must number at least L.
+    let mut full = Vec::new();
     for d in &run.denials {
         let k = window_of(d.lo);
         if window_of(d.hi) != k {
@@ -423,22 +463,30 @@ fn fixed_window(attach: Attach) {
             possible >= L,
             "denial in window {k} with only {possible} admissions in it"
         );
+        if full.last() != Some(&k) {
+            full.push(k);
+        }
     }
-    // Saturation: every window inside the interval where all workers ran saw a denial, so each
-    // holds exactly L; only the two partial windows at the edges can hold fewer.
-    let full = full_windows(&run);
-    for k in full.clone() {
+    // Every window holding a denial holds L admissions: only the windows at the edges of the
+    // run, where demand started or stopped, can hold fewer; and demand saturated every window
+    // it was present in for long enough.
+    let saturated = saturated_windows(&run);
+    for k in saturated.clone() {
         assert!(
-            denials_in_window(&run, k).next().is_some(),
-            "window {k}: no denial sampled, demand did not saturate it"
+            full.contains(&k),
+            "window {k}: saturated but no denial in it (no process decided for {} of its {} ms)",
+            run.quiet_in(k * W, (k + 1) * W) / MS,
+            W / MS
         );
     }
-    let floor = L * (full.end - full.start);
+    let floor = L * full.len() as u64;
     println!(
         "fixed window ({attach:?}): {n} admitted (workers {:?}), bound {} ({touched} windows), \
-         lower bound {floor}",
+         lower bound {floor} ({} windows full, {} saturated)",
         run.per_worker,
-        L * touched
+        L * touched,
+        full.len(),
+        saturated.end - saturated.start
     );
     assert!(n <= L * touched, "{n} admissions in {touched} windows");
     assert!(n >= floor, "{n} admissions, {floor} due");
@@ -467,8 +515,9 @@ fn sliding_log(attach: Attach) {
     // Over the whole run: [t0, t_last + 1024] is covered by floor(T / W) + 1 windows.
     let pieces = (run.t_last + LOG_UNIT - run.t0) / W + 1;
     let bound = L * pieces;
-    // A denial at r means the L latest admissions are dated after r - W: check that at least L
-    // admissions could be, among those possibly committed before it.
+    // A denial at r means the ring's oldest entry, and so all L entries, are dated after r - W
+    // (and at most 1024 ns after the latest read committed before it): at least L admissions
+    // are possibly dated in (lo - W - 1024, hi] among those possibly committed before it.
     for d in &run.denials {
         let possible =
             run.lo_at_most(d.hi) - run.hi_before((d.lo + 1).saturating_sub(W + LOG_UNIT));
@@ -478,14 +527,24 @@ fn sliding_log(attach: Attach) {
             d.lo - run.t0
         );
     }
-    // Under saturation lap j of the ring (L claims) starts as soon as lap j - 1's entries expire,
-    // at t0 + j W plus the time nobody was running when they did. All laps started before the
-    // last denial are complete but the last, so at least floor((last - t0) / W) laps of L, unless
-    // the workers were all off the CPU for a whole window in total.
-    let floor = L * ((run.last_denial - run.t0) / W);
+    // No lost admission over the run: two denials more than W + 1024 ns apart are backed by two
+    // disjoint sets of L admissions. A chain of such denials from the parent's, each the first
+    // sampled one far enough after the previous, proves L admissions per link. Under saturating
+    // demand the chain has a link per window of the run; a window in which every process was off
+    // the CPU when entries expired delays it, and shows as a shorter chain, never as a lost
+    // admission.
+    let mut links = 1u64;
+    let mut last = run.parent_denial();
+    for d in &run.denials {
+        if d.lo >= last.hi + LOG_UNIT + W {
+            links += 1;
+            last = *d;
+        }
+    }
+    let floor = L * links;
     println!(
-        "sliding log ({attach:?}): {n} admitted (workers {:?}), bound {bound}, lower bound \
-         {floor}, most in one window {worst}",
+        "sliding log ({attach:?}): {n} admitted (workers {:?}), bound {bound} ({pieces} \
+         windows), lower bound {floor} ({links} links), most in one window {worst}",
         run.per_worker
     );
     assert!(n <= bound, "{n} admissions, bound {bound}");
@@ -536,15 +595,23 @@ fn sliding_window(attach: Attach) {
             "denial in window {k} at {elapsed} ns: prev {prev}, cur {cur} did not fill it"
         );
     }
-    // Saturated to the end of window k (last sampled denial g ns before its end), the window
-    // holds more than L - 1 - prev g / W >= L - 1 - L g / W: the estimate's own shortfall.
-    let full = full_windows(&run);
+    // A window whose last sampled denial is g ns before its end holds more than
+    // L - 1 - prev g / W >= L - 1 - L g / W admissions: the estimate's own shortfall. Demand
+    // saturated every window it was present in for long enough.
+    let saturated = saturated_windows(&run);
     let mut floor = 0;
-    for k in full {
-        let last = denials_in_window(&run, k)
-            .map(|d| d.lo)
-            .max()
-            .unwrap_or_else(|| panic!("window {k}: no denial sampled, demand did not saturate"));
+    let mut full = 0;
+    for k in window_of(run.t0)..=window_of(run.t_last) {
+        let Some(last) = denials_in_window(&run, k).map(|d| d.lo).max() else {
+            assert!(
+                !saturated.contains(&k),
+                "window {k}: saturated but no denial in it (no process decided for {} of {} ms)",
+                run.quiet_in(k * W, (k + 1) * W) / MS,
+                W / MS
+            );
+            continue;
+        };
+        full += 1;
         let gap = (k + 1) * W - last;
         let due = ((L - 1) * W).saturating_sub(L * gap) / W;
         let possible = run.lo_at_most((k + 1) * W - 1) - run.hi_before(k * W);
@@ -556,9 +623,11 @@ fn sliding_window(attach: Attach) {
     }
     println!(
         "sliding window ({attach:?}): {n} admitted (workers {:?}), bound {} ({touched} windows), \
-         lower bound {floor}, most in one window {worst}",
+         lower bound {floor} ({full} windows with denials, {} saturated), most in one window \
+         {worst}",
         run.per_worker,
-        L * touched
+        L * touched,
+        saturated.end - saturated.start
     );
     assert!(n <= L * touched, "{n} admissions in {touched} windows");
     assert!(n >= floor);
