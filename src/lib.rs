@@ -40,6 +40,7 @@
 
 mod algo;
 mod clock;
+mod compose;
 mod error;
 pub mod ffi;
 mod file;
@@ -52,6 +53,7 @@ mod wait;
 
 pub use algo::Decision;
 pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
+pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use limiter::{Builder, Limit, Limiter, Stats};
