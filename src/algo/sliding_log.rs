@@ -305,11 +305,12 @@ impl SlidingLog {
         Ok((free < n).then(|| Decision::denied(wait, free, 1)))
     }
 
-    /// Give back `n` admissions dated `stamp` (log units) or earlier: frees the newest `n`
-    /// entries, scanning back from the head, whose time is at most `stamp` and which are still
-    /// inside the window at `now`. Freeing an entry dated no later than the refunded admission
-    /// leaves the log at least as strict as if that admission had never happened.
-    /// Returns how many entries were freed.
+    /// Give back `n` admissions dated `stamp` (log units) or earlier: frees the *oldest* `n`
+    /// entries still inside the window at `now` whose time is at most `stamp`, scanning forward
+    /// from the head. The log then holds, instead of the refunded admission, one dated no
+    /// earlier; at every future instant it counts at least as many admissions as it would had
+    /// the refunded one never happened, so a refund never creates budget. Freeing from the head
+    /// makes the budget available at once. Returns how many entries were freed.
     pub fn refund<A: AtomicWord>(
         &self,
         head: &A,
@@ -326,18 +327,15 @@ impl SlidingLog {
             return 0;
         }
         let mut freed = 0;
-        for back in 1..=len {
+        for j in 0..len {
             if freed == n {
                 break;
             }
-            let pos = (index + len - back) % len;
+            let pos = (index + j) % len;
             // Acquire: pairs with the claim CAS of the entry.
             let e = entries[pos].load(Ordering::Acquire);
-            if e & FREED != 0 || e & TIME_MASK > stamp {
+            if e & FREED != 0 || e & TIME_MASK > stamp || self.is_free(e, now) {
                 continue;
-            }
-            if self.is_free(e, now) {
-                break; // older entries are expired too: nothing left to give back
             }
             // AcqRel: the freed mark is seen by the next claimer of this entry. Failure: the entry
             // changed (reused or freed by someone else); skip it.

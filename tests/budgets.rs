@@ -1,0 +1,318 @@
+//! Live retuning, refunds, composed checks, shadow mode and counters, across real processes.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{fork_lock, fork_workers, now_ns, temp_path, MS, SEC};
+use shmlimit::{
+    try_acquire_all, Check, Error, FixedWindow, Limiter, ManualClock, Rate, SlidingLog,
+    SlidingWindow, TokenBucket,
+};
+
+/// Admissions whose decision is certainly inside `[a, b]` (clock read before the call at or after
+/// `a`, clock read after it at or before `b`), for every interval of the given length.
+fn max_in_window(grants: &[(u64, u64)], len: u64) -> usize {
+    let mut by_start: Vec<(u64, u64)> = grants.to_vec();
+    by_start.sort_unstable();
+    let mut best = 0;
+    for (i, &(a, _)) in by_start.iter().enumerate() {
+        let n = by_start[i..]
+            .iter()
+            .take_while(|&&(before, _)| before <= a + len)
+            .filter(|&&(_, after)| after <= a + len)
+            .count();
+        best = best.max(n);
+    }
+    best
+}
+
+#[test]
+fn set_rate_under_load_never_exceeds_the_larger_bound() {
+    let _fork = fork_lock();
+    let (_dir, path) = temp_path("retune.shm");
+    let burst = 50;
+    let limiter = Limiter::builder()
+        .limit(
+            "api",
+            TokenBucket::new(burst, Rate::per_second(2_000).unwrap()),
+        )
+        .create_or_open(&path)
+        .unwrap();
+    drop(limiter);
+    let start = now_ns() + 50 * MS;
+    let run = 900 * MS;
+    // Workers 0..8 hammer; worker 8 retunes at 300 ms (to 500/s) and 600 ms (to 4000/s).
+    let results = fork_workers(9, |index| {
+        let limiter = Limiter::open(&path).unwrap();
+        let api = limiter.limit("api").unwrap();
+        while now_ns() < start {
+            std::hint::spin_loop();
+        }
+        if index == 8 {
+            std::thread::sleep(Duration::from_nanos(start + 300 * MS - now_ns()));
+            api.set_rate(Rate::per_second(500).unwrap()).unwrap();
+            let first = now_ns();
+            std::thread::sleep(Duration::from_nanos(
+                (start + 600 * MS).saturating_sub(now_ns()),
+            ));
+            api.set_rate(Rate::per_second(4_000).unwrap()).unwrap();
+            return vec![first, now_ns()];
+        }
+        let mut out = Vec::new();
+        loop {
+            let before = now_ns();
+            if before > start + run {
+                break;
+            }
+            if api.try_acquire(1).unwrap().is_allowed() {
+                out.push(before);
+                out.push(now_ns());
+            }
+        }
+        out
+    });
+    let grants: Vec<(u64, u64)> = results[..8]
+        .iter()
+        .flat_map(|w| w.chunks_exact(2).map(|c| (c[0], c[1])))
+        .collect();
+    // The larger of the bounds in force: burst + 4000/s x the interval.
+    for len in [20 * MS, 100 * MS, 300 * MS, run] {
+        let seen = max_in_window(&grants, len);
+        let bound = burst as f64 + 4_000.0 * len as f64 / SEC as f64;
+        assert!(
+            seen as f64 <= bound.floor(),
+            "{seen} admissions in {len} ns > {bound}"
+        );
+    }
+    // Each phase ran at its own rate: the slow middle phase admits about 500/s, not 2000/s.
+    let (slow_from, slow_to) = (results[8][0], results[8][1]);
+    let middle = grants
+        .iter()
+        .filter(|&&(b, a)| b >= slow_from + 20 * MS && a <= slow_to)
+        .count() as f64;
+    let secs = (slow_to - slow_from - 20 * MS) as f64 / SEC as f64;
+    assert!(
+        middle <= burst as f64 + 500.0 * secs + 1.0,
+        "slow phase admitted {middle} in {secs} s"
+    );
+    assert!(
+        middle >= 500.0 * secs * 0.5,
+        "slow phase starved: {middle} in {secs} s"
+    );
+}
+
+#[test]
+fn composed_denials_consume_nothing_across_processes() {
+    let _fork = fork_lock();
+    let (_dir, path) = temp_path("compose.shm");
+    // The user quota barely refills; the downstream budget is the bottleneck. If a denial at the
+    // downstream consumed the user quota, thousands of denied attempts would drain it.
+    let limiter = Limiter::builder()
+        .limit(
+            "user",
+            TokenBucket::new(1_000, Rate::per_second(1).unwrap()),
+        )
+        .limit(
+            "downstream",
+            TokenBucket::new(100, Rate::per_second(100).unwrap()),
+        )
+        .create_or_open(&path)
+        .unwrap();
+    let begin = now_ns();
+    let results = fork_workers(8, |_| {
+        let limiter = Limiter::open(&path).unwrap();
+        let (user, downstream) = (
+            limiter.limit("user").unwrap(),
+            limiter.limit("downstream").unwrap(),
+        );
+        let checks = [Check::new(&user, 1), Check::new(&downstream, 1)];
+        let (mut ok, mut denied) = (0u64, 0u64);
+        let until = now_ns() + 700 * MS;
+        while now_ns() < until {
+            let c = try_acquire_all(&checks).unwrap();
+            if c.is_allowed() {
+                ok += 1;
+            } else {
+                assert_eq!(c.denied_by(), Some(1));
+                assert!(c.retry_after_ns() > 0);
+                denied += 1;
+            }
+        }
+        vec![ok, denied]
+    });
+    let elapsed = (now_ns() - begin) as f64 / SEC as f64;
+    let ok: u64 = results.iter().map(|r| r[0]).sum();
+    let denied: u64 = results.iter().map(|r| r[1]).sum();
+    assert!(
+        denied > 1_000,
+        "the downstream budget must have denied often ({denied})"
+    );
+    let downstream_bound = (100.0 + 100.0 * elapsed).floor() as u64;
+    assert!(ok <= downstream_bound, "{ok} > {downstream_bound}");
+    assert!(ok >= 100, "the burst alone admits 100 ({ok})");
+    // The user quota was charged for the admitted requests only (plus at most its refill).
+    let user = limiter.limit("user").unwrap();
+    // `remaining` of a peek is what would remain after admitting it.
+    let remaining = user.peek(1).unwrap().remaining();
+    let refill = elapsed.ceil() as u64 + 1;
+    assert!(
+        remaining + 1 + ok >= 1_000 && remaining + 1 + ok <= 1_000 + refill,
+        "user remaining {remaining} after {ok} admitted: denials consumed budget"
+    );
+}
+
+#[test]
+fn refunds_never_create_budget() {
+    let (_dir, path) = temp_path("refund.shm");
+    let clock = ManualClock::new(1_000 * SEC);
+    let limiter = Limiter::builder()
+        .clock(clock.clone())
+        .limit("tb", TokenBucket::new(3, Rate::per_second(1).unwrap()))
+        .limit(
+            "fw",
+            FixedWindow::new(2, Duration::from_secs(10)).aligned(shmlimit::Alignment::Monotonic),
+        )
+        .limit("log", SlidingLog::new(2, Duration::from_secs(10)))
+        .limit(
+            "sw",
+            SlidingWindow {
+                limit: 2,
+                window: Duration::from_secs(10),
+                alignment: shmlimit::Alignment::Monotonic,
+            },
+        )
+        .create_or_open(&path)
+        .unwrap();
+    for name in ["tb", "fw", "log", "sw"] {
+        let limit = limiter.limit(name).unwrap();
+        let cap = limit.capacity();
+        let first = limit.try_acquire(1).unwrap();
+        assert!(first.is_allowed(), "{name}");
+        limit.refund(&first).unwrap();
+        // Refunding twice, or a denied decision, gives nothing more than full.
+        limit.refund(&first).unwrap();
+        let grants: Vec<_> = (0..cap).map(|_| limit.try_acquire(1).unwrap()).collect();
+        assert!(
+            grants.iter().all(|d| d.is_allowed()),
+            "{name}: full after the refund"
+        );
+        let denied = limit.try_acquire(1).unwrap();
+        assert!(denied.is_denied(), "{name}: never more than full");
+        limit.refund(&denied).unwrap();
+        assert!(
+            limit.try_acquire(1).unwrap().is_denied(),
+            "{name}: a denial refunds nothing"
+        );
+        limit.refund(&grants[0]).unwrap();
+        assert!(
+            limit.try_acquire(1).unwrap().is_allowed(),
+            "{name}: one grant back"
+        );
+        assert!(
+            limit.try_acquire(1).unwrap().is_denied(),
+            "{name}: only one"
+        );
+    }
+    // A fixed-window grant refunded after its window ended gives nothing to the new window.
+    let fw = limiter.limit("fw").unwrap();
+    clock.advance(10 * SEC);
+    let old = fw.try_acquire(2).unwrap();
+    clock.advance(10 * SEC);
+    assert!(fw.try_acquire(2).unwrap().is_allowed());
+    fw.refund(&old).unwrap();
+    assert!(fw.try_acquire(1).unwrap().is_denied());
+}
+
+#[test]
+fn shadow_limits_count_but_never_deny() {
+    let (_dir, path) = temp_path("shadow.shm");
+    let limiter = Limiter::builder()
+        .clock(ManualClock::new(5 * SEC))
+        .limit_with(
+            "new",
+            TokenBucket::new(5, Rate::per_second(1).unwrap()),
+            |mut d| {
+                d.shadow = true;
+                d
+            },
+        )
+        .create_or_open(&path)
+        .unwrap();
+    let limit = limiter.limit("new").unwrap();
+    let decisions: Vec<_> = (0..12).map(|_| limit.try_acquire(1).unwrap()).collect();
+    assert!(decisions.iter().all(|d| d.is_allowed()));
+    assert_eq!(decisions.iter().filter(|d| d.is_shadow_denied()).count(), 7);
+    let stats = limit.stats();
+    assert_eq!(
+        (stats.allowed, stats.denied, stats.shadow_denied),
+        (12, 0, 7)
+    );
+    // Near-limit: the fifth admission leaves 0 of 5, the fourth 1 of 5 (20%, over the 10% mark).
+    assert_eq!(stats.near_limit, 1);
+    // Shadow-denied grants took nothing: refunding one gives nothing back.
+    limit.refund(&decisions[11]).unwrap();
+    assert!(limit.peek(1).unwrap().is_denied());
+}
+
+#[test]
+fn retuning_is_seen_by_other_handles_and_validated() {
+    let (_dir, path) = temp_path("live.shm");
+    let clock = ManualClock::new(100 * SEC);
+    let a = Limiter::builder()
+        .clock(clock.clone())
+        .limit("tb", TokenBucket::new(10, Rate::per_second(10).unwrap()))
+        .limit("fw", FixedWindow::new(10, Duration::from_secs(1)))
+        .limit("log", SlidingLog::new(3, Duration::from_secs(1)))
+        .create_or_open(&path)
+        .unwrap();
+    let b = Limiter::builder().clock(clock.clone()).open(&path).unwrap();
+    let (tb_a, tb_b) = (a.limit("tb").unwrap(), b.limit("tb").unwrap());
+    assert!(tb_b.try_acquire(10).unwrap().is_allowed());
+    tb_a.set_token_bucket(20, Rate::per_second(1).unwrap())
+        .unwrap();
+    // The ten tokens used stay used; the new capacity leaves ten more.
+    assert_eq!(tb_b.peek(1).unwrap().remaining(), 9);
+    assert!(tb_b.try_acquire(10).unwrap().is_allowed());
+    let d = tb_b.try_acquire(1).unwrap();
+    assert_eq!(
+        d.retry_after_ns(),
+        SEC,
+        "the new rate: one token per second"
+    );
+    assert_eq!(
+        tb_b.live_algorithm().unwrap(),
+        shmlimit::Algorithm::TokenBucket {
+            capacity: 20,
+            emission_ns: SEC
+        }
+    );
+    // The stored definition is unchanged, so openers with the original definitions still attach.
+    assert!(matches!(
+        tb_b.algorithm(),
+        shmlimit::Algorithm::TokenBucket { capacity: 10, .. }
+    ));
+    let fw = b.limit("fw").unwrap();
+    a.limit("fw").unwrap().set_limit(3).unwrap();
+    assert!(fw.try_acquire(3).unwrap().is_allowed());
+    assert!(fw.try_acquire(1).unwrap().is_denied());
+    assert!(matches!(
+        fw.try_acquire(4),
+        Err(Error::CostExceedsCapacity { capacity: 3, .. })
+    ));
+    assert!(matches!(
+        a.limit("log").unwrap().set_limit(5),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(matches!(
+        fw.set_limit(0),
+        Err(Error::InvalidParameter { .. })
+    ));
+    assert!(matches!(
+        tb_a.set_token_bucket(0, Rate::per_second(1).unwrap()),
+        Err(Error::InvalidParameter { .. })
+    ));
+    // Reset grants the whole capacity again and keeps the retuned parameters.
+    tb_a.reset().unwrap();
+    assert_eq!(tb_b.peek(1).unwrap().remaining(), 19);
+}
