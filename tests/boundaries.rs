@@ -603,3 +603,134 @@ fn sliding_window_counter_tracks_the_exact_log_under_steady_and_poisson_load() {
         );
     }
 }
+
+#[test]
+fn the_rounding_of_the_emission_interval_never_loosens_the_bucket() {
+    // Rates whose emission interval is not a whole number of nanoseconds: 3/s, 7/min, 0.7/s.
+    // Under demand at every millisecond, admissions in [0, t] follow B + #{k : ceil(k T) <= t}
+    // exactly and never exceed floor(B + r t), checked in exact integer arithmetic.
+    let cases: [(&str, shmlimit::Rate, u128, u128, u64); 3] = [
+        (
+            "3/s",
+            Rate::per_second(3).unwrap(),
+            3,
+            SEC as u128,
+            20 * SEC,
+        ),
+        (
+            "7/min",
+            Rate::new(7, MINUTE).unwrap(),
+            7,
+            60 * SEC as u128,
+            180 * SEC,
+        ),
+        (
+            "0.7/s",
+            Rate::per_second_f64(0.7).unwrap(),
+            7,
+            10 * SEC as u128,
+            30 * SEC,
+        ),
+    ];
+    for (name, rate, tokens, per_ns, span) in cases {
+        const CAP: u64 = 2;
+        let f = fixture(vec![("b", alg(TokenBucket::new(CAP, rate)))], BASE);
+        let b = f.limit("b");
+        let t_emission = rate.emission_ns();
+        assert!(
+            t_emission as u128 * tokens >= per_ns,
+            "{name}: the emission interval is rounded up"
+        );
+        let mut times = Vec::new();
+        for ms in 0..=span / MS {
+            let t = ms * MS;
+            f.clock.set(BASE + t);
+            for _ in 0..until_denied(&b, 100) {
+                times.push(t);
+            }
+            let admitted = times.len() as u64;
+            let bound = CAP + (tokens * t as u128 / per_ns) as u64;
+            assert!(
+                admitted <= bound,
+                "{name}: {admitted} by {t} ns, bound {bound}"
+            );
+            // GCRA at millisecond demand: the k-th refill is taken at the first ms >= k T.
+            let refills = (1..)
+                .take_while(|k| (k * t_emission).div_ceil(MS) * MS <= t)
+                .count();
+            assert_eq!(admitted, CAP + refills as u64, "{name} at {t} ns");
+        }
+        // Every interval between two admissions, not just those starting at 0.
+        for i in 0..times.len() {
+            for j in i..times.len() {
+                let count = (j - i + 1) as u64;
+                let bound = CAP + (tokens * (times[j] - times[i]) as u128 / per_ns) as u64;
+                assert!(
+                    count <= bound,
+                    "{name}: {count} in [{}, {}]",
+                    times[i],
+                    times[j]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_sliding_log_window_is_half_open() {
+    // At most L in every (t - W, t]: an admission at t no longer counts at t + W.
+    let t = 1_000_000 * 1024; // a multiple of the 1024 ns storage unit: stored exactly
+    let f = fixture(vec![("log", log(1, Duration::from_secs(1)))], t);
+    let l = f.limit("log");
+    assert!(l.try_acquire(1).unwrap().is_allowed());
+    f.clock.set(t + SEC - 1);
+    let d = l.try_acquire(1).unwrap();
+    assert!(d.is_denied());
+    assert_eq!(d.retry_after_ns(), 1);
+    f.clock.set(t + SEC);
+    assert!(l.try_acquire(1).unwrap().is_allowed());
+}
+
+#[test]
+fn fixed_windows_are_aligned_to_wall_clock_minutes_by_default() {
+    // The file records realtime - monotonic at creation; a default fixed window of one minute
+    // turns over when Unix time crosses a whole minute. Measure the same offset around the
+    // creation and probe 50 ms either side of the monotonic instant of a minute boundary.
+    let w = 60 * SEC;
+    let (dir, path) = common::temp_path("wall.shm");
+    let clock = ManualClock::new(BASE);
+    let unix_ns = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+    };
+    let before = unix_ns().wrapping_sub(common::now_ns());
+    let limiter = Limiter::builder()
+        .limit("fw", FixedWindow::new(3, MINUTE))
+        .clock(clock.clone())
+        .create_or_open(&path)
+        .unwrap();
+    let after = unix_ns().wrapping_sub(common::now_ns());
+    let offset = before / 2 + after / 2;
+    assert!(
+        before.abs_diff(after) < 10 * MS,
+        "the clocks were read far apart"
+    );
+    // The monotonic instant at which Unix time is a whole minute, after BASE.
+    let boundary = (BASE / w + 2) * w - offset % w;
+    assert_eq!((boundary + offset) % w, 0);
+    let fw = limiter.limit("fw").unwrap();
+    clock.set(boundary - 50 * MS);
+    assert!(fw.try_acquire(3).unwrap().is_allowed());
+    let d = fw.try_acquire(1).unwrap();
+    assert!(d.is_denied());
+    assert!(
+        d.retry_after_ns() > 30 * MS && d.retry_after_ns() < 70 * MS,
+        "the window ends at the minute: retry {} ns",
+        d.retry_after_ns()
+    );
+    clock.set(boundary + 50 * MS);
+    assert!(fw.try_acquire(3).unwrap().is_allowed(), "a new minute");
+    drop(dir);
+}
