@@ -414,7 +414,6 @@ fn a_fifo_at_the_path_is_not_a_regular_file() {
 }
 
 #[test]
-#[ignore = "library bug: a directory at the path is Error::Io (EISDIR from open O_RDWR), not NotRegularFile"]
 fn a_directory_at_the_path_is_not_a_regular_file() {
     let (_dir, path) = temp_path("dir.shm");
     fs::create_dir(&path).unwrap();
@@ -570,7 +569,6 @@ fn a_boot_id_change_resets_the_state_once() {
 }
 
 #[test]
-#[ignore = "library bug: a socket at the path is Error::Io (ENXIO from open O_RDWR), not NotRegularFile"]
 fn a_socket_at_the_path_is_not_a_regular_file() {
     let (_dir, path) = temp_path("socket.shm");
     let _listener = std::os::unix::net::UnixListener::bind(&path).unwrap();

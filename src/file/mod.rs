@@ -119,6 +119,18 @@ fn io_err(op: &'static str, path: &Path, source: io::Error) -> Error {
     if source.raw_os_error() == Some(libc::ELOOP) {
         return Error::Symlink(path.to_owned());
     }
+    // A socket (ENXIO) or a device without a driver (ENODEV) cannot be opened at all: say what
+    // the path is rather than how opening it failed.
+    if matches!(
+        source.raw_os_error(),
+        Some(libc::ENXIO | libc::ENODEV | libc::EISDIR)
+    ) {
+        if let Ok(meta) = fs::symlink_metadata(path) {
+            if !meta.file_type().is_file() {
+                return Error::NotRegularFile(path.to_owned());
+            }
+        }
+    }
     Error::Io {
         op,
         path: path.to_owned(),
