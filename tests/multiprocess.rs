@@ -23,7 +23,7 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fork_lock, fork_workers, now_ns, temp_path, MS};
+use common::{fork_lock, fork_workers, now_ns, temp_path, XorShift, MS};
 use shmlimit::{
     Algorithm, Alignment, FixedWindow, IntoAlgorithm, Limit, Limiter, Rate, SlidingLog,
     SlidingWindow, TokenBucket,
@@ -49,11 +49,12 @@ enum Attach {
     Inherited,
 }
 
-/// One decision bracketed by two clock reads.
+/// One decision bracketed by two clock reads, and its cost.
 #[derive(Debug, Clone, Copy)]
 struct Stamp {
     lo: u64,
     hi: u64,
+    cost: u64,
 }
 
 /// What one worker saw.
@@ -85,8 +86,7 @@ impl Report {
             self.denials.len() as u64,
         ];
         for s in self.admissions.iter().chain(&self.denials) {
-            w.push(s.lo);
-            w.push(s.hi);
+            w.extend([s.lo, s.hi, s.cost]);
         }
         w
     }
@@ -94,10 +94,14 @@ impl Report {
     fn decode(w: &[u64]) -> Report {
         assert!(w.len() >= 8, "short report: {} words", w.len());
         let (na, nd) = (w[6] as usize, w[7] as usize);
-        assert_eq!(w.len(), 8 + 2 * (na + nd), "report length");
+        assert_eq!(w.len(), 8 + 3 * (na + nd), "report length");
         let stamps: Vec<Stamp> = w[8..]
-            .chunks_exact(2)
-            .map(|c| Stamp { lo: c[0], hi: c[1] })
+            .chunks_exact(3)
+            .map(|c| Stamp {
+                lo: c[0],
+                hi: c[1],
+                cost: c[2],
+            })
             .collect();
         Report {
             admitted: w[0],
@@ -112,9 +116,11 @@ impl Report {
     }
 }
 
-/// Decide cost 1 as fast as possible until `deadline`, recording as described in the module docs.
-/// With `until_denied`, stop at the first denial instead (the parent's drain).
-fn hammer(limit: &Limit, deadline: u64, until_denied: bool) -> Report {
+/// Decide as fast as possible until `deadline`, recording as described in the module docs, at
+/// a cost drawn from `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first
+/// denial instead (the parent's drain).
+fn hammer(limit: &Limit, deadline: u64, until_denied: bool, max_cost: u64, seed: u64) -> Report {
+    let mut rng = XorShift::new(seed);
     let mut r = Report {
         admissions: Vec::with_capacity(STAMP_CAPACITY),
         denials: Vec::with_capacity(STAMP_CAPACITY),
@@ -123,14 +129,15 @@ fn hammer(limit: &Limit, deadline: u64, until_denied: bool) -> Report {
     let mut sampled_since_admission = false;
     let mut last_sample = 0u64;
     loop {
+        let cost = 1 + rng.next_u64() % max_cost;
         let lo = now_ns();
-        let decision = limit.try_acquire(1).expect("decision");
+        let decision = limit.try_acquire(cost).expect("decision");
         let hi = now_ns();
         if r.admitted + r.denied == 0 {
             r.first_hi = hi;
         }
         r.last_hi = hi;
-        let stamp = Stamp { lo, hi };
+        let stamp = Stamp { lo, hi, cost };
         if decision.is_allowed() {
             r.admitted += 1;
             sampled_since_admission = false;
@@ -196,6 +203,10 @@ impl Run {
     fn total(&self) -> u64 {
         self.admissions.len() as u64
     }
+    /// Units admitted (the sum of the admitted costs).
+    fn units(&self) -> u64 {
+        self.admissions.iter().map(|s| s.cost).sum()
+    }
     /// Admissions with `lo <= t`.
     fn lo_at_most(&self, t: u64) -> u64 {
         self.los.partition_point(|&x| x <= t) as u64
@@ -212,7 +223,7 @@ impl Run {
         self.denials[0]
     }
 
-    /// The most admissions certainly dated in one interval of length `len` (dates of admission
+    /// The most units certainly admitted in one interval of length `len` (dates of admission
     /// `a` lie in `[a.lo, a.hi + slack]`): for each first admission `i`, every later one (by
     /// `lo`) whose latest possible date is within `len` of `lo_i`.
     fn max_certain_in_interval(&self, len: u64, slack: u64) -> u64 {
@@ -225,12 +236,21 @@ impl Run {
                     break;
                 }
                 if s.hi + slack < a[i].lo + len {
-                    inside += 1;
+                    inside += s.cost;
                 }
             }
             best = best.max(inside);
         }
         best
+    }
+
+    /// Units certainly admitted in window `k` of length `W` (both bracket reads in it).
+    fn certain_units_in_window(&self, k: u64) -> u64 {
+        self.admissions
+            .iter()
+            .filter(|s| window_of(s.lo) == k && window_of(s.hi) == k)
+            .map(|s| s.cost)
+            .sum()
     }
 
     /// Time in `[a, b)` during which no process recorded anything for longer than `QUIET_GAP`:
@@ -244,8 +264,9 @@ impl Run {
     }
 }
 
-/// Create a fresh file with one limit `x`, drain it from the parent, fork the workers, merge.
-fn run(algorithm: Algorithm, attach: Attach) -> Run {
+/// Create a fresh file with one limit `x`, drain it from the parent (at cost 1), fork the
+/// workers (deciding at costs `1..=max_cost`), merge.
+fn run(algorithm: Algorithm, attach: Attach, max_cost: u64) -> Run {
     let _serial = fork_lock();
     let (_dir, path) = temp_path("multiprocess.shm");
     let limiter = Limiter::builder()
@@ -254,18 +275,19 @@ fn run(algorithm: Algorithm, attach: Attach) -> Run {
         .expect("create limiter file");
     let limit = limiter.limit("x").expect("limit x");
 
-    let drain = hammer(&limit, u64::MAX, true);
+    let drain = hammer(&limit, u64::MAX, true, 1, 1);
     assert_eq!(
         drain.denied, 1,
         "the parent's drain ends at its first denial"
     );
     let deadline = now_ns() + RUN_NS;
-    let reports: Vec<Report> = fork_workers(WORKERS, |_| {
+    let reports: Vec<Report> = fork_workers(WORKERS, |i| {
+        let seed = 1_000 + i as u64;
         let report = match attach {
-            Attach::Inherited => hammer(&limit, deadline, false),
+            Attach::Inherited => hammer(&limit, deadline, false, max_cost, seed),
             Attach::OpenByPath => {
                 let own = open_by_path(&path);
-                hammer(&own, deadline, false)
+                hammer(&own, deadline, false, max_cost, seed)
             }
         };
         report.encode()
@@ -346,6 +368,7 @@ fn token_bucket(attach: Attach) {
     let run = run(
         algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
         attach,
+        1,
     );
     let n = run.total();
     // Upper bound over the whole run: every admission is dated in [t0, t_last].
@@ -424,14 +447,6 @@ fn saturated_windows(run: &Run) -> std::ops::Range<u64> {
     window_of(run.first_all + W - 1)..window_of(run.last_all + 1)
 }
 
-/// Admissions certainly dated in window `k` (both bracket reads in it).
-fn certain_in_window(run: &Run, k: u64) -> u64 {
-    run.admissions
-        .iter()
-        .filter(|s| window_of(s.lo) == k && window_of(s.hi) == k)
-        .count() as u64
-}
-
 /// Sampled denials certainly dated in window `k`.
 fn denials_in_window(run: &Run, k: u64) -> impl Iterator<Item = &Stamp> {
     run.denials
@@ -443,11 +458,12 @@ fn fixed_window(attach: Attach) {
     let run = run(
         algorithm(FixedWindow::new(L, Duration::from_nanos(W)).aligned(Alignment::Monotonic)),
         attach,
+        1,
     );
     let n = run.total();
     let touched = window_of(run.t_last) - window_of(run.t0) + 1;
     for k in window_of(run.t0)..=window_of(run.t_last) {
-        let certain = certain_in_window(&run, k);
+        let certain = run.certain_units_in_window(k);
         assert!(certain <= L, "window {k}: {certain} admissions");
     }
     // A denial dated in window k means its count was L: the admissions possibly dated in k and
@@ -506,6 +522,7 @@ fn sliding_log(attach: Attach) {
     let run = run(
         algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
         attach,
+        1,
     );
     let n = run.total();
     // Exact: at most L admissions in any interval of length W (stored dates are rounded up to
@@ -569,11 +586,12 @@ fn sliding_window(attach: Attach) {
             alignment: Alignment::Monotonic,
         }),
         attach,
+        1,
     );
     let n = run.total();
     let touched = window_of(run.t_last) - window_of(run.t0) + 1;
     for k in window_of(run.t0)..=window_of(run.t_last) {
-        let certain = certain_in_window(&run, k);
+        let certain = run.certain_units_in_window(k);
         assert!(certain <= L, "window {k}: {certain} admissions");
     }
     // The documented worst case of the counter: 2 L - 1 in some interval of length W.
@@ -641,4 +659,120 @@ fn sliding_window_counter_stays_within_its_bound_across_processes_opening_by_pat
 #[test]
 fn sliding_window_counter_stays_within_its_bound_across_processes_inheriting_the_handle() {
     sliding_window(Attach::Inherited);
+}
+
+// Costs of 1 to 4 per decision: a cost-n admission of the sliding log claims n entries one by
+// one and gives back the ones it got when another process fills the log first, the path most
+// likely to over-admit under contention. Only bounds are checked here: the admitted units.
+
+const MAX_COST: u64 = 4;
+
+#[test]
+fn token_bucket_with_costs_never_over_admits() {
+    let run = run(
+        algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
+        Attach::Inherited,
+        MAX_COST,
+    );
+    let units = run.units();
+    let bound = B + (run.t_last - run.t0) / EMISSION;
+    let a = &run.admissions;
+    for i in 0..a.len() {
+        let (mut latest, mut sum) = (0, 0);
+        for s in &a[i..] {
+            latest = latest.max(s.hi);
+            sum += s.cost;
+            assert!(
+                sum <= B + (latest - a[i].lo) / EMISSION,
+                "{sum} units dated within {} ns",
+                latest - a[i].lo
+            );
+        }
+    }
+    // A denial of cost n at r means tat > r + tau - n T: as for cost 1, less n - 1 units.
+    let tolerance = B * EMISSION - MAX_COST * EMISSION;
+    let p = run.parent_denial();
+    // Units admitted by the admissions before index i (admissions are sorted by `lo`).
+    let prefix: Vec<u64> = std::iter::once(0)
+        .chain(a.iter().scan(0, |sum, s| {
+            *sum += s.cost;
+            Some(*sum)
+        }))
+        .collect();
+    let mut full = 0;
+    for pair in run.denials.windows(2) {
+        let (before, d) = (pair[0], pair[1]);
+        full += d.hi.saturating_sub(before.lo + tolerance);
+        let behind = prefix[a.partition_point(|s| s.lo <= d.hi)];
+        let due = (run.parent_admitted + d.lo.saturating_sub(p.hi + full) / EMISSION + 1)
+            .saturating_sub(d.cost);
+        assert!(
+            behind >= due,
+            "cost-{} denial at {} ns: {behind} units behind it, {due} due",
+            d.cost,
+            d.lo - run.t0
+        );
+    }
+    println!(
+        "token bucket, costs 1..=4: {units} units in {} admissions, bound {bound}",
+        run.total()
+    );
+    assert!(
+        units <= bound,
+        "{units} units exceed floor(B + r T) = {bound}"
+    );
+}
+
+#[test]
+fn sliding_log_with_costs_never_over_admits() {
+    let run = run(
+        algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
+        Attach::Inherited,
+        MAX_COST,
+    );
+    let worst = run.max_certain_in_interval(W, LOG_UNIT);
+    let units = run.units();
+    let bound = L * ((run.t_last + LOG_UNIT - run.t0) / W + 1);
+    println!(
+        "sliding log, costs 1..=4: {units} units in {} admissions, bound {bound}, most in one \
+         window {worst}",
+        run.total()
+    );
+    assert!(worst <= L, "{worst} units within one window");
+    assert!(units <= bound, "{units} units, bound {bound}");
+    // Not starved either: the run spans several windows, each of which admits units again.
+    assert!(units > 2 * L, "{units} units");
+}
+
+#[test]
+fn fixed_window_and_counter_with_costs_never_over_admit() {
+    let fixed = run(
+        algorithm(FixedWindow::new(L, Duration::from_nanos(W)).aligned(Alignment::Monotonic)),
+        Attach::Inherited,
+        MAX_COST,
+    );
+    for k in window_of(fixed.t0)..=window_of(fixed.t_last) {
+        let certain = fixed.certain_units_in_window(k);
+        assert!(certain <= L, "fixed window {k}: {certain} units");
+    }
+    let counter = run(
+        algorithm(SlidingWindow {
+            limit: L,
+            window: Duration::from_nanos(W),
+            alignment: Alignment::Monotonic,
+        }),
+        Attach::Inherited,
+        MAX_COST,
+    );
+    for k in window_of(counter.t0)..=window_of(counter.t_last) {
+        let certain = counter.certain_units_in_window(k);
+        assert!(certain <= L, "counter window {k}: {certain} units");
+    }
+    let worst = counter.max_certain_in_interval(W, 0);
+    println!(
+        "costs 1..=4: fixed window {} units, counter {} units (most in one window {worst})",
+        fixed.units(),
+        counter.units()
+    );
+    assert!(worst < 2 * L, "counter: {worst} units within one window");
 }
