@@ -130,6 +130,9 @@ impl Failure {
                 "run as the file's owner, or fix the permissions of the file and its directory"
                     .to_owned()
             }
+            E::Io { source, .. } if source.raw_os_error() == Some(libc::EISDIR) => {
+                "pass the path of a limiter file, not a directory".to_owned()
+            }
             E::Io { .. } => "check the path and the directory it is in".to_owned(),
             E::Symlink(_) => "pass the real path of the limiter file, not a link".to_owned(),
             E::NotRegularFile(_) => "pass the path of a limiter file".to_owned(),

@@ -46,6 +46,9 @@ pub struct Definition {
     pub algorithm: Algorithm,
 }
 
+/// The source label of limits given as `create` flags: fields are then named as flags.
+pub const COMMAND_LINE: &str = "command line";
+
 /// Read and validate a config file.
 pub fn load(path: &Path) -> Result<Vec<Definition>, Failure> {
     let label = path.display().to_string();
@@ -69,9 +72,10 @@ pub fn parse(label: &str, text: &str) -> Result<Vec<Definition>, Failure> {
                 format!(":{line}:{column}")
             })
             .unwrap_or_default();
+        let message: Vec<&str> = e.message().lines().map(str::trim).collect();
         Failure::config(format!(
             "{label}{at}: not valid TOML: {}",
-            e.message().trim()
+            message.join(": ")
         ))
     })?;
     for key in table.keys() {
@@ -179,9 +183,14 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
         }
     }
     let required = |field: &str, example: &str| {
-        limit
-            .get(field)
-            .ok_or_else(|| err(field, &format!("missing (for example {field} = {example})")))
+        limit.get(field).ok_or_else(|| {
+            let example = if label == COMMAND_LINE {
+                format!("--{field} {}", example.trim_matches('"'))
+            } else {
+                format!("{field} = {example}")
+            };
+            err(field, &format!("missing (for example {example})"))
+        })
     };
 
     let algorithm: Result<Algorithm, shmlimit::Error> = match algorithm {
@@ -237,6 +246,11 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
 }
 
 fn field_err(label: &str, limit: &str, field: &str, problem: &str) -> Failure {
+    let field = if label == COMMAND_LINE {
+        format!("--{field}")
+    } else {
+        field.to_owned()
+    };
     Failure::config(format!("{label}: {limit}: {field}: {problem}"))
 }
 

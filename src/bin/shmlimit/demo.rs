@@ -44,8 +44,7 @@ const LOG_TIME_UNIT_NS: u64 = 1024;
 
 #[derive(Args)]
 #[command(
-    about = "Fork worker processes that hammer one shared token bucket and one exact sliding log, \
-             then check the totals against the guaranteed bounds",
+    about = "Fork workers that hammer one shared token bucket and sliding log; check the bounds",
     after_help = concat!(
         "Examples:\n",
         "  shmlimit demo\n",

@@ -97,7 +97,8 @@ pub struct CheckArgs {
         "Example:\n",
         "  shmlimit inspect /dev/shm/app.shm\n",
         "  shmlimit inspect /dev/shm/app.shm --json | jq '.limits[] | {name, remaining}'\n\n",
-        "Live state is what a decision of cost 1 would see now (a peek: nothing is consumed).\n",
+        "Live state comes from a peek of cost 1 (nothing is consumed): remaining is how many units\n",
+        "a request could take now, retry after how long until one unit would be admitted.\n",
         "Allowed and denied count decisions, summed over every process since the file was created.\n\n",
         exit_codes!()
     )
@@ -153,6 +154,12 @@ pub struct LimitState {
     pub stats: Stats,
     /// A peek of cost 1, or why it failed (a damaged state word).
     pub peek: Result<Decision, String>,
+}
+
+/// Units a request could take now, from a cost-1 peek: the peek's `remaining` is what would
+/// be left after admitting that one unit.
+pub fn available(peek: &Decision) -> u64 {
+    peek.remaining() + u64::from(peek.is_allowed())
 }
 
 /// Every limit's state, read now.
@@ -230,7 +237,7 @@ fn inline_def(args: &CreateArgs) -> Result<Vec<Definition>, Failure> {
     put("limit", args.limit.map(Value::Integer));
     put("window", args.window.clone().map(Value::String));
     put("alignment", args.alignment.clone().map(Value::String));
-    let def = config::limit_def("command line", 0, &table)?;
+    let def = config::limit_def(config::COMMAND_LINE, 0, &table)?;
     Ok(vec![def])
 }
 
@@ -309,6 +316,7 @@ pub struct LimitJson {
     /// Whether a decision of cost 1 would be admitted now.
     #[serde(skip_serializing_if = "Option::is_none")]
     admits_now: Option<bool>,
+    /// Units a request could take now.
     #[serde(skip_serializing_if = "Option::is_none")]
     remaining: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -325,7 +333,7 @@ impl LimitJson {
         LimitJson {
             definition: DefinitionJson::of(&state.name, &state.algorithm),
             admits_now: peek.map(|d| d.is_allowed()),
-            remaining: peek.map(|d| d.remaining()),
+            remaining: peek.map(available),
             retry_after_ns: peek.map(|d| d.retry_after_ns()),
             state_error: state.peek.as_ref().err().cloned(),
             allowed: state.stats.allowed,
@@ -350,7 +358,7 @@ pub fn state_table(states: &[LimitState]) -> String {
     for s in states {
         let (remaining, retry) = match &s.peek {
             Ok(d) => (
-                d.remaining().to_string(),
+                available(d).to_string(),
                 render::duration(d.retry_after_ns()),
             ),
             Err(_) => ("damaged".to_owned(), "-".to_owned()),
@@ -410,7 +418,9 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         )
     );
     println!();
-    println!("state (a cost-1 peek now; counts are decisions summed over every process)");
+    println!(
+        "state (remaining: units a request could take now; counts: decisions by every process)"
+    );
     print!("{}", state_table(&states));
     for s in &states {
         if let Err(e) = &s.peek {
@@ -486,12 +496,12 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
     family(
         "shmlimit_remaining",
         "gauge",
-        "Units a limit could admit right now (a cost-1 peek; nothing consumed).",
+        "Units a limit could admit right now (from a cost-1 peek; nothing consumed).",
         each(&|s| {
             s.peek
                 .as_ref()
                 .ok()
-                .map(|d| (base(s), d.remaining().to_string()))
+                .map(|d| (base(s), available(d).to_string()))
         }),
     );
     family(

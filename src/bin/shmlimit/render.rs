@@ -111,16 +111,18 @@ pub fn duration(ns: u64) -> String {
     format!("{}.{}{unit}", ns / size, fraction.trim_end_matches('0'))
 }
 
-/// A token-bucket rate from its emission interval: `1000/s`, `100/min`, or `~3.000/s` when no
-/// period holds a whole number of tokens.
+/// A token-bucket rate from its emission interval, as a config would write it: `1000/s`,
+/// `300/s` (stored as one token every 3.333334 ms, rounded up), `100/min`; `~0.123/s` when no
+/// whole number of tokens per second, minute or hour gives this interval.
 pub fn rate(emission_ns: u64) -> String {
     for (unit, size) in [
         ("s", 1_000_000_000u64),
         ("min", 60_000_000_000),
         ("h", 3_600_000_000_000),
     ] {
-        if size % emission_ns == 0 {
-            return format!("{}/{unit}", size / emission_ns);
+        let tokens = (size as f64 / emission_ns as f64).round() as u64;
+        if tokens > 0 && size.div_ceil(tokens) == emission_ns {
+            return format!("{tokens}/{unit}");
         }
     }
     let per_second = 1e9 / emission_ns as f64;
@@ -278,6 +280,9 @@ mod tests {
         assert_eq!(duration(333_333_334), "333.333334ms");
         assert_eq!(rate(1_000_000), "1000/s");
         assert_eq!(rate(600_000_000), "100/min");
-        assert_eq!(rate(333_333_334), "~3.000/s");
+        assert_eq!(rate(333_333_334), "3/s");
+        assert_eq!(rate(3_333_334), "300/s");
+        assert_eq!(rate(2_000_000_000), "30/min");
+        assert_eq!(rate(333_333_333), "~3.000/s");
     }
 }

@@ -1,0 +1,934 @@
+//! The `shmlimit` binary, run as a separate process on real files in temporary directories.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+use shmlimit::{Limiter, Rate, SlidingLog, TokenBucket};
+
+const BIN: &str = env!("CARGO_BIN_EXE_shmlimit");
+
+fn shmlimit(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shmlimit")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("utf-8 stdout")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8(out.stderr.clone()).expect("utf-8 stderr")
+}
+
+/// Run and require exit code `code`; returns stdout.
+fn expect_code(args: &[&str], code: i32) -> String {
+    let out = shmlimit(args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "shmlimit {args:?}\nstdout:\n{}\nstderr:\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    stdout(&out)
+}
+
+fn ok(args: &[&str]) -> String {
+    expect_code(args, 0)
+}
+
+fn json(args: &[&str]) -> Value {
+    let text = ok(args);
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}):\n{text}"))
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+fn number(cell: &str) -> u64 {
+    cell.replace(',', "")
+        .parse()
+        .unwrap_or_else(|_| panic!("not a number: {cell:?}"))
+}
+
+/// The cells of the first table row whose first cell is `first`.
+fn row<'a>(text: &'a str, first: &str) -> Vec<&'a str> {
+    text.lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|cells| cells.first() == Some(&first))
+        .unwrap_or_else(|| panic!("no row {first:?} in:\n{text}"))
+}
+
+/// The cells of the first row starting with `first` after the line starting with `header`.
+fn row_after<'a>(text: &'a str, header: &str, first: &str) -> Vec<&'a str> {
+    let at = text
+        .find(header)
+        .unwrap_or_else(|| panic!("no {header:?} in:\n{text}"));
+    row(&text[at..], first)
+}
+
+const CONFIG: &str = r#"
+[[limit]]
+name = "api"
+algorithm = "token_bucket"
+rate = "1/h"
+burst = 5
+
+[[limit]]
+name = "search"
+algorithm = "sliding_log"
+limit = 3
+window = "10min"
+
+[[limit]]
+name = "signups"
+algorithm = "fixed_window"
+limit = 20
+window = "1min"
+alignment = "monotonic"
+
+[[limit]]
+name = "exports"
+algorithm = "sliding_window"
+limit = 1000
+window = "1h"
+"#;
+
+fn config_in(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+#[test]
+fn demo_small_stays_within_bounds_and_reaches_them() {
+    let out = ok(&[
+        "demo",
+        "--workers",
+        "3",
+        "--seconds",
+        "1",
+        "--rate",
+        "500/s",
+        "--burst",
+        "20",
+        "--log-limit",
+        "100",
+        "--log-window",
+        "250ms",
+    ]);
+    assert!(out.contains("within bound: yes"), "{out}");
+    assert!(
+        out.contains("decision counters match the workers' counts: yes"),
+        "{out}"
+    );
+    // One row per worker, and the total row is their sum.
+    let workers: Vec<Vec<u64>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|c| {
+            c.len() >= 4
+                && c[0].parse::<u32>().is_ok()
+                && c[1].contains(|ch: char| ch.is_ascii_digit())
+        })
+        .map(|c| c[..4].iter().map(|x| number(x)).collect())
+        .collect();
+    assert_eq!(workers.len(), 3, "{out}");
+    let total = row(&out, "total");
+    for (column, name) in [(1, "decisions"), (2, "bucket"), (3, "log")] {
+        let sum: u64 = workers.iter().map(|w| w[column]).sum();
+        assert_eq!(number(total[column]), sum, "{name} total\n{out}");
+    }
+    // The bounds table: admitted <= bound, and at least what each algorithm grants at once
+    // (a full bucket, a full log) under demand that never stops.
+    let bucket = row_after(&out, "utilisation", "bucket");
+    let (admitted, bound) = (number(bucket[1]), number(bucket[2]));
+    assert!(admitted <= bound && admitted >= 20, "{out}");
+    assert_eq!(bucket[3], "yes");
+    let log = row_after(&out, "utilisation", "log");
+    let (admitted, bound) = (number(log[1]), number(log[2]));
+    assert!(admitted <= bound && admitted >= 100, "{out}");
+    assert_eq!(log[3], "yes");
+    // The temporary file and directory are gone.
+    let file = row(&out, "file")[1];
+    assert!(!Path::new(file).exists(), "{file} was left behind");
+    assert!(!Path::new(file).parent().unwrap().exists());
+}
+
+#[test]
+fn demo_file_kept_with_path_holds_the_demo_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("demo.shm");
+    let out = ok(&[
+        "demo",
+        "--workers",
+        "2",
+        "--seconds",
+        "0.3",
+        "--path",
+        s(&path),
+    ]);
+    let inspected = json(&["inspect", s(&path), "--json"]);
+    let limits = inspected["limits"].as_array().unwrap();
+    assert_eq!(limits[0]["name"], "bucket");
+    assert_eq!(limits[1]["name"], "log");
+    assert_eq!(
+        limits[0]["allowed"].as_u64().unwrap(),
+        number(row_after(&out, "utilisation", "bucket")[1])
+    );
+    assert_eq!(
+        limits[1]["allowed"].as_u64().unwrap(),
+        number(row_after(&out, "utilisation", "log")[1])
+    );
+    let decisions = limits
+        .iter()
+        .map(|l| l["allowed"].as_u64().unwrap() + l["denied"].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(decisions, number(row(&out, "total")[1]));
+    // The demo refuses to reuse a file: its counts would not start from zero.
+    let again = shmlimit(&["demo", "--seconds", "0.1", "--path", s(&path)]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("exists"), "{}", stderr(&again));
+}
+
+#[test]
+fn demo_rejects_bad_flags_with_exit_1() {
+    for (args, message) in [
+        (&["demo", "--rate", "0/s"][..], "--rate: must be positive"),
+        (&["demo", "--burst", "0"][..], "--rate/--burst"),
+        (
+            &["demo", "--log-window", "10"][..],
+            "--log-window: \"10\" has no unit",
+        ),
+        (
+            &["demo", "--seconds=0"][..],
+            "--seconds: must be more than 0",
+        ),
+        (&["demo", "--workers", "0"][..], "--workers"),
+    ] {
+        let out = shmlimit(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn create_from_config_then_inspect_shows_the_definitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), "limits.toml", CONFIG);
+    let path = dir.path().join("app.shm");
+    let created = ok(&["create", s(&path), "--config", s(&config)]);
+    assert!(
+        created.contains("created (mode 0600) with 4 limits"),
+        "{created}"
+    );
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+
+    let out = ok(&["inspect", s(&path)]);
+    for (name, algorithm, parameters) in [
+        ("api", "token_bucket", "1/h, burst 5"),
+        ("search", "sliding_log", "3 in any 10min (exact)"),
+        (
+            "signups",
+            "fixed_window",
+            "20 per 1min window (monotonic aligned)",
+        ),
+        ("exports", "sliding_window", "about 1000 in any 1h"),
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("{name} missing:\n{out}"));
+        assert!(
+            line.contains(algorithm) && line.contains(parameters),
+            "{line}"
+        );
+    }
+    assert!(
+        out.contains(&format!("file    {}", path.display())),
+        "{out}"
+    );
+
+    // The same facts as JSON, with the stored parameters.
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(j["path"], s(&path));
+    assert_eq!(j["mode"], "0600");
+    let limits = j["limits"].as_array().unwrap();
+    assert_eq!(limits.len(), 4);
+    assert_eq!(limits[0]["burst"], 5);
+    assert_eq!(limits[0]["emission_ns"], 3_600_000_000_000u64);
+    assert_eq!(limits[0]["rate"], "1/h");
+    assert_eq!(limits[1]["limit"], 3);
+    assert_eq!(limits[1]["window_ns"], 600_000_000_000u64);
+    assert_eq!(limits[2]["alignment"], "monotonic");
+    assert_eq!(limits[3]["alignment"], "wall_clock");
+    for l in limits {
+        assert_eq!(l["allowed"], 0);
+        assert_eq!(l["denied"], 0);
+    }
+
+    // The library attaches by path alone and sees the same definitions.
+    let limiter = Limiter::open(&path).unwrap();
+    let names: Vec<&str> = limiter
+        .definitions()
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, ["api", "search", "signups", "exports"]);
+
+    // Creating again with the same config attaches; with another, it is a file error.
+    let again = ok(&["create", s(&path), "--config", s(&config)]);
+    assert!(again.contains("exists with these definitions"), "{again}");
+    let conflict = shmlimit(&[
+        "create",
+        s(&path),
+        "--name",
+        "api",
+        "--algorithm",
+        "token_bucket",
+        "--rate",
+        "2/h",
+        "--burst",
+        "5",
+    ]);
+    assert_eq!(conflict.status.code(), Some(2));
+    let message = stderr(&conflict);
+    assert!(
+        message.contains(s(&path)) && message.contains("conflicting"),
+        "{message}"
+    );
+    assert_eq!(message.trim_end().lines().count(), 1, "{message}");
+}
+
+#[test]
+fn a_fresh_file_shows_every_limit_full() {
+    // Windows longer than any host's uptime: a fresh state must not read as admissions made
+    // at boot (CLOCK_MONOTONIC zero).
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(
+        dir.path(),
+        "long.toml",
+        r#"
+[[limit]]
+name = "yearly-log"
+algorithm = "sliding_log"
+limit = 4
+window = "365d"
+
+[[limit]]
+name = "yearly-window"
+algorithm = "fixed_window"
+limit = 4
+window = "365d"
+
+[[limit]]
+name = "yearly-weighted"
+algorithm = "sliding_window"
+limit = 4
+window = "365d"
+
+[[limit]]
+name = "bucket"
+algorithm = "token_bucket"
+rate = "1/d"
+burst = 4
+"#,
+    );
+    let path = dir.path().join("fresh.shm");
+    ok(&["create", s(&path), "--config", s(&config)]);
+    let j = json(&["inspect", s(&path), "--json"]);
+    let not_full: Vec<&Value> = j["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["remaining"] != 4 || l["admits_now"] != true || l["retry_after_ns"] != 0)
+        .collect();
+    assert!(
+        not_full.is_empty(),
+        "fresh limits that are not full: {not_full:#?}"
+    );
+}
+
+#[test]
+fn create_from_inline_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.shm");
+    let j = json(&[
+        "create",
+        s(&path),
+        "--name",
+        "search",
+        "--algorithm",
+        "sliding_log",
+        "--limit",
+        "100",
+        "--window",
+        "60s",
+        "--mode",
+        "640",
+        "--json",
+    ]);
+    assert_eq!(j["created"], true);
+    assert_eq!(j["limits"][0]["name"], "search");
+    assert_eq!(j["limits"][0]["window_ns"], 60_000_000_000u64);
+    let meta = std::fs::metadata(&path).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o640
+    );
+    // A bad inline field names the flag, exit 1, and creates nothing.
+    let bad = dir.path().join("bad.shm");
+    let out = shmlimit(&[
+        "create",
+        s(&bad),
+        "--name",
+        "api",
+        "--algorithm",
+        "token_bucket",
+        "--rate",
+        "0/s",
+        "--burst",
+        "5",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("command line: limit \"api\": --rate: must be positive"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!bad.exists());
+    // Neither a config nor a limit: a usage error.
+    let out = shmlimit(&["create", s(&bad)]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn inspect_shows_what_a_worker_process_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), "limits.toml", CONFIG);
+    let path = dir.path().join("app.shm");
+    ok(&["create", s(&path), "--config", s(&config)]);
+
+    // This test process is the worker: it attaches by path and decides through the library.
+    let limiter = Limiter::open(&path).unwrap();
+    let api = limiter.limit("api").unwrap();
+    let search = limiter.limit("search").unwrap();
+    let signups = limiter.limit("signups").unwrap();
+    let allowed = |l: &shmlimit::Limit, n: usize| {
+        (0..n)
+            .filter(|_| l.try_acquire(1).unwrap().is_allowed())
+            .count()
+    };
+    // Burst 5 at one token an hour: 5 of 7 pass. A log of 3 per 10 minutes: 3 of 4 pass.
+    assert_eq!(allowed(&api, 7), 5);
+    assert_eq!(allowed(&search, 4), 3);
+    assert_eq!(allowed(&signups, 2), 2);
+
+    let out = ok(&["inspect", s(&path)]);
+    let state = |name: &str| row_after(&out, "state (", name);
+    let api_row = state("api");
+    assert_eq!(api_row[1], "0", "remaining\n{out}");
+    assert_ne!(api_row[2], "0", "retry after\n{out}");
+    assert_eq!((api_row[3], api_row[4]), ("5", "2"), "{out}");
+    assert_eq!(api_row[5], "28.6%");
+    let search_row = state("search");
+    assert_eq!(
+        (search_row[1], search_row[3], search_row[4]),
+        ("0", "3", "1")
+    );
+    let signups_row = state("signups");
+    assert_eq!((signups_row[3], signups_row[4]), ("2", "0"));
+    let exports_row = state("exports");
+    assert_eq!(
+        (exports_row[1], exports_row[3], exports_row[4]),
+        ("1000", "0", "0")
+    );
+
+    // The JSON carries the same numbers as the table.
+    let j = json(&["inspect", s(&path), "--json"]);
+    let by_name: HashMap<&str, &Value> = j["limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l["name"].as_str().unwrap(), l))
+        .collect();
+    for name in ["api", "search", "signups", "exports"] {
+        let (human, l) = (state(name), by_name[name]);
+        assert_eq!(l["allowed"].as_u64().unwrap(), number(human[3]), "{name}");
+        assert_eq!(l["denied"].as_u64().unwrap(), number(human[4]), "{name}");
+        if name != "signups" {
+            // (a fixed window's remaining may change at its boundary between the two runs)
+            assert_eq!(l["remaining"].as_u64().unwrap(), number(human[1]), "{name}");
+        }
+    }
+    assert_eq!(by_name["api"]["admits_now"], false);
+    let retry = by_name["api"]["retry_after_ns"].as_u64().unwrap();
+    // The next token is at most one emission interval (1 h) away.
+    assert!(retry > 0 && retry <= 3_600_000_000_000, "{retry}");
+
+    // `stats` agrees with `inspect`, in its table and its JSON.
+    let table = ok(&["stats", s(&path)]);
+    let j = json(&["stats", s(&path), "--json"]);
+    for (i, name) in ["api", "search", "signups", "exports"].iter().enumerate() {
+        let human = row(&table, name);
+        let l = &j["limits"][i];
+        assert_eq!(l["name"], *name);
+        assert_eq!(l["allowed"], by_name[name]["allowed"]);
+        assert_eq!(l["denied"], by_name[name]["denied"]);
+        assert_eq!(l["allowed"].as_u64().unwrap(), number(human[3]));
+        assert_eq!(l["denied"].as_u64().unwrap(), number(human[4]));
+    }
+}
+
+/// Fork a worker that attaches to `path` by path alone and makes `tries` decisions on `limit`;
+/// its exit code is how many were admitted.
+fn fork_worker(path: &Path, limit: &str, tries: u32) -> libc::pid_t {
+    // SAFETY: the child only attaches through the library (file system calls, mmap and
+    // allocations, which glibc keeps usable in a forked child) and leaves through `_exit`,
+    // never returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let admitted = Limiter::open(path)
+            .ok()
+            .and_then(|l| l.limit(limit).ok())
+            .map(|l| {
+                (0..tries)
+                    .filter(|_| l.try_acquire(1).is_ok_and(|d| d.is_allowed()))
+                    .count() as i32
+            });
+        // SAFETY: `_exit` has no preconditions; it ends the child without running the
+        // harness's exit handlers.
+        unsafe { libc::_exit(admitted.unwrap_or(255)) }
+    }
+    pid
+}
+
+fn reap(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: `pid` is a child of this process that has not been reaped; `status` is a valid
+    // place for the kernel to write.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid);
+    assert!(libc::WIFEXITED(status), "worker {pid} was killed: {status}");
+    libc::WEXITSTATUS(status)
+}
+
+#[test]
+fn inspect_counts_the_decisions_of_several_worker_processes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.shm");
+    ok(&[
+        "create",
+        s(&path),
+        "--name",
+        "log",
+        "--algorithm",
+        "sliding_log",
+        "--limit",
+        "50",
+        "--window",
+        "10min",
+    ]);
+    // Three processes, 30 decisions each, on a log of 50 per 10 minutes: exactly 50 pass.
+    let workers: Vec<libc::pid_t> = (0..3).map(|_| fork_worker(&path, "log", 30)).collect();
+    let admitted: i32 = workers.into_iter().map(reap).sum();
+    assert_eq!(admitted, 50);
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(j["limits"][0]["allowed"], 50);
+    assert_eq!(j["limits"][0]["denied"], 40);
+    assert_eq!(j["limits"][0]["remaining"], 0);
+    assert_eq!(j["limits"][0]["admits_now"], false);
+    let out = ok(&["inspect", s(&path)]);
+    let log = row_after(&out, "state (", "log");
+    assert_eq!((log[1], log[3], log[4], log[5]), ("0", "50", "40", "44.4%"));
+}
+
+#[test]
+fn bad_config_fields_each_give_their_message_and_exit_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let bucket =
+        |extra: &str| format!("[[limit]]\nname = \"api\"\nalgorithm = \"token_bucket\"\n{extra}\n");
+    let window = |algorithm: &str, extra: &str| {
+        format!("[[limit]]\nname = \"w\"\nalgorithm = \"{algorithm}\"\n{extra}\n")
+    };
+    let cases: Vec<(String, &str)> = vec![
+        (bucket("rate = \"0/s\"\nburst = 20"), "limit \"api\": rate: must be positive"),
+        (bucket("rate = \"-5/s\"\nburst = 20"), "limit \"api\": rate: must be positive"),
+        (bucket("rate = \"fast\"\nburst = 20"), "limit \"api\": rate: \"fast\" is not a rate"),
+        (bucket("rate = \"1/fortnight\"\nburst = 20"), "limit \"api\": rate: unknown unit \"fortnight\""),
+        (bucket("rate = \"2000000000/s\"\nburst = 20"), "limit \"api\": rate: \"2000000000/s\" is faster than one token per nanosecond"),
+        (bucket("rate = true\nburst = 20"), "limit \"api\": rate: must be a string like \"100/s\", not a boolean"),
+        (bucket("rate = \"10/s\""), "limit \"api\": burst: missing"),
+        (bucket("burst = 20"), "limit \"api\": rate: missing"),
+        (bucket("rate = \"10/s\"\nburst = 0"), "limit \"api\": burst: must be at least 1"),
+        (bucket("rate = \"10/s\"\nburst = 1.5"), "limit \"api\": burst: must be a whole number"),
+        (bucket("rate = \"10/s\"\nburst = 2199023255553"), "limit \"api\": burst: 2199023255553 is above the maximum 2^40"),
+        (bucket("rate = \"1/d\"\nburst = 1000000000"), "limit \"api\": capacity x emission interval exceeds 2^62 ns"),
+        (bucket("rate = \"10/s\"\nburst = 5\nwindow = \"1s\""), "limit \"api\": window: not a field of token_bucket (it takes rate, burst)"),
+        (bucket("rate = \"10/s\"\nburst = 5\nkeyed = 100"), "limit \"api\": keyed: not a field of token_bucket"),
+        (window("sliding_log", "limit = 10"), "limit \"w\": window: missing"),
+        (window("sliding_log", "limit = 10\nwindow = 60"), "limit \"w\": window: 60 has no unit"),
+        (window("sliding_log", "limit = 10\nwindow = \"500us\""), "limit \"w\": window: \"500us\" is below the minimum of 1ms"),
+        (window("sliding_log", "limit = 10\nwindow = \"0s\""), "limit \"w\": window: must be positive"),
+        (window("sliding_log", "limit = 10\nwindow = \"3 weeks\""), "limit \"w\": window: unknown unit \"weeks\""),
+        (window("sliding_log", "limit = -1\nwindow = \"1s\""), "limit \"w\": limit: must be at least 1"),
+        (window("sliding_log", "limit = 20000000\nwindow = \"1s\""), "limit \"w\": limit: 20000000 is above the maximum 2^24"),
+        (window("sliding_log", "limit = 10\nwindow = \"1s\"\nalignment = \"monotonic\""), "limit \"w\": alignment: not a field of sliding_log"),
+        (window("sliding_window", "limit = 2000000\nwindow = \"1s\""), "limit \"w\": limit: 2000000 is above the maximum 2^20-1"),
+        (window("fixed_window", "limit = 10\nwindow = \"1s\"\nalignment = \"utc\""), "limit \"w\": alignment: \"utc\": use \"wall_clock\" or \"monotonic\""),
+        (window("leaky_bucket", "limit = 10"), "limit \"w\": algorithm: unknown \"leaky_bucket\" (one of token_bucket, fixed_window, sliding_window, sliding_log)"),
+        ("[[limit]]\nname = \"w\"\nlimit = 5\n".into(), "limit \"w\": algorithm: missing"),
+        ("[[limit]]\nalgorithm = \"sliding_log\"\n".into(), "limit #1: name: missing"),
+        ("[[limit]]\nname = 7\n".into(), "limit #1: name: must be a string, not an integer"),
+        ("[[limit]]\nname = \"has space\"\nalgorithm = \"sliding_log\"\n".into(), "limit \"has space\": name: ' ' is not allowed"),
+        (format!("[[limit]]\nname = \"{}\"\n", "x".repeat(64)), "name: must be 1 to 63 bytes, got 64"),
+        (
+            format!("{}{}", window("sliding_log", "limit = 1\nwindow = \"1s\""), window("fixed_window", "limit = 1\nwindow = \"1s\"")),
+            "limit \"w\": name: defined twice (limits #1 and #2)",
+        ),
+        ("[[limits]]\nname = \"a\"\n".into(), "unknown key \"limits\""),
+        ("# nothing here\n".into(), "no [[limit]] tables"),
+        ("limit = 5\n".into(), "\"limit\" must be an array of tables"),
+        ("[[limit]]\nname = \"a\"\nrate = \n".into(), ":3:8: not valid TOML"),
+    ];
+    let target = dir.path().join("never.shm");
+    for (i, (text, message)) in cases.iter().enumerate() {
+        let config = config_in(dir.path(), &format!("case{i}.toml"), text);
+        for command in ["check", "create"] {
+            let out = if command == "check" {
+                shmlimit(&["check", s(&config)])
+            } else {
+                shmlimit(&["create", s(&target), "--config", s(&config)])
+            };
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{command} case {i}: {text}\n{err}"
+            );
+            let expected = format!("shmlimit: {}", config.display());
+            assert!(err.starts_with(&expected), "{command} case {i}: {err}");
+            assert!(
+                err.contains(message),
+                "{command} case {i}: want {message:?}, got {err}"
+            );
+            assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+            assert!(out.stdout.is_empty());
+        }
+        assert!(!target.exists(), "case {i} created the file");
+    }
+}
+
+#[test]
+fn check_accepts_the_example_config() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/limits.toml");
+    let out = ok(&["check", s(&example)]);
+    assert!(out.contains("4 limits OK"), "{out}");
+    let j = json(&["check", s(&example), "--json"]);
+    let limits = j["limits"].as_array().unwrap();
+    assert_eq!(limits.len(), 4);
+    assert_eq!(limits[0]["name"], "downstream");
+    assert_eq!(limits[0]["rate"], "300/s");
+    // 300 per second, rounded up to a whole nanosecond between tokens.
+    assert_eq!(limits[0]["emission_ns"], 3_333_334);
+    for l in limits {
+        assert!(row(&out, l["name"].as_str().unwrap()).contains(&l["algorithm"].as_str().unwrap()));
+    }
+}
+
+#[test]
+fn stats_prometheus_is_text_exposition_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prom.shm");
+    let limiter = Limiter::builder()
+        .limit("api", TokenBucket::new(3, hourly()))
+        .limit("search", SlidingLog::new(10, Duration::from_secs(600)))
+        .create_or_open(&path)
+        .unwrap();
+    let api = limiter.limit("api").unwrap();
+    for _ in 0..4 {
+        let _ = api.try_acquire(1).unwrap();
+    }
+    let _ = limiter.limit("search").unwrap().try_acquire(2).unwrap();
+
+    let text = ok(&["stats", s(&path), "--prometheus"]);
+    assert!(text.ends_with('\n'));
+    let mut typed: HashMap<String, String> = HashMap::new();
+    let mut helped: Vec<String> = Vec::new();
+    let mut samples: HashMap<String, f64> = HashMap::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            let (name, help) = rest.split_once(' ').expect("HELP name text");
+            assert!(!help.is_empty());
+            helped.push(name.to_owned());
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').expect("TYPE name kind");
+            assert!(["counter", "gauge"].contains(&kind), "{line}");
+            assert_eq!(
+                helped.last().map(String::as_str),
+                Some(name),
+                "HELP before TYPE: {line}"
+            );
+            typed.insert(name.to_owned(), kind.to_owned());
+        } else {
+            let (series, value) = line.rsplit_once(' ').expect("series value");
+            let name = &series[..series.find('{').expect("labels")];
+            assert!(typed.contains_key(name), "sample before its TYPE: {line}");
+            assert!(
+                name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'),
+                "{name}"
+            );
+            assert!(series.ends_with('}'), "{line}");
+            let value: f64 = value.parse().unwrap_or_else(|_| panic!("value: {line}"));
+            samples.insert(series.to_owned(), value);
+        }
+    }
+    assert_eq!(typed["shmlimit_decisions_total"], "counter");
+    assert_eq!(typed["shmlimit_remaining"], "gauge");
+    let file = s(&path);
+    let series = |name: &str, labels: &str| {
+        let key = format!("{name}{{file=\"{file}\",{labels}}}");
+        *samples
+            .get(&key)
+            .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+    };
+    // Burst 3 at one an hour: 3 of 4 pass.
+    assert_eq!(
+        series(
+            "shmlimit_decisions_total",
+            "limit=\"api\",outcome=\"allowed\""
+        ),
+        3.0
+    );
+    assert_eq!(
+        series(
+            "shmlimit_decisions_total",
+            "limit=\"api\",outcome=\"denied\""
+        ),
+        1.0
+    );
+    assert_eq!(series("shmlimit_remaining", "limit=\"api\""), 0.0);
+    assert!(series("shmlimit_retry_after_seconds", "limit=\"api\"") > 0.0);
+    assert_eq!(
+        series(
+            "shmlimit_decisions_total",
+            "limit=\"search\",outcome=\"allowed\""
+        ),
+        1.0
+    );
+    assert_eq!(series("shmlimit_remaining", "limit=\"search\""), 8.0);
+    assert_eq!(series("shmlimit_capacity", "limit=\"api\""), 3.0);
+    assert_eq!(
+        series(
+            "shmlimit_limit_info",
+            "limit=\"search\",algorithm=\"sliding_log\""
+        ),
+        1.0
+    );
+    assert_eq!(series("shmlimit_state_damaged", "limit=\"api\""), 0.0);
+}
+
+#[test]
+fn file_errors_exit_2_with_one_line_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.shm");
+    let foreign = dir.path().join("foreign.shm");
+    std::fs::write(&foreign, vec![7u8; 8192]).unwrap();
+    let link = dir.path().join("link.shm");
+    std::os::unix::fs::symlink(&foreign, &link).unwrap();
+    let cases: [(&Path, &str); 4] = [
+        (&missing, "shmlimit create"),
+        (&foreign, "not a shmlimit file"),
+        (&link, "symbolic link"),
+        (dir.path(), "directory"),
+    ];
+    for (path, message) in cases {
+        for args in [
+            vec!["inspect", s(path)],
+            vec!["stats", s(path), "--prometheus"],
+            vec!["watch", s(path), "--count", "1"],
+        ] {
+            let command = args[0];
+            let out = shmlimit(&args);
+            let err = stderr(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{command} {}: {err}",
+                path.display()
+            );
+            assert!(
+                err.starts_with(&format!("shmlimit: {}", path.display())),
+                "{err}"
+            );
+            assert!(err.contains(message), "{command}: want {message:?}: {err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+        }
+    }
+    // Group-writable files are refused unless the mode says that is intended.
+    let shared = dir.path().join("group.shm");
+    ok(&[
+        "create",
+        s(&shared),
+        "--name",
+        "a",
+        "--algorithm",
+        "fixed_window",
+        "--limit",
+        "5",
+        "--window",
+        "1s",
+        "--mode",
+        "660",
+    ]);
+    let out = shmlimit(&["inspect", s(&shared)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--mode"), "{}", stderr(&out));
+    ok(&["inspect", s(&shared), "--mode", "660"]);
+}
+
+#[test]
+fn every_command_has_help_with_an_example_and_the_exit_codes() {
+    let top = ok(&["--help"]);
+    assert!(
+        top.contains("shmlimit demo") && top.contains("Exit codes:"),
+        "{top}"
+    );
+    for command in ["demo", "create", "check", "inspect", "stats", "watch"] {
+        let help = ok(&[command, "--help"]);
+        assert!(help.contains("Example"), "{command}:\n{help}");
+        assert!(
+            help.contains(&format!("shmlimit {command} "))
+                || help.contains(&format!("shmlimit {command}\n")),
+            "{command}:\n{help}"
+        );
+        for code in ["0  success", "1  usage", "2  file error", "3  demo"] {
+            assert!(help.contains(code), "{command} --help lacks {code:?}");
+        }
+    }
+    // Usage errors exit 1.
+    assert_eq!(shmlimit(&["frobnicate"]).status.code(), Some(1));
+    assert_eq!(shmlimit(&["inspect"]).status.code(), Some(1));
+    assert_eq!(
+        shmlimit(&["stats", "x", "--json", "--prometheus"])
+            .status
+            .code(),
+        Some(1)
+    );
+}
+
+/// One token an hour: nothing refills while a test runs.
+fn hourly() -> Rate {
+    Rate::new(1, Duration::from_secs(3600)).unwrap()
+}
+
+fn watch_file(dir: &Path) -> PathBuf {
+    let path = dir.join("watch.shm");
+    let limiter = Limiter::builder()
+        .limit("api", TokenBucket::new(10, hourly()))
+        .create_or_open(&path)
+        .unwrap();
+    let api = limiter.limit("api").unwrap();
+    for _ in 0..12 {
+        let _ = api.try_acquire(1).unwrap();
+    }
+    path
+}
+
+#[test]
+fn watch_refreshes_count_times_then_exits() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = watch_file(dir.path());
+    let stats = Limiter::open(&path).unwrap().limit("api").unwrap().stats();
+
+    let out = ok(&[
+        "watch",
+        s(&path),
+        "--count",
+        "3",
+        "--interval",
+        "50ms",
+        "--json",
+    ]);
+    let frames: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    assert_eq!(frames.len(), 3);
+    for (i, f) in frames.iter().enumerate() {
+        assert_eq!(f["refresh"], i as u64 + 1);
+        let api = &f["limits"][0];
+        assert_eq!(api["name"], "api");
+        assert_eq!(api["allowed_total"].as_u64().unwrap(), stats.allowed);
+        assert_eq!(api["denied_total"].as_u64().unwrap(), stats.denied);
+        // Nobody decides while it watches.
+        assert_eq!(api["decisions_per_second"], 0.0);
+        assert_eq!(api["capacity"], 10);
+    }
+
+    // The table form, appended (not redrawn) when stdout is not a terminal.
+    let out = ok(&["watch", s(&path), "--count", "2", "--interval", "50ms"]);
+    assert_eq!(out.matches("shmlimit watch").count(), 2, "{out}");
+    assert!(!out.contains('\x1b'), "no terminal codes into a pipe");
+    let api = row(&out, "api");
+    assert_eq!(api[1], "token_bucket");
+    assert_eq!(number(api[6]), stats.allowed);
+    assert_eq!(number(api[7]), stats.denied);
+}
+
+#[test]
+fn watch_sees_decisions_of_another_process_and_exits_cleanly_on_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = watch_file(dir.path());
+    let mut child = Command::new(BIN)
+        .args(["watch", s(&path), "--interval", "50ms", "--json"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let before = first["limits"][0]["allowed_total"].as_u64().unwrap()
+        + first["limits"][0]["denied_total"].as_u64().unwrap();
+
+    // Decide while it watches: the totals move by exactly what this process did.
+    let api = Limiter::open(&path).unwrap().limit("api").unwrap();
+    for _ in 0..25 {
+        let _ = api.try_acquire(1).unwrap();
+    }
+    let seen = loop {
+        let frame: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        let l = &frame["limits"][0];
+        let total = l["allowed_total"].as_u64().unwrap() + l["denied_total"].as_u64().unwrap();
+        if total == before + 25 {
+            break frame;
+        }
+        assert!(total < before + 25, "{frame}");
+    };
+    assert_eq!(seen["limits"][0]["remaining"], 0);
+
+    // SAFETY: `child.id()` is the pid of a child this test spawned and has not reaped, so
+    // the signal reaches that process and no other.
+    let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    assert_eq!(rc, 0);
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "watch ends cleanly on SIGINT: {status:?}"
+    );
+}
