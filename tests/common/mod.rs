@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
@@ -110,23 +110,8 @@ where
             // holds it, and of the read end of the result pipe.
             drop(start_w);
             drop(result_r);
-            use std::os::fd::AsRawFd;
             wait_at_barrier(start_r.as_raw_fd());
-            let outcome = catch_unwind(AssertUnwindSafe(|| work(index)));
-            let status = match outcome {
-                Ok(words) => {
-                    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
-                    if write_all(result_w.as_raw_fd(), &bytes) {
-                        0
-                    } else {
-                        EXIT_WRITE
-                    }
-                }
-                Err(_) => EXIT_PANIC,
-            };
-            // SAFETY: _exit ends the child at once without unwinding or running the parent's
-            // exit handlers; it is async-signal-safe and always valid to call.
-            unsafe { libc::_exit(status) };
+            run_child(result_w, || work(index));
         }
         // The parent: close our write end now, so that later children do not inherit it and the
         // reader sees EOF as soon as this child exits.
@@ -169,6 +154,97 @@ where
         "workers failed (101 = panicked): {failures:?}"
     );
     results
+}
+
+/// The body of a forked child: run `work`, write its words to `result_w`, `_exit`.
+fn run_child(result_w: OwnedFd, work: impl FnOnce() -> Vec<u64>) -> ! {
+    let outcome = catch_unwind(AssertUnwindSafe(work));
+    let status = match outcome {
+        Ok(words) => {
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            if write_all(result_w.as_raw_fd(), &bytes) {
+                0
+            } else {
+                EXIT_WRITE
+            }
+        }
+        Err(_) => EXIT_PANIC,
+    };
+    // SAFETY: _exit ends the child at once without unwinding or running the parent's exit
+    // handlers; it is async-signal-safe and always valid to call.
+    unsafe { libc::_exit(status) }
+}
+
+/// One forked child that runs `work` at once (no barrier), for tests that stop it with a
+/// signal. Reap it with [`Child::wait`]; dropping it unreaped kills and reaps it.
+#[derive(Debug)]
+pub struct Child {
+    pid: libc::pid_t,
+    result: Option<OwnedFd>,
+}
+
+/// Fork a [`Child`] running `work`; what it returns is sent back as for [`fork_workers`].
+pub fn spawn<F: FnOnce() -> Vec<u64>>(work: F) -> Child {
+    let (result_r, result_w) = pipe();
+    // SAFETY: as in `fork_workers`: the child only runs `work` and leaves through `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+    if pid == 0 {
+        drop(result_r);
+        run_child(result_w, work);
+    }
+    drop(result_w);
+    Child {
+        pid,
+        result: Some(result_r),
+    }
+}
+
+impl Child {
+    /// Send SIGKILL: the child stops at whatever instruction it is executing.
+    pub fn kill(&self) {
+        // SAFETY: `pid` is our own child and not yet reaped (reaping consumes `self`), so the
+        // signal cannot reach an unrelated process that reused the id.
+        let rc = unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
+    }
+
+    /// Wait for the child to end: its raw wait status and the words it wrote (none if killed).
+    pub fn wait(mut self) -> (libc::c_int, Vec<u64>) {
+        let mut bytes = Vec::new();
+        if let Some(fd) = self.result.take() {
+            std::fs::File::from(fd)
+                .read_to_end(&mut bytes)
+                .expect("reading a child's report");
+        }
+        let status = self.reap();
+        let words = bytes
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().expect("8 bytes")))
+            .collect();
+        (status, words)
+    }
+
+    fn reap(&mut self) -> libc::c_int {
+        let mut status = 0;
+        // SAFETY: `pid` is our own child, not yet reaped; `status` is a valid int to fill.
+        let rc = unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        assert_eq!(rc, self.pid, "waitpid: {}", std::io::Error::last_os_error());
+        self.pid = 0;
+        status
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        if self.pid > 0 {
+            // SAFETY: as in `kill`: our own, unreaped child.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+            let mut status = 0;
+            // SAFETY: as in `reap`.
+            unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        }
+    }
 }
 
 /// A small deterministic pseudo-random generator (xorshift64*), for reproducible loads.
