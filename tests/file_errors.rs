@@ -576,3 +576,87 @@ fn a_socket_at_the_path_is_not_a_regular_file() {
         assert!(matches!(e, Error::NotRegularFile(_)), "socket: {e:?}");
     }
 }
+
+#[test]
+fn racing_creators_with_different_definitions_agree_on_one_winner() {
+    // Four processes create the file with the usual definitions, four with a bucket of 101:
+    // whichever links its file first wins; every process with the winner's definitions attaches,
+    // every other one gets DefinitionConflict, and the file holds exactly one of the two sets.
+    let _serial = fork_lock();
+    let other = || -> shmlimit::Builder {
+        let mut defs = definitions();
+        defs[0].1 = TokenBucket::new(101, Rate::new(1, Duration::from_secs(3_600)).unwrap())
+            .into_algorithm("api")
+            .unwrap();
+        defs.into_iter()
+            .fold(Limiter::builder(), |b, (n, a)| b.limit(n, a))
+    };
+    for round in 0..5 {
+        let (_dir, path) = temp_path("race.shm");
+        let results = fork_workers(8, |i| {
+            let outcome = if i % 2 == 0 {
+                builder().create_or_open(&path)
+            } else {
+                other().create_or_open(&path)
+            };
+            vec![match outcome {
+                Ok(_) => 0,
+                Err(Error::DefinitionConflict { .. }) => 1,
+                Err(_) => 2,
+            }]
+        });
+        let outcomes: Vec<u64> = results.iter().map(|r| r[0]).collect();
+        let capacity = Limiter::open(&path)
+            .unwrap()
+            .limit("api")
+            .unwrap()
+            .capacity();
+        let (winners, losers) = if capacity == 100 { (0, 1) } else { (1, 0) };
+        for (i, &o) in outcomes.iter().enumerate() {
+            let expected = if i % 2 == winners { 0 } else { 1 };
+            assert_eq!(
+                o, expected,
+                "round {round}: process {i} (file has capacity {capacity}): {outcomes:?}"
+            );
+        }
+        assert_ne!(winners, losers);
+    }
+}
+
+#[test]
+fn openers_racing_a_creator_never_see_a_half_made_file() {
+    // Six processes poll `Limiter::open` while two create the file: an opener sees either no
+    // file (NotFound) or a complete one, never a size, checksum or init-state error.
+    let _serial = fork_lock();
+    for round in 0..5 {
+        let (_dir, path) = temp_path("race.shm");
+        let results = fork_workers(8, |i| {
+            if i < 2 {
+                builder().create_or_open(&path).expect("create");
+                return vec![0, 0];
+            }
+            let deadline = common::now_ns() + 10 * common::SEC;
+            let mut polls = 0;
+            loop {
+                polls += 1;
+                match Limiter::open(&path) {
+                    Ok(limiter) => {
+                        assert_eq!(limiter.definitions().len(), 4);
+                        return vec![0, polls];
+                    }
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound
+                            && common::now_ns() < deadline => {}
+                    Err(_) => return vec![1, polls],
+                }
+            }
+        });
+        for (i, r) in results.iter().enumerate() {
+            assert_eq!(
+                r[0], 0,
+                "round {round}: process {i} saw a bad file after {} polls",
+                r[1]
+            );
+        }
+    }
+}
