@@ -14,24 +14,28 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/<profile>/`, where cargo puts `libshmlimit.so` and `libshmlimit.a`: the test
-/// executable is `target/<profile>/deps/ffi_c-<hash>`.
+/// The directory holding the `libshmlimit.so` and `libshmlimit.a` that cargo built for this
+/// test run: `target/<profile>/deps/`, next to the test executable. (Cargo copies them up to
+/// `target/<profile>/` only when the library itself is a build target, as in `cargo build`, so
+/// that copy may be missing or stale under `cargo test`.)
 fn lib_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .to_owned();
-    for lib in ["libshmlimit.so", "libshmlimit.a"] {
-        assert!(
-            dir.join(lib).is_file(),
-            "{} not found next to the test executable (cargo builds the cdylib and staticlib \
-             before integration tests)",
-            dir.join(lib).display()
-        );
+    let deps = exe.parent().expect("target/<profile>/deps/<test>");
+    let profile = deps.parent().expect("target/<profile>/");
+    for dir in [deps, profile] {
+        if ["libshmlimit.so", "libshmlimit.a"]
+            .iter()
+            .all(|lib| dir.join(lib).is_file())
+        {
+            return dir.to_owned();
+        }
     }
-    dir
+    panic!(
+        "libshmlimit.so and libshmlimit.a not found in {} or {} (the crate builds them as \
+         its cdylib and staticlib before the integration tests)",
+        deps.display(),
+        profile.display()
+    );
 }
 
 const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"];
@@ -76,8 +80,17 @@ fn compile(compiler: &str, lang: &[&str], source: &Path, out: &Path, link: Link)
     );
 }
 
+/// A command running a C program built here. `cargo test` puts `target/<profile>/` on
+/// `LD_LIBRARY_PATH`, which the loader searches before the program's run path; point it at the
+/// library of this build instead, so a stale copy there is never loaded.
+fn c_program(program: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.env("LD_LIBRARY_PATH", lib_dir());
+    cmd
+}
+
 fn run(program: &Path, args: &[&std::ffi::OsStr]) -> Output {
-    let output = Command::new(program)
+    let output = c_program(program)
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
@@ -252,7 +265,7 @@ fn rust_and_c_workers_share_one_budget() {
         let until_ns = start_ns + run_ms * 1_000_000;
         let children: Vec<_> = (0..C)
             .map(|_| {
-                Command::new(&worker)
+                c_program(&worker)
                     .arg("-d")
                     .arg(run_ms.to_string())
                     .arg("-s")

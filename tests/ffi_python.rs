@@ -13,16 +13,17 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// `target/<profile>/libshmlimit.so`, built by cargo before the integration tests.
+/// The `libshmlimit.so` cargo built for this test run: in `target/<profile>/deps/`, next to the
+/// test executable (the copy in `target/<profile>/` is only refreshed by `cargo build`).
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    let lib = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps/<test>")
-        .join("libshmlimit.so");
-    assert!(lib.is_file(), "{} not found", lib.display());
-    lib
+    let deps = exe.parent().expect("target/<profile>/deps/<test>");
+    let profile = deps.parent().expect("target/<profile>/");
+    [deps, profile]
+        .iter()
+        .map(|dir| dir.join("libshmlimit.so"))
+        .find(|lib| lib.is_file())
+        .unwrap_or_else(|| panic!("libshmlimit.so not found in {}", deps.display()))
 }
 
 fn python() -> Command {

@@ -60,6 +60,10 @@ enum shmlimit_kind
     SHMLIMIT_SLIDING_WINDOW = 3,
     // The exact sliding log: at most `limit` in every interval of `period_ns`.
     SHMLIMIT_SLIDING_LOG = 4,
+    // A concurrency limit: at most `limit` permits held at once; `period_ns` is the lease after
+    // which a held permit becomes reclaimable (0: no lease). Rate decisions on it return
+    // `SHMLIMIT_WRONG_KIND`.
+    SHMLIMIT_CONCURRENCY = 5,
 };
 #ifndef __cplusplus
 typedef uint32_t shmlimit_kind;
@@ -127,6 +131,13 @@ enum shmlimit_status
     SHMLIMIT_CORRUPT_STATE = 115,
     // The clock reads outside the range the state encoding can hold.
     SHMLIMIT_CLOCK_OUT_OF_RANGE = 116,
+    // A keyed limit's table has no slot for a new key (and its policy is to report it).
+    SHMLIMIT_TABLE_FULL = 117,
+    // A key is empty or too long.
+    SHMLIMIT_INVALID_KEY = 118,
+    // The operation does not apply to this kind of limit (for example a rate decision on a
+    // concurrency limit).
+    SHMLIMIT_WRONG_KIND = 119,
 };
 #ifndef __cplusplus
 typedef int32_t shmlimit_status;
@@ -155,6 +166,7 @@ typedef struct shmlimit_limiter shmlimit_limiter;
 // | `SHMLIMIT_FIXED_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 // | `SHMLIMIT_SLIDING_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 // | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
+// | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
 //
 // A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 // stored token bucket as `rate = 1` per `period_ns` = that interval.
@@ -167,9 +179,10 @@ typedef struct shmlimit_def {
     uint32_t kind;
     // A `shmlimit_alignment` value (windowed kinds), else 0.
     uint32_t alignment;
-    // The capacity (token bucket) or the limit per window.
+    // The capacity (token bucket), the limit per window, or the permits (concurrency).
     uint64_t limit;
-    // The window (windowed kinds) or the refill period (token bucket), in nanoseconds.
+    // The window (windowed kinds), the refill period (token bucket) or the lease
+    // (concurrency), in nanoseconds.
     uint64_t period_ns;
     // Token bucket: tokens added per `period_ns` (at least 1). Other kinds: 0.
     uint64_t rate;

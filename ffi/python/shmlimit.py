@@ -42,8 +42,8 @@ __all__ = [
     "NotRegularFileError", "PermissionDeniedError", "ForeignFileError", "VersionError",
     "SizeError", "CorruptFileError", "NotInitializedError", "ClockMismatchError",
     "DefinitionConflictError", "InvalidParameterError", "UnknownLimitError", "ZeroCostError",
-    "CostExceedsCapacityError", "CorruptStateError", "ClockOutOfRangeError",
-    "library_version",
+    "CostExceedsCapacityError", "CorruptStateError", "ClockOutOfRangeError", "TableFullError",
+    "InvalidKeyError", "WrongKindError", "Concurrency", "library_version",
 ]
 
 Seconds = Union[int, float, datetime.timedelta]
@@ -164,6 +164,20 @@ class ClockOutOfRangeError(ShmlimitError):
     code = 116
 
 
+class TableFullError(ShmlimitError):
+    code = 117
+
+
+class InvalidKeyError(ShmlimitError, ValueError):
+    code = 118
+
+
+class WrongKindError(ShmlimitError, TypeError):
+    """The operation does not apply to this kind of limit."""
+
+    code = 119
+
+
 _ERRORS: Dict[int, type] = {
     cls.code: cls
     for cls in [
@@ -172,13 +186,14 @@ _ERRORS: Dict[int, type] = {
         ForeignFileError, VersionError, SizeError, CorruptFileError, NotInitializedError,
         ClockMismatchError, DefinitionConflictError, InvalidParameterError, UnknownLimitError,
         ZeroCostError, CostExceedsCapacityError, CorruptStateError, ClockOutOfRangeError,
+        TableFullError, InvalidKeyError, WrongKindError,
     ]
 }
 
 # ---------------------------------------------------------------------------------------------
 # The C declarations (ffi/include/shmlimit.h).
 
-_TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG = 1, 2, 3, 4
+_TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG, _CONCURRENCY = 1, 2, 3, 4, 5
 _ALIGNMENTS = {"wall": 0, "monotonic": 1}
 
 
@@ -453,6 +468,30 @@ class SlidingLog(_Spec):
         return f"SlidingLog(limit={self.limit}, window={self.window!r})"
 
 
+class Concurrency(_Spec):
+    """At most ``permits`` held at once; a permit held longer than ``lease`` seconds (None: no
+    lease) becomes reclaimable. (Permit acquisition from Python comes with the permit API.)"""
+
+    _kind = _CONCURRENCY
+
+    def __init__(self, permits: int, lease: Optional[Seconds] = None):
+        self.permits = _count(permits, "permits")
+        self.lease_ns = 0 if lease is None else _ns(lease, "lease")
+
+    @property
+    def lease(self) -> Optional[float]:
+        return self.lease_ns / 1e9 if self.lease_ns else None
+
+    def _fill(self, d: _Def) -> None:
+        d.limit, d.period_ns = self.permits, self.lease_ns
+
+    def _key(self) -> tuple:
+        return (self.permits, self.lease_ns)
+
+    def __repr__(self) -> str:
+        return f"Concurrency(permits={self.permits}, lease={self.lease!r})"
+
+
 def _spec_of(d: _Def) -> _Spec:
     aligned = "monotonic" if d.alignment == 1 else "wall"
     spec: _Spec
@@ -467,6 +506,9 @@ def _spec_of(d: _Def) -> _Spec:
     elif d.kind == _SLIDING_LOG:
         spec = SlidingLog.__new__(SlidingLog)
         spec.limit, spec.window_ns = d.limit, d.period_ns
+    elif d.kind == _CONCURRENCY:
+        spec = Concurrency.__new__(Concurrency)
+        spec.permits, spec.lease_ns = d.limit, d.period_ns
     else:
         raise ShmlimitError(f"limit kind {d.kind} is not known to this module")
     return spec
@@ -636,7 +678,8 @@ class Limiter(_Handle):
         for d, name, spec in zip(defs, names, limits.values()):
             if not isinstance(spec, _Spec):
                 raise TypeError(f"limit {name!r}: expected TokenBucket, FixedWindow, "
-                                f"SlidingWindow or SlidingLog, not {type(spec).__name__}")
+                                f"SlidingWindow, SlidingLog or Concurrency, "
+                                f"not {type(spec).__name__}")
             d.name, d.kind = name, spec._kind
             spec._fill(d)
         options = _options(mode, allow_other_owner)

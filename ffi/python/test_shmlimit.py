@@ -64,6 +64,7 @@ class WrapperTest(unittest.TestCase):
             "minute": FixedWindow(10, datetime.timedelta(minutes=1), aligned="monotonic"),
             "smooth": SlidingWindow(50, 10.0),
             "exact": SlidingLog(5, 2.5),
+            "pool": shmlimit.Concurrency(4, lease=30),
         }
         with Limiter.create_or_open(self.path, limits):
             pass
@@ -76,6 +77,10 @@ class WrapperTest(unittest.TestCase):
             self.assertEqual(stored["minute"].window, 60.0)
             self.assertEqual(stored["exact"].window_ns, 2_500_000_000)
             self.assertEqual(lim.limit("smooth").definition, limits["smooth"])
+            self.assertEqual(stored["pool"].lease, 30.0)
+            with self.assertRaises(shmlimit.WrongKindError) as cm:
+                lim.limit("pool").try_acquire()
+            self.assertEqual(cm.exception.code, 119)
         # The same definitions attach; different ones conflict.
         Limiter.create_or_open(self.path, limits).close()
         with self.assertRaises(shmlimit.DefinitionConflictError) as cm:

@@ -76,7 +76,8 @@ static void status_codes(void) {
         SHMLIMIT_VERSION, SHMLIMIT_SIZE, SHMLIMIT_CORRUPT, SHMLIMIT_NOT_INITIALIZED,
         SHMLIMIT_CLOCK_MISMATCH, SHMLIMIT_DEFINITION_CONFLICT, SHMLIMIT_INVALID_PARAMETER,
         SHMLIMIT_UNKNOWN_LIMIT, SHMLIMIT_ZERO_COST, SHMLIMIT_COST_EXCEEDS_CAPACITY,
-        SHMLIMIT_CORRUPT_STATE, SHMLIMIT_CLOCK_OUT_OF_RANGE};
+        SHMLIMIT_CORRUPT_STATE, SHMLIMIT_CLOCK_OUT_OF_RANGE, SHMLIMIT_TABLE_FULL,
+        SHMLIMIT_INVALID_KEY, SHMLIMIT_WRONG_KIND};
     size_t i, j;
     CHECK(SHMLIMIT_OK == 0);
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
@@ -174,6 +175,9 @@ static void create_errors(const char *dir) {
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
     CHECK(contains(shmlimit_last_error(), "reserved"));
+    zero_def(&defs[0], "pool", SHMLIMIT_CONCURRENCY, 0, 0, 0);
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
     zero_def(&defs[0], "api", SHMLIMIT_SLIDING_LOG, 10, SECOND, 0);
     zero_def(&defs[1], "api", SHMLIMIT_SLIDING_LOG, 10, SECOND, 0);
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
@@ -252,7 +256,7 @@ static void open_errors(const char *dir) {
 
 static void use_and_errors(const char *dir) {
     char path[4096];
-    shmlimit_def defs[4], def;
+    shmlimit_def defs[5], def;
     shmlimit_limiter *limiter = NULL, *again = NULL;
     shmlimit_limit *sentinel = (shmlimit_limit *)(uintptr_t)0x5a5a5a50;
     shmlimit_limit *limit = sentinel, *log = NULL;
@@ -268,16 +272,17 @@ static void use_and_errors(const char *dir) {
     defs[1].alignment = SHMLIMIT_ALIGN_MONOTONIC;
     zero_def(&defs[2], "smooth", SHMLIMIT_SLIDING_WINDOW, 7, 10 * SECOND, 0);
     zero_def(&defs[3], "exact", SHMLIMIT_SLIDING_LOG, 3, 10 * SECOND, 0);
-    EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_create_or_open(path, defs, 4, NULL, &limiter));
+    zero_def(&defs[4], "pool", SHMLIMIT_CONCURRENCY, 4, 30 * SECOND, 0);
+    EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_create_or_open(path, defs, 5, NULL, &limiter));
     /* Attaching again with the same definitions, and by path alone, both work. */
-    EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_create_or_open(path, defs, 4, NULL, &again));
+    EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_create_or_open(path, defs, 5, NULL, &again));
     shmlimit_limiter_free(again);
     again = NULL;
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_open(path, NULL, &again));
 
     /* Listing the definitions, as stored. */
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_limit_count(again, &count));
-    CHECK(count == 4);
+    CHECK(count == 5);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_definition(again, 0, &def));
     CHECK(strcmp(def.name, "api") == 0 && def.kind == SHMLIMIT_TOKEN_BUCKET && def.limit == 2);
     CHECK(def.rate == 1 && def.period_ns == SECOND && def.alignment == 0);
@@ -291,9 +296,12 @@ static void use_and_errors(const char *dir) {
     CHECK(def.alignment == SHMLIMIT_ALIGN_WALL_CLOCK);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_definition(again, 3, &def));
     CHECK(strcmp(def.name, "exact") == 0 && def.kind == SHMLIMIT_SLIDING_LOG && def.limit == 3);
+    EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_definition(again, 4, &def));
+    CHECK(strcmp(def.name, "pool") == 0 && def.kind == SHMLIMIT_CONCURRENCY && def.limit == 4);
+    CHECK(def.period_ns == 30 * SECOND && def.rate == 0);
     def.limit = 999;
     EXPECT_CODE(SHMLIMIT_OUT_OF_RANGE, "shmlimit_limiter_definition",
-                shmlimit_limiter_definition(again, 4, &def));
+                shmlimit_limiter_definition(again, 5, &def));
     CHECK(def.limit == 999);
     EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_limiter_definition",
                 shmlimit_limiter_definition(again, 0, NULL));
@@ -318,6 +326,14 @@ static void use_and_errors(const char *dir) {
     CHECK(limit == sentinel);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_limit(again, "api", &limit));
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_limit(limiter, "exact", &log));
+    {
+        /* A concurrency limit takes permits, not rate decisions. */
+        shmlimit_limit *pool = NULL;
+        EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limiter_limit(limiter, "pool", &pool));
+        EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_acquire", shmlimit_acquire(pool, 1, &decision));
+        CHECK(contains(shmlimit_last_error(), "pool"));
+        shmlimit_limit_free(pool);
+    }
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limit_definition(limit, &def));
     CHECK(strcmp(def.name, "api") == 0 && def.kind == SHMLIMIT_TOKEN_BUCKET);
 

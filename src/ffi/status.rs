@@ -66,13 +66,20 @@ pub enum shmlimit_status {
     SHMLIMIT_CORRUPT_STATE = 115,
     /// The clock reads outside the range the state encoding can hold.
     SHMLIMIT_CLOCK_OUT_OF_RANGE = 116,
+    /// A keyed limit's table has no slot for a new key (and its policy is to report it).
+    SHMLIMIT_TABLE_FULL = 117,
+    /// A key is empty or too long.
+    SHMLIMIT_INVALID_KEY = 118,
+    /// The operation does not apply to this kind of limit (for example a rate decision on a
+    /// concurrency limit).
+    SHMLIMIT_WRONG_KIND = 119,
 }
 
 use shmlimit_status::*;
 
 impl shmlimit_status {
     /// Every code, for the tests and for `shmlimit_strerror`.
-    pub(crate) const ALL: [shmlimit_status; 24] = [
+    pub(crate) const ALL: [shmlimit_status; 27] = [
         SHMLIMIT_OK,
         SHMLIMIT_NULL_POINTER,
         SHMLIMIT_BAD_UTF8,
@@ -97,6 +104,9 @@ impl shmlimit_status {
         SHMLIMIT_COST_EXCEEDS_CAPACITY,
         SHMLIMIT_CORRUPT_STATE,
         SHMLIMIT_CLOCK_OUT_OF_RANGE,
+        SHMLIMIT_TABLE_FULL,
+        SHMLIMIT_INVALID_KEY,
+        SHMLIMIT_WRONG_KIND,
     ];
 
     /// The code of a Rust error: one code per error kind.
@@ -119,6 +129,9 @@ impl shmlimit_status {
             Error::CostExceedsCapacity { .. } => SHMLIMIT_COST_EXCEEDS_CAPACITY,
             Error::CorruptState { .. } => SHMLIMIT_CORRUPT_STATE,
             Error::ClockOutOfRange(_) => SHMLIMIT_CLOCK_OUT_OF_RANGE,
+            Error::TableFull { .. } => SHMLIMIT_TABLE_FULL,
+            Error::InvalidKey { .. } => SHMLIMIT_INVALID_KEY,
+            Error::WrongKind { .. } => SHMLIMIT_WRONG_KIND,
             // An error kind added to the library before it has a code here: reported as
             // internal (with its message intact) until it gets the next free number above.
             #[allow(unreachable_patterns)]
@@ -153,6 +166,9 @@ impl shmlimit_status {
             SHMLIMIT_COST_EXCEEDS_CAPACITY => "the cost exceeds the limit's capacity\0",
             SHMLIMIT_CORRUPT_STATE => "the limit's shared state is corrupt\0",
             SHMLIMIT_CLOCK_OUT_OF_RANGE => "the clock is outside the representable range\0",
+            SHMLIMIT_TABLE_FULL => "the keyed limit's table is full\0",
+            SHMLIMIT_INVALID_KEY => "invalid key\0",
+            SHMLIMIT_WRONG_KIND => "the operation does not apply to this kind of limit\0",
         }
     }
 }

@@ -30,6 +30,10 @@ pub enum shmlimit_kind {
     SHMLIMIT_SLIDING_WINDOW = 3,
     /// The exact sliding log: at most `limit` in every interval of `period_ns`.
     SHMLIMIT_SLIDING_LOG = 4,
+    /// A concurrency limit: at most `limit` permits held at once; `period_ns` is the lease after
+    /// which a held permit becomes reclaimable (0: no lease). Rate decisions on it return
+    /// `SHMLIMIT_WRONG_KIND`.
+    SHMLIMIT_CONCURRENCY = 5,
 }
 
 /// How window boundaries are placed (the `alignment` field of `shmlimit_def`).
@@ -54,6 +58,7 @@ pub enum shmlimit_alignment {
 /// | `SHMLIMIT_FIXED_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 /// | `SHMLIMIT_SLIDING_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 /// | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
+/// | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
 ///
 /// A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 /// stored token bucket as `rate = 1` per `period_ns` = that interval.
@@ -69,9 +74,10 @@ pub struct shmlimit_def {
     pub kind: u32,
     /// A `shmlimit_alignment` value (windowed kinds), else 0.
     pub alignment: u32,
-    /// The capacity (token bucket) or the limit per window.
+    /// The capacity (token bucket), the limit per window, or the permits (concurrency).
     pub limit: u64,
-    /// The window (windowed kinds) or the refill period (token bucket), in nanoseconds.
+    /// The window (windowed kinds), the refill period (token bucket) or the lease
+    /// (concurrency), in nanoseconds.
     pub period_ns: u64,
     /// Token bucket: tokens added per `period_ns` (at least 1). Other kinds: 0.
     pub rate: u64,
@@ -194,7 +200,7 @@ pub(crate) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, 
             ))
         }
     };
-    let windowed = |what: &str| -> Result<(), Failure> {
+    let no_rate = |what: &str| -> Result<(), Failure> {
         if def.rate != 0 {
             return Err(invalid(name, format!("rate must be 0 for a {what}")));
         }
@@ -213,7 +219,7 @@ pub(crate) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, 
             }
         }
         k if k == shmlimit_kind::SHMLIMIT_FIXED_WINDOW as u32 => {
-            windowed("fixed window")?;
+            no_rate("fixed window")?;
             Algorithm::FixedWindow {
                 limit: def.limit,
                 window_ns: def.period_ns,
@@ -221,7 +227,7 @@ pub(crate) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, 
             }
         }
         k if k == shmlimit_kind::SHMLIMIT_SLIDING_WINDOW as u32 => {
-            windowed("sliding window")?;
+            no_rate("sliding window")?;
             Algorithm::SlidingWindow {
                 limit: def.limit,
                 window_ns: def.period_ns,
@@ -229,13 +235,23 @@ pub(crate) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, 
             }
         }
         k if k == shmlimit_kind::SHMLIMIT_SLIDING_LOG as u32 => {
-            windowed("sliding log")?;
+            no_rate("sliding log")?;
             if def.alignment != 0 {
                 return Err(invalid(name, "alignment must be 0 for a sliding log"));
             }
             Algorithm::SlidingLog {
                 limit: def.limit,
                 window_ns: def.period_ns,
+            }
+        }
+        k if k == shmlimit_kind::SHMLIMIT_CONCURRENCY as u32 => {
+            no_rate("concurrency limit")?;
+            if def.alignment != 0 {
+                return Err(invalid(name, "alignment must be 0 for a concurrency limit"));
+            }
+            Algorithm::Concurrency {
+                permits: def.limit,
+                lease_ns: def.period_ns,
             }
         }
         k => return Err(invalid(name, format!("kind {k}: not a shmlimit_kind"))),
@@ -301,8 +317,15 @@ pub(crate) fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shml
             window_ns,
             0,
         ),
+        Algorithm::Concurrency { permits, lease_ns } => (
+            shmlimit_kind::SHMLIMIT_CONCURRENCY as u32,
+            0,
+            permits,
+            lease_ns,
+            0,
+        ),
         // A kind this ABI has no number for yet: reported as kind 0 with its capacity, so a
-        // listing still shows it (and acquiring through it works as for any limit).
+        // listing still shows it.
         #[allow(unreachable_patterns)]
         _ => (0, 0, algorithm.capacity(), 0, 0),
     };
