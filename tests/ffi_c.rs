@@ -169,7 +169,12 @@ fn parse_counts(text: &str) -> (u64, u64) {
 /// Fork a Rust worker deciding on `limit` (resolved before the fork: the child shares the
 /// parent's MAP_SHARED mapping, as an attached process would) until `until_ns`, after waiting
 /// for `start_ns`. It reports `(allowed, denied)` through a pipe.
-fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i32, OwnedFd) {
+fn fork_rust_worker(
+    limit: &shmlimit::Limit,
+    start_ns: u64,
+    until_ns: u64,
+    min_attempts: u64,
+) -> (i32, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -199,7 +204,7 @@ fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i
                 Err(_) => unsafe { libc::_exit(3) },
             }
             i += 1;
-            if i % 64 == 0 && clock.now_ns() >= until_ns {
+            if i % 64 == 0 && i >= min_attempts && clock.now_ns() >= until_ns {
                 break;
             }
         }
@@ -258,16 +263,21 @@ fn rust_and_c_workers_share_one_budget() {
         .create_or_open(&path)
         .expect("create");
 
-    for (name, run_ms) in [("fixed", 300u64), ("paced", 500)] {
+    // "fixed": every worker makes at least 700 attempts, so together they always drain it.
+    for (name, run_ms, min_attempts) in [("fixed", 300u64, 700u64), ("paced", 500, 0)] {
         let limit = limiter.limit(name).expect("limit");
         // Everyone starts together once the C workers have had time to attach.
         let start_ns = clock.now_ns() + 300_000_000;
         let until_ns = start_ns + run_ms * 1_000_000;
         let children: Vec<_> = (0..C)
             .map(|_| {
+                let (stop, value) = match min_attempts {
+                    0 => ("-d", run_ms),
+                    n => ("-n", n),
+                };
                 c_program(&worker)
-                    .arg("-d")
-                    .arg(run_ms.to_string())
+                    .arg(stop)
+                    .arg(value.to_string())
                     .arg("-s")
                     .arg(start_ns.to_string())
                     .arg(&path)
@@ -279,7 +289,7 @@ fn rust_and_c_workers_share_one_budget() {
             })
             .collect();
         let forked: Vec<_> = (0..RUST)
-            .map(|_| fork_rust_worker(&limit, start_ns, until_ns))
+            .map(|_| fork_rust_worker(&limit, start_ns, until_ns, min_attempts))
             .collect();
         let rust: Vec<(u64, u64)> = forked
             .into_iter()

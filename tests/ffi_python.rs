@@ -48,7 +48,12 @@ fn python_unit_tests_pass() {
 
 /// Fork a Rust worker deciding on `limit` (resolved before the fork; the child shares the
 /// parent's MAP_SHARED mapping) from `start_ns` to `until_ns`; it reports its counts in a pipe.
-fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i32, OwnedFd) {
+fn fork_rust_worker(
+    limit: &shmlimit::Limit,
+    start_ns: u64,
+    until_ns: u64,
+    min_attempts: u64,
+) -> (i32, OwnedFd) {
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
     assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
@@ -81,7 +86,7 @@ fn fork_rust_worker(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64) -> (i
             i += 1;
             if i % 64 == 0 {
                 report[2] = clock.now_ns();
-                if report[2] >= until_ns {
+                if i >= min_attempts && report[2] >= until_ns {
                     break;
                 }
             }
@@ -132,7 +137,8 @@ fn python_and_rust_processes_share_one_budget() {
         .create_or_open(&path)
         .expect("create");
 
-    for (name, run_ms) in [("fixed", 300u64), ("paced", 500)] {
+    // "fixed": every worker makes at least 700 attempts, so together they always drain it.
+    for (name, run_ms, min_attempts) in [("fixed", 300u64, 700u64), ("paced", 500, 0)] {
         let limit = limiter.limit(name).expect("limit");
         let mut script = python()
             .arg("share_budget.py")
@@ -140,6 +146,7 @@ fn python_and_rust_processes_share_one_budget() {
             .arg(name)
             .arg(PYTHON.to_string())
             .arg(run_ms.to_string())
+            .arg(min_attempts.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -161,7 +168,7 @@ fn python_and_rust_processes_share_one_budget() {
         let start_ns = clock.now_ns() + 100_000_000;
         let until_ns = start_ns + run_ms * 1_000_000;
         let forked: Vec<_> = (0..RUST)
-            .map(|_| fork_rust_worker(&limit, start_ns, until_ns))
+            .map(|_| fork_rust_worker(&limit, start_ns, until_ns, min_attempts))
             .collect();
         writeln!(script.stdin.take().expect("stdin"), "{start_ns}").expect("send the start time");
         let rust: Vec<_> = forked

@@ -1,11 +1,11 @@
 """Several Python processes decide on one limit of an existing file at the same time.
 
-Usage: python3 share_budget.py PATH LIMIT PROCESSES RUN_MS
+Usage: python3 share_budget.py PATH LIMIT PROCESSES RUN_MS [MIN_ATTEMPTS]
 
 Each process (multiprocessing, a fresh interpreter) attaches to PATH by path alone. Once all
 have attached, this script prints "ready" and reads a start time (CLOCK_MONOTONIC ns) from
 standard input; every process then acquires LIMIT in a loop from that time for RUN_MS
-milliseconds. Prints one JSON object: {"allowed": A, "denied": D, "end_ns": E,
+milliseconds, and at least MIN_ATTEMPTS times (default 0). Prints one JSON object: {"allowed": A, "denied": D, "end_ns": E,
 "processes": [[a, d], ...]}, where E is the latest clock reading taken after a last decision.
 """
 
@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import shmlimit  # noqa: E402
 
 
-def work(path, name, run_ms, attached, go, start_at, results):
+def work(path, name, run_ms, min_attempts, attached, go, start_at, results):
     with shmlimit.Limiter.open(path) as limiter:
         limit = limiter.limit(name)
     attached.wait()
@@ -37,7 +37,7 @@ def work(path, name, run_ms, attached, go, start_at, results):
             else:
                 denied += 1
         end_ns = time.monotonic_ns()
-        if end_ns >= deadline:
+        if end_ns >= deadline and allowed + denied >= min_attempts:
             break
     limit.close()
     results.put((allowed, denied, end_ns))
@@ -46,11 +46,15 @@ def work(path, name, run_ms, attached, go, start_at, results):
 def main() -> None:
     path, name, processes, run_ms = sys.argv[1:5]
     processes, run_ms = int(processes), int(run_ms)
+    min_attempts = int(sys.argv[5]) if len(sys.argv) > 5 else 0
     ctx = multiprocessing.get_context("spawn")
     attached, go = ctx.Barrier(processes + 1), ctx.Barrier(processes + 1)
     start_at, results = ctx.Value("Q", 0), ctx.Queue()
     workers = [
-        ctx.Process(target=work, args=(path, name, run_ms, attached, go, start_at, results))
+        ctx.Process(
+            target=work,
+            args=(path, name, run_ms, min_attempts, attached, go, start_at, results),
+        )
         for _ in range(processes)
     ]
     for w in workers:
