@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use nix::fcntl::OFlag;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{kill, signal, SigHandler, Signal};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, pipe2, ForkResult, Pid};
 use shmlimit::{Algorithm, Clock, IntoAlgorithm, Limiter, MonotonicClock, SlidingLog, TokenBucket};
@@ -342,10 +342,18 @@ fn run_workers(path: &Path, workers: u32, run_ns: u64) -> Result<Vec<WorkerRepor
         }
     }
     drop(start_read);
+    // Ctrl-C now stops the workers (they keep the default action) but not this process, which
+    // reaps them, reports the interruption and removes its temporary directory.
+    // SAFETY: ignoring a signal installs no handler code, so nothing can run in signal context.
+    if let Err(e) = unsafe { signal(Signal::SIGINT, SigHandler::SigIgn) } {
+        stop(&children);
+        return Err(os("ignoring SIGINT", e));
+    }
     drop(start_write);
 
     let mut reports = Vec::with_capacity(children.len());
     let mut problems = Vec::new();
+    let mut interrupted = false;
     for (pid, mut pipe) in children {
         let mut text = String::new();
         let read = pipe.read_to_string(&mut text);
@@ -355,11 +363,18 @@ fn run_workers(path: &Path, workers: u32, run_ns: u64) -> Result<Vec<WorkerRepor
             (Ok(_), Err(why)) => problems.push(format!("worker {pid}: {why} ({status:?})")),
             (Err(e), _) => problems.push(format!("worker {pid}: reading its report: {e}")),
         }
-        if let Ok(status) = status {
-            if !matches!(status, WaitStatus::Exited(_, 0)) {
-                problems.push(format!("worker {pid} ended with {status:?}"));
-            }
+        match status {
+            Ok(WaitStatus::Exited(_, 0)) => {}
+            Ok(WaitStatus::Signaled(_, Signal::SIGINT, _)) => interrupted = true,
+            Ok(status) => problems.push(format!("worker {pid} ended with {status:?}")),
+            Err(e) => problems.push(format!("worker {pid}: waiting for it: {e}")),
         }
+    }
+    if interrupted {
+        return Err(Failure::file(format!(
+            "{}: the demo was interrupted (Ctrl-C); run it again to see the totals",
+            path.display()
+        )));
     }
     if let Some(first) = problems.first() {
         return Err(Failure::file(format!(

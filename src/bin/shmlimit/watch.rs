@@ -135,13 +135,13 @@ fn table(limits: &[LimitFrame]) -> String {
         table.row(vec![
             l.name.clone(),
             l.algorithm.to_owned(),
-            format!("{:.0}", l.decisions_per_second),
+            render::thousands(l.decisions_per_second.round() as u64),
             format!("{:.1}%", l.denial_ratio * 100.0),
             l.remaining
                 .map_or_else(|| "damaged".to_owned(), |r| r.to_string()),
             l.capacity.to_string(),
-            l.allowed_total.to_string(),
-            l.denied_total.to_string(),
+            render::thousands(l.allowed_total),
+            render::thousands(l.denied_total),
         ]);
     }
     table.render()
