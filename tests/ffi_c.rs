@@ -141,6 +141,28 @@ fn header_compiles_and_runs_as_cxx() {
     assert!(out.contains(" passed, 0 failed"), "{out}");
 }
 
+/// AddressSanitizer, UndefinedBehaviorSanitizer and LeakSanitizer on the C side: a handle the
+/// ABI leaks, or a write past an out-parameter, fails the run.
+const SANITIZE: &[&str] = &[
+    "-fsanitize=address,undefined",
+    "-fno-sanitize-recover=undefined",
+    "-fno-omit-frame-pointer",
+];
+
+#[test]
+fn c_error_paths_are_clean_under_sanitizers() {
+    let flags = [&["-std=c99", "-D_POSIX_C_SOURCE=200809L"], SANITIZE].concat();
+    let out = build_and_run("errors", "gcc", &flags, Link::Shared);
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn threads_share_one_handle_and_keep_their_own_errors() {
+    let flags = [&["-std=c99", "-pthread"], SANITIZE].concat();
+    let out = build_and_run("threads", "gcc", &flags, Link::Shared);
+    assert!(out.contains("threads: allowed=1000 denied=1400"), "{out}");
+}
+
 #[test]
 fn eight_forked_c_workers_respect_the_bound() {
     let out = build_and_run("fork_bound", "gcc", &["-std=c99"], Link::Shared);
