@@ -64,6 +64,10 @@ pub fn now_ns() -> u64 {
 }
 
 /// One GCRA decision of cost 1 on a plain word the caller holds exclusively (under its lock).
+///
+/// Lock-based callers read `now` while holding the lock: read before it, the time goes stale
+/// while the caller waits for the lock (a holder descheduled for a tick is milliseconds), and
+/// the decision denies a bucket that is not empty. This suite saw exactly that at 2+ processes.
 #[inline(always)]
 pub fn gcra(tat: &mut u64, now: u64, params: &BucketParams) -> bool {
     let new_tat = (*tat).max(now) + params.emission_ns;

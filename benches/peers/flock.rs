@@ -66,16 +66,16 @@ impl Contender for Flock {
 
     #[inline(always)]
     fn decide(w: &mut LockedFile) -> bool {
-        let now = bucket::now_ns();
         let fd = w.file.as_raw_fd();
         // SAFETY: `fd` is an open descriptor owned by `w.file`.
         let rc = unsafe { libc::flock(fd, libc::LOCK_EX) };
         assert_eq!(rc, 0, "flock(LOCK_EX)");
+        // The clock is read under the lock (see `bucket::gcra`).
         // SAFETY: [1] `tat` points at the first, page-aligned word of a live 4096-byte mapping
         // (kept by the `Flock` that outlives every worker); [2] the exclusive lock is held, so no
         // other worker touches the word until the unlock below, and the two system calls order
         // our access with theirs.
-        let admitted = unsafe { bucket::gcra(&mut *w.tat, now, &w.params) };
+        let admitted = unsafe { bucket::gcra(&mut *w.tat, bucket::now_ns(), &w.params) };
         // SAFETY: as above.
         let rc = unsafe { libc::flock(fd, libc::LOCK_UN) };
         assert_eq!(rc, 0, "flock(LOCK_UN)");

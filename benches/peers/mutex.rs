@@ -30,9 +30,8 @@ impl Contender for InProcessMutex {
 
     #[inline(always)]
     fn decide((tat, params): &mut Self::Worker) -> bool {
-        // The clock is read outside the lock, which only shortens the critical section.
-        let now = bucket::now_ns();
         let mut tat = tat.lock().expect("no holder panics");
-        bucket::gcra(&mut tat, now, params)
+        // The clock is read under the lock (see `bucket::gcra`).
+        bucket::gcra(&mut tat, bucket::now_ns(), params)
     }
 }

@@ -84,8 +84,6 @@ impl Contender for PthreadShm {
 
     #[inline(always)]
     fn decide(w: &mut ZoneRef) -> bool {
-        // The clock is read outside the lock, which only shortens the critical section.
-        let now = bucket::now_ns();
         // SAFETY: `zone` points at the initialised zone in a mapping that outlives every worker
         // (workers live in scoped threads or in children of the process holding it).
         let mutex = unsafe { addr_of_mut!((*w.zone).mutex) };
@@ -99,9 +97,16 @@ impl Contender for PthreadShm {
             }
             rc => panic!("pthread_mutex_lock: {rc}"),
         }
+        // The clock is read under the lock (see `bucket::gcra`).
         // SAFETY: the mutex is held, so this is the only access to `tat` anywhere; the lock and
         // unlock order it with every other holder's access.
-        let admitted = unsafe { bucket::gcra(&mut *addr_of_mut!((*w.zone).tat), now, &w.params) };
+        let admitted = unsafe {
+            bucket::gcra(
+                &mut *addr_of_mut!((*w.zone).tat),
+                bucket::now_ns(),
+                &w.params,
+            )
+        };
         // SAFETY: we hold `mutex`.
         unsafe { libc::pthread_mutex_unlock(mutex) };
         admitted

@@ -1,0 +1,195 @@
+#!/usr/bin/env bash
+# Rerun the criterion suite with short warm-up and measurement times, then print a markdown
+# report (medians, decisions per second, ratios against the C reference and against shmlimit,
+# and the targets of the benchmark issue) on stdout. Criterion's own output goes to stderr.
+#
+#   benches/report.sh                   # the whole suite (about 10 minutes on 2 cores)
+#   benches/report.sh 'contention'      # only groups matching a criterion filter (a regex)
+#   benches/report.sh --table-only      # no run: tabulate the results already on disk
+#
+# Environment: CARGO_TARGET_DIR (default ./target), WARM_UP (s, default 0.5),
+# MEASURE (s, default 2), SHMLIMIT_REDIS_URL (see BENCHMARKS.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+target="${CARGO_TARGET_DIR:-target}"
+stamp="$(mktemp)"
+trap 'rm -f "$stamp"' EXIT
+
+if [[ "${1:-}" == "--table-only" ]]; then
+    since=0
+    command="(tabulated from results on disk)"
+else
+    filter=("$@")
+    command="cargo bench --bench shmlimit -- --warm-up-time ${WARM_UP:-0.5} --measurement-time ${MEASURE:-2} ${filter[*]:-}"
+    touch "$stamp"
+    since="$(stat -c %Y "$stamp")"
+    cargo bench --bench shmlimit -- \
+        --warm-up-time "${WARM_UP:-0.5}" --measurement-time "${MEASURE:-2}" "${filter[@]}" >&2
+fi
+
+echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), \`${command% }\`, library at $(git rev-parse --short HEAD)$(git diff --quiet -- src || echo ' + uncommitted changes in src/'), $(nproc) CPUs, kernel $(uname -r)"
+echo
+
+python3 - "$target/criterion" "$since" <<'PY'
+import json
+import os
+import sys
+from collections import defaultdict
+
+root, since = sys.argv[1], float(sys.argv[2])
+
+# (group, function, parameter) -> median ns per decision, from this run only.
+medians = {}
+for dirpath, _, files in os.walk(root):
+    if os.path.basename(dirpath) != "new" or "estimates.json" not in files:
+        continue
+    est = os.path.join(dirpath, "estimates.json")
+    # A second of slack: criterion rewrites the files as each benchmark ends.
+    if os.path.getmtime(est) + 1 < since:
+        continue
+    with open(os.path.join(dirpath, "benchmark.json")) as f:
+        bench = json.load(f)
+    with open(est) as f:
+        median = json.load(f)["median"]["point_estimate"]
+    key = (bench["group_id"], bench["function_id"] or "", bench["value_str"] or "")
+    medians[key] = median
+
+if not medians:
+    sys.exit(f"no criterion results under {root} from this run")
+
+def fmt_ns(ns):
+    return f"{ns / 1000:.1f} µs" if ns >= 10_000 else f"{ns:.1f} ns"
+
+def fmt_rate(ns):
+    per_s = 1e9 / ns
+    if per_s >= 1e6:
+        return f"{per_s / 1e6:.2f} M/s"
+    return f"{per_s / 1e3:.1f} k/s"
+
+def fmt_ratio(x):
+    if x is None:
+        return "—"
+    return f"{x:.0f}x" if x >= 100 else f"{x:.2f}x"
+
+floor_ref = medians.get(("floor", "c_reference", ""))
+
+groups = defaultdict(dict)
+for (group, function, param), ns in medians.items():
+    groups[group][(function, param)] = ns
+
+ORDER = ["floor", "uncontended", "contention_threads", "contention_processes", "algorithm", "clock"]
+
+def rank(group):
+    for i, prefix in enumerate(ORDER):
+        if group.startswith(prefix):
+            return (i, group)
+    return (len(ORDER), group)
+
+PREFERRED = [
+    "shmlimit", "c_reference", "governor_monotonic", "governor_quanta", "mutex_in_process",
+    "pthread_robust_shm", "flock", "redis_lua",
+    "clock_monotonic", "clock_monotonic_coarse", "cas_local", "clock_and_cas",
+    "token_bucket", "fixed_window", "sliding_window", "sliding_log_10", "sliding_log_100",
+    "sliding_log_1000", "sliding_log_10000", "monotonic", "monotonic_coarse",
+]
+
+def order(function):
+    return (PREFERRED.index(function), "") if function in PREFERRED else (len(PREFERRED), function)
+
+def sort_param(p):
+    return (0, int(p)) if p.isdigit() else (1, p)
+
+for group in sorted(groups, key=rank):
+    rows = groups[group]
+    params = sorted({p for _, p in rows}, key=sort_param)
+    functions = sorted({f for f, _ in rows}, key=order)
+    if group == "floor" and "c_reference" in functions:
+        functions.remove("c_reference")
+        functions.append("c_reference")
+    print(f"### `{group}`\n")
+    if params == [""]:
+        ref = rows.get(("c_reference", "")) or floor_ref
+        ref_name = "C ref" if ("c_reference", "") in rows else "C ref (floor)"
+        shm = rows.get(("shmlimit", ""))
+        head = f"| benchmark | median / decision | decisions/s | vs {ref_name} |"
+        if shm:
+            head += " shmlimit faster by |"
+        print(head)
+        print("|" + "---|" * (head.count("|") - 1))
+        for function in functions:
+            ns = rows[(function, "")]
+            line = f"| {function} | {fmt_ns(ns)} | {fmt_rate(ns)} | {fmt_ratio(ns / ref) if ref else '—'} |"
+            if shm:
+                line += f" {fmt_ratio(ns / shm)} |"
+            print(line)
+    else:
+        print("Decisions per second in total (median), by workers:\n")
+        print("| contender | " + " | ".join(params) + " |")
+        print("|---|" + "---|" * len(params))
+        for function in functions:
+            cells = [fmt_rate(rows[(function, p)]) if (function, p) in rows else "—" for p in params]
+            print(f"| {function} | " + " | ".join(cells) + " |")
+        print("\nshmlimit's decisions/s divided by the contender's (> 1: shmlimit faster); "
+              "for shmlimit itself, its time per decision over the C reference's:\n")
+        print("| contender | " + " | ".join(params) + " |")
+        print("|---|" + "---|" * len(params))
+        for function in functions:
+            cells = []
+            for p in params:
+                ns, shm, ref = rows.get((function, p)), rows.get(("shmlimit", p)), rows.get(("c_reference", p))
+                if ns is None:
+                    cells.append("—")
+                elif function == "shmlimit":
+                    cells.append(f"{fmt_ratio(ns / ref)} of C" if ref else "—")
+                else:
+                    cells.append(fmt_ratio(ns / shm) if shm else "—")
+            print(f"| {function} | " + " | ".join(cells) + " |")
+    print()
+
+# The targets of the benchmark issue, checked against this run.
+def get(group, function, param=""):
+    return medians.get((group, function, param))
+
+checks = []
+def check(what, value, target, ok):
+    if value is None:
+        checks.append((what, "not measured", target, "—"))
+    else:
+        checks.append((what, value, target, "met" if ok else "missed"))
+
+for workload in ("admit", "deny"):
+    for k in ("1", "2", "8"):
+        s, c = get(f"contention_processes_{workload}", "shmlimit", k), get(f"contention_processes_{workload}", "c_reference", k)
+        r = s / c if s and c else None
+        check(f"shmlimit / C reference, {k} process(es), {workload}", r and f"{r:.2f}x", "<= 1.10x", r is not None and r <= 1.10)
+    s, c = get(f"uncontended_token_bucket_{workload}", "shmlimit"), get(f"uncontended_token_bucket_{workload}", "c_reference")
+    r = s / c if s and c else None
+    check(f"shmlimit / C reference, uncontended, {workload}", r and f"{r:.2f}x", "<= 1.10x", r is not None and r <= 1.10)
+    s, g = get(f"uncontended_token_bucket_{workload}", "shmlimit"), get(f"uncontended_token_bucket_{workload}", "governor_monotonic")
+    r = s / g if s and g else None
+    check(f"shmlimit / governor (same clock), {workload}", r and f"{r:.2f}x", "<= 1.20x", r is not None and r <= 1.20)
+for peer, target in (("pthread_robust_shm", 4), ("flock", 20), ("redis_lua", 1000)):
+    ratios = []
+    for k in ("2", "4", "8"):
+        s, p = get("contention_processes_admit", "shmlimit", k), get("contention_processes_admit", peer, k)
+        if s and p:
+            ratios.append((p / s, k))
+    worst = min(ratios) if ratios else None
+    check(f"shmlimit decisions/s over {peer}, 2-8 processes (worst k)",
+          worst and f"{worst[0]:.1f}x at {worst[1]}", f">= {target}x", worst is not None and worst[0] >= target)
+coarse = get("clock_source_admit", "monotonic_coarse")
+check("uncontended decision, coarse clock (admit)", coarse and fmt_ns(coarse), "< 15 ns", coarse is not None and coarse < 15)
+coarse = get("clock_source_deny", "monotonic_coarse")
+check("uncontended decision, coarse clock (deny)", coarse and fmt_ns(coarse), "< 15 ns", coarse is not None and coarse < 15)
+for workload in ("admit", "deny"):
+    small, large = get(f"algorithm_{workload}", "sliding_log_10"), get(f"algorithm_{workload}", "sliding_log_10000")
+    r = large / small if small and large else None
+    check(f"sliding log L=10,000 / L=10, {workload}", r and f"{r:.2f}x", "<= 2x", r is not None and r <= 2)
+
+print("### Targets\n")
+print("| target | measured | goal | |")
+print("|---|---|---|---|")
+for what, value, target, verdict in checks:
+    print(f"| {what} | {value} | {target} | {verdict} |")
+PY
