@@ -60,5 +60,6 @@ pub use limiter::{Builder, Limit, Limiter, Stats};
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,
-    MAX_CAPACITY, MAX_KEYS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_WINDOW, MIN_WINDOW,
+    MAX_CAPACITY, MAX_KEYS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW,
+    MIN_WINDOW,
 };

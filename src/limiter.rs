@@ -313,9 +313,9 @@ impl<C: Clock> Limiter<C> {
             shadow: def.shadow,
             near: def.near_limit,
             keyed: def.keyed.is_some(),
+            split: def.split.max(1) as usize,
         }
     }
-
 }
 
 fn lane_of(pid: u32) -> usize {
@@ -407,6 +407,7 @@ pub struct Limit<C: Clock = MonotonicClock> {
     shadow: bool,
     near: u16,
     keyed: bool,
+    split: usize,
 }
 
 // SAFETY: the raw pointers point into the mapping owned by `shared` (an Arc kept alive by every
@@ -429,6 +430,7 @@ impl<C: Clock> Clone for Limit<C> {
             shadow: self.shadow,
             near: self.near,
             keyed: self.keyed,
+            split: self.split,
         }
     }
 }
@@ -461,6 +463,8 @@ impl<C: Clock> Limit<C> {
     /// The most one decision can grant under the current (possibly retuned) parameters.
     pub fn capacity(&self) -> u64 {
         match self.live_algorithm() {
+            // A split bucket grants at most one sub-bucket's capacity at once.
+            Ok(a) if self.split > 1 => a.capacity().div_ceil(self.split as u64),
             Ok(a) => a.capacity(),
             Err(_) => 0,
         }
@@ -689,6 +693,7 @@ impl<C: Clock> Limit<C> {
             Params::Concurrency { .. } => {
                 return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
             }
+            Params::TokenBucket if self.split > 1 => self.split_run(cost, commit, now)?,
             _ => {
                 let mut error = None;
                 let d = decide(self.control(0), now, commit, |t, w| {
@@ -708,6 +713,93 @@ impl<C: Clock> Limit<C> {
         };
         let decision = self.finish(decision, cost, commit, shadow);
         Ok(decision)
+    }
+
+    /// The state word of sub-bucket `i` of a split bucket: word 0 of its line.
+    fn sub_state(&self, i: usize) -> &AtomicU64 {
+        if i == 0 {
+            self.control(0)
+        } else {
+            &self.area()[(i - 1) * layout::LINE / 8]
+        }
+    }
+
+    /// Sub-bucket `i`'s share of the bucket `whole`: capacity `B / k` (the remainder spread over
+    /// the first sub-buckets) and rate `r / k`. The shares add up to the whole, never more.
+    fn sub_params(&self, whole: Gcra, i: usize) -> Gcra {
+        let k = self.split as u64;
+        let capacity = whole.capacity / k + u64::from((i as u64) < whole.capacity % k);
+        let emission_ns = whole.emission_ns.saturating_mul(k);
+        Gcra {
+            emission_ns,
+            tolerance_ns: capacity.saturating_mul(emission_ns),
+            capacity,
+        }
+    }
+
+    /// The sub-bucket this process decides on first: the CPU it runs on (a vDSO call), so that
+    /// processes on different CPUs write different lines.
+    fn home_sub(&self) -> usize {
+        // SAFETY: sched_getcpu has no preconditions; it returns -1 on failure.
+        let cpu = unsafe { libc::sched_getcpu() };
+        let seed = if cpu >= 0 {
+            cpu as usize
+        } else {
+            std::process::id() as usize
+        };
+        seed % self.split
+    }
+
+    /// A decision on a split bucket: the home sub-bucket first, then each sibling in turn.
+    fn split_run(&self, cost: u64, commit: bool, now: impl Fn() -> u64) -> Result<Decision> {
+        // Acquire: pairs with the retune's flip of sub-bucket 0, the first one it moves.
+        let tag = self.control(0).load(Ordering::Acquire) >> 63;
+        let largest = self
+            .sub_params(self.bucket_params(tag as usize)?, 0)
+            .capacity;
+        if cost > largest {
+            return Err(Error::CostExceedsCapacity {
+                cost,
+                capacity: largest,
+            });
+        }
+        let home = self.home_sub();
+        let mut denied: Option<Decision> = None;
+        for j in 0..self.split {
+            let i = (home + j) % self.split;
+            let mut error = None;
+            let d = decide(self.sub_state(i), &now, commit, |t, w| {
+                let tag = w & bucket::PARAM_TAG;
+                let sub = match self.bucket_params((tag >> 63) as usize) {
+                    Ok(whole) => self.sub_params(whole, i),
+                    Err(e) => {
+                        error = Some(e);
+                        return Step::Deny(Decision::denied(u64::MAX, 0, 1));
+                    }
+                };
+                if cost > sub.capacity {
+                    // Only the larger sub-buckets can grant this much: deny here, try a sibling.
+                    return Step::Deny(Decision::denied(u64::MAX, 0, 1));
+                }
+                match sub.step(t, w & !bucket::PARAM_TAG, cost) {
+                    Step::Admit { new, decision } => Step::Admit {
+                        new: new | tag,
+                        decision,
+                    },
+                    deny => deny,
+                }
+            });
+            if let Some(e) = error {
+                return Err(e);
+            }
+            if d.is_allowed() {
+                return Ok(d.stamped(i as u64));
+            }
+            if denied.is_none_or(|best| d.retry_after_ns() < best.retry_after_ns()) {
+                denied = Some(d);
+            }
+        }
+        Ok(denied.unwrap_or_else(|| Decision::denied(u64::MAX, 0, 1)))
     }
 
     /// Count a decision and apply shadow mode. Shared with the keyed path.
@@ -802,6 +894,27 @@ impl<C: Clock> Limit<C> {
             }
             Params::Concurrency { .. } => {
                 Err(self.wrong_kind("is a concurrency limit: drop the permit"))
+            }
+            Params::TokenBucket if self.split > 1 => {
+                let i = grant.stamp as usize % self.split;
+                let state = self.sub_state(i);
+                // Acquire: pairs with the decisions' AcqRel CAS.
+                let mut current = state.load(Ordering::Acquire);
+                loop {
+                    let tag = current & bucket::PARAM_TAG;
+                    let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
+                    let now = self.clock.now_ns();
+                    let new = sub.refund(now, current & !bucket::PARAM_TAG, units) | tag;
+                    if new == current {
+                        return Ok(());
+                    }
+                    // AcqRel: a refund is a state change like a decision.
+                    match state.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
+                    {
+                        Ok(_) => return Ok(()),
+                        Err(actual) => current = actual,
+                    }
+                }
             }
             _ => self.refund_in(self.control(0), grant, units),
         }
@@ -914,7 +1027,16 @@ impl<C: Clock> Limit<C> {
             Ordering::Release,
         );
         let new = self.bucket_params(next)?;
-        if !self.keyed {
+        if self.split > 1 {
+            for i in 0..self.split {
+                self.rescale_in(
+                    self.sub_state(i),
+                    self.sub_params(old, i),
+                    self.sub_params(new, i),
+                    next,
+                )?;
+            }
+        } else if !self.keyed {
             self.rescale_in(self.control(0), old, new, next)?;
         } else {
             crate::keyed::rescale_all(self, old, new, next)?;

@@ -22,6 +22,8 @@ pub const MAX_CAPACITY: u64 = 1 << 40;
 pub const MAX_LOG_LIMIT: u64 = 1 << 24;
 /// Most permits one concurrency limit may have.
 pub const MAX_PERMITS: u64 = 1 << 16;
+/// Most sub-buckets a split token bucket may have.
+pub const MAX_SPLIT: usize = 64;
 /// Most key slots one keyed limit may have.
 pub const MAX_KEYS: u64 = 1 << 26;
 
@@ -619,6 +621,9 @@ pub struct LimitDef {
     pub near_limit: u16,
     /// `Some` when the limit is a per-host share of a fleet budget.
     pub fleet: Option<FleetShare>,
+    /// A hot token bucket split into this many sub-buckets on separate cache lines (1 = not
+    /// split); see [`LimitDef::split`].
+    pub split: u16,
 }
 
 /// The default near-limit fraction: about 10% of the capacity, in 1/65536 units.
@@ -634,11 +639,67 @@ impl LimitDef {
             shadow: false,
             near_limit: DEFAULT_NEAR_LIMIT,
             fleet: None,
+            split: 1,
         }
+    }
+
+    /// Split a hot token bucket into `k` sub-buckets (at most [`MAX_SPLIT`]), each on its own
+    /// cache line, so that processes on different CPUs do not fight over one line.
+    ///
+    /// The budget is *partitioned*, never copied: sub-bucket `i` gets capacity `B / k` (the
+    /// remainder spread over the first ones) and rate `r / k`, so the sum of the sub-buckets'
+    /// bounds is the bucket's bound, `floor(B + r T)`: as strict as the unsplit bucket. A
+    /// process decides on the sub-bucket of the CPU it runs on and, when that one is empty,
+    /// borrows from its siblings in turn before denying, so utilisation stays close to the
+    /// unsplit bucket's; the price is a few more CAS attempts on a denial, a retry-after that is
+    /// the earliest of all sub-buckets, and a largest single cost of `B / k`.
+    pub fn split(mut self, k: u16) -> LimitDef {
+        self.split = k;
+        self
     }
 
     /// Check the options against the algorithm.
     pub(crate) fn validate_options(&self) -> Result<()> {
+        if self.split == 0 || self.split as usize > MAX_SPLIT {
+            return Err(invalid(
+                &self.name,
+                format!("split {}: must be 1..={MAX_SPLIT}", self.split),
+            ));
+        }
+        if self.split > 1 {
+            match self.algorithm {
+                Algorithm::TokenBucket {
+                    capacity,
+                    emission_ns,
+                } if self.keyed.is_none() => {
+                    let k = self.split as u64;
+                    let sub_tau = emission_ns
+                        .checked_mul(k)
+                        .and_then(|e| e.checked_mul(capacity / k + 1));
+                    if sub_tau.is_none_or(|t| t > 1 << 62) {
+                        return Err(invalid(
+                            &self.name,
+                            "split: the sub-buckets' rate is too slow to represent",
+                        ));
+                    }
+                    if capacity < k {
+                        return Err(invalid(
+                            &self.name,
+                            format!(
+                                "split {}: the capacity {capacity} leaves a sub-bucket empty",
+                                self.split
+                            ),
+                        ));
+                    }
+                }
+                _ => {
+                    return Err(invalid(
+                        &self.name,
+                        "only an unkeyed token bucket can be split",
+                    ))
+                }
+            }
+        }
         if let Some(k) = self.keyed {
             if k.capacity == 0 || k.capacity > MAX_KEYS {
                 return Err(invalid(

@@ -36,7 +36,7 @@
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
-//! bit 4 keyed, bit 5 fleet share, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
+//! bit 4 keyed, bit 5 fleet share, bits 8-15 split - 1, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
 //! (words 9, 10); key slots (word 11); slot offset and length in bytes (words 12, 13); fleet
 //! total as an emission interval and fleet weight (words 14, 15).
 //!
@@ -44,6 +44,7 @@
 //!
 //! | limit | control line | state area |
 //! |---|---|---|
+//! | split token bucket (k) | as a token bucket; its state is sub-bucket 0's | k - 1 lines, sub-bucket i's state in word 0 of line i |
 //! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 active slot | - |
 //! | fixed / sliding window | w0 state, w1 live limit `L` | - |
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
@@ -109,9 +110,15 @@ const FLAG_SHADOW: u64 = 1 << 1;
 const FLAG_POLICY: u64 = 3 << 2;
 const FLAG_KEYED: u64 = 1 << 4;
 const FLAG_FLEET: u64 = 1 << 5;
+const FLAG_SPLIT: u64 = 0xFF << 8;
 const FLAG_NEAR: u64 = 0xFFFF << 16;
-const KNOWN_FLAGS: u64 =
-    FLAG_MONOTONIC_ALIGNED | FLAG_SHADOW | FLAG_POLICY | FLAG_KEYED | FLAG_FLEET | FLAG_NEAR;
+const KNOWN_FLAGS: u64 = FLAG_MONOTONIC_ALIGNED
+    | FLAG_SHADOW
+    | FLAG_POLICY
+    | FLAG_KEYED
+    | FLAG_FLEET
+    | FLAG_SPLIT
+    | FLAG_NEAR;
 
 const fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
@@ -143,7 +150,7 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
         Algorithm::Concurrency { permits, .. } => {
             LINE + round_up(permits as usize * PERMIT_SLOT, LINE)
         }
-        _ => LINE,
+        _ => LINE * def.split.max(1) as usize,
     }
 }
 
@@ -314,6 +321,7 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
         w[15] = f.weight as u64;
     }
     flags |= (def.near_limit as u64) << 16;
+    flags |= ((def.split.clamp(1, 256) - 1) as u64) << 8;
     w[8] = kind | (flags << 32);
     w[9] = a;
     w[10] = b;
@@ -442,6 +450,7 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
         keyed,
         shadow: flags & FLAG_SHADOW != 0,
         near_limit: ((flags & FLAG_NEAR) >> 16) as u16,
+        split: ((flags & FLAG_SPLIT) >> 8) as u16 + 1,
         fleet,
     };
     Ok((def, (w[12], w[13])))
