@@ -216,10 +216,16 @@ typedef struct shmlimit_decision {
 
 // Decision counters of one limit, summed over every process attached to the file.
 typedef struct shmlimit_stats {
-    // Decisions that admitted.
+    // Decisions that admitted (including those a shadow limit would have denied).
     uint64_t allowed;
     // Decisions that denied.
     uint64_t denied;
+    // Decisions a shadow (dry-run) limit would have denied.
+    uint64_t shadow_denied;
+    // Admissions that left less than the near-limit fraction of the capacity.
+    uint64_t near_limit;
+    // Zero; room for later counters.
+    uint64_t reserved[4];
 } shmlimit_stats;
 
 #ifdef __cplusplus

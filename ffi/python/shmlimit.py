@@ -226,7 +226,13 @@ class _Decision(ctypes.Structure):
 
 
 class _Stats(ctypes.Structure):
-    _fields_ = [("allowed", ctypes.c_uint64), ("denied", ctypes.c_uint64)]
+    _fields_ = [
+        ("allowed", ctypes.c_uint64),
+        ("denied", ctypes.c_uint64),
+        ("shadow_denied", ctypes.c_uint64),
+        ("near_limit", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 4),
+    ]
 
 
 _P = ctypes.c_void_p
@@ -561,17 +567,23 @@ class Decision:
 class Stats:
     """Decision counters of one limit, summed over every process attached to the file."""
 
-    __slots__ = ("allowed", "denied")
+    __slots__ = ("allowed", "denied", "shadow_denied", "near_limit")
 
-    def __init__(self, allowed: int, denied: int):
+    def __init__(self, allowed: int, denied: int, shadow_denied: int = 0, near_limit: int = 0):
         self.allowed = allowed
         self.denied = denied
+        self.shadow_denied = shadow_denied
+        self.near_limit = near_limit
+
+    def _tuple(self) -> tuple:
+        return (self.allowed, self.denied, self.shadow_denied, self.near_limit)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stats) and (self.allowed, self.denied) == (other.allowed, other.denied)
+        return isinstance(other, Stats) and self._tuple() == other._tuple()
 
     def __repr__(self) -> str:
-        return f"Stats(allowed={self.allowed}, denied={self.denied})"
+        return (f"Stats(allowed={self.allowed}, denied={self.denied}, "
+                f"shadow_denied={self.shadow_denied}, near_limit={self.near_limit})")
 
 
 class _Handle:
@@ -637,7 +649,7 @@ class Limit(_Handle):
     def stats(self) -> Stats:
         out = _Stats()
         _check(self._lib.shmlimit_limit_stats(self._live(), ctypes.byref(out)))
-        return Stats(out.allowed, out.denied)
+        return Stats(out.allowed, out.denied, out.shadow_denied, out.near_limit)
 
     @property
     def definition(self) -> _Spec:

@@ -120,10 +120,16 @@ pub struct shmlimit_decision {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct shmlimit_stats {
-    /// Decisions that admitted.
+    /// Decisions that admitted (including those a shadow limit would have denied).
     pub allowed: u64,
     /// Decisions that denied.
     pub denied: u64,
+    /// Decisions a shadow (dry-run) limit would have denied.
+    pub shadow_denied: u64,
+    /// Admissions that left less than the near-limit fraction of the capacity.
+    pub near_limit: u64,
+    /// Zero; room for later counters.
+    pub reserved: [u64; 4],
 }
 
 impl From<Decision> for shmlimit_decision {
@@ -141,6 +147,9 @@ impl From<Stats> for shmlimit_stats {
         shmlimit_stats {
             allowed: s.allowed,
             denied: s.denied,
+            shadow_denied: s.shadow_denied,
+            near_limit: s.near_limit,
+            reserved: [0; 4],
         }
     }
 }
