@@ -38,14 +38,17 @@ use super::sliding_log::{SlidingLog, TIME_SHIFT};
 use super::sliding_window::{self, SlidingWindow};
 use super::{decide, Decision, Step};
 
-/// Run `f` under every interleaving loom explores with at most `preemptions` forced switches,
-/// and print how many executions that took and how long.
+/// Run `f` under every interleaving loom explores with at most `preemptions` forced switches
+/// (`LOOM_MAX_PREEMPTIONS` overrides it, to explore deeper by hand), and print how many
+/// executions that took and how long.
 fn model<F>(name: &str, preemptions: usize, f: F)
 where
     F: Fn() + Sync + Send + 'static,
 {
     let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
+    if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
+        builder.preemption_bound = Some(preemptions);
+    }
     // A model explores everything within its bound: no cut-off by time or by count, whatever the
     // environment says.
     builder.max_duration = None;
@@ -282,7 +285,7 @@ fn loom_gcra_spread_times_and_stale_reader() {
         capacity: 1,
     };
     let t = 1_000_000;
-    let plans = vec![
+    let plans = [
         vec![t, t + 1_000],
         vec![t + 500, t + 2_000],
         vec![t - 3_000],
@@ -532,10 +535,40 @@ fn loom_sliding_window_two_processes_cross_a_boundary() {
     });
 }
 
+/// Model: a committer and a peeker on one word: every peek is explained by the committed
+/// history and the final word is what the commit alone produces.
+fn peek_beside_a_commit<S>(name: &str, step: S)
+where
+    S: Fn(u64, u64, u64) -> Step + Copy + Send + Sync + 'static,
+{
+    model(name, 3, move || {
+        let word = Arc::new(AtomicU64::new(0));
+        let committer = {
+            let word = Arc::clone(&word);
+            thread::spawn(move || vec![run(&word, || 10_000, 1, true, &step)])
+        };
+        let peeker = {
+            let word = Arc::clone(&word);
+            thread::spawn(move || {
+                vec![
+                    run(&word, || 10_000, 1, false, &step),
+                    run(&word, || 10_500, 1, false, &step),
+                ]
+            })
+        };
+        let threads = join_all(vec![committer, peeker]);
+        let last = word.load(Ordering::SeqCst);
+        must_serialize(&threads, 0, last, &step);
+        let Step::Admit { new, .. } = step(10_000, 0, 1) else {
+            panic!("a fresh state admits one unit");
+        };
+        assert_eq!(last, new, "the word is the committer's alone");
+        assert!(threads[0][0].decision.is_allowed());
+    });
+}
+
 #[test]
 fn loom_peek_never_writes_a_word() {
-    // A committer and a peeker on each single-word algorithm: every peek is explained by the
-    // committed history and the final word is what the commits alone produce.
     let g = Gcra {
         emission_ns: 1_000,
         tolerance_ns: 1_000,
@@ -551,41 +584,9 @@ fn loom_peek_never_writes_a_word() {
         window_ns: 1_000,
         phase_ns: 0,
     };
-    let steps: [(
-        &str,
-        fn(&Gcra, &FixedWindow, &SlidingWindow, u64, u64, u64) -> Step,
-    ); 3] = [
-        ("gcra", |g, _, _, t, w, n| g.step(t, w, n)),
-        ("fixed window", |_, fw, _, t, w, n| fw.step(t, w, n)),
-        ("sliding window", |_, _, sw, t, w, n| sw.step(t, w, n)),
-    ];
-    for (name, f) in steps {
-        model(&format!("peek, {name}"), 3, move || {
-            let step = move |t, w, n| f(&g, &fw, &sw, t, w, n);
-            let word = Arc::new(AtomicU64::new(0));
-            let committer = {
-                let word = Arc::clone(&word);
-                thread::spawn(move || vec![run(&word, || 10_000, 1, true, &step)])
-            };
-            let peeker = {
-                let word = Arc::clone(&word);
-                thread::spawn(move || {
-                    vec![
-                        run(&word, || 10_000, 1, false, &step),
-                        run(&word, || 10_500, 1, false, &step),
-                    ]
-                })
-            };
-            let threads = join_all(vec![committer, peeker]);
-            let last = word.load(Ordering::SeqCst);
-            must_serialize(&threads, 0, last, &step);
-            let Step::Admit { new, .. } = step(10_000, 0, 1) else {
-                panic!("a fresh state admits one unit");
-            };
-            assert_eq!(last, new, "the word is the committer's alone");
-            assert!(threads[0][0].decision.is_allowed());
-        });
-    }
+    peek_beside_a_commit("peek, gcra", move |t, w, n| g.step(t, w, n));
+    peek_beside_a_commit("peek, fixed window", move |t, w, n| fw.step(t, w, n));
+    peek_beside_a_commit("peek, sliding window", move |t, w, n| sw.step(t, w, n));
     // Peeks alone leave the word as it was.
     model("peek only", 3, move || {
         let word = Arc::new(AtomicU64::new(0));
@@ -776,8 +777,8 @@ fn running_max_of_some_order(reads: &[u64], prior: u64, dates: &[u64]) -> bool {
     })
 }
 
-/// Spawn one thread per request time; each makes one request of cost `n` and returns whether it
-/// was admitted.
+/// Spawn one thread per request time; each makes one request of cost `n` and returns its time
+/// and decision.
 fn spawn_requests(
     ring: &Arc<Ring>,
     log: SlidingLog,
@@ -800,22 +801,39 @@ fn join_requests(handles: Vec<thread::JoinHandle<(u64, Decision)>>) -> Vec<(u64,
         .collect()
 }
 
-/// Model: three requests of cost 1 at `times` on a fresh log of limit `limit`.
-fn three_on_fresh_log(name: &str, limit: u64, times: [u64; 3]) {
+/// Model: threads making cost-1 requests at the times of their `plans` (one after the other)
+/// on a fresh log of limit `limit`; all times lie within one window.
+fn requests_on_fresh_log(name: &str, limit: u64, plans: Vec<Vec<u64>>, preemptions: usize) {
     let log = SlidingLog {
         limit,
         window_ns: W,
     };
-    model(name, 2, move || {
+    let requests = plans.iter().map(Vec::len).sum::<usize>() as u64;
+    model(name, preemptions, move || {
         let ring = Ring::new(0, &vec![0; limit as usize]);
-        let results = join_requests(spawn_requests(&ring, log, &times, 1));
+        let handles: Vec<_> = plans
+            .iter()
+            .map(|plan| {
+                let (ring, plan) = (Arc::clone(&ring), plan.clone());
+                thread::spawn(move || {
+                    plan.into_iter()
+                        .map(|at| (at, ring.acquire(&log, at, 1, true)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let results: Vec<(u64, Decision)> = handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("model thread panicked"))
+            .collect();
         let admitted_at: Vec<u64> = results
             .iter()
             .filter(|(_, d)| d.is_allowed())
             .map(|&(at, _)| at)
             .collect();
-        // All times lie within one window: exactly min(L, 3) pass, whatever the interleaving.
-        assert_eq!(admitted_at.len() as u64, limit.min(3), "{results:?}");
+        // All times lie within one window: exactly min(L, requests) pass, whatever the
+        // interleaving.
+        assert_eq!(admitted_at.len() as u64, limit.min(requests), "{results:?}");
         let (head, entries) = ring.snapshot();
         LogRun {
             log,
@@ -840,13 +858,20 @@ fn three_on_fresh_log(name: &str, limit: u64, times: [u64; 3]) {
 #[test]
 fn loom_sliding_log_limit_one_three_at_one_instant() {
     let t = 1_000 * UNIT;
-    three_on_fresh_log("sliding log, L=1, one instant", 1, [t, t, t]);
+    let plans = vec![vec![t], vec![t], vec![t]];
+    requests_on_fresh_log("sliding log, L=1, 3 threads, one instant", 1, plans, 1);
+    // Two threads, three requests, deeper.
+    let plans = vec![vec![t, t], vec![t]];
+    requests_on_fresh_log("sliding log, L=1, 2 threads, one instant", 1, plans, 3);
 }
 
 #[test]
 fn loom_sliding_log_limit_two_three_at_one_instant() {
+    // Three threads, one preemption: enough for a claimer to be switched out between its entry
+    // CAS and its head CAS while the others run (the head-lag help path).
     let t = 1_000 * UNIT;
-    three_on_fresh_log("sliding log, L=2, one instant", 2, [t, t, t]);
+    let plans = vec![vec![t], vec![t], vec![t]];
+    requests_on_fresh_log("sliding log, L=2, 3 threads, one instant", 2, plans, 1);
 }
 
 #[test]
@@ -854,11 +879,17 @@ fn loom_sliding_log_limit_two_three_at_distinct_times() {
     // Distinct times inside one window, one of them off the unit grid: the ring must hold the
     // running maximum of the admitted reads in claim order.
     let t = 1_000 * UNIT;
-    three_on_fresh_log(
-        "sliding log, L=2, distinct times",
-        2,
-        [t + 3 * UNIT, t, t + UNIT + 17],
-    );
+    let plans = vec![vec![t + 3 * UNIT], vec![t], vec![t + UNIT + 17]];
+    requests_on_fresh_log("sliding log, L=2, 3 threads, distinct times", 2, plans, 1);
+}
+
+#[test]
+fn loom_sliding_log_limit_two_two_threads_deeper() {
+    // Two threads, three requests, a deeper preemption bound: one thread asks twice (early,
+    // then late), the other once in between.
+    let t = 1_000 * UNIT;
+    let plans = vec![vec![t, t + 2 * UNIT + 5], vec![t + UNIT]];
+    requests_on_fresh_log("sliding log, L=2, 2 threads, distinct times", 2, plans, 3);
 }
 
 #[test]
@@ -901,7 +932,7 @@ fn expiry_model(name: &str, first: u64) {
         window_ns: W,
     };
     let t0 = 1_000 * UNIT;
-    model(name, 3, move || {
+    model(name, 2, move || {
         let history = vec![entry_of(first, 2, t0), entry_of(first + 1, 2, t0)];
         let mut slots = [0; 2];
         for (k, &e) in history.iter().enumerate() {
