@@ -660,3 +660,42 @@ fn openers_racing_a_creator_never_see_a_half_made_file() {
         }
     }
 }
+
+#[test]
+fn eight_processes_opening_after_a_boot_id_change_reset_once() {
+    // All eight see the foreign boot id at once; exactly one resets, and no decision a process
+    // makes after attaching is wiped by another's reset.
+    let _serial = fork_lock();
+    for round in 0..5 {
+        let (_dir, path) = valid_file();
+        {
+            let limiter = Limiter::open(&path).unwrap();
+            assert!(limiter
+                .limit("api")
+                .unwrap()
+                .try_acquire(100)
+                .unwrap()
+                .is_allowed());
+        }
+        let a = read_word(&path, WORD_BOOT_ID);
+        write_word(&path, WORD_BOOT_ID, !a);
+        let results = fork_workers(8, |_| {
+            let limiter = Limiter::open(&path).expect("open after the boot id change");
+            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            vec![d.is_allowed() as u64, limiter.reset_count()]
+        });
+        assert!(
+            results.iter().all(|r| r == &[1, 1]),
+            "round {round}: every process admitted after one reset: {results:?}"
+        );
+        let limiter = Limiter::open(&path).unwrap();
+        assert_eq!(limiter.reset_count(), 1, "round {round}");
+        let api = limiter.limit("api").unwrap();
+        assert_eq!(
+            api.peek(1).unwrap().remaining(),
+            91,
+            "round {round}: the eight decisions all landed in the reset bucket"
+        );
+        assert_eq!(api.stats().allowed, 8, "round {round}");
+    }
+}
