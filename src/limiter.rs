@@ -112,6 +112,13 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// Accept a file in a directory that other users may write without the sticky bit (refused
+    /// by default: anyone who can write such a directory can replace the file).
+    pub fn allow_unsafe_directory(mut self, allow: bool) -> Self {
+        self.access.allow_unsafe_directory = allow;
+        self
+    }
+
     /// Use another clock (for example [`crate::CoarseMonotonicClock`], or a
     /// [`crate::ManualClock`] in tests).
     pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {

@@ -45,6 +45,9 @@ pub(crate) struct Access {
     pub mode: u32,
     /// Accept a file owned by another user.
     pub allow_other_owner: bool,
+    /// Accept a file in a directory that others may write without the sticky bit (where anyone
+    /// who can write the directory can replace the file).
+    pub allow_unsafe_directory: bool,
 }
 
 impl Default for Access {
@@ -52,6 +55,7 @@ impl Default for Access {
         Access {
             mode: 0o600,
             allow_other_owner: false,
+            allow_unsafe_directory: false,
         }
     }
 }
@@ -217,10 +221,7 @@ fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
     let geometry = Geometry::compute(defs);
     let bytes = image(defs, &geometry);
     let lines = control_lines(defs, &geometry);
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
-        _ => PathBuf::from("."),
-    };
+    let dir = parent_dir(path);
     let fill = |file: &File| -> io::Result<()> {
         file.set_permissions(fs::Permissions::from_mode(access.mode))?;
         file.set_len(geometry.file_size as u64)?;
@@ -308,10 +309,50 @@ fn link_fd(file: &File, path: &Path) -> Result<bool> {
     Err(io_err("linking the new file into place", path, e))
 }
 
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Refuse a directory in which users other than the owner (beyond the group the mode shares
+/// with) could rename or replace the file: writable by them and not sticky.
+fn check_directory(path: &Path, access: &Access) -> Result<()> {
+    if access.allow_unsafe_directory {
+        return Ok(());
+    }
+    let dir = parent_dir(path);
+    let meta = fs::metadata(&dir).map_err(|e| io_err("inspecting the directory", &dir, e))?;
+    let mode = meta.mode();
+    let sticky = mode & 0o1000 != 0;
+    // Group write is acceptable when the file itself is shared with the group.
+    let allowed = if access.mode & 0o020 != 0 { 0o020 } else { 0 };
+    let writable = mode & 0o022 & !allowed;
+    if writable != 0 && !sticky {
+        return Err(Error::Permission {
+            path: path.to_owned(),
+            reason: format!(
+                "its directory {} (mode {:o}) is writable by {} without the sticky bit: anyone \
+                 who can write it can replace the file (use a private directory, or opt in)",
+                dir.display(),
+                mode & 0o7777,
+                if writable & 0o002 != 0 {
+                    "every user"
+                } else {
+                    "the group"
+                }
+            ),
+        });
+    }
+    Ok(())
+}
+
 /// Create the file with `defs` unless it exists, then attach; an existing file must hold the
 /// same definitions.
 pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) -> Result<Mapped> {
     check_defs(defs)?;
+    check_directory(path, access)?;
     for _ in 0..64 {
         match open_existing(path) {
             Ok(file) => return attach(file, path, Some(defs), access),
@@ -331,6 +372,7 @@ pub(crate) fn open(path: &Path, expected: Option<&[LimitDef]>, access: &Access) 
     if let Some(defs) = expected {
         check_defs(defs)?;
     }
+    check_directory(path, access)?;
     let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
     attach(file, path, expected, access)
 }
