@@ -203,15 +203,23 @@ typedef struct shmlimit_options {
 } shmlimit_options;
 
 // The outcome of one decision.
+//
+// Callers allocate it (usually on the stack); the library writes the whole struct on success.
 typedef struct shmlimit_decision {
     // True when admitted (and, except for `shmlimit_peek`, the cost consumed). When false
     // nothing was consumed.
     bool allowed;
+    // True when a shadow (dry-run) limit would have denied: `allowed` is true anyway and
+    // nothing was consumed.
+    bool shadow_denied;
     // Units that could still be admitted right now after this decision, if no one else acts.
     uint64_t remaining;
     // Nanoseconds until the same request could be admitted if nothing else is admitted
     // meanwhile; 0 when allowed, at least 1 when denied.
     uint64_t retry_after_ns;
+    // Written as zero; later versions may record the grant here (for example for a refund),
+    // so pass a decision back to the library unchanged.
+    uint64_t reserved[4];
 } shmlimit_decision;
 
 // Decision counters of one limit, summed over every process attached to the file.

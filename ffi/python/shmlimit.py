@@ -220,8 +220,10 @@ class _Options(ctypes.Structure):
 class _Decision(ctypes.Structure):
     _fields_ = [
         ("allowed", ctypes.c_bool),
+        ("shadow_denied", ctypes.c_bool),
         ("remaining", ctypes.c_uint64),
         ("retry_after_ns", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 4),
     ]
 
 
@@ -540,12 +542,14 @@ def _path(path: Union[str, bytes, os.PathLike]) -> bytes:
 class Decision:
     """The outcome of one decision. True in a boolean context when allowed."""
 
-    __slots__ = ("allowed", "remaining", "retry_after_ns")
+    __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied")
 
-    def __init__(self, allowed: bool, remaining: int, retry_after_ns: int):
+    def __init__(self, allowed: bool, remaining: int, retry_after_ns: int,
+                 shadow_denied: bool = False):
         self.allowed = allowed
         self.remaining = remaining
         self.retry_after_ns = retry_after_ns
+        self.shadow_denied = shadow_denied
 
     @property
     def denied(self) -> bool:
@@ -628,7 +632,8 @@ class Limit(_Handle):
     def _decide(self, fn, *args) -> Decision:
         out = _Decision()
         _check(fn(self._live(), *args, ctypes.byref(out)))
-        return Decision(bool(out.allowed), out.remaining, out.retry_after_ns)
+        return Decision(bool(out.allowed), out.remaining, out.retry_after_ns,
+                        bool(out.shadow_denied))
 
     def try_acquire(self, cost: int = 1) -> Decision:
         """Admit ``cost`` units now, or deny and consume nothing.

@@ -31,6 +31,14 @@ class WrapperTest(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
+    def test_struct_layouts_match_the_library(self):
+        import ctypes
+        self.assertEqual(ctypes.sizeof(shmlimit._Def), 72)
+        self.assertEqual(ctypes.sizeof(shmlimit._Options), 40)
+        self.assertEqual(ctypes.sizeof(shmlimit._Decision), 56)
+        self.assertEqual(shmlimit._Decision.remaining.offset, 8)
+        self.assertEqual(ctypes.sizeof(shmlimit._Stats), 64)
+
     def test_version(self):
         self.assertRegex(shmlimit.library_version(), r"^\d+\.\d+\.\d+")
 

@@ -6,6 +6,7 @@
  * Exit status 0 when every check passes; each failed check is printed.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,12 @@ static void status_codes(void) {
         SHMLIMIT_INVALID_KEY, SHMLIMIT_WRONG_KIND};
     size_t i, j;
     CHECK(SHMLIMIT_OK == 0);
+    /* The struct layouts the library was built with. */
+    CHECK(sizeof(shmlimit_def) == 72 && offsetof(shmlimit_def, limit) == 16);
+    CHECK(offsetof(shmlimit_def, reserved) == 40);
+    CHECK(sizeof(shmlimit_options) == 40);
+    CHECK(sizeof(shmlimit_decision) == 56 && offsetof(shmlimit_decision, remaining) == 8);
+    CHECK(sizeof(shmlimit_stats) == 64);
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *text = shmlimit_strerror(codes[i]);
         CHECK(text != NULL && text[0] != '\0');
@@ -372,6 +379,7 @@ static void use_and_errors(const char *dir) {
     CHECK(decision.allowed && decision.retry_after_ns == 0);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));
     CHECK(decision.allowed && decision.remaining == 1 && decision.retry_after_ns == 0);
+    CHECK(!decision.shadow_denied && decision.reserved[0] == 0 && decision.reserved[3] == 0);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));
     CHECK(decision.allowed && decision.remaining == 0);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));

@@ -101,6 +101,8 @@ pub struct shmlimit_options {
 }
 
 /// The outcome of one decision.
+///
+/// Callers allocate it (usually on the stack); the library writes the whole struct on success.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,11 +110,17 @@ pub struct shmlimit_decision {
     /// True when admitted (and, except for `shmlimit_peek`, the cost consumed). When false
     /// nothing was consumed.
     pub allowed: bool,
+    /// True when a shadow (dry-run) limit would have denied: `allowed` is true anyway and
+    /// nothing was consumed.
+    pub shadow_denied: bool,
     /// Units that could still be admitted right now after this decision, if no one else acts.
     pub remaining: u64,
     /// Nanoseconds until the same request could be admitted if nothing else is admitted
     /// meanwhile; 0 when allowed, at least 1 when denied.
     pub retry_after_ns: u64,
+    /// Written as zero; later versions may record the grant here (for example for a refund),
+    /// so pass a decision back to the library unchanged.
+    pub reserved: [u64; 4],
 }
 
 /// Decision counters of one limit, summed over every process attached to the file.
@@ -132,12 +140,29 @@ pub struct shmlimit_stats {
     pub reserved: [u64; 4],
 }
 
+// The layout every C compiler must agree on (checked from C too, in ffi/tests/errors.c, and
+// from Python in ffi/python/test_shmlimit.py). Changing any of these breaks the ABI.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(size_of::<shmlimit_def>() == 72);
+    assert!(offset_of!(shmlimit_def, kind) == 8);
+    assert!(offset_of!(shmlimit_def, limit) == 16);
+    assert!(offset_of!(shmlimit_def, reserved) == 40);
+    assert!(size_of::<shmlimit_options>() == 40);
+    assert!(size_of::<shmlimit_decision>() == 56);
+    assert!(offset_of!(shmlimit_decision, shadow_denied) == 1);
+    assert!(offset_of!(shmlimit_decision, remaining) == 8);
+    assert!(size_of::<shmlimit_stats>() == 64);
+};
+
 impl From<Decision> for shmlimit_decision {
     fn from(d: Decision) -> Self {
         shmlimit_decision {
             allowed: d.is_allowed(),
+            shadow_denied: d.is_shadow_denied(),
             remaining: d.remaining(),
             retry_after_ns: d.retry_after_ns(),
+            reserved: [0; 4],
         }
     }
 }
