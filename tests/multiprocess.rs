@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, now_ns, temp_path, XorShift, MS, SEC};
 use shmlimit::{
-    Algorithm, Alignment, FixedWindow, IntoAlgorithm, Limit, Limiter, Rate, SlidingLog,
-    SlidingWindow, TokenBucket,
+    Algorithm, Alignment, Clock, CoarseMonotonicClock, FixedWindow, IntoAlgorithm, Limit, Limiter,
+    MonotonicClock, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 
 const WORKERS: usize = 8;
@@ -119,7 +119,13 @@ impl Report {
 /// Decide as fast as possible until `deadline`, recording as described in the module docs, at
 /// a cost drawn from `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first
 /// denial instead (the parent's drain).
-fn hammer(limit: &Limit, deadline: u64, until_denied: bool, max_cost: u64, seed: u64) -> Report {
+fn hammer<C: Clock>(
+    limit: &Limit<C>,
+    deadline: u64,
+    until_denied: bool,
+    max_cost: u64,
+    seed: u64,
+) -> Report {
     let mut rng = XorShift::new(seed);
     let mut r = Report {
         admissions: Vec::with_capacity(STAMP_CAPACITY),
@@ -267,10 +273,16 @@ impl Run {
 /// Create a fresh file with one limit `x`, drain it from the parent (at cost 1), fork the
 /// workers (deciding at costs `1..=max_cost`), merge.
 fn run(algorithm: Algorithm, attach: Attach, max_cost: u64) -> Run {
+    run_with(algorithm, attach, max_cost, MonotonicClock)
+}
+
+/// [`run`], every process deciding with `clock`.
+fn run_with<C: Clock>(algorithm: Algorithm, attach: Attach, max_cost: u64, clock: C) -> Run {
     let _serial = fork_lock();
     let (_dir, path) = temp_path("multiprocess.shm");
     let limiter = Limiter::builder()
         .limit("x", algorithm)
+        .clock(clock.clone())
         .create_or_open(&path)
         .expect("create limiter file");
     let limit = limiter.limit("x").expect("limit x");
@@ -286,7 +298,7 @@ fn run(algorithm: Algorithm, attach: Attach, max_cost: u64) -> Run {
         let report = match attach {
             Attach::Inherited => hammer(&limit, deadline, false, max_cost, seed),
             Attach::OpenByPath => {
-                let own = open_by_path(&path);
+                let own = open_by_path(&path, clock.clone());
                 hammer(&own, deadline, false, max_cost, seed)
             }
         };
@@ -348,8 +360,11 @@ fn run(algorithm: Algorithm, attach: Attach, max_cost: u64) -> Run {
     }
 }
 
-fn open_by_path(path: &Path) -> Limit {
-    let limiter = Limiter::open(path).expect("a worker opens the file by path alone");
+fn open_by_path<C: Clock>(path: &Path, clock: C) -> Limit<C> {
+    let limiter = Limiter::builder()
+        .clock(clock)
+        .open(path)
+        .expect("a worker opens the file by path alone");
     assert_eq!(limiter.definitions().len(), 1);
     limiter.limit("x").expect("limit x")
 }
@@ -930,4 +945,55 @@ fn identical_timestamps_across_processes_admit_exact_counts() {
             limit.name()
         );
     }
+}
+
+#[test]
+fn the_coarse_clock_keeps_the_bucket_and_the_log_within_their_bounds_stretched_by_one_tick() {
+    // CLOCK_MONOTONIC_COARSE lags the precise clock by up to one tick, so a decision is dated in
+    // [lo - tick, hi]: the bounds hold over those dates, i.e. over the run stretched by a tick.
+    let tick = CoarseMonotonicClock::resolution_ns();
+    assert!(
+        tick > 0 && tick <= 20 * MS,
+        "coarse clock resolution {tick} ns"
+    );
+    let run = run_with(
+        algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
+        Attach::OpenByPath,
+        1,
+        CoarseMonotonicClock,
+    );
+    let n = run.total();
+    let bound = B + (run.t_last - run.t0 + tick) / EMISSION;
+    let a = &run.admissions;
+    for i in 0..a.len() {
+        let mut latest = 0;
+        for (k, s) in a[i..].iter().enumerate() {
+            latest = latest.max(s.hi);
+            let count = k as u64 + 1;
+            assert!(
+                count <= B + (latest - a[i].lo + tick) / EMISSION,
+                "coarse bucket: {count} admissions dated within {} ns",
+                latest - a[i].lo + tick
+            );
+        }
+    }
+    assert!(n <= bound, "coarse bucket: {n} admissions, bound {bound}");
+    let log = run_with(
+        algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
+        Attach::OpenByPath,
+        1,
+        CoarseMonotonicClock,
+    );
+    let worst = log.max_certain_in_interval(W, LOG_UNIT + tick);
+    let log_bound = L * ((log.t_last + LOG_UNIT + tick - log.t0) / W + 1);
+    println!(
+        "coarse clock (tick {tick} ns): bucket {n} admitted, bound {bound}; log {} admitted, \
+         bound {log_bound}, most in one window {worst}",
+        log.total()
+    );
+    assert!(
+        worst <= L,
+        "coarse log: {worst} admissions within one window"
+    );
+    assert!(log.total() <= log_bound);
 }
