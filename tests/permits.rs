@@ -1,0 +1,460 @@
+//! Concurrency limits across real processes: at most `C` permits held at once, counted by the
+//! workers themselves through an independent counter; permits of processes killed while holding
+//! them come back; leases, ids and inspection.
+//!
+//! The independent counter lives in a `MAP_SHARED` anonymous mapping made before `fork`: a
+//! worker increments it right after it gets a permit and decrements it right before it lets the
+//! permit go, so the counter's value at any instant is at least the number of live processes
+//! inside that window, and every increment checks that value against `C`.
+
+mod common;
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{fork_lock, fork_workers, temp_path, MS};
+use shmlimit::{Clock, Concurrency, Error, Limiter, ManualClock, TokenBucket};
+
+/// Words in a `MAP_SHARED` anonymous mapping: shared with every child forked after it.
+struct SharedWords {
+    ptr: *mut AtomicU64,
+    len: usize,
+}
+
+impl SharedWords {
+    fn new(len: usize) -> SharedWords {
+        // SAFETY: an anonymous shared mapping of `len * 8` bytes with no address hint; mmap has
+        // no memory preconditions and the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len * 8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED, "mmap");
+        SharedWords {
+            ptr: ptr.cast(),
+            len,
+        }
+    }
+
+    fn at(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.len);
+        // SAFETY: the mapping is page-aligned, zero-filled, `len` words long and lives as long as
+        // `self`; it is only ever accessed atomically, by this process and its children.
+        unsafe { &*self.ptr.add(i) }
+    }
+}
+
+impl Drop for SharedWords {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and the length are exactly what mmap returned; nothing refers to it now.
+        unsafe { libc::munmap(self.ptr.cast(), self.len * 8) };
+    }
+}
+
+/// The active-holder counter: word 0 active, word 1 the most ever seen, word 2 violations.
+struct Active<'a>(&'a SharedWords);
+
+impl Active<'_> {
+    /// Count ourselves in (right after acquiring) and check against `c`.
+    fn enter(&self, c: u64) {
+        // SeqCst: one total order of all entries and exits, the instant the count is taken.
+        let now = self.0.at(0).fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.at(1).fetch_max(now, Ordering::SeqCst);
+        if now > c {
+            self.0.at(2).fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Count ourselves out (right before releasing).
+    fn leave(&self) {
+        // SeqCst: see `enter`.
+        self.0.at(0).fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn max(&self) -> u64 {
+        self.0.at(1).load(Ordering::SeqCst)
+    }
+
+    fn violations(&self) -> u64 {
+        self.0.at(2).load(Ordering::SeqCst)
+    }
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
+    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
+    assert_eq!(rc, 0, "pipe2");
+    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+/// Fork a child that runs `f` and leaves with `_exit(f())` (101 if it panicked).
+fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: fork has no memory preconditions; the child runs only `f` (limiter calls, libc,
+    // allocation) and leaves through `_exit`, never returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let code = catch_unwind(AssertUnwindSafe(f)).unwrap_or(101);
+        // SAFETY: _exit ends the child at once; always valid.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
+
+/// Reap `pid`; its exit status (or 128 + signal).
+fn reap(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: `pid` is our own unreaped child; `status` is a valid int to fill.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid, "waitpid");
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    }
+}
+
+fn sigkill(pid: libc::pid_t) {
+    // SAFETY: `pid` is our own child, not yet reaped, so the pid cannot name another process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+}
+
+/// Block until one byte arrives on `fd` (a child saying it holds its permit); false at EOF.
+fn read_byte(fd: &OwnedFd) -> bool {
+    let mut f = std::fs::File::from(fd.try_clone().unwrap());
+    let mut b = [0u8; 1];
+    matches!(f.read(&mut b), Ok(1))
+}
+
+fn write_byte(fd: &OwnedFd) {
+    use std::os::fd::AsRawFd;
+    let b = 1u8;
+    // SAFETY: writes one byte from a valid buffer to an open descriptor.
+    let n = unsafe { libc::write(fd.as_raw_fd(), (&b as *const u8).cast(), 1) };
+    assert_eq!(n, 1);
+}
+
+#[test]
+fn sixteen_processes_never_hold_more_than_five() {
+    let _g = fork_lock();
+    const C: u64 = 5;
+    const WORKERS: usize = 16;
+    const ROUNDS: u64 = 25;
+    let (_dir, path) = temp_path("sixteen.shm");
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(C))
+        .create_or_open(&path)
+        .unwrap();
+    let shared = SharedWords::new(8);
+    let active = Active(&shared);
+    let reports = fork_workers(WORKERS, |i| {
+        let limiter = Limiter::open(&path).unwrap();
+        let db = limiter.limit("db").unwrap();
+        let mut done = 0;
+        let mut waited = 0;
+        for round in 0..ROUNDS {
+            let permit = match db.try_acquire_permit().unwrap() {
+                Some(p) => p,
+                None => {
+                    waited += 1;
+                    db.acquire_permit_timeout(Duration::from_secs(60))
+                        .unwrap()
+                        .expect("a permit within a minute")
+                }
+            };
+            active.enter(C);
+            // The work: hold the permit a little (varying, so holders overlap differently).
+            std::thread::sleep(Duration::from_micros(200 + 100 * ((i as u64 + round) % 7)));
+            active.leave();
+            assert!(permit.release(), "the permit was still ours");
+            done += 1;
+        }
+        vec![done, waited]
+    });
+    let done: u64 = reports.iter().map(|r| r[0]).sum();
+    let waited: u64 = reports.iter().map(|r| r[1]).sum();
+    eprintln!(
+        "16 processes, C = 5: max {} active at once, {waited} waits",
+        active.max()
+    );
+    assert_eq!(done, WORKERS as u64 * ROUNDS, "all work completes");
+    assert_eq!(active.violations(), 0, "more than C active at once");
+    assert!(active.max() <= C);
+    let db = limiter.limit("db").unwrap();
+    // Every grant was counted once (a wait is one decision, however long it slept).
+    assert_eq!(db.stats().allowed, WORKERS as u64 * ROUNDS);
+    assert!(db.permit_holders().is_empty(), "every permit released");
+}
+
+/// Children hold permits, the parent kills them with SIGKILL while they hold, over and over,
+/// while other processes keep working through the limit: the killed holders' permits come back
+/// (otherwise the workers would starve after `C` kills) and the live holders never exceed `C`.
+#[test]
+fn permits_of_killed_holders_come_back() {
+    let _g = fork_lock();
+    const C: u64 = 5;
+    const KILLS: usize = 12;
+    let (_dir, path) = temp_path("killed.shm");
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(C))
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.limit("db").unwrap();
+    let shared = SharedWords::new(8);
+    let active = Active(&shared);
+    // Word 3: set by the parent when the killing is over; the churners stop.
+    let stop = || shared.at(3).load(Ordering::SeqCst) != 0;
+    let mut churners = Vec::new();
+    // Five churners and a victim compete for five permits: the victims' permits are needed.
+    for i in 0..5u64 {
+        churners.push(fork_child(|| {
+            let db = Limiter::open(&path).unwrap().limit("db").unwrap();
+            let mut done = 0u64;
+            while !stop() {
+                let p = db
+                    .acquire_permit_timeout(Duration::from_secs(20))
+                    .unwrap()
+                    .expect("killed holders' permits come back within 20 s");
+                active.enter(C);
+                std::thread::sleep(Duration::from_micros(300 + 200 * i));
+                active.leave();
+                p.release();
+                done += 1;
+            }
+            // At least one round each: the churner was never starved for good.
+            i32::from(done == 0)
+        }));
+    }
+    let mut took_over = Vec::new();
+    for k in 0..KILLS {
+        let (r, w) = pipe();
+        let victim = fork_child(|| {
+            let p = db
+                .acquire_permit_timeout(Duration::from_secs(20))
+                .unwrap()
+                .expect("a permit");
+            active.enter(C);
+            write_byte(&w);
+            // Hold it until killed.
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+                let _ = p.id();
+            }
+        });
+        drop(w);
+        assert!(read_byte(&r), "victim {k} never got a permit");
+        // The victim will never count itself out: do it for it before it dies, so the counter
+        // stays an upper bound of the live holders at every instant.
+        active.leave();
+        sigkill(victim);
+        if k % 2 == 0 {
+            assert_eq!(reap(victim), 128 + libc::SIGKILL);
+        } else {
+            // Left a zombie for a while: its permit must come back all the same.
+            took_over.push(victim);
+        }
+        if took_over.len() > 2 {
+            for pid in took_over.drain(..) {
+                reap(pid);
+            }
+        }
+    }
+    shared.at(3).store(1, Ordering::SeqCst);
+    for pid in churners {
+        assert_eq!(reap(pid), 0, "a churner failed");
+    }
+    for pid in took_over {
+        reap(pid);
+    }
+    eprintln!(
+        "{KILLS} holders killed: max {} active at once",
+        active.max()
+    );
+    assert_eq!(active.violations(), 0, "more than C live holders at once");
+    // All C come back to one process, then no more.
+    let held: Vec<_> = (0..C)
+        .map(|_| {
+            db.try_acquire_permit()
+                .unwrap()
+                .expect("all permits came back")
+        })
+        .collect();
+    assert!(db.try_acquire_permit().unwrap().is_none());
+    drop(held);
+    assert!(db.permit_holders().is_empty());
+}
+
+#[test]
+fn a_zombie_owner_is_taken_over_and_gc_frees_the_rest() {
+    let _g = fork_lock();
+    let (_dir, path) = temp_path("zombie.shm");
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(3))
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.limit("db").unwrap();
+    let (r, w) = pipe();
+    let child = fork_child(|| {
+        for _ in 0..3 {
+            let _ = db.try_acquire_permit().unwrap().unwrap().into_id();
+        }
+        write_byte(&w);
+        0 // exits holding all three
+    });
+    drop(w);
+    assert!(read_byte(&r));
+    // Wait until the child has exited (a zombie: not reaped), seen through its /proc state.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{child}/stat"))
+        .map(|s| {
+            s.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z')
+        })
+        .unwrap_or(false)
+    {
+        assert!(Instant::now() < deadline, "child did not exit");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let holders = db.permit_holders();
+    assert_eq!(holders.len(), 3);
+    assert!(holders
+        .iter()
+        .all(|h| h.pid == child as u32 && h.reclaimable));
+    // None free: the next acquirer takes one over from the zombie.
+    let mine = db
+        .try_acquire_permit()
+        .unwrap()
+        .expect("taken over from a zombie");
+    assert_eq!(reap(child), 0);
+    // The other two: gc frees them.
+    assert_eq!(db.reclaim_dead_permits(), 2);
+    assert_eq!(db.reclaim_dead_permits(), 0);
+    let holders = db.permit_holders();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].pid, std::process::id());
+    assert_eq!(holders[0].id, mine.id());
+    assert!(!holders[0].reclaimable);
+}
+
+#[test]
+fn live_holders_are_never_taken_over_and_ids_belong_to_their_process() {
+    let _g = fork_lock();
+    let (_dir, path) = temp_path("live.shm");
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(5))
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.limit("db").unwrap();
+    let held: Vec<_> = (0..5)
+        .map(|_| db.try_acquire_permit().unwrap().unwrap())
+        .collect();
+    let ids: Vec<u64> = held.iter().map(|p| p.id()).collect();
+    let mut unique = ids.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), 5);
+    assert!(ids.iter().all(|&id| id != 0));
+    let inherited = std::sync::Mutex::new(Some(held));
+    let reports = fork_workers(4, |_| {
+        let db = Limiter::open(&path).unwrap().limit("db").unwrap();
+        let refused = db.try_acquire_permit().unwrap().is_none() as u64;
+        let waited = db
+            .acquire_permit_timeout(Duration::from_millis(50))
+            .unwrap()
+            .is_none() as u64;
+        let foreign = ids
+            .iter()
+            .filter(|&&id| db.release_permit(id).unwrap())
+            .count() as u64;
+        // The parent's permits, inherited across fork: dropping them here releases nothing.
+        let copies = inherited.lock().unwrap().take().unwrap_or_default();
+        let released = copies.into_iter().filter(|p| p.is_held()).count() as u64;
+        vec![refused, waited, foreign, released]
+    });
+    for r in &reports {
+        assert_eq!(r[..3], [1, 1, 0], "a live holder's permit was given away");
+    }
+    assert_eq!(db.permit_holders().len(), 5, "all still held by the parent");
+    let mut held = inherited.into_inner().unwrap().unwrap();
+    assert!(held.iter().all(|p| p.is_held()));
+    // The parent releases by id: once.
+    let id = held.remove(0).into_id();
+    assert!(db.release_permit(id).unwrap());
+    assert!(!db.release_permit(id).unwrap());
+    assert!(!db.release_permit(0).unwrap());
+    assert!(!db.release_permit(u64::MAX).unwrap());
+    assert_eq!(db.permit_holders().len(), 4);
+}
+
+#[test]
+fn a_lease_expires_on_the_millisecond_after_its_length() {
+    let (_dir, path) = temp_path("lease.shm");
+    let clock = ManualClock::new(10_000 * MS + 1); // acquisition stamped at 10_001 ms
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(1).lease(Duration::from_secs(1)))
+        .clock(clock.clone())
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.limit("db").unwrap();
+    let first = db.try_acquire_permit().unwrap().unwrap();
+    let h = db.permit_holders();
+    assert_eq!(h[0].since_ns, Some(10_001 * MS));
+    assert_eq!(h[0].lease_expiry_ns, Some(11_001 * MS));
+    assert!(!h[0].reclaimable);
+    clock.set(11_001 * MS - 1);
+    assert!(db.try_acquire_permit().unwrap().is_none());
+    assert!(first.is_held());
+    clock.set(11_001 * MS);
+    let second = db.try_acquire_permit().unwrap().expect("the lease expired");
+    assert!(!first.is_held());
+    assert!(!first.release(), "an expired permit releases nothing");
+    assert!(second.is_held());
+    assert_eq!(db.permit_holders()[0].id, second.id());
+}
+
+#[test]
+fn other_kinds_refuse_permits_and_permits_refuse_rates() {
+    let (_dir, path) = temp_path("kinds.shm");
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(2))
+        .limit("api", TokenBucket::per_second(10).burst(2))
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.limit("db").unwrap();
+    let api = limiter.limit("api").unwrap();
+    assert!(matches!(db.try_acquire(1), Err(Error::WrongKind { .. })));
+    assert!(matches!(
+        db.acquire_timeout(1, Duration::ZERO),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(matches!(
+        api.try_acquire_permit(),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(matches!(
+        api.release_permit(1),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(api.permit_holders().is_empty());
+    assert_eq!(api.reclaim_dead_permits(), 0);
+    // Reset frees every permit; a handle from before releases nothing.
+    let p = db.try_acquire_permit().unwrap().unwrap();
+    db.reset().unwrap();
+    assert!(!p.is_held());
+    assert!(db.permit_holders().is_empty());
+    let _ = db.clock().now_ns();
+}
