@@ -119,8 +119,13 @@ impl Report {
 /// Decide as fast as possible until `deadline`, recording as described in the module docs, at
 /// a cost drawn from `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first
 /// denial instead (the parent's drain).
+///
+/// `lo` is read from the limiter's own clock (`clock`, a clone of it) just before the decision
+/// and `hi` from the precise clock just after: both clocks run on the same timeline and are
+/// monotonic, so the decision's date lies in `[lo, hi]` whatever the clock's lag.
 fn hammer<C: Clock>(
     limit: &Limit<C>,
+    clock: &C,
     deadline: u64,
     until_denied: bool,
     max_cost: u64,
@@ -136,7 +141,7 @@ fn hammer<C: Clock>(
     let mut last_sample = 0u64;
     loop {
         let cost = 1 + rng.next_u64() % max_cost;
-        let lo = now_ns();
+        let lo = clock.now_ns();
         let decision = limit.try_acquire(cost).expect("decision");
         let hi = now_ns();
         if r.admitted + r.denied == 0 {
@@ -287,7 +292,7 @@ fn run_with<C: Clock>(algorithm: Algorithm, attach: Attach, max_cost: u64, clock
         .expect("create limiter file");
     let limit = limiter.limit("x").expect("limit x");
 
-    let drain = hammer(&limit, u64::MAX, true, 1, 1);
+    let drain = hammer(&limit, &clock, u64::MAX, true, 1, 1);
     assert_eq!(
         drain.denied, 1,
         "the parent's drain ends at its first denial"
@@ -296,10 +301,10 @@ fn run_with<C: Clock>(algorithm: Algorithm, attach: Attach, max_cost: u64, clock
     let reports: Vec<Report> = fork_workers(WORKERS, |i| {
         let seed = 1_000 + i as u64;
         let report = match attach {
-            Attach::Inherited => hammer(&limit, deadline, false, max_cost, seed),
+            Attach::Inherited => hammer(&limit, &clock, deadline, false, max_cost, seed),
             Attach::OpenByPath => {
                 let own = open_by_path(&path, clock.clone());
-                hammer(&own, deadline, false, max_cost, seed)
+                hammer(&own, &clock, deadline, false, max_cost, seed)
             }
         };
         report.encode()
@@ -948,14 +953,10 @@ fn identical_timestamps_across_processes_admit_exact_counts() {
 }
 
 #[test]
-fn the_coarse_clock_keeps_the_bucket_and_the_log_within_their_bounds_stretched_by_one_tick() {
-    // CLOCK_MONOTONIC_COARSE lags the precise clock by up to one tick, so a decision is dated in
-    // [lo - tick, hi]: the bounds hold over those dates, i.e. over the run stretched by a tick.
-    let tick = CoarseMonotonicClock::resolution_ns();
-    assert!(
-        tick > 0 && tick <= 20 * MS,
-        "coarse clock resolution {tick} ns"
-    );
+fn with_the_coarse_clock_every_admission_stays_within_the_bounds_over_its_dates() {
+    // CLOCK_MONOTONIC_COARSE lags the precise clock. A decision is dated by its coarse read,
+    // which lies between a coarse read taken just before it and a precise read just after:
+    // the bounds hold over those brackets exactly as with the precise clock.
     let run = run_with(
         algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
         Attach::OpenByPath,
@@ -963,7 +964,7 @@ fn the_coarse_clock_keeps_the_bucket_and_the_log_within_their_bounds_stretched_b
         CoarseMonotonicClock,
     );
     let n = run.total();
-    let bound = B + (run.t_last - run.t0 + tick) / EMISSION;
+    let bound = B + (run.t_last - run.t0) / EMISSION;
     let a = &run.admissions;
     for i in 0..a.len() {
         let mut latest = 0;
@@ -971,9 +972,9 @@ fn the_coarse_clock_keeps_the_bucket_and_the_log_within_their_bounds_stretched_b
             latest = latest.max(s.hi);
             let count = k as u64 + 1;
             assert!(
-                count <= B + (latest - a[i].lo + tick) / EMISSION,
+                count <= B + (latest - a[i].lo) / EMISSION,
                 "coarse bucket: {count} admissions dated within {} ns",
-                latest - a[i].lo + tick
+                latest - a[i].lo
             );
         }
     }
@@ -984,11 +985,11 @@ fn the_coarse_clock_keeps_the_bucket_and_the_log_within_their_bounds_stretched_b
         1,
         CoarseMonotonicClock,
     );
-    let worst = log.max_certain_in_interval(W, LOG_UNIT + tick);
-    let log_bound = L * ((log.t_last + LOG_UNIT + tick - log.t0) / W + 1);
+    let worst = log.max_certain_in_interval(W, LOG_UNIT);
+    let log_bound = L * ((log.t_last + LOG_UNIT - log.t0) / W + 1);
     println!(
-        "coarse clock (tick {tick} ns): bucket {n} admitted, bound {bound}; log {} admitted, \
-         bound {log_bound}, most in one window {worst}",
+        "coarse clock: bucket {n} admitted, bound {bound}; log {} admitted, bound {log_bound}, \
+         most in one window {worst}",
         log.total()
     );
     assert!(
@@ -996,4 +997,28 @@ fn the_coarse_clock_keeps_the_bucket_and_the_log_within_their_bounds_stretched_b
         "coarse log: {worst} admissions within one window"
     );
     assert!(log.total() <= log_bound);
+}
+
+#[test]
+#[ignore = "library bug: CoarseMonotonicClock's docs say reads lag by at most resolution_ns() \
+            (one tick), so a bucket stays within floor(B + r (T + tick)) in wall time; on this \
+            host they lag up to 8 ms (two ticks) with a 4 ms resolution"]
+fn the_coarse_clock_lags_the_precise_clock_by_at_most_its_resolution() {
+    let tick = CoarseMonotonicClock::resolution_ns();
+    let end = now_ns() + SEC;
+    let mut worst = 0;
+    loop {
+        // The precise read comes first: a coarse read taken after it and still behind it lags
+        // by at least the difference, whatever happened in between.
+        let precise = now_ns();
+        let coarse = CoarseMonotonicClock.now_ns();
+        if precise > end {
+            break;
+        }
+        worst = worst.max(precise.saturating_sub(coarse));
+    }
+    assert!(
+        worst <= tick,
+        "the coarse clock lagged {worst} ns behind, its resolution is {tick} ns"
+    );
 }
