@@ -24,6 +24,13 @@
 //!   recorded dates never decrease in claim order and are the running maximum of the admitted
 //!   clock reads, the entries not freed are exactly the admissions, and no interval of length `W`
 //!   holds more than `L` of them.
+//!
+//! Every model was checked against mutations of the code it covers (the CAS of [`decide`] made a
+//! blind store, a peek that writes, a stale window read that resets the count, the log's entry
+//! CAS made a blind store, dating without the newest entry, expiry one unit early, rollback
+//! without the freed mark, no help for a lagging head, every ordering in the claim `Relaxed`):
+//! each mutation fails at least one model. The `#[ignore]`d models are reproducers of known
+//! limitations of the log; run them with `cargo test --lib loom -- --ignored`.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -651,7 +658,7 @@ struct Ring {
 }
 
 impl Ring {
-    /// The state after `claims` claims whose entries are `entries` (zero-filled when empty).
+    /// A ring holding `head` and `entries` (all zero: a fresh log).
     fn new(head: u64, entries: &[u64]) -> Arc<Ring> {
         Arc::new(Ring {
             head: AtomicU64::new(head),
@@ -679,10 +686,10 @@ impl Ring {
 /// A log run: what the ring held before the threads ran and what they did.
 struct LogRun {
     log: SlidingLog,
-    /// Claims made before the model threads started (claim numbers `0..before`, or from
-    /// `first_claim` when the model starts mid-history).
+    /// The number of the first claim in `history` (0 unless the model starts mid-history).
     first_claim: u64,
-    /// Entries of claims `first_claim..first_claim + history.len()`, as written.
+    /// Entries of the claims made before the model threads started, numbered from
+    /// `first_claim`, as written.
     history: Vec<u64>,
     /// Clock reads of the admitted requests, one per admitted unit.
     admitted_at: Vec<u64>,
