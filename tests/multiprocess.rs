@@ -70,8 +70,6 @@ struct Report {
     first_hi: u64,
     /// `hi` of its last decision.
     last_hi: u64,
-    /// `lo` of its last denial.
-    last_denied_lo: u64,
     overflow: bool,
     admissions: Vec<Stamp>,
     denials: Vec<Stamp>,
@@ -84,7 +82,6 @@ impl Report {
             self.denied,
             self.first_hi,
             self.last_hi,
-            self.last_denied_lo,
             self.overflow as u64,
             self.admissions.len() as u64,
             self.denials.len() as u64,
@@ -96,10 +93,10 @@ impl Report {
     }
 
     fn decode(w: &[u64]) -> Report {
-        assert!(w.len() >= 8, "short report: {} words", w.len());
-        let (na, nd) = (w[6] as usize, w[7] as usize);
-        assert_eq!(w.len(), 8 + 3 * (na + nd), "report length");
-        let stamps: Vec<Stamp> = w[8..]
+        assert!(w.len() >= 7, "short report: {} words", w.len());
+        let (na, nd) = (w[5] as usize, w[6] as usize);
+        assert_eq!(w.len(), 7 + 3 * (na + nd), "report length");
+        let stamps: Vec<Stamp> = w[7..]
             .chunks_exact(3)
             .map(|c| Stamp {
                 lo: c[0],
@@ -112,8 +109,7 @@ impl Report {
             denied: w[1],
             first_hi: w[2],
             last_hi: w[3],
-            last_denied_lo: w[4],
-            overflow: w[5] != 0,
+            overflow: w[4] != 0,
             admissions: stamps[..na].to_vec(),
             denials: stamps[na..].to_vec(),
         }
@@ -163,7 +159,6 @@ fn hammer<C: Clock>(
             }
         } else {
             r.denied += 1;
-            r.last_denied_lo = lo;
             if !sampled_since_admission
                 || lo - last_sample >= DENIAL_SAMPLE_NS
                 || lo / W != last_sample / W
