@@ -9,19 +9,19 @@
 //! use shmlimit::{Limiter, TokenBucket};
 //!
 //! let limiter = Limiter::builder()
-//!     .limit("api", TokenBucket::per_second(1000).burst(1))
+//!     .limit("api", TokenBucket::per_second(10).burst(1))
 //!     .create_or_open(&path)?;
 //! let api = limiter.limit("api")?;
 //! assert!(api.try_acquire(1)?.is_allowed()); // the burst is used
-//! // The next token is 1 ms away: booked now, served in booking order.
-//! let r = api.reserve(1, Duration::from_millis(50))?;
+//! // The next token is 100 ms away: booked now, served in booking order.
+//! let r = api.reserve(1, Duration::from_secs(1))?;
 //! assert!(r.is_granted());
-//! assert!(r.delay() <= Duration::from_millis(1));
-//! let decision = r.wait(); // sleeps the delay
-//! assert!(decision.is_allowed());
+//! assert!(r.delay() <= Duration::from_millis(100));
 //! // A booking that would have to wait longer than it may is refused and takes nothing.
 //! let far = api.reserve(1, Duration::ZERO)?;
-//! assert!(far.is_refused() && far.delay() > Duration::ZERO);
+//! assert!(far.is_refused() && far.delay() > Duration::from_millis(100));
+//! let decision = r.wait(); // sleeps the delay
+//! assert!(decision.is_allowed());
 //! # Ok(()) }
 //! ```
 //!
