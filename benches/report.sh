@@ -21,11 +21,12 @@ if [[ "${1:-}" == "--table-only" ]]; then
     command="(tabulated from results on disk)"
 else
     filter=("$@")
-    command="cargo bench --bench shmlimit -- --warm-up-time ${WARM_UP:-0.5} --measurement-time ${MEASURE:-2} ${filter[*]:-}"
+    command="cargo bench --bench shmlimit -- --warm-up-time ${WARM_UP:-0.5} --measurement-time ${MEASURE:-2} --nresamples 20000 ${filter[*]:-}"
     touch "$stamp"
     since="$(stat -c %Y "$stamp")"
     cargo bench --bench shmlimit -- \
-        --warm-up-time "${WARM_UP:-0.5}" --measurement-time "${MEASURE:-2}" "${filter[@]}" >&2
+        --warm-up-time "${WARM_UP:-0.5}" --measurement-time "${MEASURE:-2}" --nresamples 20000 \
+        "${filter[@]}" >&2
 fi
 
 echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), \`${command% }\`, library at $(git rev-parse --short HEAD)$(git diff --quiet -- src || echo ' + uncommitted changes in src/'), $(nproc) CPUs, kernel $(uname -r)"
