@@ -53,14 +53,17 @@ impl Clock for MonotonicClock {
     }
 }
 
-/// `CLOCK_MONOTONIC_COARSE`: the same timeline, updated once per kernel tick (typically 1-4 ms),
-/// several times cheaper to read.
+/// `CLOCK_MONOTONIC_COARSE`: the same timeline, updated by the kernel's timer tick (its
+/// resolution, [`CoarseMonotonicClock::resolution_ns`], is typically 1-4 ms), several times
+/// cheaper to read.
 ///
-/// Its reads lag the precise clock by up to one tick ([`CoarseMonotonicClock::resolution_ns`]).
-/// A lagging read is a stale read: decisions stay within every bound, stated in terms of the
-/// time the decision was dated, but that date can be up to one tick early. Over an interval of
-/// length T, a token bucket of rate r can therefore see admissions counted against
-/// `floor(B + r (T + tick))` in wall time: the error is resolution x rate tokens.
+/// A coarse read returns the time of the kernel's last update: it lags the precise clock by
+/// the time since that update, one to two ticks, and more when timer interrupts are delayed
+/// (in virtual machines 2 x the 4 ms resolution has been measured here). A lagging read is a
+/// stale read: decisions stay within every bound, stated over the times the decisions were
+/// dated, but a date can be that lag early. Over an interval of length T of wall time, a token
+/// bucket of rate r can therefore admit up to `floor(B + r (T + lag))`: the error is lag x rate
+/// tokens (about 2 x resolution x rate in practice).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CoarseMonotonicClock;
 

@@ -104,10 +104,13 @@ impl SlidingLog {
         }
     }
 
-    /// An entry holds no admission inside the window ending at `date`.
+    /// An entry holds no admission inside the window ending at `date`: freed, never used (time
+    /// 0, which no claim records, since dates are rounded up to a whole unit), or expired.
     #[inline(always)]
     fn is_free(&self, entry: u64, date: u64) -> bool {
-        entry & FREED != 0 || entry_time_ns(entry) + self.window_ns <= date
+        entry & TIME_MASK == 0
+            || entry & FREED != 0
+            || entry_time_ns(entry) + self.window_ns <= date
     }
 
     /// One claim attempt loop: returns once the head entry is claimed or found in the window.
@@ -494,6 +497,26 @@ mod tests {
             .acquire(&head, &entries, || 10 * SEC + SEC / 2, 1, true)
             .unwrap()
             .is_denied());
+    }
+
+    #[test]
+    fn fresh_log_is_empty_even_when_the_window_is_longer_than_uptime() {
+        let year = 365 * 86_400 * SEC;
+        let log = SlidingLog {
+            limit: 3,
+            window_ns: 10 * year,
+        };
+        let (head, entries) = ring(3);
+        let now = 60 * SEC; // a machine booted a minute ago
+        for _ in 0..3 {
+            assert!(log
+                .acquire(&head, &entries, || now, 1, true)
+                .unwrap()
+                .is_allowed());
+        }
+        let d = log.acquire(&head, &entries, || now, 1, true).unwrap();
+        assert!(d.is_denied());
+        assert!(d.retry_after_ns() >= 10 * year - 1024);
     }
 
     #[test]
