@@ -118,6 +118,20 @@ impl Decision {
         self.shadow_denied
     }
 
+    /// What a refund needs to know about this grant, as two words (for the C ABI, which keeps
+    /// them in its decision struct): the cost admitted and where it was recorded.
+    pub(crate) fn grant_record(&self) -> [u64; 2] {
+        [self.cost(), self.stamp]
+    }
+
+    /// A grant rebuilt from [`Decision::grant_record`], good for `refund` only.
+    pub(crate) fn from_grant_record(record: [u64; 2]) -> Decision {
+        let mut d = Decision::allowed(0, 1);
+        d.cost = record[0];
+        d.stamp = record[1];
+        d
+    }
+
     /// The cost this decision admitted (0 when denied or shadow-denied).
     pub fn cost(&self) -> u64 {
         if self.allowed {
