@@ -869,9 +869,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// A refund can never create more budget than the grant took: a bucket never fills past
     /// full, a window refund only applies while the grant's window is still counted, and a log
-    /// refund frees entries dated no later than the grant. Refunding a denied decision, or the
-    /// same grant twice, is the caller's mistake; the first is a no-op, the second is bounded
-    /// by the same rules.
+    /// refund frees entries dated no later than the grant. Refunding a denied (or shadow-denied)
+    /// decision is a no-op. Refund each grant at most once: a second refund of the same grant
+    /// gives its cost back again, which is budget no request returned.
     ///
     /// # Errors
     ///
