@@ -1,12 +1,118 @@
-//! Keyed limits: one state per key in a lock-free open-addressing table in the file.
+//! Keyed limits: one independent state per key (user, tenant, client address, ...) of one
+//! template limit, in a lock-free open-addressing table in the file.
+//!
+//! # Implementation details
+//!
+//! **Table.** A keyed limit's slot region is its control line (the template's live parameters,
+//! as for an unkeyed limit) followed by `slots` key slots of 16 bytes, `[tag, state]`, 16-byte
+//! aligned; `slots` is the definition's capacity rounded up to a power of two. The tag is a
+//! 64-bit keyed hash of the key bytes (SipHash-1-3 under the file's random 128-bit seed, so every
+//! process and language computes the same tag and no caller can aim keys at one slot without the
+//! seed); tag `0` marks an empty slot, `u64::MAX` a retired one (hash values equal to these two are
+//! moved to `1` and `u64::MAX - 1`). The state is the template's state word. A slot is only ever
+//! read and written as one 16-byte unit (an atomic 16-byte load and `lock cmpxchg16b`, see
+//! [`pair`]), so a state is always read with the tag it belongs to. All-zero is an empty table.
+//!
+//! **Lookup.** A key's probe window is the `min(16, slots)` slots from `tag mod slots`, in
+//! order. A decision scans it up to the first slot holding the key's tag (the key's slot) or the
+//! first empty slot, then applies the template's step function to the pair it read and commits
+//! with one CAS of `(tag, state) -> (tag, new)`: the hot path for a present key is one hash, a
+//! short scan (usually one slot), and the same CAS loop as an unkeyed limit, with no allocation.
+//! A failed CAS that still shows the key's tag retries on the new state (re-reading the clock);
+//! one that shows another tag means the slot changed hands: the decision starts over. A denial
+//! is computed from a pair read whole, so it is always this key's state.
+//!
+//! **Invariant 1: a slot that held a key never becomes empty again** (until the limit is reset).
+//! So a key is never stored beyond an empty slot of its window, and a scan may stop there.
+//!
+//! **Insert.** A key found nowhere is inserted at the first empty slot by one CAS
+//! `(0, s) -> (tag, step(s))` that both claims the slot and records the admission (a denial
+//! inserts nothing). If the window has no empty slot (and not the key), the first *free* slot of
+//! the window is claimed the same way: a retired slot, or an *idle* one whose state is fresh at
+//! `now` (bucket full, windows over; see [`template`]). Reclaiming an idle slot keeps its word:
+//! `(old_tag, s) -> (tag, step(s))` is atomic with the freshness check, so an update of the old
+//! key either landed before it (the state changed: this CAS fails) or fails after it (the tag
+//! changed: that process starts over and finds its key gone). Because `s` was fresh, the new key
+//! loses nothing by inheriting it, and the old key loses nothing by starting over: its process
+//! re-reads the clock, which is not earlier than the reclaimer's, and freshness only grows with
+//! time. Every new word is thus derived from the slot's current word under CAS.
+//!
+//! **Duplicates.** Two processes inserting one new key at once may pick different slots. With
+//! empty slots they cannot: both pick the first empty slot of the same window, or the later one's
+//! scan would have seen the earlier claim (slots never become empty, so if one scan saw slot `e`
+//! empty, every earlier scan did too). Only two claims of free non-empty slots, each after a full
+//! scan of the window, can race, and each such claimer then scans the whole window again: all
+//! CASes are sequentially consistent, so of two claims at times `c1 < c2`, either the first
+//! claimer's rescan reads the second slot after `c2`, or the second's rescan (after `c2`) reads the
+//! first slot after `c1`; at least one sees both. Whoever sees two slots of one key merges the
+//! later one's charges into the earlier one (a CAS on the earlier slot, with each algorithm's
+//! conservative merge: the tokens or counts of both) and only then retires the later one with a
+//! CAS `(tag, s) -> (RETIRED, fresh)` that expects exactly the state it merged. If that CAS fails,
+//! a decision that raced the claims landed in the later slot: it is merged again (its earlier
+//! charges twice, which is stricter, never looser). No admission is ever out of the table, and
+//! lookups always use the first slot of a key in probe order. A process killed between its claim
+//! and its rescan can leave a duplicate behind: it only holds the admissions of decisions that
+//! raced that claim, and [`Limit::reclaim_idle_keys`] merges it.
+//!
+//! **Full table.** No slot for the key, no empty, retired or idle slot in its window: the
+//! definition's [`FullPolicy`] applies: deny, with a retry-after of the time until the first slot
+//! of the window becomes idle; allow without recording anything (fail open); or return
+//! [`Error::TableFull`]. Decisions are counted in the limit's statistics either way (an error is
+//! not a decision).
+//!
+//! **Live retuning** of a keyed token bucket moves every slot's word to the new parameter slot
+//! with a CAS loop per slot, empty and retired slots included, so that a later claim inherits a
+//! retuned word; every other write derives from the slot's current word under CAS and keeps its
+//! parameter tag, so after the pass no word refers to the old parameters.
+//!
+//! # Memory per key
+//!
+//! | template | per key slot | per limit |
+//! |---|---|---|
+//! | token bucket | 16 bytes (tag, TAT) | 128-byte control line |
+//! | fixed window | 16 bytes (tag, window and count) | 128-byte control line |
+//! | sliding window | 16 bytes (tag, window and two counts) | 128-byte control line |
+//!
+//! A table for `n` keys takes `16 x n.next_power_of_two() + 128` bytes: 262,272 bytes for 2^14
+//! keys. The window of 16 slots fills before the table does: with uniformly hashed keys about 91%
+//! of the slots can be used before the first insert finds its window full (measured by
+//! `tests::occupancy_at_first_full_window`), so size the capacity at about 1.1x the keys that may
+//! be active at once; idle keys are reclaimed on demand.
+//!
+//! # Collisions
+//!
+//! Keys are told apart by their 64-bit tag alone; two keys with the same tag share one state
+//! (they are one key to the limiter). With `k` keys live at once, the probability that any two of
+//! them share a tag is at most `k (k - 1) / 2^65`: about `2^-37` (7e-12) for `k = 2^14` keys,
+//! `2^-25` (3e-8) for `2^20`, and `2^-13` (1.2e-4) for the largest table (`2^26` keys). The hash
+//! is keyed with the file's secret seed, so the probability holds for keys chosen by an adversary
+//! who cannot read the file.
 
-use std::sync::atomic::Ordering;
+mod hash;
+pub(crate) mod pair;
+mod table;
+mod template;
+
+#[cfg(test)]
+mod loom_models;
 
 use crate::algo::gcra::Gcra;
+use crate::algo::{Decision, Step};
 use crate::clock::Clock;
-use crate::error::Result;
-use crate::file::layout::KEY_SLOT;
-use crate::limiter::Limit;
+use crate::error::{Error, Result};
+use crate::file::layout::bucket;
+use crate::limiter::{rescale_word, Limit, Params};
+use crate::spec::FullPolicy;
+
+use table::{Outcome, Table};
+use template::Template;
+
+/// Longest key, in bytes, that the keyed calls accept.
+pub const MAX_KEY_LEN: usize = 1024;
+
+/// The reason keyed calls fail on targets without a 16-byte compare-and-swap.
+const NO_PAIR_CAS: &str =
+    "is keyed, and keyed limits need a 16-byte CAS (cmpxchg16b) on this target";
 
 /// Move every key's bucket state to parameter slot `tag` (a live retune of a keyed bucket).
 /// Runs under the retune lock, so no other retune overwrites the old slot meanwhile.
@@ -16,12 +122,396 @@ pub(crate) fn rescale_all<C: Clock>(
     new: Gcra,
     tag: usize,
 ) -> Result<()> {
-    let table = limit.area();
-    for slot in table.chunks_exact(KEY_SLOT / 8) {
-        // Acquire: pairs with the CAS that claimed the slot for its key.
-        if slot[0].load(Ordering::Acquire) != 0 {
-            limit.rescale_in(&slot[1], old, new, tag)?;
-        }
+    let Some(slots) = slots_of(limit) else {
+        // Nothing can have written a table this process cannot even update.
+        return Ok(());
+    };
+    let table = Table::new(slots);
+    table.update_states(|word| {
+        ((word >> 63) as usize != tag)
+            .then(|| rescale_word(limit.clock().now_ns(), word, old, new, tag))
+    });
+    Ok(())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[pair::KeySlot]> {
+    pair::KeySlot::table(limit.area())
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn slots_of<C: Clock>(_limit: &Limit<C>) -> Option<&[NoSlot]> {
+    None
+}
+
+/// Stands in for the slot type where there is none.
+#[cfg(not(target_arch = "x86_64"))]
+enum NoSlot {}
+
+#[cfg(not(target_arch = "x86_64"))]
+impl pair::PairWord for NoSlot {
+    fn load(&self) -> (u64, u64) {
+        match *self {}
+    }
+    fn cas(&self, _: (u64, u64), _: (u64, u64)) -> Result<(), (u64, u64)> {
+        match *self {}
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::InvalidKey {
+            reason: "a key must be at least one byte".into(),
+        });
+    }
+    if key.len() > MAX_KEY_LEN {
+        return Err(Error::InvalidKey {
+            reason: format!("{} bytes: keys are at most {MAX_KEY_LEN} bytes", key.len()),
+        });
     }
     Ok(())
 }
+
+/// The template of a keyed limit is the limit itself: its step and refund read the live
+/// parameters from the control line.
+impl<C: Clock> Template for Limit<C> {
+    #[inline(always)]
+    fn step(&self, now: u64, state: u64, cost: u64) -> Result<Step> {
+        self.step_word(now, state, cost)
+    }
+
+    fn refund(&self, now: u64, state: u64, grant: &Decision, units: u64) -> Result<u64> {
+        self.refund_word(now, state, grant, units)
+    }
+
+    #[inline]
+    fn is_fresh(&self, now: u64, state: u64) -> bool {
+        match self.params() {
+            // A full bucket: `tat <= now`.
+            Params::TokenBucket => self.is_fresh_word(now, state),
+            // Not `is_fresh_word`: a window stored ahead of `now` still counts.
+            _ => self.fresh_in(now, state) == 0,
+        }
+    }
+
+    fn fresh_in(&self, now: u64, state: u64) -> u64 {
+        match self.params() {
+            Params::TokenBucket => template::bucket_fresh_in(now, state & !bucket::PARAM_TAG),
+            Params::FixedWindow(fw) => template::fixed_fresh_in(&fw, now, state),
+            Params::SlidingWindow(sw) => template::sliding_fresh_in(&sw, now, state),
+            // Not keyable (refused at definition): never fresh.
+            Params::SlidingLog(_) | Params::Concurrency { .. } => u64::MAX,
+        }
+    }
+
+    fn merge(&self, now: u64, into: u64, from: u64) -> Result<u64> {
+        Ok(match self.params() {
+            Params::TokenBucket => {
+                let (tag_a, tag_b) = (into & bucket::PARAM_TAG, from & bucket::PARAM_TAG);
+                let from = if tag_a == tag_b {
+                    from
+                } else {
+                    // Computed under the other parameter slot (a retune in progress): re-express
+                    // its tokens in use under `into`'s parameters first.
+                    let (a, b) = ((tag_a >> 63) as usize, (tag_b >> 63) as usize);
+                    rescale_word(now, from, self.bucket_params(b)?, self.bucket_params(a)?, a)
+                };
+                let tat = template::bucket_merge(
+                    now,
+                    into & !bucket::PARAM_TAG,
+                    from & !bucket::PARAM_TAG,
+                );
+                tat | tag_a
+            }
+            Params::FixedWindow(fw) => template::fixed_merge(&fw, now, into, from),
+            Params::SlidingWindow(sw) => template::sliding_merge(&sw, now, into, from),
+            Params::SlidingLog(_) | Params::Concurrency { .. } => {
+                return Err(self.wrong_kind("has no single-word state"))
+            }
+        })
+    }
+
+    fn blank(&self, state: u64) -> u64 {
+        match self.params() {
+            Params::TokenBucket => state & bucket::PARAM_TAG,
+            _ => 0,
+        }
+    }
+}
+
+/// Keyed decisions. Each call names the key by its bytes (a user id, an API key, an address):
+/// every process that passes the same bytes shares that key's state.
+impl<C: Clock> Limit<C> {
+    /// Admit `cost` units for `key` now, or deny and consume nothing.
+    ///
+    /// A key seen for the first time gets a fresh state (a full bucket, empty windows); a key
+    /// whose state is back to fresh may lose its slot to another key, which loses it nothing.
+    /// When the table has no slot for a new key, the limit's [`FullPolicy`] decides.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("keyed.shm");
+    /// use shmlimit::{FullPolicy, Keyed, Limiter, TokenBucket};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit(
+    ///         "per_user",
+    ///         TokenBucket::per_second(10).burst(2),
+    ///         Keyed::new(1 << 14).on_full(FullPolicy::Deny),
+    ///     )
+    ///     .create_or_open(&path)?;
+    /// let per_user = limiter.limit("per_user")?;
+    /// assert!(per_user.try_acquire_key(b"alice", 1)?.is_allowed());
+    /// assert!(per_user.try_acquire_key(b"alice", 1)?.is_allowed());
+    /// assert!(per_user.try_acquire_key(b"alice", 1)?.is_denied()); // alice's burst is spent
+    /// assert!(per_user.try_acquire_key(b"bob", 2)?.is_allowed()); // bob has his own
+    /// assert!(per_user.try_acquire(1).is_err()); // a keyed limit needs a key
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`]; [`Error::InvalidKey`] for an empty key or one longer than
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
+    /// [`Error::TableFull`] when the table is full and the policy is [`FullPolicy::Error`];
+    /// [`Error::CorruptState`]; [`Error::WrongKind`] if the limit is not keyed, or on a target
+    /// without a 16-byte compare-and-swap.
+    #[inline]
+    pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+        self.run_key(key, cost, true, None)
+    }
+
+    /// The decision [`Limit::try_acquire_key`] would make now, consuming nothing and inserting
+    /// nothing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("peek.shm");
+    /// use std::time::Duration;
+    /// use shmlimit::{FixedWindow, Keyed, Limiter};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("per_ip", FixedWindow::new(3, Duration::from_secs(60)), Keyed::new(64))
+    ///     .create_or_open(&path)?;
+    /// let per_ip = limiter.limit("per_ip")?;
+    /// assert_eq!(per_ip.peek_key(b"10.0.0.1", 1)?.remaining(), 2);
+    /// assert_eq!(per_ip.key_occupancy(), (0, 64)); // peeking inserted nothing
+    /// assert!(per_ip.try_acquire_key(b"10.0.0.1", 3)?.is_allowed());
+    /// assert!(per_ip.peek_key(b"10.0.0.1", 1)?.is_denied());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::try_acquire_key`].
+    #[inline]
+    pub fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+        self.run_key(key, cost, false, None)
+    }
+
+    /// [`Limit::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
+    /// clock (for replaying traces and for tests).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("at.shm");
+    /// use shmlimit::{Keyed, Limiter, TokenBucket};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("k", TokenBucket::per_second(1).burst(1), Keyed::new(16))
+    ///     .create_or_open(&path)?;
+    /// let k = limiter.limit("k")?;
+    /// let t = 1_000_000_000_000;
+    /// assert!(k.try_acquire_key_at(b"a", 1, t)?.is_allowed());
+    /// let denied = k.try_acquire_key_at(b"a", 1, t + 400_000_000)?;
+    /// assert_eq!(denied.retry_after_ns(), 600_000_000);
+    /// assert!(k.try_acquire_key_at(b"a", 1, t + 1_000_000_000)?.is_allowed());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::try_acquire_key`].
+    pub fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
+        self.run_key(key, cost, true, Some(now_ns))
+    }
+
+    /// Give back what `grant` (a decision of [`Limit::try_acquire_key`] for the same `key`)
+    /// admitted, for work that was admitted but never done.
+    ///
+    /// The same bounded refund as [`Limit::refund`]: a bucket never fills past full, a window
+    /// refund only applies while the grant's window is still counted. A key that lost its slot
+    /// meanwhile had a fresh state, so there is nothing to give back. Refunding a denied,
+    /// shadow-denied or fail-open decision is a no-op.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("refund.shm");
+    /// use shmlimit::{Keyed, Limiter, TokenBucket};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("per_user", TokenBucket::per_second(1).burst(2), Keyed::new(128))
+    ///     .create_or_open(&path)?;
+    /// let per_user = limiter.limit("per_user")?;
+    /// let grant = per_user.try_acquire_key(b"carol", 2)?;
+    /// assert!(per_user.try_acquire_key(b"carol", 1)?.is_denied());
+    /// per_user.refund_key(b"carol", &grant)?; // the request was never sent
+    /// assert!(per_user.try_acquire_key(b"carol", 2)?.is_allowed());
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] as for
+    /// [`Limit::try_acquire_key`].
+    pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+        self.keyed_only()?;
+        check_key(key)?;
+        let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let units = grant.cost;
+        if !grant.is_allowed() || units == 0 {
+            return Ok(());
+        }
+        let tag = table::tag_of(hash::key_hash(self.hash_seed(), key));
+        let mut now = || self.clock().now_ns();
+        Table::new(slots).refund(self, tag, grant, units, &mut now)
+    }
+
+    /// How many of the table's slots hold a key, and how many slots it has: `(used, slots)`.
+    /// `(0, 0)` for a limit that is not keyed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("occupancy.shm");
+    /// use shmlimit::{Keyed, Limiter, TokenBucket};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("per_user", TokenBucket::per_second(5), Keyed::new(1000))
+    ///     .create_or_open(&path)?;
+    /// let per_user = limiter.limit("per_user")?;
+    /// for user in ["ann", "ben", "cy"] {
+    ///     assert!(per_user.try_acquire_key(user.as_bytes(), 1)?.is_allowed());
+    /// }
+    /// assert_eq!(per_user.key_occupancy(), (3, 1024)); // 1000 rounded up to a power of two
+    /// # Ok(()) }
+    /// ```
+    pub fn key_occupancy(&self) -> (usize, usize) {
+        if self.def().keyed.is_none() {
+            return (0, 0);
+        }
+        let slots = self.area().len() / 2;
+        match slots_of(self) {
+            Some(s) => (Table::new(s).occupancy(), slots),
+            None => (0, slots),
+        }
+    }
+
+    /// Retire every key whose state is back to fresh (bucket full, windows over), and merge any
+    /// duplicate slot a killed process left behind; returns how many keys were retired.
+    ///
+    /// Decisions reclaim idle slots on demand, so this is never needed for correctness: it is an
+    /// explicit garbage-collection pass (the CLI's `gc`), after which [`Limit::key_occupancy`]
+    /// counts only keys that still hold state. A retired key that comes back starts fresh, which
+    /// is what its state said. The pass reads every slot: it takes time in proportion to the
+    /// table, and decisions go on meanwhile. Returns 0 for a limit that is not keyed.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("gc.shm");
+    /// use shmlimit::{Keyed, Limiter, ManualClock, TokenBucket};
+    ///
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("per_user", TokenBucket::per_second(10).burst(5), Keyed::new(64))
+    ///     .clock(ManualClock::new(1_000_000_000_000))
+    ///     .create_or_open(&path)?;
+    /// let per_user = limiter.limit("per_user")?;
+    /// assert!(per_user.try_acquire_key(b"idle", 1)?.is_allowed());
+    /// assert!(per_user.try_acquire_key(b"busy", 5)?.is_allowed());
+    /// limiter.clock().advance(100_000_000); // 100 ms: one token back for each
+    /// assert_eq!(per_user.reclaim_idle_keys(), 1); // "idle" is full again, "busy" is not
+    /// assert_eq!(per_user.key_occupancy(), (1, 64));
+    /// # Ok(()) }
+    /// ```
+    pub fn reclaim_idle_keys(&self) -> usize {
+        if self.def().keyed.is_none() {
+            return 0;
+        }
+        let Some(slots) = slots_of(self) else {
+            return 0;
+        };
+        let mut now = || self.clock().now_ns();
+        // A damaged parameter word makes merges fail; the retirements before it still count.
+        Table::new(slots).reclaim_idle(self, &mut now).unwrap_or(0)
+    }
+
+    fn keyed_only(&self) -> Result<FullPolicy> {
+        match self.def().keyed {
+            Some(k) => Ok(k.on_full),
+            None => Err(self.wrong_kind("is not keyed: use try_acquire")),
+        }
+    }
+
+    #[inline(always)]
+    fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let on_full = self.keyed_only()?;
+        check_key(key)?;
+        let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let tag = table::tag_of(hash::key_hash(self.hash_seed(), key));
+        let mut now = || at.unwrap_or_else(|| self.clock().now_ns());
+        let shadow = self.def().shadow;
+        let decision = match Table::new(slots).decide(self, tag, cost, commit, &mut now)? {
+            Outcome::Decided(d) => d,
+            Outcome::Full { fresh_in_ns } => {
+                let capacity = self.capacity();
+                if cost > capacity {
+                    return Err(Error::CostExceedsCapacity { cost, capacity });
+                }
+                match on_full {
+                    FullPolicy::Deny => {
+                        let retry = if fresh_in_ns == 0 || fresh_in_ns == u64::MAX {
+                            1_000_000_000
+                        } else {
+                            fresh_in_ns
+                        };
+                        Decision::denied(retry, 0, 1)
+                    }
+                    FullPolicy::Allow => {
+                        let mut d = self.finish(Decision::allowed(0, 1), cost, commit, shadow);
+                        d.cost = 0; // nothing was recorded: a refund of it gives nothing back
+                        return Ok(d);
+                    }
+                    FullPolicy::Error => {
+                        return Err(Error::TableFull {
+                            limit: self.name().to_owned(),
+                        })
+                    }
+                }
+            }
+        };
+        Ok(self.finish(decision, cost, commit, shadow))
+    }
+}
+
+#[cfg(test)]
+mod tests;

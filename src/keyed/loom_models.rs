@@ -1,0 +1,322 @@
+//! loom models of the key table, run by plain `cargo test`.
+//!
+//! # Implementation details
+//!
+//! The models run the production [`Table`] code over [`LoomSlot`]s (a loom mutex around each
+//! `(tag, state)` pair: a linearizable 16-byte load and compare-and-swap, which is what
+//! `vmovdqa` and `lock cmpxchg16b` are on x86_64) with a pure template of fixed parameters. The
+//! clock is one shared loom atomic that every read advances by one, so clock reads are
+//! monotonic across threads and a state can turn fresh between two reads, as in real time. Tags
+//! are chosen with the same home slot, so every key probes the same two slots.
+//!
+//! What the models check, after the threads join, on the final table:
+//!
+//! * **insert**: two threads inserting one new key end with exactly one live slot for it, and its
+//!   state carries both admissions (with an empty slot: exactly; through two claims of idle slots,
+//!   which can pick different slots: the duplicate is merged and retired, never losing a charge);
+//! * **lookup**: a key found past another key's slot is decided on its own state only, and a peek
+//!   never writes;
+//! * **reclaim racing an update of the same key** (fixed window and token bucket): every
+//!   admission granted to the old key is in its live state, or the state it had when it was
+//!   reclaimed was fresh; the new key's state holds exactly its own admissions, never the old
+//!   key's.
+
+use std::cell::Cell;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use loom::sync::atomic::AtomicU64;
+use loom::sync::Arc;
+use loom::thread;
+
+use super::pair::{LoomSlot, PairWord};
+use super::table::{Outcome, Table, EMPTY, TOMB};
+use super::template::{Pure, Template};
+use crate::algo::fixed_window::{self, FixedWindow};
+use crate::algo::gcra::Gcra;
+
+/// Run `f` under every interleaving loom explores with at most `preemptions` forced switches.
+fn model<F>(name: &str, preemptions: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemptions);
+    builder.max_duration = None;
+    builder.max_permutations = None;
+    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = std::sync::Arc::clone(&executions);
+    let start = Instant::now();
+    builder.check(move || {
+        // Relaxed: a statistic printed after the model; it orders nothing.
+        counter.fetch_add(1, Ordering::Relaxed);
+        f();
+    });
+    eprintln!(
+        "loom model {name}: {} executions in {:.2?}",
+        executions.load(Ordering::Relaxed),
+        start.elapsed()
+    );
+}
+
+/// Keys with home slot 0 in a two-slot table.
+const A: u64 = 2;
+const B: u64 = 4;
+const C: u64 = 6;
+const K: u64 = 8;
+
+struct World {
+    slots: Vec<LoomSlot>,
+    clock: AtomicU64,
+}
+
+impl World {
+    fn new(pairs: &[(u64, u64)], start: u64) -> Arc<World> {
+        Arc::new(World {
+            slots: pairs.iter().map(|&p| LoomSlot::new(p)).collect(),
+            clock: AtomicU64::new(start),
+        })
+    }
+
+    fn table(&self) -> Table<'_, LoomSlot> {
+        Table::new(&self.slots)
+    }
+
+    /// One decision for `tag`: (the clock value it was decided with, admitted?).
+    fn acquire(&self, t: &Pure, tag: u64, cost: u64, commit: bool) -> (u64, bool) {
+        let last = Cell::new(0);
+        let mut now = || {
+            // SeqCst: the clock is one timeline for every thread.
+            let v = self.clock.fetch_add(1, Ordering::SeqCst);
+            last.set(v);
+            v
+        };
+        let outcome = self
+            .table()
+            .decide(t, tag, cost, commit, &mut now)
+            .expect("valid parameters");
+        let allowed = match outcome {
+            Outcome::Decided(d) => d.is_allowed(),
+            Outcome::Full { .. } => false,
+        };
+        (last.get(), allowed)
+    }
+
+    fn pairs(&self) -> Vec<(u64, u64)> {
+        self.slots.iter().map(|s| s.load()).collect()
+    }
+
+    fn now(&self) -> u64 {
+        self.clock.load(Ordering::SeqCst)
+    }
+}
+
+/// The live slots of `tag` in the final table.
+fn live(pairs: &[(u64, u64)], tag: u64) -> Vec<u64> {
+    pairs.iter().filter(|p| p.0 == tag).map(|p| p.1).collect()
+}
+
+fn fixed(limit: u64, window_ns: u64) -> (Pure, FixedWindow) {
+    let fw = FixedWindow {
+        limit,
+        window_ns,
+        phase_ns: 0,
+    };
+    (Pure::Fixed(fw), fw)
+}
+
+/// The count `word` holds for window `w` (0 if it holds another window).
+fn count_in(word: u64, w: u64) -> u64 {
+    let (stored, count) = fixed_window::unpack(word);
+    if stored == w as u32 {
+        count
+    } else {
+        0
+    }
+}
+
+#[test]
+fn loom_insert_same_key_into_empty_slots() {
+    model("insert into empty slots", 3, || {
+        let (t, _) = fixed(10, 1_000_000);
+        let world = World::new(&[(EMPTY, 0), (EMPTY, 0)], 0);
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let world = Arc::clone(&world);
+                thread::spawn(move || world.acquire(&t, K, 1, true))
+            })
+            .collect();
+        for h in handles {
+            assert!(h.join().unwrap().1, "a fresh key admits");
+        }
+        let pairs = world.pairs();
+        let k = live(&pairs, K);
+        assert_eq!(k.len(), 1, "one slot for the key: {pairs:?}");
+        assert_eq!(count_in(k[0], 0), 2, "both admissions, exactly: {pairs:?}");
+        assert_eq!(pairs[0].0, K, "in the first empty slot");
+    });
+}
+
+#[test]
+fn loom_insert_same_key_through_two_idle_slots() {
+    // Slot 0 holds X, idle from window 1 on (the clock crosses into it after its first read);
+    // slot 1 holds Y, idle already. One thread may claim slot 1 while the other claims slot 0.
+    model("insert through idle slots", 3, || {
+        let w = 101;
+        let (t, _) = fixed(10, w);
+        let x = fixed_window::pack(0, 5);
+        let world = World::new(&[(A, x), (C, 0)], w - 1);
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let world = Arc::clone(&world);
+                thread::spawn(move || world.acquire(&t, K, 1, true))
+            })
+            .collect();
+        let results: Vec<(u64, bool)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert!(results.iter().all(|r| r.1), "a new key admits: {results:?}");
+        let pairs = world.pairs();
+        let k = live(&pairs, K);
+        assert_eq!(k.len(), 1, "the duplicate was retired: {pairs:?}");
+        // Every admission dated in the current window is charged (at most twice when a merge
+        // raced a decision on the duplicate).
+        let current = world.now() / w;
+        let admitted = results.iter().filter(|r| r.0 / w == current).count() as u64;
+        let charged = count_in(k[0], current);
+        assert!(
+            admitted <= charged && charged <= 2 * admitted,
+            "{admitted} admitted, {charged} charged: {pairs:?} {results:?}"
+        );
+        // Nothing but K, the other keys' untouched words, and retired slots.
+        for p in &pairs {
+            assert!(
+                p.0 == K || p.0 == TOMB || *p == (A, x) || *p == (C, 0),
+                "{pairs:?}"
+            );
+        }
+    });
+}
+
+#[test]
+fn loom_lookup_past_another_key() {
+    model("lookup past another key", 3, || {
+        let (t, _) = fixed(2, 1_000_000);
+        let world = World::new(
+            &[(A, fixed_window::pack(0, 1)), (K, fixed_window::pack(0, 1))],
+            0,
+        );
+        let k = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || {
+                let peek = world.acquire(&t, K, 1, false).1;
+                let first = world.acquire(&t, K, 1, true).1;
+                let second = world.acquire(&t, K, 1, true).1;
+                (peek, first, second)
+            })
+        };
+        let a = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || world.acquire(&t, A, 1, true).1)
+        };
+        assert_eq!(k.join().unwrap(), (true, true, false));
+        assert!(a.join().unwrap());
+        let pairs = world.pairs();
+        assert_eq!(
+            pairs,
+            vec![(A, fixed_window::pack(0, 2)), (K, fixed_window::pack(0, 2))]
+        );
+    });
+}
+
+#[test]
+fn loom_reclaim_races_an_update_of_the_same_key_fixed_window() {
+    // A's slot turns idle when the clock enters window 1; B (same home) finds no empty slot and
+    // may reclaim it while A's own process updates it. C's word is ahead of the first clock read
+    // (window 1 while the clock is in window 0): it is not idle.
+    model("reclaim vs update, fixed window", 3, || {
+        let w = 101;
+        let (t, _) = fixed(5, w);
+        let c = fixed_window::pack(1, 1);
+        let world = World::new(&[(A, fixed_window::pack(0, 2)), (C, c)], w - 1);
+        let a = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || {
+                vec![world.acquire(&t, A, 1, true), world.acquire(&t, A, 1, true)]
+            })
+        };
+        let b = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || vec![world.acquire(&t, B, 1, true)])
+        };
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let pairs = world.pairs();
+        let current = world.now() / w;
+        assert_eq!(current, 1);
+        for (tag, decisions, initial) in [(A, &a, 0), (B, &b, 0), (C, &vec![], 1)] {
+            let slots = live(&pairs, tag);
+            assert!(slots.len() <= 1, "{pairs:?}");
+            let charged = slots.first().map_or(0, |&s| count_in(s, current));
+            let admitted = decisions
+                .iter()
+                .filter(|d| d.1 && d.0 / w == current)
+                .count() as u64;
+            assert_eq!(
+                charged,
+                initial + admitted,
+                "key {tag}: {pairs:?}, A {a:?}, B {b:?}"
+            );
+        }
+        assert_eq!(
+            live(&pairs, C),
+            vec![c],
+            "C's word ahead of the clock was never taken"
+        );
+    });
+}
+
+#[test]
+fn loom_reclaim_races_an_update_of_the_same_key_token_bucket() {
+    // A's bucket is full from t = 101 on; C's never is. B may reclaim A's slot.
+    model("reclaim vs update, token bucket", 3, || {
+        let g = Gcra {
+            emission_ns: 10,
+            tolerance_ns: 30,
+            capacity: 3,
+        };
+        let t = Pure::Bucket(g);
+        let world = World::new(&[(A, 101), (C, 1_000_000)], 100);
+        let a = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || {
+                vec![world.acquire(&t, A, 1, true), world.acquire(&t, A, 1, true)]
+            })
+        };
+        let b = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || world.acquire(&t, B, 1, true))
+        };
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let pairs = world.pairs();
+        // A's state as its granted admissions alone make it, in the order its thread made them.
+        let replay = a
+            .iter()
+            .filter(|d| d.1)
+            .fold(101, |tat: u64, d| tat.max(d.0) + g.emission_ns);
+        match live(&pairs, A).as_slice() {
+            [tat] => assert_eq!(*tat, replay, "A's admissions, exactly: {pairs:?} {a:?}"),
+            [] => {
+                // Reclaimed: then only when every admission it had been granted had drained.
+                assert!(b.1, "only B takes A's slot");
+                assert!(replay <= b.0, "A lost charges: {pairs:?} A {a:?} B {b:?}");
+            }
+            _ => panic!("A twice: {pairs:?}"),
+        }
+        match live(&pairs, B).as_slice() {
+            // B's inherited word was fresh at its decision: B's state is its admission alone.
+            [tat] => assert_eq!(*tat, b.0 + g.emission_ns, "{pairs:?} A {a:?} B {b:?}"),
+            [] => assert!(!b.1, "an admitted B is in the table: {pairs:?}"),
+            _ => panic!("B twice: {pairs:?}"),
+        }
+        assert!(live(&pairs, C) == vec![1_000_000]);
+        let _ = t.is_fresh(0, 0);
+    });
+}

@@ -1,0 +1,327 @@
+//! What the key table needs from the template algorithm, for one key's state word.
+//!
+//! # Implementation details
+//!
+//! Besides the template's own step and refund, the table needs four facts about a state word,
+//! defined here once per algorithm as pure functions:
+//!
+//! * **fresh**: the word counts nothing at `now` (bucket full: `tat <= now`; fixed window: its
+//!   window is over or its count zero; sliding window: both of its windows are over or empty). A
+//!   window stored *ahead* of `now` (written by a process whose clock read was newer) is never
+//!   fresh, and freshness only ever goes from false to true as the clock advances: whoever
+//!   re-reads the clock after seeing a word fresh sees it fresh too.
+//! * **fresh in**: how long until the word becomes fresh, for the retry-after of a full table.
+//! * **merge**: one word charged with the admissions of two (a retired duplicate's into the
+//!   surviving slot), never less than either: bucket `tat = max(tat_a, now) + max(tat_b - now, 0)`
+//!   (the tokens both used); windows add the counts of the same window (saturating) after
+//!   aligning both to the later window.
+//! * **blank**: the fresh word a retired slot keeps (for a bucket, with the word's parameter-slot
+//!   tag, so that the table's words all follow a live retune).
+//!
+//! Freshness mirrors each algorithm's own reading of a stale or wrapped window index (the same
+//! constants); a unit test checks that a fresh word decides exactly as a zero word does.
+
+use crate::algo::fixed_window::{self, FixedWindow};
+#[cfg(test)]
+use crate::algo::gcra::Gcra;
+use crate::algo::sliding_window::{self, SlidingWindow};
+use crate::algo::{Decision, Step};
+use crate::error::Result;
+
+/// The template algorithm of a keyed limit, applied to one key's state word.
+pub(crate) trait Template {
+    /// The decision for `cost` at `now` on `state` (the template's step function).
+    fn step(&self, now: u64, state: u64, cost: u64) -> Result<Step>;
+    /// `state` after refunding `units` of `grant`.
+    fn refund(&self, now: u64, state: u64, grant: &Decision, units: u64) -> Result<u64>;
+    /// `state` counts nothing at `now`.
+    fn is_fresh(&self, now: u64, state: u64) -> bool;
+    /// Nanoseconds from `now` until `state` is fresh (0 if it is).
+    fn fresh_in(&self, now: u64, state: u64) -> u64;
+    /// `into` charged with the admissions of `from` as well.
+    fn merge(&self, now: u64, into: u64, from: u64) -> Result<u64>;
+    /// The fresh word that replaces `state` when its slot is retired.
+    fn blank(&self, state: u64) -> u64;
+}
+
+/// Stale-window spans of the two window algorithms (as in their modules).
+const FIXED_STALE: i64 = 1 << 30;
+const SLIDING_STALE: i64 = 1 << 22;
+const SLIDING_INDEX: u64 = (1 << 24) - 1;
+
+// --- token bucket (on the TAT without its parameter-slot tag) ---
+
+pub(crate) fn bucket_fresh_in(now: u64, tat: u64) -> u64 {
+    tat.saturating_sub(now)
+}
+
+/// The tokens both TATs have in use at `now`, in one TAT (below bit 63).
+pub(crate) fn bucket_merge(now: u64, into: u64, from: u64) -> u64 {
+    if from <= now {
+        return into;
+    }
+    into.max(now).saturating_add(from - now).min((1 << 63) - 1)
+}
+
+// --- fixed window ---
+
+/// The full index of the window `word` counts against at `now` and its count, or `None` when it
+/// counts nothing (as `FixedWindow::step` reads it).
+fn fixed_view(fw: &FixedWindow, now: u64, word: u64) -> Option<(u64, u64)> {
+    let (stored, count) = fixed_window::unpack(word);
+    if count == 0 {
+        return None;
+    }
+    let full = fw.window_of(now);
+    let diff = (full as u32).wrapping_sub(stored) as i32 as i64;
+    if diff == 0 {
+        Some((full, count))
+    } else if diff < 0 && diff > -FIXED_STALE {
+        Some((full + diff.unsigned_abs(), count))
+    } else {
+        None
+    }
+}
+
+pub(crate) fn fixed_fresh_in(fw: &FixedWindow, now: u64, word: u64) -> u64 {
+    fixed_view(fw, now, word).map_or(0, |(window, _)| {
+        (window + 1)
+            .saturating_mul(fw.window_ns)
+            .saturating_sub(now.saturating_add(fw.phase_ns))
+    })
+}
+
+pub(crate) fn fixed_merge(fw: &FixedWindow, now: u64, into: u64, from: u64) -> u64 {
+    match (fixed_view(fw, now, into), fixed_view(fw, now, from)) {
+        (_, None) => into,
+        (None, Some(_)) => from,
+        (Some((wa, ca)), Some((wb, cb))) if wa == wb => {
+            fixed_window::pack(wa, (ca + cb).min(u32::MAX as u64))
+        }
+        (Some((wa, _)), Some((wb, _))) => {
+            if wb > wa {
+                from
+            } else {
+                into
+            }
+        }
+    }
+}
+
+// --- sliding window counter ---
+
+/// `(window, prev, cur)` as `SlidingWindow::step` reads `word` at `now`, or `None` when it counts
+/// nothing.
+fn sliding_view(sw: &SlidingWindow, now: u64, word: u64) -> Option<(u64, u64, u64)> {
+    let full = sw.window_of(now);
+    let (stored, prev, cur) = sliding_window::unpack(word);
+    let raw = full.wrapping_sub(stored) & SLIDING_INDEX;
+    let diff = ((raw << 40) as i64) >> 40;
+    let view = match diff {
+        0 => (full, prev, cur),
+        1 => (full, cur, 0),
+        d if d < 0 && d > -SLIDING_STALE => (full + d.unsigned_abs(), prev, cur),
+        _ => return None,
+    };
+    (view.1 != 0 || view.2 != 0).then_some(view)
+}
+
+pub(crate) fn sliding_fresh_in(sw: &SlidingWindow, now: u64, word: u64) -> u64 {
+    sliding_view(sw, now, word).map_or(0, |(window, _, cur)| {
+        // The current count expires two windows on, the previous one at the next boundary.
+        let end = if cur > 0 { window + 2 } else { window + 1 };
+        end.saturating_mul(sw.window_ns)
+            .saturating_sub(now.saturating_add(sw.phase_ns))
+    })
+}
+
+pub(crate) fn sliding_merge(sw: &SlidingWindow, now: u64, into: u64, from: u64) -> u64 {
+    let (a, b) = match (sliding_view(sw, now, into), sliding_view(sw, now, from)) {
+        (_, None) => return into,
+        (None, Some(_)) => return from,
+        (Some(a), Some(b)) => (a, b),
+    };
+    let window = a.0.max(b.0);
+    let align = |(w, prev, cur): (u64, u64, u64)| match window - w {
+        0 => (prev, cur),
+        1 => (cur, 0),
+        _ => (0, 0),
+    };
+    let ((pa, ca), (pb, cb)) = (align(a), align(b));
+    let max = sliding_window::MAX_LIMIT;
+    sliding_window::pack(window, (pa + pb).min(max), (ca + cb).min(max))
+}
+
+/// A template with fixed parameters (no live retuning, no parameter-slot tag): what the loom
+/// models and the unit tests decide with.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Pure {
+    Bucket(Gcra),
+    Fixed(FixedWindow),
+    Sliding(SlidingWindow),
+}
+
+#[cfg(test)]
+impl Template for Pure {
+    fn step(&self, now: u64, state: u64, cost: u64) -> Result<Step> {
+        Ok(match self {
+            Pure::Bucket(g) => g.step(now, state, cost),
+            Pure::Fixed(fw) => fw.step(now, state, cost),
+            Pure::Sliding(sw) => sw.step(now, state, cost),
+        })
+    }
+    fn refund(&self, now: u64, state: u64, grant: &Decision, units: u64) -> Result<u64> {
+        Ok(match self {
+            Pure::Bucket(g) => g.refund(now, state, units),
+            Pure::Fixed(fw) => fw.refund(state, grant.stamp, units),
+            Pure::Sliding(sw) => sw.refund(state, grant.stamp, units),
+        })
+    }
+    fn is_fresh(&self, now: u64, state: u64) -> bool {
+        self.fresh_in(now, state) == 0
+    }
+    fn fresh_in(&self, now: u64, state: u64) -> u64 {
+        match self {
+            Pure::Bucket(_) => bucket_fresh_in(now, state),
+            Pure::Fixed(fw) => fixed_fresh_in(fw, now, state),
+            Pure::Sliding(sw) => sliding_fresh_in(sw, now, state),
+        }
+    }
+    fn merge(&self, now: u64, into: u64, from: u64) -> Result<u64> {
+        Ok(match self {
+            Pure::Bucket(_) => bucket_merge(now, into, from),
+            Pure::Fixed(fw) => fixed_merge(fw, now, into, from),
+            Pure::Sliding(sw) => sliding_merge(sw, now, into, from),
+        })
+    }
+    fn blank(&self, _state: u64) -> u64 {
+        0
+    }
+}
+
+/// Remaining tokens/units a decision on `state` reports for cost 1 (for the tests).
+#[cfg(test)]
+pub(crate) fn remaining(t: &impl Template, now: u64, state: u64) -> u64 {
+    match t.step(now, state, 1).expect("valid parameters") {
+        Step::Admit { decision, .. } => decision.remaining() + 1,
+        Step::Deny(_) => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const W: u64 = 1_000;
+
+    fn templates() -> [Pure; 3] {
+        [
+            Pure::Bucket(Gcra {
+                emission_ns: 100,
+                tolerance_ns: 500,
+                capacity: 5,
+            }),
+            Pure::Fixed(FixedWindow {
+                limit: 5,
+                window_ns: W,
+                phase_ns: 300,
+            }),
+            Pure::Sliding(SlidingWindow {
+                limit: 5,
+                window_ns: W,
+                phase_ns: 300,
+            }),
+        ]
+    }
+
+    /// Drive a word through a pseudo-random history; at every step, a fresh word must decide
+    /// exactly as the zero word, `fresh_in` must be the exact time it becomes fresh, and a merge
+    /// must never count less than either input.
+    #[test]
+    fn freshness_and_merge_agree_with_the_step_functions() {
+        for t in templates() {
+            let mut x = 0x9E37_79B9_7F4A_7C15u64;
+            let mut next = move || {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x
+            };
+            let (mut a, mut b) = (0u64, 0u64);
+            let mut now = 50_000;
+            for _ in 0..20_000 {
+                now += next() % 400;
+                // Occasionally read a clock that lags behind the state (a stale reader).
+                let at = if next() % 8 == 0 { now - 300 } else { now };
+                let n = 1 + next() % 3;
+                let word = if next() % 2 == 0 { &mut a } else { &mut b };
+                if let Step::Admit { new, .. } = t.step(at, *word, n).unwrap() {
+                    *word = new;
+                }
+                for &w in &[a, b] {
+                    let probe = now + next() % 2_500;
+                    let fresh = t.is_fresh(probe, w);
+                    if fresh {
+                        for cost in 1..=5 {
+                            let with = t.step(probe, w, cost).unwrap();
+                            let zero = t.step(probe, 0, cost).unwrap();
+                            let allowed = |s: &Step| matches!(s, Step::Admit { .. });
+                            assert_eq!(allowed(&with), allowed(&zero), "{t:?} {w:#x} at {probe}");
+                            assert_eq!(remaining(&t, probe, w), remaining(&t, probe, 0));
+                        }
+                    }
+                    let wait = t.fresh_in(probe, w);
+                    assert_eq!(wait == 0, fresh);
+                    if wait > 0 {
+                        assert!(t.is_fresh(probe + wait, w), "{t:?} {w:#x} {probe} {wait}");
+                        assert!(!t.is_fresh(probe + wait - 1, w), "{t:?} {w:#x} {probe}");
+                    }
+                }
+                let merged = t.merge(now, a, b).unwrap();
+                let (ra, rb, rm) = (
+                    remaining(&t, now, a),
+                    remaining(&t, now, b),
+                    remaining(&t, now, merged),
+                );
+                assert!(
+                    rm <= ra.min(rb),
+                    "{t:?} merge {a:#x} {b:#x}: {rm} > {ra}/{rb}"
+                );
+                // The charges add up: tokens in use (bucket, in ns) or the count of the window.
+                match t {
+                    Pure::Bucket(_) => {
+                        let used = |w: u64| w.max(now) - now;
+                        assert!(used(merged) >= used(a) + used(b), "{a:#x} + {b:#x}");
+                    }
+                    Pure::Fixed(_) => {
+                        let cap = 5;
+                        assert!(
+                            rm <= ra.saturating_sub(cap - rb),
+                            "fixed merge lost charges: {a:#x} + {b:#x} -> {merged:#x}"
+                        );
+                    }
+                    Pure::Sliding(_) => {}
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_window_ahead_of_now_is_not_fresh() {
+        let [_, fixed, sliding] = templates();
+        // Written by a process whose clock was in the window after ours.
+        let fw_word = fixed_window::pack(11, 2);
+        assert!(!fixed.is_fresh(10 * W, fw_word));
+        let sw_word = sliding_window::pack(11, 0, 2);
+        assert!(!sliding.is_fresh(10 * W, sw_word));
+        assert!(sliding.is_fresh(13 * W, sw_word));
+    }
+
+    #[test]
+    fn bucket_merge_adds_the_tokens_in_use() {
+        assert_eq!(bucket_merge(1_000, 1_300, 1_200), 1_500);
+        assert_eq!(bucket_merge(1_000, 0, 1_200), 1_200);
+        assert_eq!(bucket_merge(1_000, 1_300, 900), 1_300);
+    }
+}

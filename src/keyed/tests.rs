@@ -1,0 +1,81 @@
+//! Single-threaded checks of the table over real 16-byte slots.
+
+use std::sync::atomic::AtomicU64;
+
+use super::hash::key_hash;
+use super::pair::KeySlot;
+use super::table::{tag_of, Outcome, Table, MAX_PROBE};
+use super::template::Pure;
+use crate::algo::gcra::Gcra;
+
+#[repr(C, align(16))]
+struct Slots(Vec<[AtomicU64; 2]>);
+
+fn slots(n: usize) -> Slots {
+    Slots(
+        (0..n)
+            .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+            .collect(),
+    )
+}
+
+fn view(s: &Slots) -> &[KeySlot] {
+    // SAFETY: `[AtomicU64; 2]` has the size of a slot; the Vec's buffer is only 8-byte aligned
+    // in general, so `KeySlot::table` checks the alignment and the test asserts it got one.
+    let words =
+        unsafe { std::slice::from_raw_parts(s.0.as_ptr().cast::<AtomicU64>(), s.0.len() * 2) };
+    KeySlot::table(words).expect("a 16-byte aligned allocation")
+}
+
+/// A bucket no admission in these tests ever refills: a used key never turns idle.
+fn never_idle() -> Pure {
+    Pure::Bucket(Gcra {
+        emission_ns: 1 << 40,
+        tolerance_ns: 1 << 41,
+        capacity: 2,
+    })
+}
+
+/// Insert uniformly hashed keys until the first one finds its probe window full: the share of
+/// slots in use then is the load a table reaches before the full-table policy first applies.
+#[test]
+fn occupancy_at_first_full_window() {
+    let n = 1 << 14;
+    let storage = slots(n);
+    let table = Table::new(view(&storage));
+    let t = never_idle();
+    let mut now = || 1_000_000u64;
+    let mut inserted = 0usize;
+    let mut first_full = None;
+    // Offer twice as many keys as slots: the table fills as far as the windows allow.
+    for i in 0..2 * n as u64 {
+        let tag = tag_of(key_hash([7, 11], format!("user:{i}").as_bytes()));
+        match table.decide(&t, tag, 1, true, &mut now).unwrap() {
+            Outcome::Decided(d) => {
+                assert!(d.is_allowed());
+                inserted += 1;
+            }
+            Outcome::Full { fresh_in_ns } => {
+                assert!(fresh_in_ns > 0);
+                first_full.get_or_insert(inserted);
+            }
+        }
+    }
+    assert_eq!(table.occupancy(), inserted);
+    let first = first_full.expect("twice the slots cannot fit") as f64 / n as f64;
+    let last = inserted as f64 / n as f64;
+    eprintln!(
+        "window of {MAX_PROBE} slots, table of {n}: first full window at load {first:.3}, \
+         {last:.3} of the slots used after offering {} keys",
+        2 * n
+    );
+    assert!(first > 0.5 && last > 0.9, "loads {first} {last}");
+}
+
+#[test]
+fn std_allocations_used_above_are_aligned() {
+    // The Vec of `[AtomicU64; 2]` above must come out 16-byte aligned for `view`; glibc's
+    // allocator aligns every allocation of 16 bytes or more to 16.
+    let s = slots(4);
+    assert_eq!(s.0.as_ptr() as usize % 16, 0);
+}
