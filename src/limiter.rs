@@ -10,7 +10,7 @@ use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{decide, Decision, Fault, Step};
+use crate::algo::{try_decide, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::file::layout::{
@@ -525,9 +525,9 @@ impl<C: Clock> Limit<C> {
             let check = self.control(base + 2).load(Ordering::Acquire);
             let emission_ns = self.control(base).load(Ordering::Relaxed);
             let capacity = self.control(base + 1).load(Ordering::Relaxed);
-            if check == bucket::check(emission_ns, capacity)
-                && self.control(base + 2).load(Ordering::Acquire) == check
-            {
+            // A retune writes the two words, then the check: a read that mixes versions fails
+            // the check and is retried.
+            if check == bucket::check(emission_ns, capacity) {
                 if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
                     break;
                 }
@@ -701,22 +701,9 @@ impl<C: Clock> Limit<C> {
                 return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
             }
             Params::TokenBucket if self.split > 1 => self.split_run(cost, commit, now)?,
-            _ => {
-                let mut error = None;
-                let d = decide(self.control(0), now, commit, |t, w| {
-                    match self.step_word(t, w, cost) {
-                        Ok(step) => step,
-                        Err(e) => {
-                            error = Some(e);
-                            Step::Deny(Decision::denied(u64::MAX, 0, 1))
-                        }
-                    }
-                });
-                if let Some(e) = error {
-                    return Err(e);
-                }
-                d
-            }
+            _ => try_decide(self.control(0), now, commit, |t, w| {
+                self.step_word(t, w, cost)
+            })?,
         };
         let decision = self.finish(decision, cost, commit, shadow);
         Ok(decision)
@@ -774,31 +761,21 @@ impl<C: Clock> Limit<C> {
         let mut denied: Option<Decision> = None;
         for j in 0..self.split {
             let i = (home + j) % self.split;
-            let mut error = None;
-            let d = decide(self.sub_state(i), &now, commit, |t, w| {
+            let d = try_decide(self.sub_state(i), &now, commit, |t, w| {
                 let tag = w & bucket::PARAM_TAG;
-                let sub = match self.bucket_params((tag >> 63) as usize) {
-                    Ok(whole) => self.sub_params(whole, i),
-                    Err(e) => {
-                        error = Some(e);
-                        return Step::Deny(Decision::denied(u64::MAX, 0, 1));
-                    }
-                };
+                let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
                 if cost > sub.capacity {
                     // Only the larger sub-buckets can grant this much: deny here, try a sibling.
-                    return Step::Deny(Decision::denied(u64::MAX, 0, 1));
+                    return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1)));
                 }
-                match sub.step(t, w & !bucket::PARAM_TAG, cost) {
+                Ok(match sub.step(t, w & !bucket::PARAM_TAG, cost) {
                     Step::Admit { new, decision } => Step::Admit {
                         new: new | tag,
                         decision,
                     },
                     deny => deny,
-                }
-            });
-            if let Some(e) = error {
-                return Err(e);
-            }
+                })
+            })?;
             if d.is_allowed() {
                 return Ok(d.stamped(i as u64));
             }

@@ -210,26 +210,46 @@ pub(crate) enum Fault {
 ///
 /// `now` is called once per attempt, after the word is loaded, so a retry never decides on an
 /// older time than the state it saw. With `commit == false` (peek) nothing is written.
+///
+/// The library itself decides through [`try_decide`]; the models and tests use this form.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) fn decide<A: AtomicWord>(
     word: &A,
-    mut now: impl FnMut() -> u64,
+    now: impl FnMut() -> u64,
     commit: bool,
     mut step: impl FnMut(u64, u64) -> Step,
 ) -> Decision {
+    match try_decide(word, now, commit, |t, w| {
+        Ok::<_, std::convert::Infallible>(step(t, w))
+    }) {
+        Ok(decision) => decision,
+        Err(never) => match never {},
+    }
+}
+
+/// [`decide`] for a step that can fail (damaged live parameters, a cost above a retuned
+/// capacity): the error ends the loop with nothing written.
+#[inline(always)]
+pub(crate) fn try_decide<A: AtomicWord, E>(
+    word: &A,
+    mut now: impl FnMut() -> u64,
+    commit: bool,
+    mut step: impl FnMut(u64, u64) -> Result<Step, E>,
+) -> Result<Decision, E> {
     // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
     let mut current = word.load(Ordering::Acquire);
     loop {
-        match step(now(), current) {
-            Step::Deny(decision) => return decision,
+        match step(now(), current)? {
+            Step::Deny(decision) => return Ok(decision),
             Step::Admit { new, decision } => {
                 if !commit {
-                    return decision;
+                    return Ok(decision);
                 }
                 // AcqRel on success: the next decision's Acquire load sees this one whole.
                 // Acquire on failure: we retry from the word that beat us.
                 match word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return decision,
+                    Ok(_) => return Ok(decision),
                     Err(actual) => current = actual,
                 }
             }
