@@ -458,3 +458,36 @@ fn other_kinds_refuse_permits_and_permits_refuse_rates() {
     assert!(db.permit_holders().is_empty());
     let _ = db.clock().now_ns();
 }
+
+/// A child forked after its parent used permits records itself, not its parent, as the owner.
+#[test]
+fn a_forked_child_owns_its_own_permits() {
+    let _g = fork_lock();
+    let (_dir, path) = temp_path("forked.shm");
+    let limiter = Limiter::builder()
+        .limit("db", Concurrency::new(2))
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.limit("db").unwrap();
+    let mine = db.try_acquire_permit().unwrap().unwrap();
+    let reports = fork_workers(1, |_| {
+        let p = db.try_acquire_permit().unwrap().unwrap();
+        let owner = db
+            .permit_holders()
+            .iter()
+            .find(|h| h.id == p.id())
+            .map_or(0, |h| h.pid);
+        let id = p.into_id(); // held when the child exits
+        vec![owner as u64, std::process::id() as u64, id]
+    });
+    let (owner, child, id) = (reports[0][0], reports[0][1], reports[0][2]);
+    assert_eq!(owner, child, "the child's permit names the child");
+    assert_ne!(owner, std::process::id() as u64);
+    // The child is gone: its permit is reclaimable, the parent's is not.
+    assert!(
+        !db.release_permit(id).unwrap(),
+        "not the parent's to release"
+    );
+    assert_eq!(db.reclaim_dead_permits(), 1);
+    assert!(mine.is_held());
+}

@@ -15,8 +15,8 @@
 //! only if the sequence is unchanged. A releaser frees its entry, bumps the sequence and, if
 //! word 1 is non-zero, wakes one sleeper (`FUTEX_WAKE`). Both sides access the sequence and
 //! the waiter count with read-modify-writes only, so either the releaser sees the waiter
-//! registered or the waiter sees the new sequence (and the kernel re-checks the value under its own lock before it
-//! sleeps): no wake-up is lost.
+//! registered or the waiter sees the new sequence (and the kernel re-checks the value under
+//! its own lock before it sleeps): no wake-up is lost.
 //!
 //! A waiter killed while asleep leaves word 1 one too high: releases then make a `FUTEX_WAKE`
 //! system call that finds no one, which costs time but blocks no one. Every waiter also wakes by
@@ -33,7 +33,7 @@ pub(crate) const SEQ: usize = 0;
 /// Control word of the waiter count.
 pub(crate) const WAITERS: usize = 1;
 /// The longest a waiter sleeps before it looks for dead owners again.
-pub const RECHECK: Duration = Duration::from_millis(100);
+pub(crate) const RECHECK: Duration = Duration::from_millis(100);
 
 /// The futex value of a sequence word: its low 32 bits.
 pub(crate) fn futex_value(seq: u64) -> u32 {

@@ -10,19 +10,43 @@
 //!
 //! Checks cost system calls and run only on the slow path (no permit free).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Once;
 
 use super::slot::{self, OwnerWord, START_MASK};
 
 /// This process's owner identity and the pid it was read for (`pid << 46 | identity`), or 0.
 static OWN: AtomicU64 = AtomicU64::new(0);
+/// Whether the fork handler that clears [`OWN`] in a child is installed.
+static FORK_HANDLER: AtomicBool = AtomicBool::new(false);
+static INSTALL: Once = Once::new();
 
-/// This process's owner identity, read from `/proc/self/stat` once per process: the cache is
-/// keyed by pid, so a child after `fork` reads its own.
+/// Runs in the child after `fork`: the cached identity is the parent's.
+extern "C" fn forget_identity() {
+    // Relaxed: the child has one thread at this point. An atomic store is async-signal-safe.
+    OWN.store(0, Ordering::Relaxed);
+}
+
+/// This process's owner identity, read from `/proc/self/stat` once per process.
+///
+/// A `pthread_atfork` child handler clears the cache, so a child after `fork` reads its own
+/// (without a `getpid` system call on every acquisition, which costs more than the rest of
+/// it). If the handler cannot be installed, every call compares the cached pid with `getpid`.
 pub(crate) fn own_identity() -> std::io::Result<u64> {
-    let pid = std::process::id();
-    // Relaxed: the cached value is self-validating (keyed by pid) and idempotent to compute.
+    INSTALL.call_once(|| {
+        // SAFETY: registers a handler with no preconditions; `forget_identity` only stores to
+        // an atomic, which is allowed in a child after fork.
+        let rc = unsafe { libc::pthread_atfork(None, None, Some(forget_identity)) };
+        // Relaxed: read after `call_once`, which orders it.
+        FORK_HANDLER.store(rc == 0, Ordering::Relaxed);
+    });
+    // Relaxed: the cached value is keyed by pid and idempotent to compute.
     let cached = OWN.load(Ordering::Relaxed);
+    // Relaxed: see the store.
+    if cached != 0 && FORK_HANDLER.load(Ordering::Relaxed) {
+        return Ok(cached & slot::OWNER_MASK);
+    }
+    let pid = std::process::id();
     if cached != 0 && (cached >> 46) as u32 == pid {
         return Ok(cached & slot::OWNER_MASK);
     }

@@ -45,8 +45,8 @@
 //! go on scanning. Nothing is locked and nobody waits for anybody.
 //!
 //! *Waiting* ([`crate::Limit::acquire_permit_timeout`]): sleep on a futex in the control line
-//! that every release bumps and wakes (see [`futex`]); wake at least every [`RECHECK`] to look
-//! for dead owners, because a process that dies releases nothing.
+//! that every release bumps and wakes (see [`futex`]); wake at least every
+//! [`PERMIT_RECHECK`] to look for dead owners, because a process that dies releases nothing.
 //!
 //! # When a dead process's permits become available again
 //!
@@ -56,8 +56,8 @@
 //!
 //! 1. the next [`crate::Limit::try_acquire_permit`] (or `acquire_permit_timeout`) in any
 //!    process that finds no free permit: it takes one over at once;
-//! 2. every process already waiting in `acquire_permit_timeout`: within [`RECHECK`] (100 ms)
-//!    of the death, plus scheduling delay;
+//! 2. every process already waiting in `acquire_permit_timeout`: within [`PERMIT_RECHECK`]
+//!    (100 ms) of the death, plus scheduling delay;
 //! 3. [`crate::Limit::reclaim_dead_permits`] (the CLI's `gc`), which frees all of them and
 //!    wakes waiters.
 //!
@@ -74,7 +74,14 @@
 //! its pid and start time, so its permits stay held until it exits; when `/proc` hides a live
 //! process (`hidepid`), it is taken as alive. All processes sharing a concurrency limit must
 //! see each other's pids, that is share a pid namespace: a process in another pid namespace
-//! would look dead to them and its permits would be taken over.
+//! would look dead to them and its permits would be taken over. (Processes in another time
+//! namespace are refused by the file already, see [`crate::Limiter`].)
+//!
+//! Cost: an acquisition that finds a free permit makes no system call but the clock read
+//! (vDSO) and `getpid`; a release adds one `FUTEX_WAKE` only when a process may be waiting. An
+//! acquisition that finds none free makes one `kill(pid, 0)` and one `/proc/<pid>/stat` read per
+//! distinct owning process, so callers that poll `try_acquire_permit` on a full limit should
+//! wait with `acquire_permit_timeout` instead.
 
 mod futex;
 mod liveness;
@@ -87,7 +94,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-pub use futex::RECHECK;
+/// The longest a process waiting in [`crate::Limit::acquire_permit_timeout`] sleeps before it
+/// looks for permits of dead holders again (100 ms): the bound on how late a waiter learns of a
+/// holder's death, which releases nothing.
+pub const PERMIT_RECHECK: Duration = futex::RECHECK;
 use slot::{OwnerWord, Table, GEN_MASK};
 
 use crate::algo::Decision;
@@ -263,7 +273,7 @@ impl<C: Clock> Limit<C> {
     fn permit_outcome(&self, entry: Option<(usize, u64)>) -> Option<Permit<C>> {
         let decision = match entry {
             Some(_) => Decision::allowed(0, 1),
-            None => Decision::denied(RECHECK.as_nanos() as u64, 0, 1),
+            None => Decision::denied(PERMIT_RECHECK.as_nanos() as u64, 0, 1),
         };
         let decision = self.finish(decision, 1, true, self.def().shadow);
         decision.is_allowed().then(|| Permit {
@@ -308,8 +318,8 @@ impl<C: Clock> Limit<C> {
 
     /// Take a permit, waiting up to `timeout` for one to be released (or for a holder to die
     /// or its lease to expire). Sleeps on a futex in the shared file: no spinning, woken by the
-    /// first release; re-checks for dead owners at least every [`RECHECK`]. `None` when the
-    /// timeout passed with all permits held. A shadow limit never waits.
+    /// first release; re-checks for dead owners at least every [`PERMIT_RECHECK`]. `None` when
+    /// the timeout passed with all permits held. A shadow limit never waits.
     ///
     /// # Errors
     ///
@@ -328,12 +338,12 @@ impl<C: Clock> Limit<C> {
             }
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),
-                None => RECHECK,
+                None => PERMIT_RECHECK,
             };
             if left.is_zero() || self.def().shadow {
                 return Ok(self.permit_outcome(None));
             }
-            futex::wait(seq, waiters, seen, left.min(RECHECK));
+            futex::wait(seq, waiters, seen, left.min(PERMIT_RECHECK));
         }
     }
 

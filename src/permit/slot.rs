@@ -4,10 +4,10 @@
 //!
 //! A concurrency limit of `C` permits owns `C` entries of two words in its state area:
 //!
-//! | word | content |
-//! |---|---|
-//! | owner | bits 0-21: owner pid (0 = free), bits 22-45: low 24 bits of the owner's start time in clock ticks, bits 46-63: generation |
-//! | stamp | bits 0-45: acquisition time in whole milliseconds (rounded up), bits 46-63: the generation of the owner word it belongs to |
+//! | word | bits 0-21 | bits 22-45 | bits 46-63 |
+//! |---|---|---|---|
+//! | owner | owner pid (0 = free) | start time, clock ticks (low 24 bits) | generation |
+//! | stamp | acquired at, ms (rounded up; bits 0-45) | (same field) | generation of its claim |
 //!
 //! The owner word alone says whether the permit is held and by which process (pid and start
 //! time), so every transition is **one CAS on the owner word**; a process killed at any
