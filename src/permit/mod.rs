@@ -321,6 +321,10 @@ impl<C: Clock> Limit<C> {
     /// first release; re-checks for dead owners at least every [`PERMIT_RECHECK`]. `None` when
     /// the timeout passed with all permits held. A shadow limit never waits.
     ///
+    /// Each release wakes one sleeping waiter; waiters are not queued in order, and a process
+    /// that acquires without waiting may take a released permit before the woken waiter does
+    /// (which then sleeps again until the next release or its deadline).
+    ///
     /// # Errors
     ///
     /// As [`Limit::try_acquire_permit`].
