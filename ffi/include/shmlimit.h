@@ -28,6 +28,31 @@
 // Most limits one file may define.
 #define SHMLIMIT_MAX_LIMITS 4096
 
+// What `shmlimit_permit_acquire` returns for a permit granted by a shadow (dry-run) limit
+// that would have refused: admitted, but holding nothing (releasing it does nothing). Never
+// the id of a real permit, and not 0.
+#define SHMLIMIT_PERMIT_SHADOW 1
+
+// `shmlimit_def.flags`: shadow (dry-run) mode. Decisions are computed and counted but never
+// deny; a decision the limit would have denied is allowed with `shadow_denied` set.
+#define SHMLIMIT_DEF_SHADOW 1
+
+// `shmlimit_def.flags`: `near_limit` holds the near-limit fraction (without it, the default
+// of about 10%, 6554 / 65536, applies). Definitions the library reports always have it set.
+#define SHMLIMIT_DEF_NEAR_LIMIT 2
+
+// The default near-limit fraction, in 1/65536 of the capacity (about 10%).
+#define SHMLIMIT_DEFAULT_NEAR_LIMIT 6554
+
+// Most sub-buckets a split token bucket may have.
+#define SHMLIMIT_MAX_SPLIT 64
+
+// Most key slots one keyed limit may have (2^26).
+#define SHMLIMIT_MAX_KEYS (1 << 26)
+
+// Most limits one composed check may hold.
+#define SHMLIMIT_MAX_CHECKS 8
+
 // How window boundaries are placed (the `alignment` field of `shmlimit_def`).
 enum shmlimit_alignment
 #ifdef __cplusplus
@@ -170,6 +195,9 @@ typedef struct shmlimit_limiter shmlimit_limiter;
 //
 // A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 // stored token bucket as `rate = 1` per `period_ns` = that interval.
+//
+// The option fields after `rate` (keys, shadow mode, near-limit fraction, split, fleet share)
+// all mean "the default" when zero, so a zero-initialised definition is a plain limit.
 typedef struct shmlimit_def {
     // The limit's name: NUL-terminated, 1 to 63 bytes of ASCII letters, digits and `_-.:/`.
     // As an input it is only read during the call; as an output it points into the handle
@@ -186,8 +214,27 @@ typedef struct shmlimit_def {
     uint64_t period_ns;
     // Token bucket: tokens added per `period_ns` (at least 1). Other kinds: 0.
     uint64_t rate;
-    // Must be zero.
-    uint64_t reserved[4];
+    // Keyed limits: key slots (1 to `SHMLIMIT_MAX_KEYS`, rounded up to a power of two; the
+    // library reports the rounded value). 0: not keyed. Only token buckets and fixed and
+    // sliding windows can be keyed.
+    uint64_t key_capacity;
+    // Keyed limits: a `shmlimit_full_policy`. Unkeyed limits: 0.
+    uint32_t on_full;
+    // `SHMLIMIT_DEF_SHADOW`, `SHMLIMIT_DEF_NEAR_LIMIT` (or 0). Other bits must be zero.
+    uint32_t flags;
+    // With `SHMLIMIT_DEF_NEAR_LIMIT`: admissions leaving less than `near_limit / 65536` of
+    // the capacity count as near-limit (`shmlimit_stats.near_limit`). Else must be 0.
+    uint16_t near_limit;
+    // Unkeyed token buckets: split into this many sub-buckets on their own cache lines (2 to
+    // `SHMLIMIT_MAX_SPLIT`), each with `limit / split` of the capacity and `1 / split` of the
+    // rate, for hot limits decided on by many CPUs. 0 or 1: not split.
+    uint16_t split;
+    // Token buckets that are this host's share of a fleet-wide budget: this host's weight
+    // (at least 1). 0: not a fleet share (then `fleet_emission_ns` must be 0).
+    uint32_t fleet_weight;
+    // With `fleet_weight`: the fleet-wide rate as nanoseconds per token (the fleet's period
+    // divided by its tokens, rounded up).
+    uint64_t fleet_emission_ns;
 } shmlimit_def;
 
 // Options of `shmlimit_limiter_create_or_open` and `shmlimit_limiter_open`; a NULL pointer
@@ -217,9 +264,13 @@ typedef struct shmlimit_decision {
     // Nanoseconds until the same request could be admitted if nothing else is admitted
     // meanwhile; 0 when allowed, at least 1 when denied.
     uint64_t retry_after_ns;
-    // Written as zero; later versions may record the grant here (for example for a refund),
-    // so pass a decision back to the library unchanged.
-    uint64_t reserved[4];
+    // The grant record: what `shmlimit_refund` needs to give this grant back (the cost
+    // admitted and where it was recorded). Zero for denials, shadow denials and peeks. Opaque:
+    // pass the decision back unchanged. A forged record cannot make a limit looser than a
+    // refund of a real grant could.
+    uint64_t grant[2];
+    // Written as zero.
+    uint64_t reserved[2];
 } shmlimit_decision;
 
 // Decision counters of one limit, summed over every process attached to the file.
@@ -235,6 +286,54 @@ typedef struct shmlimit_stats {
     // Zero; room for later counters.
     uint64_t reserved[4];
 } shmlimit_stats;
+
+// One limit (and cost) of a composed check (`shmlimit_acquire_all`).
+typedef struct shmlimit_check {
+    // The limit (a live handle).
+    const struct shmlimit_limit *limit;
+    // Units to acquire on it (at least 1).
+    uint64_t cost;
+    // Must be zero.
+    uint64_t reserved[2];
+} shmlimit_check;
+
+// The outcome of a composed check: admitted by every limit (and the costs consumed), or by
+// none (and nothing consumed anywhere).
+typedef struct shmlimit_composed {
+    // True when every limit admitted.
+    bool allowed;
+    // The index (in the checks given) of the first limit that denied; -1 when allowed.
+    int32_t denied_by;
+    // The number of checks: `decisions[0 .. count]` are written, the rest zeroed.
+    uint32_t count;
+    // The largest retry-after among the limits that would deny now (0 when allowed).
+    uint64_t retry_after_ns;
+    // Check `i`'s decision: its grant when allowed (what `shmlimit_refund_all` gives back);
+    // when denied, the denial at `denied_by` and peeks after it. A grant refunded because a
+    // later limit denied, or a peek that failed, is all zero (`allowed` false with
+    // `retry_after_ns` 0, which no real denial has).
+    struct shmlimit_decision decisions[SHMLIMIT_MAX_CHECKS];
+    // Written as zero.
+    uint64_t reserved[2];
+} shmlimit_composed;
+
+// One held permit of a concurrency limit, as `shmlimit_permit_holders` lists it.
+typedef struct shmlimit_permit_holder {
+    // The permit's id (as `shmlimit_permit_acquire` returned it to its holder).
+    uint64_t id;
+    // The holder's process id.
+    uint32_t pid;
+    // True when the next acquirer finding no free permit may take it over: its holder is gone
+    // (exited, killed, a zombie) or its lease expired.
+    bool reclaimable;
+    // When it was acquired, in `CLOCK_MONOTONIC` nanoseconds (to the millisecond); 0 for a
+    // holder caught between its claim and its time stamp.
+    uint64_t since_ns;
+    // When its lease expires; 0 without a lease (or a time stamp).
+    uint64_t lease_expiry_ns;
+    // Written as zero.
+    uint64_t reserved[2];
+} shmlimit_permit_holder;
 
 #ifdef __cplusplus
 extern "C" {
@@ -422,6 +521,60 @@ shmlimit_status shmlimit_acquire_at(const struct shmlimit_limit *limit,
                                     uint64_t now_ns,
                                     struct shmlimit_decision *decision_out);
 
+// Admit `cost` units, waiting up to `timeout_ns` for them. A token bucket books the tokens
+// at once (first come, first served across processes) and sleeps the delay, or refuses at
+// once, consuming nothing, when the delay would exceed `timeout_ns`; fixed and sliding windows
+// and the sliding log sleep the exact retry-after and try again until the grant or the
+// deadline. `decision_out` is allowed, or denied with nothing consumed.
+//
+// This call blocks the calling thread (at most about `timeout_ns`); `UINT64_MAX` waits as
+// long as it takes.
+//
+// Errors: as `shmlimit_acquire`; `SHMLIMIT_WRONG_KIND` on a concurrency limit (use
+// `shmlimit_permit_acquire_timeout`) or a keyed limit.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_acquire`.
+shmlimit_status shmlimit_acquire_timeout(const struct shmlimit_limit *limit,
+                                         uint64_t cost,
+                                         uint64_t timeout_ns,
+                                         struct shmlimit_decision *decision_out);
+
+// Give back what `grant` (a decision of this limit, passed back unchanged) admitted, for work
+// that was admitted but never done. A refund never creates more budget than the grant took:
+// a bucket never fills past full, a window refund applies only while the grant's window is
+// still counted, a log refund frees entries dated no later than the grant. Refunding a
+// denial, a shadow denial or a peek does nothing; refunding a grant twice is the caller's
+// mistake (bounded by the same rules).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (a
+// keyed limit: use `shmlimit_refund_key`; a concurrency limit: release the permit),
+// `SHMLIMIT_CORRUPT_STATE`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `grant` NULL or a valid `shmlimit_decision`.
+shmlimit_status shmlimit_refund(const struct shmlimit_limit *limit,
+                                const struct shmlimit_decision *grant);
+
+// Give back `units` of what `grant` admitted (at most its cost; see `shmlimit_refund`).
+//
+// Errors: as `shmlimit_refund`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_refund`.
+shmlimit_status shmlimit_refund_units(const struct shmlimit_limit *limit,
+                                      const struct shmlimit_decision *grant,
+                                      uint64_t units);
+
 // This limit's decision counters, summed over every process attached to the file, into
 // `stats_out`. Counters of concurrent decisions may or may not be included.
 //
@@ -434,6 +587,215 @@ shmlimit_status shmlimit_acquire_at(const struct shmlimit_limit *limit,
 // `limit` must be NULL or a live handle; `stats_out` NULL or valid for one write.
 shmlimit_status shmlimit_limit_stats(const struct shmlimit_limit *limit,
                                      struct shmlimit_stats *stats_out);
+
+// Admit a request on every limit of `checks`, or on none: the limits are acquired in order,
+// and when one denies, the grants already taken are refunded and the later limits peeked, so
+// a denied request consumes nothing anywhere and `retry_after_ns` is the largest of all the
+// limits that would deny. A denial is `SHMLIMIT_OK` with `composed_out->allowed == false`.
+//
+// Between a grant and its refund the earlier limits are transiently charged (other requests
+// see them slightly fuller: stricter, never looser). A process killed in between leaves that
+// grant consumed.
+//
+// - `checks`, `checks_len`: 0 to `SHMLIMIT_MAX_CHECKS` limits and costs, only read during the
+//   call. A limit may appear more than once.
+//
+// Errors: `SHMLIMIT_NULL_POINTER` (`checks`, a `checks[i].limit`, `composed_out`),
+// `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH` (more than `SHMLIMIT_MAX_CHECKS`),
+// `SHMLIMIT_INVALID_PARAMETER` (non-zero reserved fields), and any error of `shmlimit_acquire`
+// on one of the limits (`SHMLIMIT_ZERO_COST`, `SHMLIMIT_COST_EXCEEDS_CAPACITY`,
+// `SHMLIMIT_WRONG_KIND`...): then every grant already taken was refunded first.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `checks` must be NULL or point at `checks_len` valid `shmlimit_check`s whose `limit`s are
+// NULL or live handles; `composed_out` NULL or valid for one write.
+shmlimit_status shmlimit_acquire_all(const struct shmlimit_check *checks,
+                                     size_t checks_len,
+                                     struct shmlimit_composed *composed_out);
+
+// Give back every grant of an allowed composed request whose work was never done, given the
+// same checks (the same limits in the same order) it was acquired with. A denied composed
+// request consumed nothing: refunding it does nothing.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
+// `SHMLIMIT_INVALID_PARAMETER` (`checks_len` differs from `composed->count`, or non-zero
+// reserved fields); the first refund error otherwise (the other refunds are still made).
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_acquire_all`; `composed` must be NULL or point at a `shmlimit_composed`
+// written by `shmlimit_acquire_all`.
+shmlimit_status shmlimit_refund_all(const struct shmlimit_check *checks,
+                                    size_t checks_len,
+                                    const struct shmlimit_composed *composed);
+
+// Take a permit of a concurrency limit if one is free (or held by a process that died, or
+// past its lease), without waiting. `*permit_out` receives its id (never 0), or 0 when all
+// are held: like a denial, that is not an error. Release it with `shmlimit_permit_release`;
+// a process that exits or is killed holding permits loses them to the next acquirers.
+//
+// A permit belongs to the process that acquired it: a forked child cannot release its
+// parent's permits. A shadow limit that would have refused returns `SHMLIMIT_PERMIT_SHADOW`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
+// a concurrency limit), `SHMLIMIT_IO` (this process's `/proc/self/stat` could not be read).
+//
+// Thread-safety: any number of threads and processes may acquire and release at once.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `permit_out` NULL or valid for one write.
+shmlimit_status shmlimit_permit_acquire(const struct shmlimit_limit *limit, uint64_t *permit_out);
+
+// `shmlimit_permit_acquire`, waiting up to `timeout_ns` for a permit to be released (or for a
+// holder to die or its lease to expire): the thread sleeps on a futex in the shared file,
+// woken by the first release, and looks for dead holders at least every 100 ms.
+// `*permit_out` is 0 when the timeout passed with every permit held. `UINT64_MAX` waits as
+// long as it takes. A shadow limit never waits.
+//
+// Errors: as `shmlimit_permit_acquire`.
+//
+// Thread-safety: as `shmlimit_permit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_permit_acquire`.
+shmlimit_status shmlimit_permit_acquire_timeout(const struct shmlimit_limit *limit,
+                                                uint64_t timeout_ns,
+                                                uint64_t *permit_out);
+
+// Release the permit `permit` (an id from `shmlimit_permit_acquire`), if this process holds
+// it, and wake a waiter. `*released_out` is false when it was not held: already released,
+// taken over after its lease expired, freed by `shmlimit_limit_reset`, another process's
+// permit, `SHMLIMIT_PERMIT_SHADOW`, 0, or an id that names nothing. Not an error.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`,
+// `SHMLIMIT_IO`.
+//
+// Thread-safety: as `shmlimit_permit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `released_out` NULL or valid for one write.
+shmlimit_status shmlimit_permit_release(const struct shmlimit_limit *limit,
+                                        uint64_t permit,
+                                        bool *released_out);
+
+// The held permits of a concurrency limit, for inspection: who holds each, since when, until
+// when, and whether it is reclaimable (this checks each holder's liveness: system calls).
+//
+// - `holders_out`, `holders_len`: an array that receives the first `holders_len` held permits
+//   (NULL with `holders_len` 0 just counts them).
+// - `count_out`: receives the number of held permits, which may exceed `holders_len`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
+// `SHMLIMIT_WRONG_KIND` (not a concurrency limit).
+//
+// Thread-safety: may be called concurrently with acquisitions (the listing is a snapshot).
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `holders_out` NULL or valid for writing
+// `holders_len` elements; `count_out` NULL or valid for one write.
+shmlimit_status shmlimit_permit_holders(const struct shmlimit_limit *limit,
+                                        struct shmlimit_permit_holder *holders_out,
+                                        size_t holders_len,
+                                        size_t *count_out);
+
+// Free every permit whose holder is gone or whose lease expired, and wake waiters for them;
+// `*reclaimed_out` receives how many. Acquirers do the same when they find no free permit,
+// so this is never needed for correctness (it is what a periodic cleanup or the CLI's `gc`
+// runs).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: as `shmlimit_permit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `reclaimed_out` NULL or valid for one write.
+shmlimit_status shmlimit_permit_reclaim_dead(const struct shmlimit_limit *limit,
+                                             size_t *reclaimed_out);
+
+// Change the refill rate to `tokens` per `period_ns`, live. A token bucket keeps its fill
+// level in tokens (the transition never admits more than the larger of the old and new bounds
+// over any interval); a fixed or sliding window gets the limit per window this rate means,
+// rounded down (see `shmlimit_limit_set_limit`). Retunes are serialised across processes by
+// an exclusive `flock` on the file.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_PARAMETER`
+// (a zero or too fast rate, or one that does not fit the capacity), `SHMLIMIT_WRONG_KIND` (a
+// sliding log or a concurrency limit), `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_IO` (the lock could
+// not be taken within 10 s).
+//
+// Thread-safety: may be called concurrently with decisions and with other retunes.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle.
+shmlimit_status shmlimit_limit_set_rate(const struct shmlimit_limit *limit,
+                                        uint64_t tokens,
+                                        uint64_t period_ns);
+
+// Change a token bucket's capacity and rate together, live (see `shmlimit_limit_set_rate`).
+//
+// Errors: as `shmlimit_limit_set_rate`; `SHMLIMIT_WRONG_KIND` for any other algorithm.
+//
+// Thread-safety: as `shmlimit_limit_set_rate`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle.
+shmlimit_status shmlimit_limit_set_token_bucket(const struct shmlimit_limit *limit,
+                                                uint64_t capacity,
+                                                uint64_t tokens,
+                                                uint64_t period_ns);
+
+// Change a fixed or sliding window's limit per window, live. Within the window in which it
+// changes, at most the larger of the old and new limits is admitted.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_PARAMETER`,
+// `SHMLIMIT_WRONG_KIND` (not a fixed or sliding window), `SHMLIMIT_IO`.
+//
+// Thread-safety: as `shmlimit_limit_set_rate`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle.
+shmlimit_status shmlimit_limit_set_limit(const struct shmlimit_limit *limit, uint64_t new_limit);
+
+// This limit's definition with its live parameters (after any retune, by any process) into
+// `def_out`; `def_out->name` points into the limit handle, valid until it is freed. A token
+// bucket is reported as `rate = 1` per `period_ns` = its live emission interval.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_CORRUPT_STATE`.
+//
+// Thread-safety: may be called concurrently with decisions and retunes.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `def_out` NULL or valid for one write.
+shmlimit_status shmlimit_limit_live_definition(const struct shmlimit_limit *limit,
+                                               struct shmlimit_def *def_out);
+
+// Return the limit's state to fresh (a full bucket, empty windows, log and key table, no
+// permits held), keeping its live parameters. What this grants: the whole capacity, at once,
+// to whichever processes decide next.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_IO` (the retune
+// lock could not be taken).
+//
+// Thread-safety: may be called concurrently with decisions.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle.
+shmlimit_status shmlimit_limit_reset(const struct shmlimit_limit *limit);
 
 // A static description of a status code.
 //

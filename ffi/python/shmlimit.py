@@ -205,7 +205,13 @@ class _Def(ctypes.Structure):
         ("limit", ctypes.c_uint64),
         ("period_ns", ctypes.c_uint64),
         ("rate", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("key_capacity", ctypes.c_uint64),
+        ("on_full", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("near_limit", ctypes.c_uint16),
+        ("split", ctypes.c_uint16),
+        ("fleet_weight", ctypes.c_uint32),
+        ("fleet_emission_ns", ctypes.c_uint64),
     ]
 
 
@@ -223,7 +229,8 @@ class _Decision(ctypes.Structure):
         ("shadow_denied", ctypes.c_bool),
         ("remaining", ctypes.c_uint64),
         ("retry_after_ns", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("grant", ctypes.c_uint64 * 2),
+        ("reserved", ctypes.c_uint64 * 2),
     ]
 
 

@@ -83,7 +83,14 @@ static void status_codes(void) {
     CHECK(SHMLIMIT_OK == 0);
     /* The struct layouts the library was built with. */
     CHECK(sizeof(shmlimit_def) == 72 && offsetof(shmlimit_def, limit) == 16);
-    CHECK(offsetof(shmlimit_def, reserved) == 40);
+    CHECK(offsetof(shmlimit_def, key_capacity) == 40 && offsetof(shmlimit_def, flags) == 52);
+    CHECK(offsetof(shmlimit_def, near_limit) == 56 && offsetof(shmlimit_def, split) == 58);
+    CHECK(offsetof(shmlimit_def, fleet_emission_ns) == 64);
+    CHECK(offsetof(shmlimit_decision, grant) == 24);
+    CHECK(sizeof(shmlimit_check) == 32 && offsetof(shmlimit_check, cost) == 8);
+    CHECK(sizeof(shmlimit_composed) == 24 + 56 * SHMLIMIT_MAX_CHECKS + 16);
+    CHECK(offsetof(shmlimit_composed, count) == 8 && offsetof(shmlimit_composed, decisions) == 24);
+    CHECK(sizeof(shmlimit_permit_holder) == 48 && offsetof(shmlimit_permit_holder, since_ns) == 16);
     CHECK(sizeof(shmlimit_options) == 40);
     CHECK(sizeof(shmlimit_decision) == 56 && offsetof(shmlimit_decision, remaining) == 8);
     CHECK(sizeof(shmlimit_stats) == 64);
@@ -178,10 +185,10 @@ static void create_errors(const char *dir) {
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
     zero_def(&defs[0], "api", SHMLIMIT_SLIDING_LOG, 10, SECOND, 0);
-    defs[0].reserved[3] = 1;
+    defs[0].flags = 1u << 7;
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
-    CHECK(contains(shmlimit_last_error(), "reserved"));
+    CHECK(contains(shmlimit_last_error(), "flags"));
     zero_def(&defs[0], "pool", SHMLIMIT_CONCURRENCY, 0, 0, 0);
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
@@ -379,7 +386,8 @@ static void use_and_errors(const char *dir) {
     CHECK(decision.allowed && decision.retry_after_ns == 0);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));
     CHECK(decision.allowed && decision.remaining == 1 && decision.retry_after_ns == 0);
-    CHECK(!decision.shadow_denied && decision.reserved[0] == 0 && decision.reserved[3] == 0);
+    CHECK(!decision.shadow_denied && decision.reserved[0] == 0 && decision.reserved[1] == 0);
+    CHECK(decision.grant[0] == 1); /* the grant record: the cost admitted */
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));
     CHECK(decision.allowed && decision.remaining == 0);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));

@@ -184,6 +184,12 @@ pub(crate) fn arg_out<T>(argument: &str, ptr: *mut T) -> Result<Out<T>, Failure>
 }
 
 impl<T> Out<T> {
+    /// The checked (non-NULL, aligned) pointer, for an array out-parameter written element by
+    /// element once the call has succeeded.
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.0.as_ptr()
+    }
+
     /// Write the result.
     ///
     /// # Safety

@@ -24,6 +24,9 @@
 //! `tests/ffi_header.rs` fails when they drift apart.
 
 pub(crate) mod boundary;
+pub mod compose;
+pub mod permit;
+pub mod retune;
 pub mod status;
 pub mod types;
 
@@ -35,8 +38,8 @@ use boundary::{arg_bytes, arg_opt, arg_out, arg_ref, arg_slice, arg_str, ffi_bou
 pub use status::{shmlimit_last_error, shmlimit_last_os_error, shmlimit_status, shmlimit_strerror};
 use status::{shmlimit_status::*, Failure};
 pub use types::{
-    shmlimit_alignment, shmlimit_decision, shmlimit_def, shmlimit_kind, shmlimit_options,
-    shmlimit_stats,
+    shmlimit_alignment, shmlimit_check, shmlimit_composed, shmlimit_decision, shmlimit_def,
+    shmlimit_full_policy, shmlimit_kind, shmlimit_options, shmlimit_permit_holder, shmlimit_stats,
 };
 
 use crate::limiter::{Limit, Limiter};
@@ -166,7 +169,7 @@ pub unsafe extern "C" fn shmlimit_limiter_create_or_open(
         for (i, def) in defs.iter().enumerate() {
             // SAFETY: each definition's name is NULL or NUL-terminated (the caller's contract).
             let name = unsafe { arg_str(&format!("defs[{i}].name"), def.name) }?;
-            builder = builder.limit(name, types::to_algorithm(def, name)?);
+            builder = builder.define(types::to_def(def, name)?);
         }
         let limiter = shmlimit_limiter::new(builder.create_or_open(path)?)?;
         // SAFETY: `limiter_out` is valid for one write (the caller's contract).
@@ -282,7 +285,7 @@ pub unsafe extern "C" fn shmlimit_limiter_definition(
                 format!("index {index}: the file defines {} limits", defs.len()),
             )
         })?;
-        let def = types::from_algorithm(&def.algorithm, limiter.names[index].as_ptr());
+        let def = types::from_def(def, &def.algorithm, limiter.names[index].as_ptr());
         // SAFETY: `def_out` is valid for one write (the caller's contract).
         unsafe { out.write(def) };
         Ok(())
@@ -361,19 +364,27 @@ pub unsafe extern "C" fn shmlimit_limit_definition(
         let out = arg_out("def_out", def_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let def = types::from_algorithm(limit.inner.algorithm(), limit.name.as_ptr());
+        let def = types::from_def(
+            limit.inner.def(),
+            limit.inner.algorithm(),
+            limit.name.as_ptr(),
+        );
         // SAFETY: `def_out` is valid for one write (the caller's contract).
         unsafe { out.write(def) };
         Ok(())
     })
 }
 
+/// With `commit == false` (a peek) the decision's grant record is cleared: a peek took nothing
+/// that a refund could give back.
+///
 /// # Safety
 ///
 /// As for `shmlimit_acquire`.
-unsafe fn decide(
+pub(crate) unsafe fn decide(
     function: &'static str,
     limit: *const shmlimit_limit,
+    commit: bool,
     decision_out: *mut shmlimit_decision,
     decide: impl FnOnce(&Limit) -> crate::Result<crate::Decision>,
 ) -> shmlimit_status {
@@ -381,9 +392,14 @@ unsafe fn decide(
         let out = arg_out("decision_out", decision_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let decision = decide(&limit.inner)?;
+        let decision = shmlimit_decision::from(decide(&limit.inner)?);
+        let decision = if commit {
+            decision
+        } else {
+            decision.without_grant()
+        };
         // SAFETY: `decision_out` is valid for one write (the caller's contract).
-        unsafe { out.write(decision.into()) };
+        unsafe { out.write(decision) };
         Ok(())
     })
 }
@@ -411,7 +427,7 @@ pub unsafe extern "C" fn shmlimit_acquire(
 ) -> shmlimit_status {
     // SAFETY: forwarded contract.
     unsafe {
-        decide("shmlimit_acquire", limit, decision_out, |l| {
+        decide("shmlimit_acquire", limit, true, decision_out, |l| {
             l.try_acquire(cost)
         })
     }
@@ -433,7 +449,11 @@ pub unsafe extern "C" fn shmlimit_peek(
     decision_out: *mut shmlimit_decision,
 ) -> shmlimit_status {
     // SAFETY: forwarded contract.
-    unsafe { decide("shmlimit_peek", limit, decision_out, |l| l.peek(cost)) }
+    unsafe {
+        decide("shmlimit_peek", limit, false, decision_out, |l| {
+            l.peek(cost)
+        })
+    }
 }
 
 /// `shmlimit_acquire` dated at `now_ns` on the host's `CLOCK_MONOTONIC` timeline instead of
@@ -456,10 +476,108 @@ pub unsafe extern "C" fn shmlimit_acquire_at(
 ) -> shmlimit_status {
     // SAFETY: forwarded contract.
     unsafe {
-        decide("shmlimit_acquire_at", limit, decision_out, |l| {
+        decide("shmlimit_acquire_at", limit, true, decision_out, |l| {
             l.try_acquire_at(cost, now_ns)
         })
     }
+}
+
+/// Admit `cost` units, waiting up to `timeout_ns` for them. A token bucket books the tokens
+/// at once (first come, first served across processes) and sleeps the delay, or refuses at
+/// once, consuming nothing, when the delay would exceed `timeout_ns`; fixed and sliding windows
+/// and the sliding log sleep the exact retry-after and try again until the grant or the
+/// deadline. `decision_out` is allowed, or denied with nothing consumed.
+///
+/// This call blocks the calling thread (at most about `timeout_ns`); `UINT64_MAX` waits as
+/// long as it takes.
+///
+/// Errors: as `shmlimit_acquire`; `SHMLIMIT_WRONG_KIND` on a concurrency limit (use
+/// `shmlimit_permit_acquire_timeout`) or a keyed limit.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_acquire`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_acquire_timeout(
+    limit: *const shmlimit_limit,
+    cost: u64,
+    timeout_ns: u64,
+    decision_out: *mut shmlimit_decision,
+) -> shmlimit_status {
+    // SAFETY: forwarded contract.
+    unsafe {
+        decide("shmlimit_acquire_timeout", limit, true, decision_out, |l| {
+            l.acquire_timeout(cost, std::time::Duration::from_nanos(timeout_ns))
+        })
+    }
+}
+
+/// Give back what `grant` (a decision of this limit, passed back unchanged) admitted, for work
+/// that was admitted but never done. A refund never creates more budget than the grant took:
+/// a bucket never fills past full, a window refund applies only while the grant's window is
+/// still counted, a log refund frees entries dated no later than the grant. Refunding a
+/// denial, a shadow denial or a peek does nothing; refunding a grant twice is the caller's
+/// mistake (bounded by the same rules).
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (a
+/// keyed limit: use `shmlimit_refund_key`; a concurrency limit: release the permit),
+/// `SHMLIMIT_CORRUPT_STATE`.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `grant` NULL or a valid `shmlimit_decision`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_refund(
+    limit: *const shmlimit_limit,
+    grant: *const shmlimit_decision,
+) -> shmlimit_status {
+    // SAFETY: forwarded contract.
+    unsafe { refund("shmlimit_refund", limit, grant, None) }
+}
+
+/// Give back `units` of what `grant` admitted (at most its cost; see `shmlimit_refund`).
+///
+/// Errors: as `shmlimit_refund`.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_refund`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_refund_units(
+    limit: *const shmlimit_limit,
+    grant: *const shmlimit_decision,
+    units: u64,
+) -> shmlimit_status {
+    // SAFETY: forwarded contract.
+    unsafe { refund("shmlimit_refund_units", limit, grant, Some(units)) }
+}
+
+/// # Safety
+///
+/// As `shmlimit_refund`.
+unsafe fn refund(
+    function: &'static str,
+    limit: *const shmlimit_limit,
+    grant: *const shmlimit_decision,
+    units: Option<u64>,
+) -> shmlimit_status {
+    ffi_boundary!(function, {
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        // SAFETY: a valid decision (the caller's contract).
+        let grant = unsafe { arg_ref("grant", grant) }?.to_grant();
+        match units {
+            None => limit.inner.refund(&grant)?,
+            Some(units) => limit.inner.refund_units(&grant, units)?,
+        }
+        Ok(())
+    })
 }
 
 /// This limit's decision counters, summed over every process attached to the file, into

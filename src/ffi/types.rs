@@ -1,4 +1,5 @@
-//! The plain C structs of the ABI: limit definitions, open options, decisions, statistics.
+//! The plain C structs of the ABI: limit definitions, open options, decisions, statistics,
+//! composed checks and permit holders.
 //!
 //! Enumerations that the caller writes (the kind and alignment of a definition) travel as
 //! `uint32_t` fields and are checked here: a value the library does not know is an
@@ -10,7 +11,10 @@ use std::time::Duration;
 
 use crate::algo::Decision;
 use crate::limiter::Stats;
-use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Rate};
+use crate::spec::{
+    Algorithm, Alignment, FleetShare, FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate,
+    DEFAULT_NEAR_LIMIT,
+};
 
 use super::status::{shmlimit_status, Failure};
 
@@ -47,6 +51,37 @@ pub enum shmlimit_alignment {
     SHMLIMIT_ALIGN_MONOTONIC = 1,
 }
 
+/// What a keyed limit does when its table has no slot for a new key (the `on_full` field of
+/// `shmlimit_def`).
+#[allow(non_camel_case_types)]
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum shmlimit_full_policy {
+    /// Deny the request (fail closed); the default, value 0.
+    SHMLIMIT_FULL_DENY = 0,
+    /// Admit the request without limiting it (fail open).
+    SHMLIMIT_FULL_ALLOW = 1,
+    /// Fail the call with `SHMLIMIT_TABLE_FULL`.
+    SHMLIMIT_FULL_ERROR = 2,
+}
+
+/// `shmlimit_def.flags`: shadow (dry-run) mode. Decisions are computed and counted but never
+/// deny; a decision the limit would have denied is allowed with `shadow_denied` set.
+pub const SHMLIMIT_DEF_SHADOW: u32 = 1;
+/// `shmlimit_def.flags`: `near_limit` holds the near-limit fraction (without it, the default
+/// of about 10%, 6554 / 65536, applies). Definitions the library reports always have it set.
+pub const SHMLIMIT_DEF_NEAR_LIMIT: u32 = 2;
+/// The default near-limit fraction, in 1/65536 of the capacity (about 10%).
+pub const SHMLIMIT_DEFAULT_NEAR_LIMIT: u16 = 6554;
+/// Most sub-buckets a split token bucket may have.
+pub const SHMLIMIT_MAX_SPLIT: u16 = 64;
+/// Most key slots one keyed limit may have (2^26).
+pub const SHMLIMIT_MAX_KEYS: u64 = 1 << 26;
+
+const _: () = assert!(SHMLIMIT_DEFAULT_NEAR_LIMIT == DEFAULT_NEAR_LIMIT);
+const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == crate::spec::MAX_SPLIT);
+const _: () = assert!(SHMLIMIT_MAX_KEYS == crate::spec::MAX_KEYS);
+
 /// One limit definition: an input of `shmlimit_limiter_create_or_open`, and what
 /// `shmlimit_limiter_definition` reports.
 ///
@@ -62,6 +97,9 @@ pub enum shmlimit_alignment {
 ///
 /// A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 /// stored token bucket as `rate = 1` per `period_ns` = that interval.
+///
+/// The option fields after `rate` (keys, shadow mode, near-limit fraction, split, fleet share)
+/// all mean "the default" when zero, so a zero-initialised definition is a plain limit.
 #[allow(non_camel_case_types)]
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -81,8 +119,27 @@ pub struct shmlimit_def {
     pub period_ns: u64,
     /// Token bucket: tokens added per `period_ns` (at least 1). Other kinds: 0.
     pub rate: u64,
-    /// Must be zero.
-    pub reserved: [u64; 4],
+    /// Keyed limits: key slots (1 to `SHMLIMIT_MAX_KEYS`, rounded up to a power of two; the
+    /// library reports the rounded value). 0: not keyed. Only token buckets and fixed and
+    /// sliding windows can be keyed.
+    pub key_capacity: u64,
+    /// Keyed limits: a `shmlimit_full_policy`. Unkeyed limits: 0.
+    pub on_full: u32,
+    /// `SHMLIMIT_DEF_SHADOW`, `SHMLIMIT_DEF_NEAR_LIMIT` (or 0). Other bits must be zero.
+    pub flags: u32,
+    /// With `SHMLIMIT_DEF_NEAR_LIMIT`: admissions leaving less than `near_limit / 65536` of
+    /// the capacity count as near-limit (`shmlimit_stats.near_limit`). Else must be 0.
+    pub near_limit: u16,
+    /// Unkeyed token buckets: split into this many sub-buckets on their own cache lines (2 to
+    /// `SHMLIMIT_MAX_SPLIT`), each with `limit / split` of the capacity and `1 / split` of the
+    /// rate, for hot limits decided on by many CPUs. 0 or 1: not split.
+    pub split: u16,
+    /// Token buckets that are this host's share of a fleet-wide budget: this host's weight
+    /// (at least 1). 0: not a fleet share (then `fleet_emission_ns` must be 0).
+    pub fleet_weight: u32,
+    /// With `fleet_weight`: the fleet-wide rate as nanoseconds per token (the fleet's period
+    /// divided by its tokens, rounded up).
+    pub fleet_emission_ns: u64,
 }
 
 /// Options of `shmlimit_limiter_create_or_open` and `shmlimit_limiter_open`; a NULL pointer
@@ -118,9 +175,13 @@ pub struct shmlimit_decision {
     /// Nanoseconds until the same request could be admitted if nothing else is admitted
     /// meanwhile; 0 when allowed, at least 1 when denied.
     pub retry_after_ns: u64,
-    /// Written as zero; later versions may record the grant here (for example for a refund),
-    /// so pass a decision back to the library unchanged.
-    pub reserved: [u64; 4],
+    /// The grant record: what `shmlimit_refund` needs to give this grant back (the cost
+    /// admitted and where it was recorded). Zero for denials, shadow denials and peeks. Opaque:
+    /// pass the decision back unchanged. A forged record cannot make a limit looser than a
+    /// refund of a real grant could.
+    pub grant: [u64; 2],
+    /// Written as zero.
+    pub reserved: [u64; 2],
 }
 
 /// Decision counters of one limit, summed over every process attached to the file.
@@ -140,6 +201,80 @@ pub struct shmlimit_stats {
     pub reserved: [u64; 4],
 }
 
+/// Most limits one composed check may hold.
+pub const SHMLIMIT_MAX_CHECKS: usize = 8;
+const _: () = assert!(SHMLIMIT_MAX_CHECKS == crate::compose::MAX_CHECKS);
+
+/// One limit (and cost) of a composed check (`shmlimit_acquire_all`).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct shmlimit_check {
+    /// The limit (a live handle).
+    pub limit: *const super::shmlimit_limit,
+    /// Units to acquire on it (at least 1).
+    pub cost: u64,
+    /// Must be zero.
+    pub reserved: [u64; 2],
+}
+
+/// The outcome of a composed check: admitted by every limit (and the costs consumed), or by
+/// none (and nothing consumed anywhere).
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct shmlimit_composed {
+    /// True when every limit admitted.
+    pub allowed: bool,
+    /// The index (in the checks given) of the first limit that denied; -1 when allowed.
+    pub denied_by: i32,
+    /// The number of checks: `decisions[0 .. count]` are written, the rest zeroed.
+    pub count: u32,
+    /// The largest retry-after among the limits that would deny now (0 when allowed).
+    pub retry_after_ns: u64,
+    /// Check `i`'s decision: its grant when allowed (what `shmlimit_refund_all` gives back);
+    /// when denied, the denial at `denied_by` and peeks after it. A grant refunded because a
+    /// later limit denied, or a peek that failed, is all zero (`allowed` false with
+    /// `retry_after_ns` 0, which no real denial has).
+    pub decisions: [shmlimit_decision; SHMLIMIT_MAX_CHECKS],
+    /// Written as zero.
+    pub reserved: [u64; 2],
+}
+
+/// One held permit of a concurrency limit, as `shmlimit_permit_holders` lists it.
+#[allow(non_camel_case_types)]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct shmlimit_permit_holder {
+    /// The permit's id (as `shmlimit_permit_acquire` returned it to its holder).
+    pub id: u64,
+    /// The holder's process id.
+    pub pid: u32,
+    /// True when the next acquirer finding no free permit may take it over: its holder is gone
+    /// (exited, killed, a zombie) or its lease expired.
+    pub reclaimable: bool,
+    /// When it was acquired, in `CLOCK_MONOTONIC` nanoseconds (to the millisecond); 0 for a
+    /// holder caught between its claim and its time stamp.
+    pub since_ns: u64,
+    /// When its lease expires; 0 without a lease (or a time stamp).
+    pub lease_expiry_ns: u64,
+    /// Written as zero.
+    pub reserved: [u64; 2],
+}
+
+impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
+    fn from(h: crate::permit::PermitHolder) -> Self {
+        shmlimit_permit_holder {
+            id: h.id,
+            pid: h.pid,
+            reclaimable: h.reclaimable,
+            since_ns: h.since_ns.unwrap_or(0),
+            lease_expiry_ns: h.lease_expiry_ns.unwrap_or(0),
+            reserved: [0; 2],
+        }
+    }
+}
+
 // The layout every C compiler must agree on (checked from C too, in ffi/tests/errors.c, and
 // from Python in ffi/python/test_shmlimit.py). Changing any of these breaks the ABI.
 const _: () = {
@@ -147,12 +282,30 @@ const _: () = {
     assert!(size_of::<shmlimit_def>() == 72);
     assert!(offset_of!(shmlimit_def, kind) == 8);
     assert!(offset_of!(shmlimit_def, limit) == 16);
-    assert!(offset_of!(shmlimit_def, reserved) == 40);
+    assert!(offset_of!(shmlimit_def, key_capacity) == 40);
+    assert!(offset_of!(shmlimit_def, on_full) == 48);
+    assert!(offset_of!(shmlimit_def, flags) == 52);
+    assert!(offset_of!(shmlimit_def, near_limit) == 56);
+    assert!(offset_of!(shmlimit_def, split) == 58);
+    assert!(offset_of!(shmlimit_def, fleet_weight) == 60);
+    assert!(offset_of!(shmlimit_def, fleet_emission_ns) == 64);
     assert!(size_of::<shmlimit_options>() == 40);
     assert!(size_of::<shmlimit_decision>() == 56);
     assert!(offset_of!(shmlimit_decision, shadow_denied) == 1);
     assert!(offset_of!(shmlimit_decision, remaining) == 8);
+    assert!(offset_of!(shmlimit_decision, grant) == 24);
     assert!(size_of::<shmlimit_stats>() == 64);
+    assert!(size_of::<shmlimit_check>() == 32);
+    assert!(offset_of!(shmlimit_check, cost) == 8);
+    assert!(size_of::<shmlimit_composed>() == 24 + 56 * SHMLIMIT_MAX_CHECKS + 16);
+    assert!(offset_of!(shmlimit_composed, denied_by) == 4);
+    assert!(offset_of!(shmlimit_composed, count) == 8);
+    assert!(offset_of!(shmlimit_composed, retry_after_ns) == 16);
+    assert!(offset_of!(shmlimit_composed, decisions) == 24);
+    assert!(size_of::<shmlimit_permit_holder>() == 48);
+    assert!(offset_of!(shmlimit_permit_holder, pid) == 8);
+    assert!(offset_of!(shmlimit_permit_holder, reclaimable) == 12);
+    assert!(offset_of!(shmlimit_permit_holder, since_ns) == 16);
 };
 
 impl From<Decision> for shmlimit_decision {
@@ -162,8 +315,25 @@ impl From<Decision> for shmlimit_decision {
             shadow_denied: d.is_shadow_denied(),
             remaining: d.remaining(),
             retry_after_ns: d.retry_after_ns(),
-            reserved: [0; 4],
+            grant: d.grant_record(),
+            reserved: [0; 2],
         }
+    }
+}
+
+impl shmlimit_decision {
+    /// The decision with its grant record cleared (a peek grants nothing to refund).
+    pub(crate) fn without_grant(mut self) -> Self {
+        self.grant = [0; 2];
+        self
+    }
+
+    /// The grant this decision records, for a refund.
+    pub(crate) fn to_grant(self) -> Decision {
+        if !self.allowed {
+            return Decision::from_grant_record([0; 2]);
+        }
+        Decision::from_grant_record(self.grant)
     }
 }
 
@@ -219,11 +389,63 @@ impl shmlimit_options {
     }
 }
 
-/// Convert a definition into the library's validated algorithm, given its already-read name.
-pub(crate) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
-    if def.reserved != [0; 4] {
-        return Err(invalid(name, "shmlimit_def.reserved must be zero"));
+/// Convert a definition into the library's definition (algorithm validated; the options are
+/// validated when the file is created or opened), given its already-read name.
+pub(crate) fn to_def(def: &shmlimit_def, name: &str) -> Result<LimitDef, Failure> {
+    let mut out = LimitDef::new(name, to_algorithm(def, name)?);
+    if def.flags & !(SHMLIMIT_DEF_SHADOW | SHMLIMIT_DEF_NEAR_LIMIT) != 0 {
+        return Err(invalid(
+            name,
+            format!("flags {:#x}: unknown bits", def.flags),
+        ));
     }
+    out.shadow = def.flags & SHMLIMIT_DEF_SHADOW != 0;
+    if def.flags & SHMLIMIT_DEF_NEAR_LIMIT != 0 {
+        out.near_limit = def.near_limit;
+    } else if def.near_limit != 0 {
+        return Err(invalid(
+            name,
+            "near_limit is set without SHMLIMIT_DEF_NEAR_LIMIT in flags",
+        ));
+    }
+    out.split = def.split.max(1);
+    let on_full = match def.on_full {
+        0 => FullPolicy::Deny,
+        1 => FullPolicy::Allow,
+        2 => FullPolicy::Error,
+        n => {
+            return Err(invalid(
+                name,
+                format!("on_full {n}: not a shmlimit_full_policy"),
+            ))
+        }
+    };
+    if def.key_capacity > 0 {
+        out.keyed = Some(Keyed {
+            capacity: def.key_capacity,
+            on_full,
+        });
+    } else if def.on_full != 0 {
+        return Err(invalid(name, "on_full is set on a limit that is not keyed"));
+    }
+    match (def.fleet_weight, def.fleet_emission_ns) {
+        (0, 0) => {}
+        (0, _) => {
+            return Err(invalid(
+                name,
+                "fleet_emission_ns is set without fleet_weight",
+            ))
+        }
+        (weight, ns) => {
+            let total = Rate::from_emission_ns(ns).map_err(|e| Failure::from(rename(e, name)))?;
+            out.fleet = Some(FleetShare { total, weight });
+        }
+    }
+    Ok(out)
+}
+
+/// Convert a definition's kind and parameters into the library's validated algorithm.
+fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
     let alignment = match def.alignment {
         0 => Alignment::WallClock,
         1 => Alignment::Monotonic,
@@ -305,8 +527,33 @@ fn rename(e: crate::Error, name: &str) -> crate::Error {
     }
 }
 
-/// Describe a stored definition; `name` must outlive every use of the result.
-pub(crate) fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
+/// Describe a stored definition (with `algorithm` in place of the stored one, for the live
+/// parameters); `name` must outlive every use of the result.
+pub(crate) fn from_def(def: &LimitDef, algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
+    let mut out = from_algorithm(algorithm, name);
+    if let Some(k) = def.keyed {
+        out.key_capacity = k.capacity;
+        out.on_full = match k.on_full {
+            FullPolicy::Deny => shmlimit_full_policy::SHMLIMIT_FULL_DENY as u32,
+            FullPolicy::Allow => shmlimit_full_policy::SHMLIMIT_FULL_ALLOW as u32,
+            FullPolicy::Error => shmlimit_full_policy::SHMLIMIT_FULL_ERROR as u32,
+        };
+    }
+    out.flags = SHMLIMIT_DEF_NEAR_LIMIT;
+    if def.shadow {
+        out.flags |= SHMLIMIT_DEF_SHADOW;
+    }
+    out.near_limit = def.near_limit;
+    out.split = def.split;
+    if let Some(f) = def.fleet {
+        out.fleet_weight = f.weight;
+        out.fleet_emission_ns = f.total.emission_ns();
+    }
+    out
+}
+
+/// Describe an algorithm as a plain definition (no options).
+fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
     let align = |a: Alignment| match a {
         Alignment::WallClock => shmlimit_alignment::SHMLIMIT_ALIGN_WALL_CLOCK as u32,
         Alignment::Monotonic => shmlimit_alignment::SHMLIMIT_ALIGN_MONOTONIC as u32,
@@ -370,6 +617,12 @@ pub(crate) fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shml
         limit,
         period_ns,
         rate,
-        reserved: [0; 4],
+        key_capacity: 0,
+        on_full: 0,
+        flags: 0,
+        near_limit: 0,
+        split: 1,
+        fleet_weight: 0,
+        fleet_emission_ns: 0,
     }
 }

@@ -1,0 +1,168 @@
+//! Composed checks from C: one request, several limits, all or nothing.
+
+use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
+use super::shmlimit_status;
+use super::status::{shmlimit_status::*, Failure};
+use super::types::{shmlimit_check, shmlimit_composed, shmlimit_decision, SHMLIMIT_MAX_CHECKS};
+use crate::compose::{try_acquire_all, Check};
+use crate::limiter::Limit;
+
+/// A decision slot with nothing in it (see `shmlimit_composed.decisions`).
+const NONE: shmlimit_decision = shmlimit_decision {
+    allowed: false,
+    shadow_denied: false,
+    remaining: 0,
+    retry_after_ns: 0,
+    grant: [0; 2],
+    reserved: [0; 2],
+};
+
+/// The limits of `checks`, each checked (non-NULL, aligned, reserved fields zero).
+///
+/// # Safety
+///
+/// Every `checks[i].limit` must be NULL or a live handle for `'a`.
+unsafe fn limits<'a>(checks: &'a [shmlimit_check]) -> Result<Vec<&'a Limit>, Failure> {
+    if checks.len() > SHMLIMIT_MAX_CHECKS {
+        return Err(Failure::new(
+            SHMLIMIT_BAD_LENGTH,
+            format!(
+                "{} checks: at most SHMLIMIT_MAX_CHECKS ({SHMLIMIT_MAX_CHECKS}) in one composed check",
+                checks.len()
+            ),
+        ));
+    }
+    checks
+        .iter()
+        .enumerate()
+        .map(|(i, check)| {
+            if check.reserved != [0; 2] {
+                return Err(Failure::new(
+                    SHMLIMIT_INVALID_PARAMETER,
+                    format!("invalid parameter: checks[{i}].reserved must be zero"),
+                ));
+            }
+            // SAFETY: NULL or a live handle (the caller's contract).
+            let limit = unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?;
+            Ok(&limit.inner)
+        })
+        .collect()
+}
+
+/// Admit a request on every limit of `checks`, or on none: the limits are acquired in order,
+/// and when one denies, the grants already taken are refunded and the later limits peeked, so
+/// a denied request consumes nothing anywhere and `retry_after_ns` is the largest of all the
+/// limits that would deny. A denial is `SHMLIMIT_OK` with `composed_out->allowed == false`.
+///
+/// Between a grant and its refund the earlier limits are transiently charged (other requests
+/// see them slightly fuller: stricter, never looser). A process killed in between leaves that
+/// grant consumed.
+///
+/// - `checks`, `checks_len`: 0 to `SHMLIMIT_MAX_CHECKS` limits and costs, only read during the
+///   call. A limit may appear more than once.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER` (`checks`, a `checks[i].limit`, `composed_out`),
+/// `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH` (more than `SHMLIMIT_MAX_CHECKS`),
+/// `SHMLIMIT_INVALID_PARAMETER` (non-zero reserved fields), and any error of `shmlimit_acquire`
+/// on one of the limits (`SHMLIMIT_ZERO_COST`, `SHMLIMIT_COST_EXCEEDS_CAPACITY`,
+/// `SHMLIMIT_WRONG_KIND`...): then every grant already taken was refunded first.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// `checks` must be NULL or point at `checks_len` valid `shmlimit_check`s whose `limit`s are
+/// NULL or live handles; `composed_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_acquire_all(
+    checks: *const shmlimit_check,
+    checks_len: usize,
+    composed_out: *mut shmlimit_composed,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_acquire_all", {
+        let out = arg_out("composed_out", composed_out)?;
+        // SAFETY: `checks` is NULL or points at `checks_len` checks (the caller's contract).
+        let checks = unsafe { arg_slice("checks", checks, checks_len) }?;
+        // SAFETY: their limits are NULL or live handles (the caller's contract).
+        let limits = unsafe { limits(checks) }?;
+        let rust: Vec<Check<'_>> = limits
+            .iter()
+            .zip(checks)
+            .map(|(limit, check)| Check::new(limit, check.cost))
+            .collect();
+        let composed = try_acquire_all(&rust)?;
+        let mut decisions = [NONE; SHMLIMIT_MAX_CHECKS];
+        for (i, slot) in decisions.iter_mut().enumerate().take(checks.len()) {
+            if let Some(d) = composed.decision(i) {
+                let d = shmlimit_decision::from(*d);
+                // Only the grants of an allowed request can be refunded; peeks took nothing.
+                *slot = if composed.is_allowed() {
+                    d
+                } else {
+                    d.without_grant()
+                };
+            }
+        }
+        let result = shmlimit_composed {
+            allowed: composed.is_allowed(),
+            denied_by: composed.denied_by().map_or(-1, |i| i as i32),
+            count: checks.len() as u32,
+            retry_after_ns: composed.retry_after_ns(),
+            decisions,
+            reserved: [0; 2],
+        };
+        // SAFETY: `composed_out` is valid for one write (the caller's contract).
+        unsafe { out.write(result) };
+        Ok(())
+    })
+}
+
+/// Give back every grant of an allowed composed request whose work was never done, given the
+/// same checks (the same limits in the same order) it was acquired with. A denied composed
+/// request consumed nothing: refunding it does nothing.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
+/// `SHMLIMIT_INVALID_PARAMETER` (`checks_len` differs from `composed->count`, or non-zero
+/// reserved fields); the first refund error otherwise (the other refunds are still made).
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_acquire_all`; `composed` must be NULL or point at a `shmlimit_composed`
+/// written by `shmlimit_acquire_all`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_refund_all(
+    checks: *const shmlimit_check,
+    checks_len: usize,
+    composed: *const shmlimit_composed,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_refund_all", {
+        // SAFETY: a valid composed outcome (the caller's contract).
+        let composed = unsafe { arg_ref("composed", composed) }?;
+        // SAFETY: `checks` is NULL or points at `checks_len` checks (the caller's contract).
+        let checks = unsafe { arg_slice("checks", checks, checks_len) }?;
+        // SAFETY: their limits are NULL or live handles (the caller's contract).
+        let limits = unsafe { limits(checks) }?;
+        if composed.count as usize != checks.len() {
+            return Err(Failure::new(
+                SHMLIMIT_INVALID_PARAMETER,
+                format!(
+                    "invalid parameter: {} checks given for a composed check of {}",
+                    checks.len(),
+                    composed.count
+                ),
+            ));
+        }
+        if !composed.allowed {
+            return Ok(());
+        }
+        let mut first = Ok(());
+        for (limit, decision) in limits.iter().zip(&composed.decisions) {
+            if let Err(e) = limit.refund(&decision.to_grant()) {
+                first = first.and(Err(Failure::from(e)));
+            }
+        }
+        first
+    })
+}
