@@ -57,6 +57,8 @@ pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use limiter::{Builder, Limit, Limiter, Stats};
+pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
+pub use wait::Reservation;
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,

@@ -48,7 +48,7 @@
 //! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 active slot | - |
 //! | fixed / sliding window | w0 state, w1 live limit `L` | - |
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
-//! | concurrency | owned by the permit module | 16 bytes per permit, to a whole line |
+//! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state) |
 //!
 //! Counters: per lane and limit, four words: allowed, denied, shadow-denied, near-limit.
