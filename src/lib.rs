@@ -57,6 +57,7 @@ pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use limiter::{Builder, Limit, Limiter, Stats};
+pub use keyed::MAX_KEY_LEN;
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
 pub use wait::Reservation;
 pub use spec::{
