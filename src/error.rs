@@ -108,7 +108,7 @@ pub enum Error {
         /// The keyed limit.
         limit: String,
     },
-    /// A key is empty or longer than the maximum key length of keyed limits.
+    /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
     InvalidKey {
         /// What is wrong with it.
         reason: String,
