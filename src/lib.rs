@@ -44,11 +44,13 @@ mod compose;
 mod error;
 pub mod ffi;
 mod file;
+pub mod fleet;
 mod keyed;
 mod limiter;
 mod permit;
 mod spec;
 mod sync;
+mod unavailable;
 mod wait;
 
 pub use algo::Decision;
