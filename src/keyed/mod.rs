@@ -13,7 +13,7 @@
 //! read and written as one 16-byte unit (an atomic 16-byte load and `lock cmpxchg16b`, see
 //! [`pair`]), so a state is always read with the tag it belongs to. All-zero is an empty table.
 //!
-//! **Lookup.** A key's probe window is the `min(16, slots)` slots from `tag mod slots`, in
+//! **Lookup.** A key's probe window is the `min(32, slots)` slots from `tag mod slots`, in
 //! order. A decision scans it up to the first slot holding the key's tag (the key's slot) or the
 //! first empty slot, then applies the template's step function to the pair it read and commits
 //! with one CAS of `(tag, state) -> (tag, new)`: the hot path for a present key is one hash, a
@@ -54,6 +54,15 @@
 //! and its rescan can leave a duplicate behind: it only holds the admissions of decisions that
 //! raced that claim, and [`Limit::reclaim_idle_keys`] merges it.
 //!
+//! **What a duplicate can cost.** From the second claim to the rescan that retires it (one window
+//! scan, well under a microsecond), a decision whose scan passed the earlier slot before it was
+//! claimed decides on the later slot's state: in that instant the key can be admitted up to its
+//! budget a second time. The merge then charges the key with both (a bucket carries the excess as
+//! debt, a window count goes past the limit), so the excess is paid back before the key is
+//! admitted again. A duplicate needs two processes inserting the same key at the same instant
+//! into a window that has no empty slot, while a slot of that window turns idle between their
+//! two scans; with empty slots in the window (a table not full) it cannot happen.
+//!
 //! **Full table.** No slot for the key, no empty, retired or idle slot in its window: the
 //! definition's [`FullPolicy`] applies: deny, with a retry-after of the time until the first slot
 //! of the window becomes idle; allow without recording anything (fail open); or return
@@ -74,10 +83,11 @@
 //! | sliding window | 16 bytes (tag, window and two counts) | 128-byte control line |
 //!
 //! A table for `n` keys takes `16 x n.next_power_of_two() + 128` bytes: 262,272 bytes for 2^14
-//! keys. The window of 16 slots fills before the table does: with uniformly hashed keys about 91%
-//! of the slots can be used before the first insert finds its window full (measured by
-//! `tests::occupancy_at_first_full_window`), so size the capacity at about 1.1x the keys that may
-//! be active at once; idle keys are reclaimed on demand.
+//! keys (the tests measure 16.0 file bytes per key slot). Probe windows fill before the table
+//! does: with uniformly hashed keys and never-idle states, a table of 2^14 slots first refuses a
+//! key at 58% load, and, offered keys without end, uses all its slots (windows overlap and wrap;
+//! measured by `tests::occupancy_at_first_full_window`). Size the capacity at about twice the
+//! keys that hold state at once; idle keys are reclaimed on demand.
 //!
 //! # Collisions
 //!
