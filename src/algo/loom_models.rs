@@ -29,8 +29,9 @@
 //! blind store, a peek that writes, a stale window read that resets the count, the log's entry
 //! CAS made a blind store, dating without the newest entry, expiry one unit early, rollback
 //! without the freed mark, no help for a lagging head, every ordering in the claim `Relaxed`):
-//! each mutation fails at least one model. The `#[ignore]`d models are reproducers of known
-//! limitations of the log; run them with `cargo test --lib loom -- --ignored`.
+//! each mutation fails at least one model. The `#[ignore]`d model reproduces a known limitation
+//! of the log (a rolled-back partial claim is unusable until the entries ahead of it expire);
+//! run it with `cargo test --lib loom -- --ignored`.
 
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -904,7 +905,6 @@ fn loom_sliding_log_limit_two_two_threads_deeper() {
 /// (or in a time namespace) up for less than `W` a fresh log admits nothing: with a daily window,
 /// nothing for the first day of uptime.
 #[test]
-#[ignore = "sliding log: a fresh (zero-filled) ring denies everything while now < W"]
 fn loom_sliding_log_fresh_ring_admits_before_the_first_window_ends() {
     let plans = vec![vec![5 * UNIT], vec![5 * UNIT]];
     requests_on_fresh_log("sliding log, fresh ring before W", 2, plans, 1);

@@ -36,8 +36,10 @@
 //!
 //! A cost `n > 1` first checks that the `n` oldest entries are all free, then claims `n` entries one
 //! by one; if another process takes one first and the log fills, the entries already claimed are
-//! marked freed (their time is kept for dating) and the decision is denied: transiently strict,
-//! never over-admitting. Freed entries count as expired when they reach the head.
+//! marked freed (their time is kept for dating) and the decision is denied: strict, never
+//! over-admitting. Freed entries count as expired when they reach the head, so `k` units freed
+//! behind a live entry stay unusable until the entries ahead of them expire: at most `W`.
+//! (Only a cost above 1 that loses a race after claiming part of its cost does this.)
 //!
 //! Decisions are O(1) in `L`: the ring is never scanned. `remaining` is found by a galloping search
 //! from the head over the (time-ordered) entries, O(log L) loads, one when the log is full.
