@@ -20,12 +20,10 @@ use std::time::Duration;
 use common::{fork_lock, fork_workers, temp_path, XorShift, SEC};
 use shmlimit::{
     Alignment, Error, FixedWindow, FullPolicy, Keyed, Limit, LimitDef, Limiter, ManualClock, Rate,
-    TokenBucket,
+    TokenBucket, MAX_KEY_LEN,
 };
 
 const WORKERS: usize = 8;
-/// The longest key accepted (`shmlimit::MAX_KEY_LEN` once it is re-exported).
-const MAX_KEY_LEN: usize = 1024;
 const KEYS: usize = 12_000;
 /// Table slots: under 40% load, far from the load at which a probe window first fills.
 const SLOTS: usize = 1 << 15;

@@ -49,7 +49,7 @@ enum Scan {
     Key(usize, (u64, u64)),
     /// An empty slot (the key is nowhere further: slots never become empty).
     Empty(usize, (u64, u64)),
-    /// Neither, in the whole window; `n` pairs seen.
+    /// Neither, in the whole window.
     Exhausted,
 }
 
@@ -70,10 +70,10 @@ impl<'a, P: PairWord> Table<'a, P> {
     }
 
     /// Scan `tag`'s window in probe order up to the key or an empty slot, keeping every pair
-    /// passed in `seen`.
+    /// passed in `seen` if given.
     #[inline(always)]
-    fn scan(&self, tag: u64, seen: &mut [(u64, u64); MAX_PROBE]) -> Scan {
-        for (i, slot) in seen.iter_mut().enumerate().take(self.probe) {
+    fn scan(&self, tag: u64, mut seen: Option<&mut [(u64, u64); MAX_PROBE]>) -> Scan {
+        for i in 0..self.probe {
             let at = self.at(tag, i);
             let pair = self.slots[at].load();
             if pair.0 == tag {
@@ -82,7 +82,9 @@ impl<'a, P: PairWord> Table<'a, P> {
             if pair.0 == EMPTY {
                 return Scan::Empty(at, pair);
             }
-            *slot = pair;
+            if let Some(seen) = seen.as_deref_mut() {
+                seen[i] = pair;
+            }
         }
         Scan::Exhausted
     }
@@ -98,10 +100,9 @@ impl<'a, P: PairWord> Table<'a, P> {
         commit: bool,
         now: &mut impl FnMut() -> u64,
     ) -> Result<Outcome> {
-        let mut seen = [(0, 0); MAX_PROBE];
         'probe: loop {
             let mut time = now();
-            match self.scan(tag, &mut seen) {
+            match self.scan(tag, None) {
                 Scan::Key(at, (_, mut state)) => loop {
                     // The pair was read whole: `state` is this key's, whatever it decides.
                     let (new, decision) = match t.step(time, state, cost)? {
@@ -131,35 +132,55 @@ impl<'a, P: PairWord> Table<'a, P> {
                     }
                 }
                 Scan::Exhausted => {
-                    // No slot for the key and no empty one: claim the first retired or idle
-                    // (fresh) slot of the window, keeping its fresh word.
-                    let window = &seen[..self.probe];
-                    let Some(i) = window
-                        .iter()
-                        .position(|&(tg, s)| tg == TOMB || t.is_fresh(time, s))
-                    else {
-                        let fresh_in_ns = window
-                            .iter()
-                            .map(|&(_, s)| t.fresh_in(time, s))
-                            .min()
-                            .unwrap_or(0);
-                        return Ok(Outcome::Full { fresh_in_ns });
-                    };
-                    // Atomic with the freshness seen: an update of the old key either landed
-                    // before (this CAS fails: its state changed) or fails after (its tag changed).
-                    let claimed =
-                        self.claim(t, tag, cost, commit, time, self.at(tag, i), window[i])?;
-                    if let Some(decision) = claimed {
-                        if commit {
-                            // Two such claims for one key can pick different slots: merge and
-                            // retire any duplicate (this admission included).
-                            self.retire_duplicates(t, tag, time)?;
-                        }
-                        return Ok(Outcome::Decided(decision));
+                    if let Some(outcome) = self.claim_free(t, tag, cost, commit, now)? {
+                        return Ok(outcome);
                     }
                 }
             }
         }
+    }
+
+    /// The window has no slot for the key and no empty one: claim its first retired or idle
+    /// (fresh) slot, keeping the fresh word, or report the table full. `None`: the window
+    /// changed meanwhile; decide again.
+    #[inline(never)]
+    fn claim_free<T: Template>(
+        &self,
+        t: &T,
+        tag: u64,
+        cost: u64,
+        commit: bool,
+        now: &mut impl FnMut() -> u64,
+    ) -> Result<Option<Outcome>> {
+        let time = now();
+        let mut seen = [(0, 0); MAX_PROBE];
+        if !matches!(self.scan(tag, Some(&mut seen)), Scan::Exhausted) {
+            return Ok(None);
+        }
+        let window = &seen[..self.probe];
+        let Some(i) = window
+            .iter()
+            .position(|&(tg, s)| tg == TOMB || t.is_fresh(time, s))
+        else {
+            let fresh_in_ns = window
+                .iter()
+                .map(|&(_, s)| t.fresh_in(time, s))
+                .min()
+                .unwrap_or(0);
+            return Ok(Some(Outcome::Full { fresh_in_ns }));
+        };
+        // Atomic with the freshness seen: an update of the old key either landed before (this
+        // CAS fails: its state changed) or fails after (its tag changed).
+        let Some(decision) = self.claim(t, tag, cost, commit, time, self.at(tag, i), window[i])?
+        else {
+            return Ok(None);
+        };
+        if commit && decision.is_allowed() {
+            // Two such claims for one key can pick different slots: merge and retire any
+            // duplicate (this admission included).
+            self.retire_duplicates(t, tag, time)?;
+        }
+        Ok(Some(Outcome::Decided(decision)))
     }
 
     /// Decide on the fresh word of the free slot `at` (found holding `pair`) and, if admitted and
@@ -231,9 +252,8 @@ impl<'a, P: PairWord> Table<'a, P> {
         units: u64,
         now: &mut impl FnMut() -> u64,
     ) -> Result<()> {
-        let mut seen = [(0, 0); MAX_PROBE];
         'probe: loop {
-            let Scan::Key(at, (_, mut state)) = self.scan(tag, &mut seen) else {
+            let Scan::Key(at, (_, mut state)) = self.scan(tag, None) else {
                 // No slot: the key's state was fresh when it was reclaimed; nothing is held.
                 return Ok(());
             };
