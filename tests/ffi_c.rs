@@ -1,6 +1,8 @@
 //! The C ABI used from real C programs: `ffi/tests/*.c` and `ffi/examples/worker.c` are compiled
-//! here with gcc (strict C99, and once as C++) against the `libshmlimit` cargo built for this
-//! test, then run against files in a temporary directory.
+//! here with gcc (strict C99, and as C++) against the `libshmlimit` cargo built for this test,
+//! then run against files in a temporary directory: error paths, the later calls (definition
+//! options, refunds, retuning, composed checks, keys, permits, waits), threads, forked workers,
+//! composed checks across processes and permits of killed holders.
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -90,8 +92,13 @@ fn c_program(program: &Path) -> Command {
 }
 
 fn run(program: &Path, args: &[&std::ffi::OsStr]) -> Output {
+    run_with(program, args, &[])
+}
+
+fn run_with(program: &Path, args: &[&std::ffi::OsStr], env: &[(&str, &str)]) -> Output {
     let output = c_program(program)
         .args(args)
+        .envs(env.iter().copied())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
     println!("{}", String::from_utf8_lossy(&output.stdout));
@@ -109,6 +116,36 @@ fn run(program: &Path, args: &[&std::ffi::OsStr]) -> Output {
 
 /// Build a C test program from `ffi/tests/NAME.c` and run it with a fresh directory.
 fn build_and_run(name: &str, compiler: &str, lang: &[&str], link: Link) -> String {
+    build_and_run_with(name, compiler, lang, link, &[])
+}
+
+/// Build `ffi/tests/NAME.c` (C99, shared library) and run it with a fresh directory and `args`.
+fn build_and_run_args(name: &str, args: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = dir.path().join(name);
+    compile(
+        "gcc",
+        &["-std=c99"],
+        &root().join(format!("ffi/tests/{name}.c")),
+        &exe,
+        Link::Shared,
+    );
+    let work = dir.path().join("work");
+    std::fs::create_dir(&work).expect("work dir");
+    let mut all: Vec<&std::ffi::OsStr> = vec![work.as_os_str()];
+    all.extend(args.iter().map(std::ffi::OsStr::new));
+    let output = run(&exe, &all);
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// [`build_and_run`] with extra environment variables for the program.
+fn build_and_run_with(
+    name: &str,
+    compiler: &str,
+    lang: &[&str],
+    link: Link,
+    env: &[(&str, &str)],
+) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = dir.path().join(name);
     compile(
@@ -120,7 +157,7 @@ fn build_and_run(name: &str, compiler: &str, lang: &[&str], link: Link) -> Strin
     );
     let work = dir.path().join("work");
     std::fs::create_dir(&work).expect("work dir");
-    let output = run(&exe, &[work.as_os_str()]);
+    let output = run_with(&exe, &[work.as_os_str()], env);
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -157,6 +194,53 @@ fn c_error_paths_are_clean_under_sanitizers() {
 }
 
 #[test]
+fn c_later_calls_succeed_and_fail_with_their_codes() {
+    let out = build_and_run(
+        "features",
+        "gcc",
+        &["-std=c99", "-D_POSIX_C_SOURCE=200809L"],
+        Link::Shared,
+    );
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+#[test]
+fn later_calls_compile_and_run_as_cxx() {
+    let out = build_and_run(
+        "features",
+        "g++",
+        &["-x", "c++", "-std=c++11"],
+        Link::Shared,
+    );
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+/// The later calls under ASan and UBSan; leaks are checked by the next test.
+#[test]
+fn later_calls_are_clean_under_sanitizers() {
+    let flags = [&["-std=c99", "-D_POSIX_C_SOURCE=200809L"], SANITIZE].concat();
+    let out = build_and_run_with(
+        "features",
+        "gcc",
+        &flags,
+        Link::Shared,
+        &[("ASAN_OPTIONS", "detect_leaks=0")],
+    );
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+/// Reproducer: `Permit::into_id` forgets the whole permit, including its `Limit` (an `Arc` of
+/// the mapping), so every permit handed to C leaks that reference and the mapping is never
+/// unmapped; LeakSanitizer reports it at exit.
+#[test]
+#[ignore = "Permit::into_id leaks its Limit handle (library bug, reported)"]
+fn later_calls_leak_nothing() {
+    let flags = [&["-std=c99", "-D_POSIX_C_SOURCE=200809L"], SANITIZE].concat();
+    let out = build_and_run("features", "gcc", &flags, Link::Shared);
+    assert!(out.contains(" passed, 0 failed"), "{out}");
+}
+
+#[test]
 fn threads_share_one_handle_and_keep_their_own_errors() {
     let flags = [&["-std=c99", "-pthread"], SANITIZE].concat();
     let out = build_and_run("threads", "gcc", &flags, Link::Shared);
@@ -170,6 +254,53 @@ fn eight_forked_c_workers_respect_the_bound() {
         out.contains("fixed: 8 workers x 400 attempts: allowed=1000 "),
         "{out}"
     );
+}
+
+/// Eight forked C workers compose [token bucket of 5000 (cost 2), token bucket of 1000,
+/// fixed window of 3000] until the middle one is drained, refunding every tenth grant: the
+/// limits before and after it end with exactly the net grants taken (a denied composed request
+/// consumed nothing anywhere), and every outcome is consistent.
+#[test]
+fn composed_checks_across_c_processes_take_nothing_when_denied() {
+    let out = build_and_run_args("compose_fork", &["bucket"]);
+    assert!(out.contains("compose (first=bucket): ok"), "{out}");
+    assert!(
+        out.contains(" net=1000 inconsistent=0 left: first=3000 bucket=0 window=2000"),
+        "{out}"
+    );
+}
+
+/// The same with a sliding log of 5000 first. Fails now and then: see the next test.
+#[test]
+#[ignore = "sliding-log refunds across processes lose entries and deny spuriously (library bug, reported)"]
+fn composed_checks_with_a_log_first_take_nothing_when_denied() {
+    let out = build_and_run_args("compose_fork", &["log"]);
+    assert!(out.contains("compose (first=log): ok"), "{out}");
+}
+
+/// Reproducer: eight processes acquiring 2 entries of a sliding log of 1000 and refunding them
+/// at once see denials (at most 16 entries are ever held), and after every refund entries are
+/// missing; one process alone sees neither.
+#[test]
+#[ignore = "sliding-log refunds across processes lose entries and deny spuriously (library bug, reported)"]
+fn sliding_log_refunds_across_processes_lose_nothing() {
+    let out = build_and_run_args("log_refunds", &["60000000000", "8", "2"]);
+    assert!(out.contains("denials=0 available=1000 of 1000"), "{out}");
+}
+
+#[test]
+fn sliding_log_refunds_in_one_process_lose_nothing() {
+    let out = build_and_run_args("log_refunds", &["60000000000", "1", "2"]);
+    assert!(out.contains("denials=0 available=1000 of 1000"), "{out}");
+}
+
+/// A C holder of both permits is SIGKILLed: a C waiter blocked in
+/// `shmlimit_permit_acquire_timeout` and the test process take its permits over (a live
+/// holder's never), and the cleanup pass frees the permits of a killed and reaped holder.
+#[test]
+fn permits_of_a_killed_c_holder_are_taken_over() {
+    let out = build_and_run_args("permit_kill", &[]);
+    assert!(out.contains("permits: ok"), "{out}");
 }
 
 #[test]

@@ -28,6 +28,9 @@
 // Most limits one file may define.
 #define SHMLIMIT_MAX_LIMITS 4096
 
+// Longest key in bytes.
+#define SHMLIMIT_MAX_KEY_LEN 1024
+
 // What `shmlimit_permit_acquire` returns for a permit granted by a shadow (dry-run) limit
 // that would have refused: admitted, but holding nothing (releasing it does nothing). Never
 // the id of a real permit, and not 0.
@@ -66,6 +69,24 @@ enum shmlimit_alignment
 };
 #ifndef __cplusplus
 typedef uint32_t shmlimit_alignment;
+#endif // __cplusplus
+
+// What a keyed limit does when its table has no slot for a new key (the `on_full` field of
+// `shmlimit_def`).
+enum shmlimit_full_policy
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+    // Deny the request (fail closed); the default, value 0.
+    SHMLIMIT_FULL_DENY = 0,
+    // Admit the request without limiting it (fail open).
+    SHMLIMIT_FULL_ALLOW = 1,
+    // Fail the call with `SHMLIMIT_TABLE_FULL`.
+    SHMLIMIT_FULL_ERROR = 2,
+};
+#ifndef __cplusplus
+typedef uint32_t shmlimit_full_policy;
 #endif // __cplusplus
 
 // The algorithm of a limit (the `kind` field of `shmlimit_def`).
@@ -633,6 +654,110 @@ shmlimit_status shmlimit_acquire_all(const struct shmlimit_check *checks,
 shmlimit_status shmlimit_refund_all(const struct shmlimit_check *checks,
                                     size_t checks_len,
                                     const struct shmlimit_composed *composed);
+
+// Admit `cost` units for `key` now on a keyed limit, or deny and consume nothing. A new key
+// takes a free slot of the table (or one whose key is idle, back to a fresh state); when none
+// is free the limit's `on_full` policy decides: deny (the default), admit unlimited, or fail
+// with `SHMLIMIT_TABLE_FULL`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER` (`limit`, `decision_out`, or `key` NULL with a length),
+// `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY` (empty, longer than
+// `SHMLIMIT_MAX_KEY_LEN`, or an impossible length), `SHMLIMIT_ZERO_COST`,
+// `SHMLIMIT_COST_EXCEEDS_CAPACITY`, `SHMLIMIT_TABLE_FULL`, `SHMLIMIT_CORRUPT_STATE`,
+// `SHMLIMIT_WRONG_KIND` (the limit is not keyed: use `shmlimit_acquire`).
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes;
+// `decision_out` NULL or valid for one write.
+shmlimit_status shmlimit_acquire_key(const struct shmlimit_limit *limit,
+                                     const uint8_t *key,
+                                     size_t key_len,
+                                     uint64_t cost,
+                                     struct shmlimit_decision *decision_out);
+
+// The decision `shmlimit_acquire_key` would make now, consuming nothing and inserting
+// nothing.
+//
+// Errors: as `shmlimit_acquire_key`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_acquire_key`.
+shmlimit_status shmlimit_peek_key(const struct shmlimit_limit *limit,
+                                  const uint8_t *key,
+                                  size_t key_len,
+                                  uint64_t cost,
+                                  struct shmlimit_decision *decision_out);
+
+// `shmlimit_acquire_key` dated at `now_ns` on `CLOCK_MONOTONIC` instead of reading the clock.
+//
+// Errors: as `shmlimit_acquire_key`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_acquire_key`.
+shmlimit_status shmlimit_acquire_key_at(const struct shmlimit_limit *limit,
+                                        const uint8_t *key,
+                                        size_t key_len,
+                                        uint64_t cost,
+                                        uint64_t now_ns,
+                                        struct shmlimit_decision *decision_out);
+
+// Give back what `grant` (a decision of `shmlimit_acquire_key` for the same key, passed back
+// unchanged) admitted. The same bounded refund as `shmlimit_refund`; a key that lost its slot
+// meanwhile was fresh, so nothing is given back. Refunding a denial does nothing.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_WRONG_KIND` (not keyed).
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes; `grant`
+// NULL or a valid `shmlimit_decision`.
+shmlimit_status shmlimit_refund_key(const struct shmlimit_limit *limit,
+                                    const uint8_t *key,
+                                    size_t key_len,
+                                    const struct shmlimit_decision *grant);
+
+// How many of a keyed limit's slots hold a key (`used_out`) and how many slots it has
+// (`slots_out`: its key capacity rounded up to a power of two).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
+// keyed).
+//
+// Thread-safety: may be called concurrently with decisions (a snapshot).
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `used_out` and `slots_out` NULL or valid for one
+// write each.
+shmlimit_status shmlimit_limit_key_occupancy(const struct shmlimit_limit *limit,
+                                             size_t *used_out,
+                                             size_t *slots_out);
+
+// Retire every key whose state is back to fresh (and merge duplicate slots a killed process
+// left); `*reclaimed_out` receives how many keys were retired. Decisions reclaim idle slots on
+// demand, so this is never needed for correctness: it is an explicit cleanup pass that reads
+// the whole table.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: may be called concurrently with decisions.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `reclaimed_out` NULL or valid for one write.
+shmlimit_status shmlimit_limit_reclaim_idle_keys(const struct shmlimit_limit *limit,
+                                                 size_t *reclaimed_out);
 
 // Take a permit of a concurrency limit if one is free (or held by a process that died, or
 // past its lease), without waiting. `*permit_out` receives its id (never 0), or 0 when all

@@ -21,8 +21,8 @@ const NONE: shmlimit_decision = shmlimit_decision {
 ///
 /// # Safety
 ///
-/// Every `checks[i].limit` must be NULL or a live handle for `'a`.
-unsafe fn limits<'a>(checks: &'a [shmlimit_check]) -> Result<Vec<&'a Limit>, Failure> {
+/// Every `checks[i].limit` must be NULL or a live handle for as long as `checks` is borrowed.
+unsafe fn limits(checks: &[shmlimit_check]) -> Result<Vec<&Limit>, Failure> {
     if checks.len() > SHMLIMIT_MAX_CHECKS {
         return Err(Failure::new(
             SHMLIMIT_BAD_LENGTH,

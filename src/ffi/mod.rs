@@ -25,6 +25,7 @@
 
 pub(crate) mod boundary;
 pub mod compose;
+pub mod keyed;
 pub mod permit;
 pub mod retune;
 pub mod status;
@@ -381,7 +382,7 @@ pub unsafe extern "C" fn shmlimit_limit_definition(
 /// # Safety
 ///
 /// As for `shmlimit_acquire`.
-pub(crate) unsafe fn decide(
+unsafe fn decide(
     function: &'static str,
     limit: *const shmlimit_limit,
     commit: bool,
