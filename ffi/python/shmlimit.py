@@ -21,6 +21,20 @@ The library is found through the ``SHMLIMIT_LIB`` environment variable (a path t
 ``libshmlimit.so``), else next to this file, else in a cargo build tree above it
 (``target/release``, ``target/debug``), else by the dynamic loader's usual search.
 
+Per-key limits, concurrency permits, composed checks, refunds and live retuning::
+
+    limiter = shmlimit.Limiter.create_or_open(path, {
+        "per_user": shmlimit.TokenBucket(rate=10, burst=5, keyed=shmlimit.Keyed(100_000)),
+        "db": shmlimit.Concurrency(permits=8, lease=30),
+        "downstream": shmlimit.TokenBucket(rate=300, burst=30),
+    })
+    per_user, db, down = (limiter.limit(n) for n in ("per_user", "db", "downstream"))
+    if per_user.try_acquire_key("alice"):
+        with db.permit(timeout=1.0):          # PermitUnavailableError after 1 s
+            ...
+    both = shmlimit.try_acquire_all((per_user, 1), (down, 1))   # not for keyed limits
+    down.set_rate(200)                       # every process, at once
+
 Thread-safety: handles may be shared by threads; each call releases the GIL while it runs.
 """
 
@@ -32,7 +46,7 @@ import datetime
 import math
 import os
 import threading
-from typing import Dict, Iterator, Mapping, Optional, Union
+from typing import Dict, Iterator, List, Mapping, Optional, Union
 
 __all__ = [
     "Limiter", "Limit", "Decision", "Stats",
@@ -44,6 +58,8 @@ __all__ = [
     "DefinitionConflictError", "InvalidParameterError", "UnknownLimitError", "ZeroCostError",
     "CostExceedsCapacityError", "CorruptStateError", "ClockOutOfRangeError", "TableFullError",
     "InvalidKeyError", "WrongKindError", "Concurrency", "library_version",
+    "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
+    "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS",
 ]
 
 Seconds = Union[int, float, datetime.timedelta]
@@ -178,6 +194,10 @@ class WrongKindError(ShmlimitError, TypeError):
     code = 119
 
 
+class PermitUnavailableError(ShmlimitError, TimeoutError):
+    """No permit became free in time (raised by ``Limit.permit()``; not a C status code)."""
+
+
 _ERRORS: Dict[int, type] = {
     cls.code: cls
     for cls in [
@@ -244,7 +264,48 @@ class _Stats(ctypes.Structure):
     ]
 
 
+MAX_CHECKS = 8
+MAX_KEY_LEN = 1024
+_PERMIT_SHADOW = 1
+_DEF_SHADOW, _DEF_NEAR_LIMIT = 1, 2
+_DEFAULT_NEAR_LIMIT = 6554
+_FULL_POLICIES = {"deny": 0, "allow": 1, "error": 2}
+
+
+class _Check(ctypes.Structure):
+    _fields_ = [
+        ("limit", ctypes.c_void_p),
+        ("cost", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 2),
+    ]
+
+
+class _Composed(ctypes.Structure):
+    _fields_ = [
+        ("allowed", ctypes.c_bool),
+        ("denied_by", ctypes.c_int32),
+        ("count", ctypes.c_uint32),
+        ("retry_after_ns", ctypes.c_uint64),
+        ("decisions", _Decision * MAX_CHECKS),
+        ("reserved", ctypes.c_uint64 * 2),
+    ]
+
+
+class _PermitHolder(ctypes.Structure):
+    _fields_ = [
+        ("id", ctypes.c_uint64),
+        ("pid", ctypes.c_uint32),
+        ("reclaimable", ctypes.c_bool),
+        ("since_ns", ctypes.c_uint64),
+        ("lease_expiry_ns", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 2),
+    ]
+
+
 _P = ctypes.c_void_p
+_U64 = ctypes.c_uint64
+_SIZE = ctypes.c_size_t
+_KEY = [ctypes.c_char_p, ctypes.c_size_t]
 _SIGNATURES = {
     "shmlimit_version": (ctypes.c_char_p, []),
     "shmlimit_strerror": (ctypes.c_char_p, [ctypes.c_int32]),
@@ -270,6 +331,37 @@ _SIGNATURES = {
         ctypes.c_int32, [_P, ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(_Decision)]
     ),
     "shmlimit_limit_stats": (ctypes.c_int32, [_P, ctypes.POINTER(_Stats)]),
+    "shmlimit_acquire_timeout": (ctypes.c_int32, [_P, _U64, _U64, ctypes.POINTER(_Decision)]),
+    "shmlimit_refund": (ctypes.c_int32, [_P, ctypes.POINTER(_Decision)]),
+    "shmlimit_refund_units": (ctypes.c_int32, [_P, ctypes.POINTER(_Decision), _U64]),
+    "shmlimit_limit_set_rate": (ctypes.c_int32, [_P, _U64, _U64]),
+    "shmlimit_limit_set_token_bucket": (ctypes.c_int32, [_P, _U64, _U64, _U64]),
+    "shmlimit_limit_set_limit": (ctypes.c_int32, [_P, _U64]),
+    "shmlimit_limit_live_definition": (ctypes.c_int32, [_P, ctypes.POINTER(_Def)]),
+    "shmlimit_limit_reset": (ctypes.c_int32, [_P]),
+    "shmlimit_acquire_all": (
+        ctypes.c_int32, [ctypes.POINTER(_Check), _SIZE, ctypes.POINTER(_Composed)]
+    ),
+    "shmlimit_refund_all": (
+        ctypes.c_int32, [ctypes.POINTER(_Check), _SIZE, ctypes.POINTER(_Composed)]
+    ),
+    "shmlimit_acquire_key": (ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]),
+    "shmlimit_peek_key": (ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]),
+    "shmlimit_acquire_key_at": (
+        ctypes.c_int32, [_P] + _KEY + [_U64, _U64, ctypes.POINTER(_Decision)]
+    ),
+    "shmlimit_refund_key": (ctypes.c_int32, [_P] + _KEY + [ctypes.POINTER(_Decision)]),
+    "shmlimit_limit_key_occupancy": (
+        ctypes.c_int32, [_P, ctypes.POINTER(_SIZE), ctypes.POINTER(_SIZE)]
+    ),
+    "shmlimit_limit_reclaim_idle_keys": (ctypes.c_int32, [_P, ctypes.POINTER(_SIZE)]),
+    "shmlimit_permit_acquire": (ctypes.c_int32, [_P, ctypes.POINTER(_U64)]),
+    "shmlimit_permit_acquire_timeout": (ctypes.c_int32, [_P, _U64, ctypes.POINTER(_U64)]),
+    "shmlimit_permit_release": (ctypes.c_int32, [_P, _U64, ctypes.POINTER(ctypes.c_bool)]),
+    "shmlimit_permit_holders": (
+        ctypes.c_int32, [_P, ctypes.POINTER(_PermitHolder), _SIZE, ctypes.POINTER(_SIZE)]
+    ),
+    "shmlimit_permit_reclaim_dead": (ctypes.c_int32, [_P, ctypes.POINTER(_SIZE)]),
 }
 
 
@@ -371,17 +463,156 @@ def _count(value: int, what: str) -> int:
     return value
 
 
+def _timeout_ns(timeout: Optional[Seconds]) -> int:
+    """A timeout for the waiting calls: None waits as long as it takes; 0 does not wait."""
+    if timeout is None:
+        return 2**64 - 1
+    if not isinstance(timeout, datetime.timedelta) and not isinstance(timeout, bool) and \
+            isinstance(timeout, (int, float)) and timeout == 0:
+        return 0
+    return _ns(timeout, "timeout")
+
+
+class Keyed:
+    """Makes a limit keyed: one independent state per key, in a table of ``capacity`` slots
+    (rounded up to a power of two). ``on_full``: 'deny' (the default), 'allow' (fail open) or
+    'error' (raise TableFullError) when no slot is free for a new key."""
+
+    def __init__(self, capacity: int, on_full: str = "deny"):
+        self.capacity = _count(capacity, "capacity")
+        if on_full not in _FULL_POLICIES:
+            raise InvalidParameterError(
+                f"on_full={on_full!r}: 'deny', 'allow' or 'error'", InvalidParameterError.code
+            )
+        self.on_full = on_full
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Keyed) and (self.capacity, self.on_full) == (
+            other.capacity, other.on_full)
+
+    def __hash__(self) -> int:
+        return hash((self.capacity, self.on_full))
+
+    def __repr__(self) -> str:
+        return f"Keyed({self.capacity}, on_full={self.on_full!r})"
+
+
+class FleetShare:
+    """This limit is this host's share (``weight``) of a fleet-wide budget of ``rate`` tokens per
+    ``per`` seconds; informational for the workers, read by the fleet agent."""
+
+    def __init__(self, rate: int, per: Seconds = 1.0, weight: int = 1):
+        rate = _count(rate, "rate")
+        if rate == 0:
+            raise InvalidParameterError("fleet rate must be at least 1", InvalidParameterError.code)
+        self.emission_ns = -(-_ns(per, "per") // rate)
+        self.weight = _count(weight, "weight")
+
+    @classmethod
+    def _of(cls, emission_ns: int, weight: int) -> "FleetShare":
+        share = cls.__new__(cls)
+        share.emission_ns, share.weight = emission_ns, weight
+        return share
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FleetShare) and (self.emission_ns, self.weight) == (
+            other.emission_ns, other.weight)
+
+    def __hash__(self) -> int:
+        return hash((self.emission_ns, self.weight))
+
+    def __repr__(self) -> str:
+        return f"FleetShare(emission_ns={self.emission_ns}, weight={self.weight})"
+
+
 class _Spec:
+    """A limit definition: the algorithm's parameters (in the subclass) and the options every
+    kind takes as keyword arguments: ``shadow`` (dry run: never deny, count what would have
+    been denied), ``near_limit`` (the fraction of the capacity under which an admission counts
+    as near the limit, default about 0.1), ``keyed`` (a Keyed), ``split`` (sub-buckets of a hot
+    token bucket) and ``fleet`` (a FleetShare)."""
+
     _kind = 0
+    shadow = False
+    keyed: Optional[Keyed] = None
+    split = 1
+    fleet: Optional[FleetShare] = None
+    _near = _DEFAULT_NEAR_LIMIT
+
+    def _set_options(self, shadow: bool = False, near_limit: Optional[float] = None,
+                     keyed: Optional[Keyed] = None, split: int = 1,
+                     fleet: Optional[FleetShare] = None) -> None:
+        self.shadow = bool(shadow)
+        if near_limit is not None:
+            if isinstance(near_limit, bool) or not isinstance(near_limit, (int, float)) or \
+                    not 0 <= near_limit <= 1:
+                raise InvalidParameterError(
+                    f"near_limit={near_limit!r}: a fraction from 0 to 1", InvalidParameterError.code
+                )
+            self._near = min(round(near_limit * 65536), 65535)
+        if keyed is not None and not isinstance(keyed, Keyed):
+            raise TypeError(f"keyed must be a Keyed, not {type(keyed).__name__}")
+        self.keyed = keyed
+        split = _count(split, "split")
+        if split >= 2**16:
+            raise InvalidParameterError(f"split {split} is out of range", InvalidParameterError.code)
+        self.split = max(split, 1)
+        if fleet is not None and not isinstance(fleet, FleetShare):
+            raise TypeError(f"fleet must be a FleetShare, not {type(fleet).__name__}")
+        self.fleet = fleet
+
+    @property
+    def near_limit(self) -> float:
+        """The near-limit fraction of the capacity."""
+        return self._near / 65536
 
     def _fill(self, d: _Def) -> None:
         raise NotImplementedError
 
+    def _fill_options(self, d: _Def) -> None:
+        d.flags = _DEF_NEAR_LIMIT | (_DEF_SHADOW if self.shadow else 0)
+        d.near_limit = self._near
+        d.split = self.split
+        if self.keyed is not None:
+            d.key_capacity = self.keyed.capacity
+            d.on_full = _FULL_POLICIES[self.keyed.on_full]
+        if self.fleet is not None:
+            d.fleet_weight = self.fleet.weight
+            d.fleet_emission_ns = self.fleet.emission_ns
+
+    def _read_options(self, d: _Def) -> None:
+        self.shadow = bool(d.flags & _DEF_SHADOW)
+        self._near = d.near_limit if d.flags & _DEF_NEAR_LIMIT else _DEFAULT_NEAR_LIMIT
+        self.split = max(d.split, 1)
+        policies = {v: k for k, v in _FULL_POLICIES.items()}
+        self.keyed = Keyed(d.key_capacity, policies.get(d.on_full, "deny")) \
+            if d.key_capacity else None
+        self.fleet = FleetShare._of(d.fleet_emission_ns, d.fleet_weight) \
+            if d.fleet_weight else None
+
+    def _options_key(self) -> tuple:
+        return (self.shadow, self._near, self.keyed, self.split, self.fleet)
+
+    def _options_repr(self) -> str:
+        parts = []
+        if self.shadow:
+            parts.append("shadow=True")
+        if self._near != _DEFAULT_NEAR_LIMIT:
+            parts.append(f"near_limit={self.near_limit!r}")
+        if self.keyed is not None:
+            parts.append(f"keyed={self.keyed!r}")
+        if self.split != 1:
+            parts.append(f"split={self.split}")
+        if self.fleet is not None:
+            parts.append(f"fleet={self.fleet!r}")
+        return "".join(", " + p for p in parts)
+
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore
+        return type(self) is type(other) and self._key() == other._key() and \
+            self._options_key() == other._options_key()  # type: ignore
 
     def __hash__(self) -> int:
-        return hash((type(self), self._key()))
+        return hash((type(self), self._key(), self._options_key()))
 
     def _key(self) -> tuple:
         raise NotImplementedError
@@ -396,10 +627,11 @@ class TokenBucket(_Spec):
 
     _kind = _TOKEN_BUCKET
 
-    def __init__(self, rate: int, per: Seconds = 1.0, burst: Optional[int] = None):
+    def __init__(self, rate: int, per: Seconds = 1.0, burst: Optional[int] = None, **options):
         self.rate = _count(rate, "rate")
         self.period_ns = _ns(per, "per")
         self.burst = _count(rate if burst is None else burst, "burst")
+        self._set_options(**options)
 
     @property
     def per(self) -> float:
@@ -418,11 +650,12 @@ class TokenBucket(_Spec):
         return (self.burst, self.emission_ns)
 
     def __repr__(self) -> str:
-        return f"TokenBucket(rate={self.rate}, per={self.per!r}, burst={self.burst})"
+        return (f"TokenBucket(rate={self.rate}, per={self.per!r}, burst={self.burst}"
+                f"{self._options_repr()})")
 
 
 class _Windowed(_Spec):
-    def __init__(self, limit: int, window: Seconds, aligned: str = "wall"):
+    def __init__(self, limit: int, window: Seconds, aligned: str = "wall", **options):
         self.limit = _count(limit, "limit")
         self.window_ns = _ns(window, "window")
         if aligned not in _ALIGNMENTS:
@@ -430,6 +663,7 @@ class _Windowed(_Spec):
                 f"aligned={aligned!r}: 'wall' or 'monotonic'", InvalidParameterError.code
             )
         self.aligned = aligned
+        self._set_options(**options)
 
     @property
     def window(self) -> float:
@@ -444,7 +678,7 @@ class _Windowed(_Spec):
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(limit={self.limit}, window={self.window!r}, "
-                f"aligned={self.aligned!r})")
+                f"aligned={self.aligned!r}{self._options_repr()})")
 
 
 class FixedWindow(_Windowed):
@@ -465,9 +699,10 @@ class SlidingLog(_Spec):
 
     _kind = _SLIDING_LOG
 
-    def __init__(self, limit: int, window: Seconds):
+    def __init__(self, limit: int, window: Seconds, **options):
         self.limit = _count(limit, "limit")
         self.window_ns = _ns(window, "window")
+        self._set_options(**options)
 
     @property
     def window(self) -> float:
@@ -480,18 +715,21 @@ class SlidingLog(_Spec):
         return (self.limit, self.window_ns)
 
     def __repr__(self) -> str:
-        return f"SlidingLog(limit={self.limit}, window={self.window!r})"
+        return f"SlidingLog(limit={self.limit}, window={self.window!r}{self._options_repr()})"
 
 
 class Concurrency(_Spec):
-    """At most ``permits`` held at once; a permit held longer than ``lease`` seconds (None: no
-    lease) becomes reclaimable. (Permit acquisition from Python comes with the permit API.)"""
+    """At most ``permits`` held at once across every process; a permit held longer than
+    ``lease`` seconds (None: no lease) becomes reclaimable, and so do the permits of a process
+    that died. Take permits with ``Limit.permit()`` (a context manager) or
+    ``Limit.try_acquire_permit()``."""
 
     _kind = _CONCURRENCY
 
-    def __init__(self, permits: int, lease: Optional[Seconds] = None):
+    def __init__(self, permits: int, lease: Optional[Seconds] = None, **options):
         self.permits = _count(permits, "permits")
         self.lease_ns = 0 if lease is None else _ns(lease, "lease")
+        self._set_options(**options)
 
     @property
     def lease(self) -> Optional[float]:
@@ -504,7 +742,7 @@ class Concurrency(_Spec):
         return (self.permits, self.lease_ns)
 
     def __repr__(self) -> str:
-        return f"Concurrency(permits={self.permits}, lease={self.lease!r})"
+        return f"Concurrency(permits={self.permits}, lease={self.lease!r}{self._options_repr()})"
 
 
 def _spec_of(d: _Def) -> _Spec:
@@ -526,6 +764,7 @@ def _spec_of(d: _Def) -> _Spec:
         spec.permits, spec.lease_ns = d.limit, d.period_ns
     else:
         raise ShmlimitError(f"limit kind {d.kind} is not known to this module")
+    spec._read_options(d)
     return spec
 
 
@@ -547,16 +786,37 @@ def _path(path: Union[str, bytes, os.PathLike]) -> bytes:
 
 
 class Decision:
-    """The outcome of one decision. True in a boolean context when allowed."""
+    """The outcome of one decision. True in a boolean context when allowed.
 
-    __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied")
+    A granted decision carries its grant record: ``Limit.refund(decision)`` gives it back.
+    """
+
+    __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied", "_grant")
 
     def __init__(self, allowed: bool, remaining: int, retry_after_ns: int,
-                 shadow_denied: bool = False):
+                 shadow_denied: bool = False, _grant: tuple = (0, 0)):
         self.allowed = allowed
         self.remaining = remaining
         self.retry_after_ns = retry_after_ns
         self.shadow_denied = shadow_denied
+        self._grant = _grant
+
+    @classmethod
+    def _of(cls, out: "_Decision") -> "Decision":
+        return cls(bool(out.allowed), out.remaining, out.retry_after_ns, bool(out.shadow_denied),
+                   (out.grant[0], out.grant[1]))
+
+    def _struct(self) -> "_Decision":
+        out = _Decision()
+        out.allowed, out.shadow_denied = self.allowed, self.shadow_denied
+        out.remaining, out.retry_after_ns = self.remaining, self.retry_after_ns
+        out.grant[0], out.grant[1] = self._grant
+        return out
+
+    @property
+    def cost(self) -> int:
+        """The units this decision took (0 for denials, shadow denials and peeks)."""
+        return self._grant[0] if self.allowed else 0
 
     @property
     def denied(self) -> bool:
@@ -639,8 +899,7 @@ class Limit(_Handle):
     def _decide(self, fn, *args) -> Decision:
         out = _Decision()
         _check(fn(self._live(), *args, ctypes.byref(out)))
-        return Decision(bool(out.allowed), out.remaining, out.retry_after_ns,
-                        bool(out.shadow_denied))
+        return Decision._of(out)
 
     def try_acquire(self, cost: int = 1) -> Decision:
         """Admit ``cost`` units now, or deny and consume nothing.
@@ -658,6 +917,146 @@ class Limit(_Handle):
         """``try_acquire`` dated at ``now_ns`` on CLOCK_MONOTONIC (``time.monotonic_ns()``)."""
         return self._decide(self._lib.shmlimit_acquire_at, cost, now_ns)
 
+    def acquire(self, cost: int = 1, timeout: Optional[Seconds] = None) -> Decision:
+        """Admit ``cost`` units, waiting up to ``timeout`` seconds for them (None: as long as it
+        takes). A token bucket books them at once and sleeps the delay, or refuses at once,
+        consuming nothing, when the delay would exceed the timeout; windows and the sliding log
+        sleep the exact retry-after and try again. Returns an allowed Decision, or a denied one
+        that consumed nothing. Raises WrongKindError on concurrency and keyed limits."""
+        return self._decide(self._lib.shmlimit_acquire_timeout, cost, _timeout_ns(timeout))
+
+    def refund(self, decision: Decision, units: Optional[int] = None) -> None:
+        """Give back what ``decision`` (a grant of this limit) took, or ``units`` of it, for work
+        that was admitted but never done. Refunding a denial or a peek does nothing. Raises
+        WrongKindError on keyed (use refund_key) and concurrency limits."""
+        grant = decision._struct()
+        if units is None:
+            _check(self._lib.shmlimit_refund(self._live(), ctypes.byref(grant)))
+        else:
+            _check(self._lib.shmlimit_refund_units(self._live(), ctypes.byref(grant), units))
+
+    def set_rate(self, rate: int, per: Seconds = 1.0) -> None:
+        """Change the refill rate to ``rate`` per ``per`` seconds, live, for every process (a
+        window gets the limit per window this rate means, rounded down). Raises
+        InvalidParameterError, WrongKindError (sliding log, concurrency)."""
+        _check(self._lib.shmlimit_limit_set_rate(self._live(), rate, _ns(per, "per")))
+
+    def set_token_bucket(self, burst: int, rate: int, per: Seconds = 1.0) -> None:
+        """Change a token bucket's burst and rate together, live."""
+        _check(self._lib.shmlimit_limit_set_token_bucket(
+            self._live(), burst, rate, _ns(per, "per")))
+
+    def set_limit(self, limit: int) -> None:
+        """Change a fixed or sliding window's limit per window, live."""
+        _check(self._lib.shmlimit_limit_set_limit(self._live(), limit))
+
+    def reset(self) -> None:
+        """Return the limit to fresh (full bucket, empty windows and table, no permits held),
+        keeping its live parameters: grants the whole capacity at once."""
+        _check(self._lib.shmlimit_limit_reset(self._live()))
+
+    @property
+    def live_definition(self) -> "_Spec":
+        """The definition with its live parameters (after any retune by any process)."""
+        out = _Def()
+        _check(self._lib.shmlimit_limit_live_definition(self._live(), ctypes.byref(out)))
+        return _spec_of(out)
+
+    # Keyed limits.
+
+    def try_acquire_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
+        """Admit ``cost`` units for ``key`` (str or bytes, 1 to MAX_KEY_LEN bytes) on a keyed
+        limit, or deny and consume nothing. Raises InvalidKeyError, TableFullError (when the
+        table is full and its policy is 'error'), WrongKindError (not keyed), ..."""
+        raw = _key(key)
+        return self._decide(self._lib.shmlimit_acquire_key, raw, len(raw), cost)
+
+    def peek_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
+        """The decision ``try_acquire_key`` would make now, consuming and inserting nothing."""
+        raw = _key(key)
+        return self._decide(self._lib.shmlimit_peek_key, raw, len(raw), cost)
+
+    def try_acquire_key_at(self, key: Union[str, bytes], cost: int, now_ns: int) -> Decision:
+        """``try_acquire_key`` dated at ``now_ns`` on CLOCK_MONOTONIC."""
+        raw = _key(key)
+        return self._decide(self._lib.shmlimit_acquire_key_at, raw, len(raw), cost, now_ns)
+
+    def refund_key(self, key: Union[str, bytes], decision: Decision) -> None:
+        """Give back what ``decision`` (a grant of ``try_acquire_key`` for ``key``) took."""
+        raw = _key(key)
+        grant = decision._struct()
+        _check(self._lib.shmlimit_refund_key(self._live(), raw, len(raw), ctypes.byref(grant)))
+
+    def key_occupancy(self) -> tuple:
+        """``(used, slots)``: table slots holding a key, and the table's size."""
+        used, slots = ctypes.c_size_t(), ctypes.c_size_t()
+        _check(self._lib.shmlimit_limit_key_occupancy(
+            self._live(), ctypes.byref(used), ctypes.byref(slots)))
+        return (used.value, slots.value)
+
+    def reclaim_idle_keys(self) -> int:
+        """Retire every key whose state is back to fresh; returns how many (a cleanup pass,
+        never needed for correctness)."""
+        out = ctypes.c_size_t()
+        _check(self._lib.shmlimit_limit_reclaim_idle_keys(self._live(), ctypes.byref(out)))
+        return out.value
+
+    # Concurrency permits.
+
+    def try_acquire_permit(self) -> Optional["Permit"]:
+        """Take a permit if one is free (or held by a dead process, or past its lease), without
+        waiting; None when all are held. Raises WrongKindError if this is not a concurrency
+        limit."""
+        out = _U64()
+        _check(self._lib.shmlimit_permit_acquire(self._live(), ctypes.byref(out)))
+        return Permit(self, out.value) if out.value else None
+
+    def acquire_permit(self, timeout: Optional[Seconds] = None) -> Optional["Permit"]:
+        """Take a permit, waiting up to ``timeout`` seconds (None: as long as it takes) for one
+        to be released or for a holder to die; None when the timeout passed."""
+        out = _U64()
+        _check(self._lib.shmlimit_permit_acquire_timeout(
+            self._live(), _timeout_ns(timeout), ctypes.byref(out)))
+        return Permit(self, out.value) if out.value else None
+
+    def permit(self, timeout: Optional[Seconds] = 0) -> "Permit":
+        """A permit for a ``with`` block, released when the block ends::
+
+            with db.permit(timeout=1.0):
+                ...
+
+        Waits up to ``timeout`` seconds (0, the default: not at all; None: as long as it takes)
+        and raises PermitUnavailableError if none became free."""
+        permit = self.acquire_permit(timeout)
+        if permit is None:
+            raise PermitUnavailableError(
+                f"limit `{self.name}`: every permit is held", PermitUnavailableError.code)
+        return permit
+
+    def release_permit(self, permit_id: int) -> bool:
+        """Release a permit by id (``Permit.id``); False if this process did not hold it."""
+        out = ctypes.c_bool()
+        _check(self._lib.shmlimit_permit_release(self._live(), permit_id, ctypes.byref(out)))
+        return out.value
+
+    def permit_holders(self) -> List["PermitHolder"]:
+        """Every held permit: its id, holder pid, since when, until when, and whether the next
+        acquirer may take it over (holder dead or lease expired)."""
+        handle = self._live()
+        count = ctypes.c_size_t()
+        while True:
+            size = max(count.value, 1)
+            holders = (_PermitHolder * size)()
+            _check(self._lib.shmlimit_permit_holders(handle, holders, size, ctypes.byref(count)))
+            if count.value <= size:
+                return [PermitHolder(h) for h in holders[:count.value]]
+
+    def reclaim_dead_permits(self) -> int:
+        """Free every permit whose holder is gone or whose lease expired; returns how many."""
+        out = ctypes.c_size_t()
+        _check(self._lib.shmlimit_permit_reclaim_dead(self._live(), ctypes.byref(out)))
+        return out.value
+
     def stats(self) -> Stats:
         out = _Stats()
         _check(self._lib.shmlimit_limit_stats(self._live(), ctypes.byref(out)))
@@ -671,6 +1070,142 @@ class Limit(_Handle):
 
     def __repr__(self) -> str:
         return f"Limit({self.name!r}{', closed' if self.closed else ''})"
+
+
+def _key(key: Union[str, bytes, bytearray, memoryview]) -> bytes:
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError(f"a key is str or bytes, not {type(key).__name__}")
+
+
+class Permit:
+    """A held permit of a concurrency limit; a context manager that releases it on exit. It is
+    also released when garbage-collected, and lost to the next acquirers when this process
+    exits or dies. A permit belongs to the process that took it: a forked child's copy releases
+    nothing."""
+
+    __slots__ = ("limit", "id", "_held", "__weakref__")
+
+    def __init__(self, limit: Limit, permit_id: int):
+        self.limit = limit
+        self.id = permit_id
+        self._held = permit_id != _PERMIT_SHADOW
+
+    @property
+    def shadow(self) -> bool:
+        """True for a permit a shadow limit granted although it would have refused: it holds
+        nothing."""
+        return self.id == _PERMIT_SHADOW
+
+    @property
+    def held(self) -> bool:
+        """False once released by this handle (the library may also have taken it over after
+        its lease expired)."""
+        return self._held
+
+    def release(self) -> bool:
+        """Release now; False if it was no longer held (released before, taken over after its
+        lease, the limit reset). Idempotent."""
+        if not self._held:
+            return False
+        self._held = False
+        return self.limit.release_permit(self.id)
+
+    def __enter__(self) -> "Permit":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"Permit({self.limit.name!r}, id={self.id:#x}{'' if self._held else ', released'})"
+
+
+class PermitHolder:
+    """One held permit as ``Limit.permit_holders()`` lists it."""
+
+    __slots__ = ("id", "pid", "reclaimable", "since_ns", "lease_expiry_ns")
+
+    def __init__(self, h: "_PermitHolder"):
+        self.id = h.id
+        self.pid = h.pid
+        self.reclaimable = bool(h.reclaimable)
+        self.since_ns = h.since_ns or None
+        self.lease_expiry_ns = h.lease_expiry_ns or None
+
+    def __repr__(self) -> str:
+        return (f"PermitHolder(id={self.id:#x}, pid={self.pid}, reclaimable={self.reclaimable}, "
+                f"since_ns={self.since_ns}, lease_expiry_ns={self.lease_expiry_ns})")
+
+
+class Composed:
+    """The outcome of ``try_acquire_all``: every limit admitted (and the costs were taken), or
+    none did and nothing was taken anywhere. True in a boolean context when allowed."""
+
+    def __init__(self, checks, out: "_Composed", limits: List[Limit]):
+        self._checks = checks
+        self._out = out
+        self._limits = limits  # keeps the handles alive as long as the outcome
+        self.allowed = bool(out.allowed)
+        self.denied_by: Optional[int] = None if out.denied_by < 0 else out.denied_by
+        self.retry_after_ns = out.retry_after_ns
+        self.decisions: List[Optional[Decision]] = [
+            None if not (d.allowed or d.retry_after_ns) else Decision._of(d)
+            for d in out.decisions[:out.count]
+        ]
+
+    @property
+    def denied(self) -> bool:
+        return not self.allowed
+
+    @property
+    def retry_after(self) -> float:
+        """Seconds until the whole request could pass (the largest of the denying limits)."""
+        return self.retry_after_ns / 1e9
+
+    def refund(self) -> None:
+        """Give back every grant of an allowed composed request whose work was never done
+        (nothing for a denied one)."""
+        for limit in self._limits:
+            limit._live()
+        _check(_lib().shmlimit_refund_all(self._checks, self._out.count, ctypes.byref(self._out)))
+
+    def __bool__(self) -> bool:
+        return self.allowed
+
+    def __repr__(self) -> str:
+        return (f"Composed(allowed={self.allowed}, denied_by={self.denied_by}, "
+                f"retry_after_ns={self.retry_after_ns})")
+
+
+def try_acquire_all(*checks: Union[Limit, tuple]) -> Composed:
+    """Admit one request on every limit, or on none: ``try_acquire_all((user, 1), (down, 2))``
+    (a bare Limit means cost 1). The limits are acquired in order; when one denies, the grants
+    already taken are given back and the rest peeked, so a denied request consumes nothing and
+    ``retry_after`` is the largest of all the limits that would deny. At most MAX_CHECKS limits.
+    Raises as ``try_acquire`` does for any of them (after giving back what it had taken)."""
+    pairs = [(c, 1) if isinstance(c, Limit) else tuple(c) for c in checks]
+    if len(pairs) > MAX_CHECKS:
+        raise BadLengthError(f"at most {MAX_CHECKS} limits in one composed check",
+                             BadLengthError.code)
+    array = (_Check * max(len(pairs), 1))()
+    limits = []
+    for slot, (limit, cost) in zip(array, pairs):
+        if not isinstance(limit, Limit):
+            raise TypeError(f"a check is a Limit or (Limit, cost), not {type(limit).__name__}")
+        slot.limit, slot.cost = limit._live(), _count(cost, "cost")
+        limits.append(limit)
+    out = _Composed()
+    _check(_lib().shmlimit_acquire_all(array, len(pairs), ctypes.byref(out)))
+    return Composed(array, out, limits)
 
 
 class Limiter(_Handle):
@@ -706,6 +1241,7 @@ class Limiter(_Handle):
                                 f"not {type(spec).__name__}")
             d.name, d.kind = name, spec._kind
             spec._fill(d)
+            spec._fill_options(d)
         options = _options(mode, allow_other_owner)
         out = _P()
         _check(lib.shmlimit_limiter_create_or_open(

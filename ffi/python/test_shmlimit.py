@@ -34,10 +34,19 @@ class WrapperTest(unittest.TestCase):
     def test_struct_layouts_match_the_library(self):
         import ctypes
         self.assertEqual(ctypes.sizeof(shmlimit._Def), 72)
+        self.assertEqual(shmlimit._Def.key_capacity.offset, 40)
+        self.assertEqual(shmlimit._Def.near_limit.offset, 56)
+        self.assertEqual(shmlimit._Def.fleet_emission_ns.offset, 64)
         self.assertEqual(ctypes.sizeof(shmlimit._Options), 40)
         self.assertEqual(ctypes.sizeof(shmlimit._Decision), 56)
         self.assertEqual(shmlimit._Decision.remaining.offset, 8)
+        self.assertEqual(shmlimit._Decision.grant.offset, 24)
         self.assertEqual(ctypes.sizeof(shmlimit._Stats), 64)
+        self.assertEqual(ctypes.sizeof(shmlimit._Check), 32)
+        self.assertEqual(ctypes.sizeof(shmlimit._Composed), 24 + 56 * shmlimit.MAX_CHECKS + 16)
+        self.assertEqual(shmlimit._Composed.decisions.offset, 24)
+        self.assertEqual(ctypes.sizeof(shmlimit._PermitHolder), 48)
+        self.assertEqual(shmlimit._PermitHolder.since_ns.offset, 16)
 
     def test_version(self):
         self.assertRegex(shmlimit.library_version(), r"^\d+\.\d+\.\d+")
@@ -181,6 +190,240 @@ class WrapperTest(unittest.TestCase):
                 th.join()
             self.assertEqual(sum(allowed), 500)
             self.assertEqual(counts(t), (500, 700))
+
+
+class LaterFeaturesTest(unittest.TestCase):
+    """Definition options, refunds, retuning, waits, composed checks, keys and permits."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "limits.shm")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_definition_options_round_trip(self):
+        limits = {
+            "per_user": TokenBucket(rate=10, burst=5, keyed=shmlimit.Keyed(1000, on_full="error")),
+            "dry": FixedWindow(3, 60, shadow=True, near_limit=0.25),
+            "hot": TokenBucket(rate=1000, burst=64, split=4),
+            "share": TokenBucket(rate=100, fleet=shmlimit.FleetShare(rate=1000, per=1, weight=3)),
+            "pool": shmlimit.Concurrency(4, lease=30, shadow=True),
+        }
+        with Limiter.create_or_open(self.path, limits):
+            pass
+        with Limiter.open(self.path) as lim:
+            stored = lim.definitions()
+        self.assertEqual(stored["per_user"].keyed, shmlimit.Keyed(1024, on_full="error"))
+        self.assertTrue(stored["dry"].shadow)
+        self.assertEqual(stored["dry"].near_limit, 0.25)
+        self.assertEqual(stored["hot"].split, 4)
+        self.assertEqual(stored["share"].fleet.weight, 3)
+        self.assertEqual(stored["share"].fleet.emission_ns, 1_000_000)
+        self.assertTrue(stored["pool"].shadow)
+        self.assertIn("keyed=Keyed(1024, on_full='error')", repr(stored["per_user"]))
+        # What the file reports attaches again; any option that differs conflicts.
+        Limiter.create_or_open(self.path, stored).close()
+        with self.assertRaises(shmlimit.DefinitionConflictError):
+            Limiter.create_or_open(self.path, dict(limits, dry=FixedWindow(3, 60)))
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            shmlimit.Keyed(8, on_full="maybe")
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            TokenBucket(rate=1, near_limit=2.0)
+        other = os.path.join(self.dir.name, "other.shm")
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            Limiter.create_or_open(other, {"x": SlidingLog(5, 1, keyed=shmlimit.Keyed(8))})
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            Limiter.create_or_open(other, {"x": FixedWindow(5, 1, split=2)})
+
+    def test_refunds(self):
+        with Limiter.create_or_open(self.path, {
+            "b": TokenBucket(rate=1, per=HOUR, burst=2),
+            "log": SlidingLog(2, HOUR),
+        }) as lim:
+            b, log = lim.limit("b"), lim.limit("log")
+            grant = b.try_acquire(2)
+            self.assertEqual(grant.cost, 2)
+            self.assertFalse(b.try_acquire())
+            self.assertEqual(b.peek().cost, 0)
+            b.refund(grant, units=1)
+            self.assertTrue(b.peek(1) and not b.peek(2))
+            b.refund(grant)
+            self.assertTrue(b.peek(2))
+            g = log.try_acquire(2)
+            log.refund(g)
+            self.assertTrue(log.try_acquire(2))
+            b.refund(b.try_acquire(2))  # a grant given straight back
+            self.assertTrue(b.peek(2))
+            with self.assertRaises(shmlimit.CostExceedsCapacityError):
+                log.try_acquire(3)
+
+    def test_retune_reset_and_live_definition(self):
+        with Limiter.create_or_open(self.path, {
+            "b": TokenBucket(rate=1, per=HOUR, burst=4),
+            "w": FixedWindow(2, HOUR, aligned="monotonic"),
+            "log": SlidingLog(2, HOUR),
+        }) as lim:
+            b, w, log = lim.limit("b"), lim.limit("w"), lim.limit("log")
+            b.set_rate(10)
+            self.assertEqual(b.live_definition.emission_ns, 100_000_000)
+            self.assertEqual(b.definition.emission_ns, HOUR * 10**9)
+            b.set_token_bucket(burst=6, rate=1, per=HOUR)
+            self.assertEqual(b.live_definition.burst, 6)
+            self.assertTrue(b.try_acquire(6))
+            self.assertFalse(b.try_acquire())
+            b.reset()
+            self.assertTrue(b.peek(6))
+            self.assertTrue(w.try_acquire(2))
+            w.set_limit(3)
+            self.assertEqual(w.live_definition.limit, 3)
+            self.assertTrue(w.try_acquire())
+            with self.assertRaises(shmlimit.WrongKindError):
+                log.set_rate(5)
+            with self.assertRaises(shmlimit.WrongKindError):
+                b.set_limit(5)
+            with self.assertRaises(shmlimit.InvalidParameterError):
+                b.set_rate(0)
+
+    def test_acquire_with_timeout(self):
+        with Limiter.create_or_open(self.path, {
+            "paced": TokenBucket(rate=100, per=1, burst=1),
+            "w": FixedWindow(1, HOUR, aligned="monotonic"),
+            "pool": shmlimit.Concurrency(1),
+        }) as lim:
+            paced, w = lim.limit("paced"), lim.limit("w")
+            self.assertTrue(paced.acquire(timeout=0))
+            self.assertTrue(paced.acquire(timeout=10))  # the next token is 10 ms away
+            self.assertTrue(w.acquire(timeout=datetime.timedelta(seconds=1)))
+            refused = w.acquire(timeout=0.01)  # the next window is up to an hour away
+            self.assertFalse(refused)
+            self.assertGreater(refused.retry_after, 0.01)
+            with self.assertRaises(shmlimit.WrongKindError):
+                lim.limit("pool").acquire(timeout=1)
+
+    def test_composed_checks(self):
+        with Limiter.create_or_open(self.path, {
+            "user": TokenBucket(rate=1, per=HOUR, burst=3),
+            "down": SlidingLog(1, HOUR),
+            "pool": shmlimit.Concurrency(1),
+        }) as lim:
+            user, down = lim.limit("user"), lim.limit("down")
+            first = shmlimit.try_acquire_all((user, 1), down)
+            self.assertTrue(first)
+            self.assertIsNone(first.denied_by)
+            self.assertEqual([d.cost for d in first.decisions], [1, 1])
+            second = shmlimit.try_acquire_all((user, 1), (down, 1))
+            self.assertFalse(second)
+            self.assertEqual(second.denied_by, 1)
+            self.assertIsNone(second.decisions[0])  # refunded
+            self.assertGreater(second.retry_after, 0)
+            self.assertEqual(user.peek().remaining, 1)  # the denied request took nothing
+            second.refund()  # nothing to give back
+            first.refund()
+            self.assertEqual(user.peek().remaining, 2)
+            self.assertTrue(down.peek())
+            with self.assertRaises(shmlimit.WrongKindError):
+                shmlimit.try_acquire_all(user, lim.limit("pool"))
+            self.assertEqual(user.peek().remaining, 2)
+            with self.assertRaises(shmlimit.ZeroCostError):
+                shmlimit.try_acquire_all((user, 1), (down, 0))
+            with self.assertRaises(shmlimit.BadLengthError):
+                shmlimit.try_acquire_all(*([user] * (shmlimit.MAX_CHECKS + 1)))
+            with self.assertRaises(TypeError):
+                shmlimit.try_acquire_all(("user", 1))
+            self.assertTrue(shmlimit.try_acquire_all())
+            down.close()
+            with self.assertRaises(shmlimit.ClosedError):
+                first.refund()
+            with self.assertRaises(shmlimit.ClosedError):
+                shmlimit.try_acquire_all(user, down)
+
+    def test_keyed_limits(self):
+        with Limiter.create_or_open(self.path, {
+            "per_user": TokenBucket(rate=1, per=HOUR, burst=2, keyed=shmlimit.Keyed(64)),
+            "strict": FixedWindow(1, HOUR, keyed=shmlimit.Keyed(2, on_full="error")),
+            "plain": TokenBucket(rate=1),
+        }) as lim:
+            per_user, strict = lim.limit("per_user"), lim.limit("strict")
+            self.assertEqual(per_user.peek_key("alice", 2).remaining, 0)
+            self.assertEqual(per_user.key_occupancy(), (0, 64))
+            grant = per_user.try_acquire_key("alice", 2)
+            self.assertTrue(grant)
+            self.assertFalse(per_user.try_acquire_key("alice"))
+            self.assertTrue(per_user.try_acquire_key(b"bob"))
+            self.assertTrue(per_user.try_acquire_key(b"a\x00b"))  # keys are bytes
+            per_user.refund_key("alice", grant)
+            self.assertTrue(per_user.try_acquire_key("alice", 2))
+            t0 = time.monotonic_ns()
+            self.assertTrue(per_user.try_acquire_key_at("carol", 2, t0))
+            self.assertEqual(per_user.key_occupancy(), (4, 64))
+            self.assertEqual(per_user.reclaim_idle_keys(), 0)
+            self.assertTrue(strict.try_acquire_key("x") and strict.try_acquire_key("y"))
+            with self.assertRaises(shmlimit.TableFullError):
+                strict.try_acquire_key("z")
+            with self.assertRaises(shmlimit.InvalidKeyError):
+                per_user.try_acquire_key(b"")
+            with self.assertRaises(shmlimit.InvalidKeyError):
+                per_user.try_acquire_key(b"k" * (shmlimit.MAX_KEY_LEN + 1))
+            with self.assertRaises(TypeError):
+                per_user.try_acquire_key(5)
+            with self.assertRaises(shmlimit.WrongKindError):
+                per_user.try_acquire()
+            with self.assertRaises(shmlimit.WrongKindError):
+                lim.limit("plain").try_acquire_key("a")
+            with self.assertRaises(shmlimit.WrongKindError):
+                lim.limit("plain").key_occupancy()
+
+    def test_permits(self):
+        with Limiter.create_or_open(self.path, {
+            "pool": shmlimit.Concurrency(2),
+            "dry": shmlimit.Concurrency(1, shadow=True),
+            "b": TokenBucket(rate=1),
+        }) as lim:
+            pool = lim.limit("pool")
+            with pool.permit() as p:
+                self.assertTrue(p.held and not p.shadow and p.id != 0)
+                holders = pool.permit_holders()
+                self.assertEqual([(h.id, h.pid) for h in holders], [(p.id, os.getpid())])
+                self.assertFalse(holders[0].reclaimable)
+                self.assertIsNone(holders[0].lease_expiry_ns)
+                q = pool.try_acquire_permit()
+                self.assertIsNotNone(q)
+                self.assertIsNone(pool.try_acquire_permit())
+                with self.assertRaises(shmlimit.PermitUnavailableError) as cm:
+                    with pool.permit(timeout=0.01):
+                        self.fail("no permit is free")
+                self.assertIsInstance(cm.exception, TimeoutError)
+                self.assertIsNone(pool.acquire_permit(timeout=0.01))
+                self.assertTrue(q.release())
+                self.assertFalse(q.release())  # once
+            self.assertFalse(p.held)
+            self.assertEqual(pool.permit_holders(), [])
+            # A waiter gets a permit released by another thread.
+            first = pool.permit()
+            second = pool.permit()
+            threading.Timer(0.05, first.release).start()
+            third = pool.acquire_permit(timeout=30)
+            self.assertIsNotNone(third)
+            self.assertEqual(len(pool.permit_holders()), 2)
+            kept = second.id
+            del second  # garbage-collected: released
+            self.assertFalse(pool.release_permit(kept))
+            third.release()
+            self.assertEqual(pool.reclaim_dead_permits(), 0)
+            # A shadow limit never refuses; the extra permit holds nothing.
+            dry = lim.limit("dry")
+            with dry.permit() as real, dry.permit() as extra:
+                self.assertFalse(real.shadow)
+                self.assertTrue(extra.shadow and not extra.held)
+            self.assertEqual(dry.stats().shadow_denied, 1)
+            with self.assertRaises(shmlimit.WrongKindError):
+                lim.limit("b").permit()
+            with self.assertRaises(shmlimit.WrongKindError):
+                pool.try_acquire()
+            pool.close()
+            with self.assertRaises(shmlimit.ClosedError):
+                pool.permit()
 
 
 if __name__ == "__main__":
