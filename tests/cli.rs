@@ -753,7 +753,7 @@ fn file_errors_exit_2_with_one_line_naming_the_file() {
         (&missing, "shmlimit create"),
         (&foreign, "not a shmlimit file"),
         (&link, "symbolic link"),
-        (dir.path(), "directory"),
+        (dir.path(), "not a regular file"),
     ];
     for (path, message) in cases {
         for args in [
