@@ -1,5 +1,6 @@
-//! The Python module `ffi/python/shmlimit.py` (ctypes over the C ABI): its unit tests, and
-//! Python processes sharing one budget with Rust processes on one file.
+//! The Python module `ffi/python/shmlimit.py` (ctypes over the C ABI): its unit tests, Python
+//! processes sharing one budget with Rust processes on one file, and permits of a SIGKILLed
+//! Python holder taken over by Rust.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -225,4 +226,94 @@ fn python_and_rust_processes_share_one_budget() {
             }
         }
     }
+}
+
+/// A Python process holding both permits of a concurrency limit (through `Limit.permit()`) is
+/// SIGKILLed: this Rust process takes both over, while a live Python holder's are never taken;
+/// a Python `with` block releases its permit when it ends.
+#[test]
+fn permits_of_a_killed_python_holder_are_taken_over() {
+    const SCRIPT: &str = r#"
+import sys, time, shmlimit
+pool = shmlimit.Limiter.open(sys.argv[1]).limit("pool")
+if sys.argv[2] == "hold":
+    p, q = pool.permit(), pool.permit()
+    print(p.id, q.id, flush=True)
+    time.sleep(600)
+else:
+    with pool.permit() as p:
+        print("in", p.id, flush=True)
+        sys.stdin.readline()
+    print("out", flush=True)
+    sys.stdin.readline()
+"#;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("permits.shm");
+    let limiter = Limiter::builder()
+        .limit("pool", shmlimit::Concurrency::new(2))
+        .create_or_open(&path)
+        .expect("create");
+    let pool = limiter.limit("pool").expect("pool");
+    let spawn = |mode: &str| {
+        python()
+            .args(["-c", SCRIPT])
+            .arg(&path)
+            .arg(mode)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 -c")
+    };
+    let line = |child: &mut std::process::Child| {
+        let mut out = BufReader::new(child.stdout.as_mut().expect("stdout"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("a line from python");
+        line
+    };
+
+    // A `with` block holds its permit until it ends.
+    let mut with = spawn("with");
+    let first = line(&mut with);
+    assert!(first.starts_with("in "), "{first:?}");
+    let holders = pool.permit_holders();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].pid, with.id());
+    assert_eq!(
+        first.trim_start_matches("in ").trim(),
+        holders[0].id.to_string()
+    );
+    writeln!(with.stdin.as_mut().expect("stdin")).expect("end the block");
+    assert_eq!(line(&mut with).trim(), "out");
+    assert!(
+        pool.permit_holders().is_empty(),
+        "released at the end of the block"
+    );
+    drop(with.stdin.take());
+    assert!(with.wait().expect("wait").success());
+
+    // A live holder keeps both permits; once it is killed, both are taken over.
+    let mut holder = spawn("hold");
+    let ids: Vec<u64> = line(&mut holder)
+        .split_whitespace()
+        .map(|w| w.parse().expect("an id"))
+        .collect();
+    assert_eq!(ids.len(), 2);
+    let holders = pool.permit_holders();
+    assert_eq!(holders.len(), 2);
+    assert!(holders
+        .iter()
+        .all(|h| h.pid == holder.id() && !h.reclaimable && ids.contains(&h.id)));
+    assert!(pool.try_acquire_permit().expect("acquire").is_none());
+    holder.kill().expect("SIGKILL");
+    let status = holder.wait().expect("reap");
+    assert!(!status.success());
+    let a = pool.try_acquire_permit().expect("acquire");
+    let b = pool.try_acquire_permit().expect("acquire");
+    assert!(a.is_some() && b.is_some(), "both permits taken over");
+    assert!(pool.try_acquire_permit().expect("acquire").is_none());
+    assert!(pool
+        .permit_holders()
+        .iter()
+        .all(|h| h.pid == std::process::id()));
 }
