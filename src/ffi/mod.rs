@@ -17,6 +17,13 @@
 //!
 //! # Implementation details
 //!
+//! The exports are grouped by concern: this file (files, limits, decisions, refunds, waits),
+//! `retune.rs` (live parameters, reset), `compose.rs` (composed checks), `keyed.rs` (per-key
+//! decisions), `permit.rs` (concurrency permits), with the structs in `types.rs` and the codes
+//! in `status.rs`. A decision's grant record (`shmlimit_decision.grant`) is what lets a plain C
+//! struct be refunded: the two words `Decision::grant_record` gives, turned back into a grant by
+//! `Decision::from_grant_record`; peeks and denials record none.
+//!
 //! Each export is one `ffi_boundary!` block (see `boundary.rs`); the handles are boxed Rust
 //! values ([`crate::Limiter`] and [`crate::Limit`] plus the NUL-terminated names the ABI hands
 //! out), created by `Box::into_raw` and destroyed by `Box::from_raw` in their `_free`.
