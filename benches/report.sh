@@ -18,18 +18,20 @@ trap 'rm -f "$stamp"' EXIT
 
 if [[ "${1:-}" == "--table-only" ]]; then
     since=0
+    load_before=""
     command="(tabulated from results on disk)"
 else
     filter=("$@")
     command="cargo bench --bench shmlimit -- --warm-up-time ${WARM_UP:-0.5} --measurement-time ${MEASURE:-2} --nresamples 20000 ${filter[*]:-}"
     touch "$stamp"
     since="$(stat -c %Y "$stamp")"
+    load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
     cargo bench --bench shmlimit -- \
         --warm-up-time "${WARM_UP:-0.5}" --measurement-time "${MEASURE:-2}" --nresamples 20000 \
         "${filter[@]}" >&2
 fi
 
-echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), \`${command% }\`, library at $(git rev-parse --short HEAD)$(git diff --quiet -- src || echo ' + uncommitted changes in src/'), $(nproc) CPUs, kernel $(uname -r)"
+echo "Run: $(date -u '+%Y-%m-%d %H:%M UTC'), \`${command% }\`, library at $(git rev-parse --short HEAD)$(git diff --quiet -- src || echo ' + uncommitted changes in src/'), $(nproc) CPUs, kernel $(uname -r)${load_before:+, load average $load_before before and $(cut -d' ' -f1-3 /proc/loadavg) after}"
 echo
 
 python3 - "$target/criterion" "$since" <<'PY'
