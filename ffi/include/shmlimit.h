@@ -201,6 +201,10 @@ typedef struct shmlimit_limit shmlimit_limit;
 // `shmlimit_limiter_free`. Thread-safe.
 typedef struct shmlimit_limiter shmlimit_limiter;
 
+// A granted booking of tokens (opaque), made by `shmlimit_reserve`; freed by
+// `shmlimit_reservation_free`. Thread-safe.
+typedef struct shmlimit_reservation shmlimit_reservation;
+
 // One limit definition: an input of `shmlimit_limiter_create_or_open`, and what
 // `shmlimit_limiter_definition` reports.
 //
@@ -355,6 +359,22 @@ typedef struct shmlimit_permit_holder {
     // Written as zero.
     uint64_t reserved[2];
 } shmlimit_permit_holder;
+
+// What `shmlimit_reserve` booked.
+typedef struct shmlimit_booking {
+    // True when the tokens are booked; false when the delay would have exceeded the maximum
+    // (nothing was taken).
+    bool granted;
+    // The tokens booked (or asked for).
+    uint64_t cost;
+    // How long after booking the caller may proceed (granted), or would have had to wait.
+    uint64_t delay_ns;
+    // When the caller may proceed, in `CLOCK_MONOTONIC` nanoseconds: increases with booking
+    // order across processes.
+    uint64_t ready_at_ns;
+    // Written as zero.
+    uint64_t reserved[2];
+} shmlimit_booking;
 
 #ifdef __cplusplus
 extern "C" {
@@ -846,6 +866,73 @@ shmlimit_status shmlimit_permit_holders(const struct shmlimit_limit *limit,
 // `limit` must be NULL or a live handle; `reclaimed_out` NULL or valid for one write.
 shmlimit_status shmlimit_permit_reclaim_dead(const struct shmlimit_limit *limit,
                                              size_t *reclaimed_out);
+
+// Book the next `cost` tokens of a token bucket now, to be used after a delay, if that delay
+// is at most `max_delay_ns`; otherwise refuse at once and take nothing. Bookings are served
+// first come, first served across processes, each sleeping exactly its own delay, and the
+// bucket's bound holds: a booking is an admission dated when it proceeds.
+//
+// - `booking_out`: what was booked (`granted`, `delay_ns`, `ready_at_ns`).
+// - `reservation_out`: a new handle when granted (wait for it with
+//   `shmlimit_reservation_wait`, or give it back with `shmlimit_reservation_cancel`; free it
+//   with `shmlimit_reservation_free`, which keeps the tokens booked); NULL when refused.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_ZERO_COST`,
+// `SHMLIMIT_COST_EXCEEDS_CAPACITY` (more than the burst), `SHMLIMIT_WRONG_KIND` (not an
+// unkeyed token bucket: use `shmlimit_acquire_timeout`), `SHMLIMIT_CORRUPT_STATE`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `booking_out` and `reservation_out` NULL or valid
+// for one write each.
+shmlimit_status shmlimit_reserve(const struct shmlimit_limit *limit,
+                                 uint64_t cost,
+                                 uint64_t max_delay_ns,
+                                 struct shmlimit_booking *booking_out,
+                                 struct shmlimit_reservation **reservation_out);
+
+// Sleep until the reservation may proceed and write its grant into `decision_out` (at once
+// if it was already waited for).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_PARAMETER`
+// (the reservation was cancelled).
+//
+// Thread-safety: may be called from any thread; concurrent calls on one handle are
+// serialised.
+//
+// # Safety
+//
+// `reservation` must be NULL or a live handle; `decision_out` NULL or valid for one write.
+shmlimit_status shmlimit_reservation_wait(const struct shmlimit_reservation *reservation,
+                                          struct shmlimit_decision *decision_out);
+
+// Give the reservation's tokens back if nothing was booked or admitted after it (one CAS);
+// `*cancelled_out` is false when they could not be (a later booking depends on them: they
+// stay used, which is stricter, never looser), or when the reservation was already waited
+// for or cancelled. The handle still has to be freed.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_CORRUPT_STATE`.
+//
+// Thread-safety: as `shmlimit_reservation_wait`.
+//
+// # Safety
+//
+// `reservation` must be NULL or a live handle; `cancelled_out` NULL or valid for one write.
+shmlimit_status shmlimit_reservation_cancel(const struct shmlimit_reservation *reservation,
+                                            bool *cancelled_out);
+
+// Free a reservation handle; a booking neither waited for nor cancelled keeps its tokens
+// (the caller may proceed at `ready_at_ns` without waiting through the library). NULL is a
+// no-op.
+//
+// Thread-safety: no other thread may be using `reservation` (or use it afterwards).
+//
+// # Safety
+//
+// `reservation` must be NULL or a handle from `shmlimit_reserve` not yet freed.
+void shmlimit_reservation_free(struct shmlimit_reservation *reservation);
 
 // Change the refill rate to `tokens` per `period_ns`, live. A token bucket keeps its fill
 // level in tokens (the transition never admits more than the larger of the old and new bounds

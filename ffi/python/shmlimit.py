@@ -59,7 +59,7 @@ __all__ = [
     "CostExceedsCapacityError", "CorruptStateError", "ClockOutOfRangeError", "TableFullError",
     "InvalidKeyError", "WrongKindError", "Concurrency", "library_version",
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
-    "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS",
+    "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
 ]
 
 Seconds = Union[int, float, datetime.timedelta]
@@ -291,6 +291,16 @@ class _Composed(ctypes.Structure):
     ]
 
 
+class _Booking(ctypes.Structure):
+    _fields_ = [
+        ("granted", ctypes.c_bool),
+        ("cost", ctypes.c_uint64),
+        ("delay_ns", ctypes.c_uint64),
+        ("ready_at_ns", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 2),
+    ]
+
+
 class _PermitHolder(ctypes.Structure):
     _fields_ = [
         ("id", ctypes.c_uint64),
@@ -362,6 +372,12 @@ _SIGNATURES = {
         ctypes.c_int32, [_P, ctypes.POINTER(_PermitHolder), _SIZE, ctypes.POINTER(_SIZE)]
     ),
     "shmlimit_permit_reclaim_dead": (ctypes.c_int32, [_P, ctypes.POINTER(_SIZE)]),
+    "shmlimit_reserve": (
+        ctypes.c_int32, [_P, _U64, _U64, ctypes.POINTER(_Booking), ctypes.POINTER(_P)]
+    ),
+    "shmlimit_reservation_wait": (ctypes.c_int32, [_P, ctypes.POINTER(_Decision)]),
+    "shmlimit_reservation_cancel": (ctypes.c_int32, [_P, ctypes.POINTER(ctypes.c_bool)]),
+    "shmlimit_reservation_free": (None, [_P]),
 }
 
 
@@ -962,6 +978,16 @@ class Limit(_Handle):
         _check(self._lib.shmlimit_limit_live_definition(self._live(), ctypes.byref(out)))
         return _spec_of(out)
 
+    def reserve(self, cost: int = 1, max_delay: Seconds = 0) -> "Reservation":
+        """Book the next ``cost`` tokens of a token bucket now, to be used after a delay of at
+        most ``max_delay`` seconds; otherwise refuse at once and take nothing. Bookings are
+        served first come, first served across processes. Raises WrongKindError on other
+        algorithms (use ``acquire(timeout=...)``)."""
+        booking, out = _Booking(), _P()
+        _check(self._lib.shmlimit_reserve(
+            self._live(), cost, _timeout_ns(max_delay), ctypes.byref(booking), ctypes.byref(out)))
+        return Reservation(booking, out.value)
+
     # Keyed limits.
 
     def try_acquire_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
@@ -1127,6 +1153,63 @@ class Permit:
 
     def __repr__(self) -> str:
         return f"Permit({self.limit.name!r}, id={self.id:#x}{'' if self._held else ', released'})"
+
+
+class Reservation(_Handle):
+    """A booking made by ``Limit.reserve``: ``granted`` (the tokens are taken) or refused
+    (nothing taken); ``delay`` is how long after booking the caller may proceed, or would have
+    had to wait. ``wait()`` sleeps until then and returns the grant; ``cancel()`` gives the
+    tokens back if nothing was booked after them. A context manager: closing a reservation
+    neither waited for nor cancelled keeps its tokens booked."""
+
+    _free_name = "shmlimit_reservation_free"
+
+    def __init__(self, booking: "_Booking", handle: Optional[int]):
+        super().__init__(handle)  # type: ignore[arg-type]
+        self.granted = bool(booking.granted)
+        self.cost = booking.cost
+        self.delay_ns = booking.delay_ns
+        self.ready_at_ns = booking.ready_at_ns
+
+    @property
+    def refused(self) -> bool:
+        return not self.granted
+
+    @property
+    def delay(self) -> float:
+        """Seconds after booking until the caller may proceed (or would have had to)."""
+        return self.delay_ns / 1e9
+
+    def wait(self) -> Decision:
+        """Sleep until the reservation may proceed and return its grant (a denied Decision, at
+        once, for a refused one). Raises InvalidParameterError after ``cancel()``."""
+        if not self.granted:
+            return Decision(False, 0, max(self.delay_ns, 1))
+        out = _Decision()
+        _check(self._lib.shmlimit_reservation_wait(self._live(), ctypes.byref(out)))
+        return Decision._of(out)
+
+    def cancel(self) -> bool:
+        """Give the tokens back; False when something was booked after them (they stay used),
+        or when the reservation was refused, waited for or already cancelled."""
+        if not self.granted:
+            return False
+        out = ctypes.c_bool()
+        _check(self._lib.shmlimit_reservation_cancel(self._live(), ctypes.byref(out)))
+        return out.value
+
+    def __bool__(self) -> bool:
+        return self.granted
+
+    def __enter__(self) -> "Reservation":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"Reservation(granted={self.granted}, cost={self.cost}, "
+                f"delay_ns={self.delay_ns})")
 
 
 class PermitHolder:

@@ -47,6 +47,7 @@ class WrapperTest(unittest.TestCase):
         self.assertEqual(shmlimit._Composed.decisions.offset, 24)
         self.assertEqual(ctypes.sizeof(shmlimit._PermitHolder), 48)
         self.assertEqual(shmlimit._PermitHolder.since_ns.offset, 16)
+        self.assertEqual(ctypes.sizeof(shmlimit._Booking), 48)
 
     def test_version(self):
         self.assertRegex(shmlimit.library_version(), r"^\d+\.\d+\.\d+")
@@ -300,6 +301,42 @@ class LaterFeaturesTest(unittest.TestCase):
             self.assertGreater(refused.retry_after, 0.01)
             with self.assertRaises(shmlimit.WrongKindError):
                 lim.limit("pool").acquire(timeout=1)
+
+    def test_reservations(self):
+        with Limiter.create_or_open(self.path, {
+            "slow": TokenBucket(rate=1, per=HOUR, burst=2),
+            "paced": TokenBucket(rate=100, per=1, burst=1),
+            "w": FixedWindow(1, HOUR),
+        }) as lim:
+            slow, paced = lim.limit("slow"), lim.limit("paced")
+            with slow.reserve(2) as now:
+                self.assertTrue(now and now.delay == 0)
+                self.assertTrue(now.wait())
+                self.assertFalse(now.cancel())  # used
+            refused = slow.reserve(1, max_delay=0)
+            self.assertTrue(refused.refused)
+            self.assertGreater(refused.delay, 0)
+            self.assertFalse(refused.wait())
+            self.assertFalse(refused.cancel())
+            later = slow.reserve(1, max_delay=2 * HOUR)
+            last = slow.reserve(1, max_delay=3 * HOUR)
+            self.assertTrue(later and last)
+            self.assertGreater(last.ready_at_ns, later.ready_at_ns)  # booking order
+            self.assertFalse(later.cancel())  # `last` was booked after it
+            self.assertTrue(last.cancel())
+            with self.assertRaises(shmlimit.InvalidParameterError):
+                last.wait()
+            later.close()
+            last.close()
+            with self.assertRaises(shmlimit.ClosedError):
+                later.cancel()
+            self.assertTrue(paced.try_acquire())
+            r = paced.reserve(1, max_delay=10)
+            self.assertLessEqual(r.delay, 0.01)
+            self.assertTrue(r.wait())
+            r.close()
+            with self.assertRaises(shmlimit.WrongKindError):
+                lim.limit("w").reserve(1)
 
     def test_composed_checks(self):
         with Limiter.create_or_open(self.path, {

@@ -2,7 +2,7 @@
  * The C ABI's later calls, success and error paths, from C (and compiled as C++ too: this file
  * keeps to the common subset of C99 and C++11): definition options (keys, shadow mode,
  * near-limit, split, fleet share), refunds, live retuning and reset, composed checks, keyed
- * decisions, permits and timed waits.
+ * decisions, permits, timed waits and reservations.
  *
  * Usage: features DIR   (DIR: an empty, writable directory)
  * Exit status 0 when every check passes; each failed check is printed.
@@ -768,6 +768,97 @@ static void waiting(const char *dir) {
     shmlimit_limit_free(window);
 }
 
+static void reservations(const char *dir) {
+    shmlimit_def defs[3];
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *slow = NULL, *paced = NULL, *window = NULL;
+    shmlimit_reservation *sentinel = (shmlimit_reservation *)(uintptr_t)0x5a5a5a50;
+    shmlimit_reservation *r1 = NULL, *r2 = NULL, *r3 = NULL, *none = sentinel;
+    shmlimit_booking b, untouched;
+    shmlimit_decision d, again;
+    bool cancelled = true;
+    char path[4096];
+
+    CHECK(sizeof(shmlimit_booking) == 48 && offsetof(shmlimit_booking, cost) == 8);
+    snprintf(path, sizeof path, "%s/reserve.shm", dir);
+    zero_def(&defs[0], "slow", SHMLIMIT_TOKEN_BUCKET, 2, HOUR, 1);
+    zero_def(&defs[1], "paced", SHMLIMIT_TOKEN_BUCKET, 1, SECOND / 100, 1);
+    zero_def(&defs[2], "window", SHMLIMIT_FIXED_WINDOW, 1, DECADE, 0);
+    OK(shmlimit_limiter_create_or_open(path, defs, 3, NULL, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "slow", &slow));
+    OK(shmlimit_limiter_limit(limiter, "paced", &paced));
+    OK(shmlimit_limiter_limit(limiter, "window", &window));
+    shmlimit_limiter_free(limiter);
+
+    /* The burst is booked at once; the next token is up to an hour away. */
+    OK(shmlimit_reserve(slow, 2, 0, &b, &r1));
+    CHECK(b.granted && b.cost == 2 && b.delay_ns == 0 && r1 != NULL);
+    OK(shmlimit_reserve(slow, 1, 0, &b, &none));
+    CHECK(!b.granted && b.delay_ns > 0 && b.delay_ns <= HOUR && none == NULL);
+    OK(shmlimit_reserve(slow, 1, 2 * HOUR, &b, &r2));
+    CHECK(b.granted && b.delay_ns > 0 && b.delay_ns <= HOUR && r2 != NULL);
+    OK(shmlimit_reserve(slow, 1, 3 * HOUR, &b, &r3));
+    CHECK(b.granted && b.delay_ns > HOUR && b.delay_ns <= 2 * HOUR && r3 != NULL);
+    /* r2 cannot be given back (r3 was booked after it); r3 can, once. */
+    OK(shmlimit_reservation_cancel(r2, &cancelled));
+    CHECK(!cancelled);
+    OK(shmlimit_reservation_cancel(r3, &cancelled));
+    CHECK(cancelled);
+    OK(shmlimit_reservation_cancel(r3, &cancelled));
+    CHECK(!cancelled);
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_reservation_wait",
+                shmlimit_reservation_wait(r3, &d));
+    /* After the cancel, the next booking waits as long as r3 did, not longer. */
+    OK(shmlimit_reserve(slow, 1, 3 * HOUR, &b, &none));
+    CHECK(b.granted && b.delay_ns > HOUR && b.delay_ns <= 2 * HOUR);
+    shmlimit_reservation_free(none);
+    none = NULL;
+
+    /* A booking with no delay is waited for at once, and its grant is kept. */
+    OK(shmlimit_reservation_wait(r1, &d));
+    CHECK(d.allowed && d.grant[0] == 2);
+    OK(shmlimit_reservation_wait(r1, &again));
+    CHECK(memcmp(&d, &again, sizeof d) == 0);
+    OK(shmlimit_reservation_cancel(r1, &cancelled));
+    CHECK(!cancelled); /* used */
+    /* One token every 10 ms: the second booking sleeps at most that. */
+    OK(shmlimit_acquire(paced, 1, &d));
+    OK(shmlimit_reserve(paced, 1, SECOND, &b, &none));
+    CHECK(b.granted && b.delay_ns <= SECOND / 100);
+    OK(shmlimit_reservation_wait(none, &d));
+    CHECK(d.allowed);
+    shmlimit_reservation_free(none);
+    none = sentinel;
+
+    /* Errors. */
+    memset(&untouched, 0x77, sizeof untouched);
+    b = untouched;
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_reserve", shmlimit_reserve(window, 1, 0, &b, &none));
+    EXPECT_CODE(SHMLIMIT_ZERO_COST, "shmlimit_reserve", shmlimit_reserve(slow, 0, 0, &b, &none));
+    EXPECT_CODE(SHMLIMIT_COST_EXCEEDS_CAPACITY, "shmlimit_reserve",
+                shmlimit_reserve(slow, 3, HOUR, &b, &none));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reserve", shmlimit_reserve(NULL, 1, 0, &b, &none));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reserve", shmlimit_reserve(slow, 1, 0, NULL, &none));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reserve", shmlimit_reserve(slow, 1, 0, &b, NULL));
+    CHECK(memcmp(&b, &untouched, sizeof b) == 0 && none == sentinel);
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reservation_wait",
+                shmlimit_reservation_wait(NULL, &d));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reservation_wait",
+                shmlimit_reservation_wait(r2, NULL));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reservation_cancel",
+                shmlimit_reservation_cancel(NULL, &cancelled));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_reservation_cancel",
+                shmlimit_reservation_cancel(r2, NULL));
+
+    shmlimit_reservation_free(r1);
+    shmlimit_reservation_free(r2); /* its token stays booked */
+    shmlimit_reservation_free(r3);
+    shmlimit_reservation_free(NULL);
+    shmlimit_limit_free(slow);
+    shmlimit_limit_free(paced);
+    shmlimit_limit_free(window);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -780,6 +871,7 @@ int main(int argc, char **argv) {
     keyed(argv[1]);
     permits(argv[1]);
     waiting(argv[1]);
+    reservations(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -19,7 +19,8 @@
 //!
 //! The exports are grouped by concern: this file (files, limits, decisions, refunds, waits),
 //! `retune.rs` (live parameters, reset), `compose.rs` (composed checks), `keyed.rs` (per-key
-//! decisions), `permit.rs` (concurrency permits), with the structs in `types.rs` and the codes
+//! decisions), `permit.rs` (concurrency permits), `reserve.rs` (reservations), with the
+//! structs in `types.rs` and the codes
 //! in `status.rs`. A decision's grant record (`shmlimit_decision.grant`) is what lets a plain C
 //! struct be refunded: the two words `Decision::grant_record` gives, turned back into a grant by
 //! `Decision::from_grant_record`; peeks and denials record none.
@@ -34,6 +35,7 @@ pub(crate) mod boundary;
 pub mod compose;
 pub mod keyed;
 pub mod permit;
+pub mod reserve;
 pub mod retune;
 pub mod status;
 pub mod types;
@@ -87,6 +89,7 @@ const _: fn() = || {
     fn thread_safe<T: Send + Sync>() {}
     thread_safe::<shmlimit_limiter>();
     thread_safe::<shmlimit_limit>();
+    thread_safe::<reserve::shmlimit_reservation>();
 };
 
 impl shmlimit_limiter {
