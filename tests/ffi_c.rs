@@ -563,6 +563,65 @@ fn permit_ids_keep_no_mapping_alive() {
     );
 }
 
+/// Reproducer, through the ABI: a split token bucket of 8 (4 sub-buckets, one token an hour)
+/// must admit at most 8 however they are taken. `Limit::reserve` books on sub-bucket 0's word
+/// with the whole bucket's parameters (emission `T`, tolerance `8 T`) instead of the
+/// sub-bucket's (`4 T`, `2 * 4 T`), so 8 reservations pass and 6 acquisitions after them: 14.
+/// The fix belongs in `Limit::reserve`: refuse split buckets (`WrongKind`) or book with
+/// `sub_params` on a sub-bucket's own word.
+#[test]
+#[ignore = "Limit::reserve over-admits on split token buckets (library bug, reported)"]
+fn reservations_on_a_split_bucket_respect_its_capacity() {
+    use shmlimit::ffi::{self, shmlimit_status::SHMLIMIT_OK};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("split.shm");
+    let hour = Rate::new(1, Duration::from_secs(3600)).unwrap();
+    let limiter = Limiter::builder()
+        .define(
+            shmlimit::LimitDef::new(
+                "hot",
+                shmlimit::IntoAlgorithm::into_algorithm(TokenBucket::new(8, hour), "hot").unwrap(),
+            )
+            .split(4),
+        )
+        .create_or_open(&path)
+        .expect("create");
+    let rust = limiter.limit("hot").expect("hot");
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let (mut handle, mut limit) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let mut admitted = 0;
+    // SAFETY: valid strings and out-pointers to live locals; every handle is freed once.
+    unsafe {
+        assert_eq!(
+            ffi::shmlimit_limiter_open(c_path.as_ptr(), std::ptr::null(), &mut handle),
+            SHMLIMIT_OK
+        );
+        assert_eq!(
+            ffi::shmlimit_limiter_limit(handle, c"hot".as_ptr(), &mut limit),
+            SHMLIMIT_OK
+        );
+        for _ in 0..20 {
+            let mut booking = std::mem::zeroed();
+            let mut reservation = std::ptr::null_mut();
+            assert_eq!(
+                ffi::reserve::shmlimit_reserve(limit, 1, 0, &mut booking, &mut reservation),
+                SHMLIMIT_OK
+            );
+            ffi::reserve::shmlimit_reservation_free(reservation);
+            if !booking.granted {
+                break;
+            }
+            admitted += 1;
+        }
+        ffi::shmlimit_limit_free(limit);
+        ffi::shmlimit_limiter_free(handle);
+    }
+    while rust.try_acquire(1).expect("acquire").is_allowed() {
+        admitted += 1;
+    }
+    assert!(admitted <= 8, "{admitted} admitted by a bucket of 8");
+}
+
 /// `ffi/make-pc.sh` produces a `shmlimit.pc` with which a C program builds and runs.
 #[test]
 fn pkg_config_file_builds_the_worker() {
