@@ -367,3 +367,38 @@ fn loom_reclaim_races_an_update_of_the_same_key_token_bucket() {
         "both outcomes explored: {kept} kept, {taken} reclaimed"
     );
 }
+
+#[test]
+fn loom_gc_pass_races_an_update() {
+    // The explicit reclaim pass retires A while A's process may be deciding: A's admission ends
+    // up in exactly one live slot of A, computed from a fresh state, whichever lands first.
+    model("gc pass vs update", 3, || {
+        let g = Gcra {
+            emission_ns: 10,
+            tolerance_ns: 30,
+            capacity: 3,
+        };
+        let t = Pure::Bucket(g);
+        let world = World::new(&[(A, 101), (EMPTY, 0)], 100);
+        let a = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || world.acquire(&t, A, 1, true))
+        };
+        let gc = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || {
+                let mut now = || world.clock.fetch_add(1, Ordering::SeqCst);
+                world.table().reclaim_idle(&t, &mut now).unwrap()
+            })
+        };
+        let ((at, allowed), retired) = (a.join().unwrap(), gc.join().unwrap());
+        assert!(allowed);
+        let pairs = world.pairs();
+        assert_eq!(
+            live(&pairs, A),
+            vec![at.max(101) + g.emission_ns],
+            "A's admission, exactly, in one slot: {pairs:?} (retired {retired})"
+        );
+        assert!(retired <= 1);
+    });
+}

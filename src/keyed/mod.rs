@@ -15,7 +15,8 @@
 //!
 //! **Lookup.** A key's probe window is the `min(32, slots)` slots from `tag mod slots`, in
 //! order. A decision scans it up to the first slot holding the key's tag (the key's slot) or the
-//! first empty slot, then applies the template's step function to the pair it read and commits
+//! first empty slot, reads the clock (after the pairs, as an unkeyed decision reads it after its
+//! word), then applies the template's step function to the pair it read and commits
 //! with one CAS of `(tag, state) -> (tag, new)`: the hot path for a present key is one hash, a
 //! short scan (usually one slot), and the same CAS loop as an unkeyed limit, with no allocation.
 //! A failed CAS that still shows the key's tag retries on the new state (re-reading the clock);
@@ -33,9 +34,11 @@
 //! `(old_tag, s) -> (tag, step(s))` is atomic with the freshness check, so an update of the old
 //! key either landed before it (the state changed: this CAS fails) or fails after it (the tag
 //! changed: that process starts over and finds its key gone). Because `s` was fresh, the new key
-//! loses nothing by inheriting it, and the old key loses nothing by starting over: its process
-//! re-reads the clock, which is not earlier than the reclaimer's, and freshness only grows with
-//! time. Every new word is thus derived from the slot's current word under CAS.
+//! loses nothing by inheriting it, and the old key loses nothing by starting over: any decision
+//! that sees the slot taken reads its clock after that, so not earlier than the reclaimer's
+//! clock read (`CLOCK_MONOTONIC` is one timeline for all processes), and freshness only grows
+//! with time: at its time the old state would have counted nothing either. Every new word is
+//! thus derived from the slot's current word under CAS.
 //!
 //! **Duplicates.** Two processes inserting one new key at once may pick different slots. With
 //! empty slots they cannot: both pick the first empty slot of the same window, or the later one's
@@ -72,7 +75,10 @@
 //! **Live retuning** of a keyed token bucket moves every slot's word to the new parameter slot
 //! with a CAS loop per slot, empty and retired slots included, so that a later claim inherits a
 //! retuned word; every other write derives from the slot's current word under CAS and keeps its
-//! parameter tag, so after the pass no word refers to the old parameters.
+//! parameter tag, so after the pass no word refers to the old parameters. A retune of a keyed
+//! bucket therefore takes time in proportion to the table (one CAS per slot).
+//!
+//! **Peeks** never write: a key with no slot is decided on the fresh word it would get.
 //!
 //! # Memory per key
 //!

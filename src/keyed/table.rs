@@ -101,8 +101,11 @@ impl<'a, P: PairWord> Table<'a, P> {
         now: &mut impl FnMut() -> u64,
     ) -> Result<Outcome> {
         'probe: loop {
+            let found = self.scan(tag, None);
+            // The clock is read after the pairs: a decision is never dated earlier than the
+            // clock read of any write it saw (a reclaim judged a word fresh at that time).
             let mut time = now();
-            match self.scan(tag, None) {
+            match found {
                 Scan::Key(at, (_, mut state)) => loop {
                     // The pair was read whole: `state` is this key's, whatever it decides.
                     let (new, decision) = match t.step(time, state, cost)? {
@@ -152,11 +155,12 @@ impl<'a, P: PairWord> Table<'a, P> {
         commit: bool,
         now: &mut impl FnMut() -> u64,
     ) -> Result<Option<Outcome>> {
-        let time = now();
         let mut seen = [(0, 0); MAX_PROBE];
         if !matches!(self.scan(tag, Some(&mut seen)), Scan::Exhausted) {
             return Ok(None);
         }
+        // After the pairs, as in `decide`.
+        let time = now();
         let window = &seen[..self.probe];
         let Some(i) = window
             .iter()
