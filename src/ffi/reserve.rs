@@ -18,7 +18,7 @@ pub struct shmlimit_reservation {
 
 enum State {
     /// Booked: not yet waited for or cancelled.
-    Booked(Reservation),
+    Booked(Box<Reservation>),
     /// Waited for: the grant.
     Waited(shmlimit_decision),
     /// Given back (or the cancel found that it could not be).
@@ -91,7 +91,7 @@ pub unsafe extern "C" fn shmlimit_reserve(
         };
         let handle = if r.is_granted() {
             Box::into_raw(Box::new(shmlimit_reservation {
-                state: Mutex::new(State::Booked(r)),
+                state: Mutex::new(State::Booked(Box::new(r))),
             }))
         } else {
             std::ptr::null_mut()
