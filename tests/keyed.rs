@@ -20,7 +20,7 @@ use std::time::Duration;
 use common::{fork_lock, fork_workers, temp_path, XorShift, SEC};
 use shmlimit::{
     Alignment, Error, FixedWindow, FullPolicy, Keyed, Limit, LimitDef, Limiter, ManualClock, Rate,
-    TokenBucket, MAX_KEY_LEN,
+    SlidingWindow, TokenBucket, MAX_KEY_LEN,
 };
 
 const WORKERS: usize = 8;
@@ -134,6 +134,52 @@ fn eight_processes_keyed_fixed_window_per_key_and_aggregate_bounds() {
         d.keyed = Some(Keyed::new(SLOTS as u64));
         d
     });
+}
+
+#[test]
+fn eight_processes_keyed_sliding_window_per_key_and_aggregate_bounds() {
+    per_key_bounds_under_eight_processes("sliding", |name| {
+        // One window that never ends: the weighted estimate is the current count, exactly.
+        let sw = SlidingWindow {
+            limit: BURST,
+            window: Duration::from_nanos(1 << 60),
+            alignment: Alignment::Monotonic,
+        };
+        let mut d = LimitDef::new(name, sw.into_algorithm_checked());
+        d.keyed = Some(Keyed::new(SLOTS as u64));
+        d
+    });
+}
+
+#[test]
+fn a_keyed_sliding_window_frees_a_key_two_windows_on() {
+    let sw = SlidingWindow {
+        limit: 2,
+        window: Duration::from_millis(100),
+        alignment: Alignment::Monotonic,
+    };
+    let (_d, l, k) = manual("sw", keyed_def("sw", sw, Keyed::new(1)));
+    // T0 is a multiple of the window: the count is in the current window.
+    assert!(k.try_acquire_key(b"a", 2).unwrap().is_allowed());
+    let d = k.try_acquire_key(b"b", 1).unwrap();
+    assert!(d.is_denied(), "one slot, held by a");
+    assert_eq!(
+        d.retry_after_ns(),
+        200 * MS,
+        "a's count weighs until two windows on"
+    );
+    l.clock().advance(150 * MS);
+    assert!(k.try_acquire_key(b"b", 1).unwrap().is_denied());
+    assert!(
+        k.try_acquire_key(b"a", 1).unwrap().is_allowed(),
+        "half of a's 2 weighs 1"
+    );
+    l.clock().advance(250 * MS);
+    assert!(
+        k.try_acquire_key(b"b", 2).unwrap().is_allowed(),
+        "a was idle: b took the slot"
+    );
+    assert_eq!(k.key_occupancy(), (1, 1));
 }
 
 /// `IntoAlgorithm` for the definitions above, panicking on a bad parameter.
