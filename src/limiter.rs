@@ -306,8 +306,9 @@ impl<C: Clock> Limiter<C> {
         let control = m.words(offset, layout::LINE / 8).as_ptr();
         let area_words = (len - layout::LINE) / 8;
         let area = m.words(offset + layout::LINE, area_words).as_ptr();
-        let lane = lane_of(std::process::id());
-        let stats = m.words(m.geometry.stats_at(lane, index), COUNTERS).as_ptr();
+        // Lane 0's counters of this limit; a thread adds its lane's offset (see `count`).
+        let stats = m.words(m.geometry.stats_at(0, index), COUNTERS).as_ptr();
+        let lane_words = m.geometry.lane_stride / 8;
         Limit {
             shared: Arc::clone(&self.shared),
             clock: self.clock.clone(),
@@ -317,16 +318,36 @@ impl<C: Clock> Limiter<C> {
             area,
             area_words,
             stats,
+            lane_words,
             shadow: def.shadow,
             near: def.near_limit,
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,
+            cache: Default::default(),
         }
     }
 }
 
-fn lane_of(pid: u32) -> usize {
-    (pid.wrapping_mul(0x9E37_79B9) >> 28) as usize % LANES
+/// This thread's counter lane: spread by pid over processes and by a per-process sequence over
+/// threads, so that threads and processes rarely share a counter line.
+#[inline(always)]
+fn lane() -> usize {
+    use std::cell::Cell;
+    use std::sync::atomic::AtomicUsize;
+    thread_local! {
+        static LANE: Cell<usize> = const { Cell::new(usize::MAX) };
+    }
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    LANE.with(|lane| {
+        let mut l = lane.get();
+        if l == usize::MAX {
+            let pid = (std::process::id().wrapping_mul(0x9E37_79B9) >> 28) as usize;
+            // Relaxed: only a distinct number per thread is needed.
+            l = (pid + NEXT.fetch_add(1, Ordering::Relaxed)) % LANES;
+            lane.set(l);
+        }
+        l
+    })
 }
 
 fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
@@ -358,6 +379,39 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
             Params::SlidingLog(SlidingLog { limit, window_ns })
         }
         Algorithm::Concurrency { permits, lease_ns } => Params::Concurrency { permits, lease_ns },
+    }
+}
+
+/// Why a single-word step could not decide (see [`Limit::step_fast`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepError {
+    /// Damaged live parameters.
+    Corrupt,
+    /// The cost exceeds this capacity.
+    Cost(u64),
+    /// The limit has no single-word state.
+    NoWord,
+}
+
+/// A handle's copy of one parameter slot, valid while the slot's check word equals `check`.
+#[derive(Debug, Default)]
+struct ParamCache {
+    check: AtomicU64,
+    emission: AtomicU64,
+    tolerance: AtomicU64,
+    capacity: AtomicU64,
+}
+
+impl ParamCache {
+    fn copy(&self) -> ParamCache {
+        // Relaxed: a copy for a new handle; a stale copy only costs that handle a refill.
+        let v = |a: &AtomicU64| AtomicU64::new(a.load(Ordering::Relaxed));
+        ParamCache {
+            check: v(&self.check),
+            emission: v(&self.emission),
+            tolerance: v(&self.tolerance),
+            capacity: v(&self.capacity),
+        }
     }
 }
 
@@ -411,10 +465,12 @@ pub struct Limit<C: Clock = MonotonicClock> {
     area: *const AtomicU64,
     area_words: usize,
     stats: *const AtomicU64,
+    lane_words: usize,
     shadow: bool,
     near: u16,
     keyed: bool,
     split: usize,
+    cache: [ParamCache; 2],
 }
 
 // SAFETY: the raw pointers point into the mapping owned by `shared` (an Arc kept alive by every
@@ -434,10 +490,12 @@ impl<C: Clock> Clone for Limit<C> {
             area: self.area,
             area_words: self.area_words,
             stats: self.stats,
+            lane_words: self.lane_words,
             shadow: self.shadow,
             near: self.near,
             keyed: self.keyed,
             split: self.split,
+            cache: [self.cache[0].copy(), self.cache[1].copy()],
         }
     }
 }
@@ -557,15 +615,20 @@ impl<C: Clock> Limit<C> {
     /// `now`: shared by unkeyed limits and key slots.
     #[inline(always)]
     pub(crate) fn step_word(&self, now: u64, word: u64, cost: u64) -> Result<Step> {
+        self.step_fast(now, word, cost)
+            .map_err(|e| self.step_error(e, cost))
+    }
+
+    /// [`Limit::step_word`] with a small, `Copy` error, so the hot path passes it in registers;
+    /// [`Limit::step_error`] makes the [`Error`] out of line.
+    #[inline(always)]
+    pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
             Params::TokenBucket => {
                 let tag = word & bucket::PARAM_TAG;
-                let g = self.bucket_params((tag >> 63) as usize)?;
+                let g = self.bucket_cached((tag >> 63) as usize)?;
                 if cost > g.capacity {
-                    return Err(Error::CostExceedsCapacity {
-                        cost,
-                        capacity: g.capacity,
-                    });
+                    return Err(StepError::Cost(g.capacity));
                 }
                 Ok(match g.step(now, word & !bucket::PARAM_TAG, cost) {
                     Step::Admit { new, decision } => Step::Admit {
@@ -576,29 +639,82 @@ impl<C: Clock> Limit<C> {
                 })
             }
             Params::FixedWindow(fw) => {
-                let limit = self.window_limit()?;
+                let limit = self.window_limit_fast()?;
                 if cost > limit {
-                    return Err(Error::CostExceedsCapacity {
-                        cost,
-                        capacity: limit,
-                    });
+                    return Err(StepError::Cost(limit));
                 }
                 Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
             }
             Params::SlidingWindow(sw) => {
-                let limit = self.window_limit()?;
+                let limit = self.window_limit_fast()?;
                 if cost > limit {
-                    return Err(Error::CostExceedsCapacity {
-                        cost,
-                        capacity: limit,
-                    });
+                    return Err(StepError::Cost(limit));
                 }
                 Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
             }
-            Params::SlidingLog(_) | Params::Concurrency { .. } => {
-                Err(self.wrong_kind("has no single-word state"))
+            Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
+        }
+    }
+
+    /// The [`Error`] for a [`StepError`], made out of line.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn step_error(&self, e: StepError, cost: u64) -> Error {
+        match e {
+            StepError::Corrupt => self.fault(Fault::Corrupt),
+            StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
+            StepError::NoWord => self.wrong_kind("has no single-word state"),
+        }
+    }
+
+    /// The bucket's parameters in slot `tag`, from this handle's cache while the slot's check
+    /// word is the one the cache was filled for: one load of the (already fetched) control line
+    /// and a compare, instead of reading and re-validating three words on every decision.
+    #[inline(always)]
+    fn bucket_cached(&self, tag: usize) -> Result<Gcra, StepError> {
+        let tag = tag & 1;
+        // Acquire: pairs with the Release store that ends a retune of this slot.
+        let check = self
+            .control(bucket::PARAMS[tag] + 2)
+            .load(Ordering::Acquire);
+        let c = &self.cache[tag];
+        // Acquire: pairs with the Release store of `fill_cache`, so the values are its.
+        if c.check.load(Ordering::Acquire) == check {
+            let g = Gcra {
+                // Relaxed: published by the Acquire load of the check above.
+                emission_ns: c.emission.load(Ordering::Relaxed),
+                tolerance_ns: c.tolerance.load(Ordering::Relaxed),
+                capacity: c.capacity.load(Ordering::Relaxed),
+            };
+            // Two threads refilling for different retunes could interleave their stores: the
+            // values must still be the ones the check word names.
+            if bucket::check(g.emission_ns, g.capacity) == check {
+                return Ok(g);
             }
         }
+        self.fill_cache(tag)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_cache(&self, tag: usize) -> Result<Gcra, StepError> {
+        let g = self.bucket_params(tag).map_err(|_| StepError::Corrupt)?;
+        let c = &self.cache[tag];
+        // Relaxed: published by the Release store of the check word below.
+        c.emission.store(g.emission_ns, Ordering::Relaxed);
+        c.tolerance.store(g.tolerance_ns, Ordering::Relaxed);
+        c.capacity.store(g.capacity, Ordering::Relaxed);
+        c.check
+            .store(bucket::check(g.emission_ns, g.capacity), Ordering::Release);
+        Ok(g)
+    }
+
+    /// A window's live limit, with the small error of the hot path.
+    #[inline(always)]
+    fn window_limit_fast(&self) -> Result<u64, StepError> {
+        // Relaxed: the packed word carries its own check; it orders nothing else.
+        unpack_window_limit(self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed))
+            .ok_or(StepError::Corrupt)
     }
 
     /// The word after refunding `decision` (admitted earlier) from a single-word state.
@@ -702,8 +818,9 @@ impl<C: Clock> Limit<C> {
             }
             Params::TokenBucket if self.split > 1 => self.split_run(cost, commit, now)?,
             _ => try_decide(self.control(0), now, commit, |t, w| {
-                self.step_word(t, w, cost)
-            })?,
+                self.step_fast(t, w, cost)
+            })
+            .map_err(|e| self.step_error(e, cost))?,
         };
         let decision = self.finish(decision, cost, commit, shadow);
         Ok(decision)
@@ -814,8 +931,10 @@ impl<C: Clock> Limit<C> {
 
     #[inline(always)]
     fn count(&self, which: usize) {
-        // SAFETY: `stats` points at this limit's four counters in this process's lane.
-        let counter = unsafe { &*self.stats.add(which) };
+        // SAFETY: `stats` points at this limit's four counters in lane 0; lane `lane() < LANES`
+        // of the same limit is `lane_words` words further per lane, inside the stats region
+        // whose size the geometry validated.
+        let counter = unsafe { &*self.stats.add(lane() * self.lane_words + which) };
         // Relaxed: a statistic; it orders nothing.
         counter.fetch_add(1, Ordering::Relaxed);
     }

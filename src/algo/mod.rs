@@ -109,7 +109,14 @@ impl Decision {
     /// Is the remaining slack under `fraction` (in 1/65536) of the whole budget?
     #[inline(always)]
     pub(crate) fn is_near(&self, fraction: u16) -> bool {
-        (self.slack as u128) << 16 < self.whole as u128 * fraction as u128
+        // `whole x fraction / 65536` without a 128-bit product: small wholes (limits) are
+        // multiplied first, large ones (tolerances in ns) shifted first, exact to 1/65536.
+        let threshold = if self.whole >> 47 == 0 {
+            (self.whole * fraction as u64) >> 16
+        } else {
+            (self.whole >> 16) * fraction as u64
+        };
+        self.slack < threshold
     }
 
     /// True when a shadow (dry-run) limit would have denied this request; it was admitted anyway
