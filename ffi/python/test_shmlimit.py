@@ -289,14 +289,15 @@ class LaterFeaturesTest(unittest.TestCase):
     def test_acquire_with_timeout(self):
         with Limiter.create_or_open(self.path, {
             "paced": TokenBucket(rate=100, per=1, burst=1),
-            "w": FixedWindow(1, HOUR, aligned="monotonic"),
+            # A window no boundary of which falls during the test.
+            "w": FixedWindow(1, 10 * 365 * 86400, aligned="monotonic"),
             "pool": shmlimit.Concurrency(1),
         }) as lim:
             paced, w = lim.limit("paced"), lim.limit("w")
             self.assertTrue(paced.acquire(timeout=0))
             self.assertTrue(paced.acquire(timeout=10))  # the next token is 10 ms away
             self.assertTrue(w.acquire(timeout=datetime.timedelta(seconds=1)))
-            refused = w.acquire(timeout=0.01)  # the next window is up to an hour away
+            refused = w.acquire(timeout=0.01)  # the next window is years away
             self.assertFalse(refused)
             self.assertGreater(refused.retry_after, 0.01)
             with self.assertRaises(shmlimit.WrongKindError):
