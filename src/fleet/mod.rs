@@ -1,1 +1,78 @@
 //! Fleet budgets: per-host shares of one fleet-wide budget, allocated through Redis.
+//!
+//! Each host runs one [`Agent`] beside its workers. The workers decide on the host's limiter
+//! file as always (never talking to Redis); the agent retunes the host's token bucket
+//! ([`crate::Limit::set_token_bucket`]) to the share that Redis granted it. Redis is the only
+//! authority on allocations; there is no consensus protocol.
+//!
+//! ## Protocol
+//!
+//! Every `ttl / 5` the agent runs one Lua script ([`protocol`]) on the keys under the hash tag
+//! `{fleet:NAME}`. Atomically, the script
+//!
+//! 1. expires the leases that ended (server `TIME`): a dead member keeps only its reserved
+//!    minimum, or disappears;
+//! 2. renews this member's lease (`now + ttl`), records its weight;
+//! 3. lowers its grant to what the agent reports it applies (`held`): released budget;
+//! 4. computes its target `min + floor((total - reserved) x weight / live weights)`;
+//! 5. grows its grant toward the target, only into `free = total - the other grants`.
+//!
+//! So `sum of grants <= total` always holds on the server. The agent raises its local share only
+//! after the server recorded the grant, and lowers it before it reports the lower `held`: so on
+//! every host `local share <= granted share` while its lease runs. When a host joins, the others
+//! see a lower target at their next renewal, lower locally, release; the newcomer grows into the
+//! released budget. When a host leaves cleanly it sets its floor, then deletes its record. When it
+//! dies, its grant stays counted until its lease expires on the server.
+//!
+//! ## Fencing
+//!
+//! The lease on the server starts when the script runs, after the agent sent the request at
+//! `sent` (its monotonic clock). The agent fences, lowering its share to its minimum, at
+//! `sent + ttl - margin` (margin `ttl / 4` by default) unless a later renewal succeeded: before
+//! the lease can end on the server, if the host's clock runs no more than `margin / ttl` (25%)
+//! slower than the server's over one lease and the watchdog thread wakes within the rest of the
+//! margin (it polls every 5 ms). A [`Guard`] process sets the floor when the agent dies, so
+//! workers never keep a dead agent's grant.
+//!
+//! ## States of one host
+//!
+//! ```text
+//!               start: floor applied
+//!                      |
+//!                      v
+//!   +-------------> UNLEASED (floor / reserved min) <-------------------+
+//!   |                  | renewal ok (epoch learnt, then grants)         |
+//!   |                  v                                                |
+//!   |   +---------> LEASED (local = min(granted, target)) ---+          |
+//!   |   | renewal ok   |  |  renewal fails: keep the share   |          |
+//!   |   +--------------+  |  until the fence point           |          |
+//!   |                     |                                  | sent + ttl - margin passes
+//!   |  new epoch (server  |                                  v          |
+//!   +-- lost its state) --+                              FENCED (min) --+
+//!                         | SIGTERM: floor, release      (renewal ok: LEASED)
+//!                         v
+//!                       LEFT (floor)
+//! ```
+//!
+//! ## Unavailability
+//!
+//! Redis unreachable at start: the host stays at its floor. Later: it keeps the last granted
+//! share until the fence point, then holds its minimum; never an unrestricted fallback.
+//! A server that lost its state (restart without persistence, failover to a replica that has no
+//! copy of the keys) starts a new epoch with a quarantine of one lease during which it grants
+//! nothing, so every grant of the lost state is fenced first (agents that see a new epoch drop to
+//! the floor at once). A failover that keeps the keys but loses the latest writes can lose recent
+//! grants: the hosts holding them keep them until their next renewal (at most `ttl / 5` plus one
+//! round trip), which then lowers them to the recorded grant. See `FLEET.md`.
+
+mod agent;
+pub mod cli;
+pub mod protocol;
+pub mod share;
+
+pub use agent::{
+    host_name, run, spawn_guard, status, tokens_per_second, Agent, AgentConfig, AgentSnapshot,
+    FleetError, Guard, DEFAULT_TTL,
+};
+pub use protocol::{FleetStatus, MemberStatus, Renewal};
+pub use share::LocalShare;

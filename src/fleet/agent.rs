@@ -1,0 +1,699 @@
+//! The host agent: one per host, beside the workers. It renews the host's lease, applies the
+//! granted share to the local limit, and fences the limit to the minimum when it cannot renew.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT, UNITS_PER_TOKEN};
+use super::share::{self, LocalShare};
+use crate::{Limit, Limiter, Rate};
+
+/// What can stop an agent.
+#[derive(Debug)]
+pub enum FleetError {
+    /// The limiter file or the limit.
+    Limiter(crate::Error),
+    /// Redis (only for [`status`] and for an invalid URL; the agent itself rides out outages).
+    Redis(redis::RedisError),
+    /// A configuration that cannot work.
+    Config(String),
+}
+
+impl fmt::Display for FleetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FleetError::Limiter(e) => write!(f, "{e}"),
+            FleetError::Redis(e) => write!(f, "redis: {e}"),
+            FleetError::Config(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+impl std::error::Error for FleetError {}
+
+impl From<crate::Error> for FleetError {
+    fn from(e: crate::Error) -> Self {
+        FleetError::Limiter(e)
+    }
+}
+
+impl From<redis::RedisError> for FleetError {
+    fn from(e: redis::RedisError) -> Self {
+        FleetError::Redis(e)
+    }
+}
+
+/// The default lease.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(6);
+
+/// How one host takes part in a fleet.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// `redis://host:port[/db]`.
+    pub redis_url: String,
+    /// The fleet's name (the keys are under the hash tag `{fleet:NAME}`).
+    pub fleet: String,
+    /// This host's member id (unique in the fleet).
+    pub member: String,
+    /// The host's limiter file.
+    pub path: PathBuf,
+    /// The token-bucket limit in it that is this host's share.
+    pub limit: String,
+    /// The fleet-wide rate (`None`: the limit definition's fleet share).
+    pub total: Option<Rate>,
+    /// The fleet-wide burst, split among the hosts in proportion to their shares, each host at
+    /// least 1 (`None`: the limit's configured capacity).
+    pub burst: Option<u64>,
+    /// This host's weight (`None`: the limit definition's fleet weight, else 1).
+    pub weight: Option<u32>,
+    /// A minimum share reserved for this host in the total (kept while it is fenced).
+    pub min_share: Option<Rate>,
+    /// The lease on the server.
+    pub ttl: Duration,
+    /// How often the lease is renewed (default `ttl / 5`).
+    pub renew_every: Duration,
+    /// The host fences this long before its lease can end on the server (default `ttl / 4`):
+    /// it covers clock drift between host and server over one lease and the agent's own delay.
+    pub fence_margin: Duration,
+    /// Fork a guard process that sets the minimum when the agent dies (see [`spawn_guard`]).
+    pub guard: bool,
+}
+
+impl AgentConfig {
+    /// A configuration with the defaults: lease [`DEFAULT_TTL`], renewal every `ttl / 5`, fence
+    /// margin `ttl / 4`, total, burst and weight from the limit's definition, no minimum, the
+    /// host name as member id, guard on.
+    pub fn new(
+        redis_url: impl Into<String>,
+        fleet: impl Into<String>,
+        path: impl Into<PathBuf>,
+        limit: impl Into<String>,
+    ) -> AgentConfig {
+        AgentConfig {
+            redis_url: redis_url.into(),
+            fleet: fleet.into(),
+            member: host_name(),
+            path: path.into(),
+            limit: limit.into(),
+            total: None,
+            burst: None,
+            weight: None,
+            min_share: None,
+            ttl: DEFAULT_TTL,
+            renew_every: DEFAULT_TTL / 5,
+            fence_margin: DEFAULT_TTL / 4,
+            guard: true,
+        }
+    }
+
+    /// Set the lease and derive the renewal period (`ttl / 5`) and fence margin (`ttl / 4`).
+    pub fn with_ttl(mut self, ttl: Duration) -> AgentConfig {
+        self.ttl = ttl;
+        self.renew_every = ttl / 5;
+        self.fence_margin = ttl / 4;
+        self
+    }
+
+    /// When the host fences after sending a renewal that succeeded: `ttl - fence_margin`.
+    pub fn fence_after(&self) -> Duration {
+        self.ttl.saturating_sub(self.fence_margin)
+    }
+}
+
+/// The machine's host name (the default member id).
+pub fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| format!("pid-{}", std::process::id()))
+}
+
+/// What the agent resolved from its configuration and the limit definition.
+#[derive(Debug, Clone)]
+struct Resolved {
+    total: u64,
+    burst: u64,
+    weight: u32,
+    min: u64,
+}
+
+fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
+    let def = limit.def();
+    let conf = |s: String| FleetError::Config(format!("fleet {}: {s}", cfg.fleet));
+    let total = cfg
+        .total
+        .or(def.fleet.map(|f| f.total))
+        .ok_or_else(|| conf("no total: pass one or define the limit with a fleet share".into()))?;
+    let total = share::units_of(total);
+    if total == 0 || total > MAX_TOTAL_UNITS {
+        return Err(conf(format!(
+            "total {} units/s: must be in 1..=2^40 micro-tokens per second",
+            total
+        )));
+    }
+    let weight = cfg.weight.or(def.fleet.map(|f| f.weight)).unwrap_or(1);
+    if weight == 0 || weight > MAX_WEIGHT {
+        return Err(conf(format!(
+            "weight {weight}: must be in 1..={MAX_WEIGHT}"
+        )));
+    }
+    let burst = match cfg.burst {
+        Some(b) => b,
+        None => limit.capacity(),
+    };
+    if burst == 0 {
+        return Err(conf("burst must be at least 1".into()));
+    }
+    let min = cfg.min_share.map(share::units_of).unwrap_or(0);
+    if min > total {
+        return Err(conf("the minimum share exceeds the total".into()));
+    }
+    if cfg.ttl < Duration::from_millis(100) || cfg.ttl.as_millis() > (1 << 40) {
+        return Err(conf("ttl must be at least 100 ms".into()));
+    }
+    if cfg.renew_every.is_zero() || cfg.renew_every * 2 > cfg.fence_after() {
+        return Err(conf(format!(
+            "renewing every {:?} leaves fewer than two renewals before fencing at {:?}",
+            cfg.renew_every,
+            cfg.fence_after()
+        )));
+    }
+    Ok(Resolved {
+        total,
+        burst,
+        weight,
+        min,
+    })
+}
+
+/// The agent's local state, shared by the renewal loop and the fence watchdog.
+struct Local {
+    /// The share applied to the limit (units).
+    applied: u64,
+    /// Fence at this instant unless a renewal succeeds before (None: nothing to fence).
+    fence_at: Option<Instant>,
+    /// The epoch of the last grant.
+    epoch: String,
+    /// The last renewal's answer.
+    last: Option<Renewal>,
+}
+
+/// One snapshot of an agent, for observers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentSnapshot {
+    /// Share applied locally (units).
+    pub applied: u64,
+    /// Whether a renewal is pending fence (false once fenced or before the first grant).
+    pub leased: bool,
+    /// The last renewal's answer.
+    pub last: Option<Renewal>,
+}
+
+struct Shared {
+    cfg: AgentConfig,
+    res: Resolved,
+    limit: Limit,
+    local: Mutex<Local>,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn local_share(&self, units: u64) -> LocalShare {
+        LocalShare::of(units, self.res.total, self.res.burst)
+    }
+
+    /// Apply `units` to the limit (with the lock held) and log the change.
+    fn apply(&self, l: &mut Local, units: u64, reason: &str) -> bool {
+        if l.applied == units {
+            return true;
+        }
+        let old = self.local_share(l.applied);
+        let new = self.local_share(units);
+        match new.apply(&self.limit) {
+            Ok(()) => {
+                log_change(&self.cfg, &old, &new, reason, l.last.as_ref());
+                l.applied = units;
+                true
+            }
+            Err(e) => {
+                eprintln!(
+                    "fleet[{}/{}] cannot apply share {}: {e}",
+                    self.cfg.fleet, self.cfg.member, new
+                );
+                false
+            }
+        }
+    }
+
+    fn request<'a>(&'a self, held: u64, epoch: &'a str) -> Request<'a> {
+        Request {
+            fleet: &self.cfg.fleet,
+            member: &self.cfg.member,
+            weight: self.res.weight,
+            min: self.res.min,
+            held,
+            ttl: self.cfg.ttl,
+            total: self.res.total,
+            epoch,
+        }
+    }
+}
+
+/// Monotonic nanoseconds (the clock the limiter decides on).
+fn mono_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .map(|t| t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64);
+    ts.unwrap_or(0)
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn log_change(
+    cfg: &AgentConfig,
+    old: &LocalShare,
+    new: &LocalShare,
+    reason: &str,
+    last: Option<&Renewal>,
+) {
+    let (target, live) = last.map(|r| (r.target, r.live)).unwrap_or((0, 0));
+    eprintln!(
+        "fleet[{}/{}] share {} -> {} reason={} target={} live={} mono_ns={} wall_ms={}",
+        cfg.fleet,
+        cfg.member,
+        old,
+        new,
+        reason,
+        share::fmt_units(target),
+        live,
+        mono_ns(),
+        wall_ms()
+    );
+}
+
+/// A running agent (threads in this process). Dropping it leaves the fleet cleanly.
+pub struct Agent {
+    shared: Arc<Shared>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    _guard: Option<Guard>,
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("fleet", &self.shared.cfg.fleet)
+            .field("member", &self.shared.cfg.member)
+            .finish()
+    }
+}
+
+impl Agent {
+    /// Open the limit, set it to the minimum (nothing is granted yet), and start the renewal
+    /// loop and the fence watchdog.
+    ///
+    /// # Errors
+    ///
+    /// [`FleetError::Limiter`] when the file or limit cannot be opened or is not a token bucket;
+    /// [`FleetError::Config`] for an unusable configuration; [`FleetError::Redis`] for a bad URL
+    /// (an unreachable server is not an error: the agent keeps trying, at the minimum).
+    pub fn start(cfg: AgentConfig) -> Result<Agent, FleetError> {
+        let limiter = Limiter::open(&cfg.path)?;
+        let limit = limiter.limit(&cfg.limit)?;
+        if !matches!(limit.algorithm(), crate::Algorithm::TokenBucket { .. }) {
+            return Err(FleetError::Config(format!(
+                "limit `{}` is not a token bucket",
+                cfg.limit
+            )));
+        }
+        let res = resolve(&cfg, &limit)?;
+        let client = redis::Client::open(cfg.redis_url.as_str())?;
+        // Nothing is granted yet: the minimum first (what is reserved for this host, or the
+        // floor), whatever the file was configured with.
+        let floor = LocalShare::of(0, res.total, res.burst);
+        floor.apply(&limit)?;
+        eprintln!(
+            "fleet[{}/{}] start: total={} weight={} min={} burst={} ttl={:?} renew={:?} fence_after={:?}; share {}",
+            cfg.fleet,
+            cfg.member,
+            share::fmt_units(res.total),
+            res.weight,
+            share::fmt_units(res.min),
+            res.burst,
+            cfg.ttl,
+            cfg.renew_every,
+            cfg.fence_after(),
+            floor
+        );
+        let guard = if cfg.guard {
+            Some(spawn_guard(&limit, floor, &cfg)?)
+        } else {
+            None
+        };
+        let shared = Arc::new(Shared {
+            cfg,
+            res,
+            limit,
+            local: Mutex::new(Local {
+                applied: 0,
+                fence_at: None,
+                epoch: String::new(),
+                last: None,
+            }),
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        {
+            let (s, st) = (shared.clone(), stop.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("fleet-watchdog".into())
+                    .spawn(move || watchdog(&s, &st))
+                    .map_err(|e| FleetError::Config(format!("spawning the watchdog: {e}")))?,
+            );
+        }
+        {
+            let (s, st) = (shared.clone(), stop.clone());
+            threads.push(
+                std::thread::Builder::new()
+                    .name("fleet-renew".into())
+                    .spawn(move || renew_loop(&s, &client, &st))
+                    .map_err(|e| FleetError::Config(format!("spawning the renewal loop: {e}")))?,
+            );
+        }
+        Ok(Agent {
+            shared,
+            stop,
+            threads,
+            _guard: guard,
+        })
+    }
+
+    /// The agent's local view.
+    pub fn snapshot(&self) -> AgentSnapshot {
+        let l = self.shared.lock();
+        AgentSnapshot {
+            applied: l.applied,
+            leased: l.fence_at.is_some(),
+            last: l.last.clone(),
+        }
+    }
+
+    /// Leave cleanly: the minimum locally first, then the grant released on the server.
+    pub fn leave(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Run an agent until `stop` is set, then leave cleanly.
+///
+/// # Errors
+///
+/// As [`Agent::start`].
+pub fn run(cfg: AgentConfig, stop: &AtomicBool) -> Result<(), FleetError> {
+    let agent = Agent::start(cfg)?;
+    // Relaxed: a flag polled in a loop; nothing else is published through it.
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    agent.leave();
+    Ok(())
+}
+
+/// Lower the share to the minimum when the fence instant has passed.
+fn watchdog(s: &Shared, stop: &AtomicBool) {
+    // Relaxed: the stop flag is only polled; the local state is under its mutex.
+    while !stop.load(Ordering::Relaxed) {
+        let wait = {
+            let mut l = s.lock();
+            match l.fence_at {
+                Some(at) if Instant::now() >= at => {
+                    let floor = s.res.min.min(l.applied);
+                    if s.apply(&mut l, floor, "fence") {
+                        l.fence_at = None;
+                    }
+                    Duration::from_millis(1)
+                }
+                Some(at) => at.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(20),
+            }
+        };
+        std::thread::sleep(wait.clamp(Duration::from_micros(200), Duration::from_millis(5)));
+    }
+}
+
+fn connect(client: &redis::Client, io: Duration) -> redis::RedisResult<redis::Connection> {
+    let con = client.get_connection_with_timeout(io)?;
+    con.set_read_timeout(Some(io))?;
+    con.set_write_timeout(Some(io))?;
+    Ok(con)
+}
+
+fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
+    let io = s.cfg.renew_every;
+    let mut con: Option<redis::Connection> = None;
+    let mut failing = false;
+    // Relaxed: polled flag.
+    while !stop.load(Ordering::Relaxed) {
+        let tick = Instant::now();
+        let again = renew_once(s, client, io, &mut con, &mut failing);
+        if again {
+            continue;
+        }
+        let next = tick + s.cfg.renew_every;
+        // Relaxed: polled flag.
+        while !stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            std::thread::sleep((next - now).min(Duration::from_millis(10)));
+        }
+    }
+    // Leave: the minimum first, then release on the server (best effort: if the server is
+    // unreachable, the grant returns when the lease expires).
+    let epoch = {
+        let mut l = s.lock();
+        let floor = s.res.min.min(l.applied);
+        s.apply(&mut l, floor, "leave");
+        s.apply(&mut l, 0, "leave");
+        l.fence_at = None;
+        l.epoch.clone()
+    };
+    let con = match con.take() {
+        Some(c) => Ok(c),
+        None => connect(client, io),
+    };
+    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch)));
+    match done {
+        Ok(()) => eprintln!("fleet[{}/{}] left", s.cfg.fleet, s.cfg.member),
+        Err(e) => eprintln!(
+            "fleet[{}/{}] leaving: {e}; the grant returns when the lease expires",
+            s.cfg.fleet, s.cfg.member
+        ),
+    }
+}
+
+/// One renewal. Returns true to renew again at once (a share to release, or a new epoch).
+fn renew_once(
+    s: &Shared,
+    client: &redis::Client,
+    io: Duration,
+    con: &mut Option<redis::Connection>,
+    failing: &mut bool,
+) -> bool {
+    let (held, epoch) = {
+        let l = s.lock();
+        (l.applied, l.epoch.clone())
+    };
+    // The lease runs on the server from the script's execution, which comes after this instant:
+    // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
+    let sent = Instant::now();
+    let result = match con.as_mut() {
+        Some(c) => protocol::renew(c, &s.request(held, &epoch)),
+        None => connect(client, io).and_then(|mut c| {
+            let r = protocol::renew(&mut c, &s.request(held, &epoch));
+            *con = Some(c);
+            r
+        }),
+    };
+    let r = match result {
+        Ok(r) => r,
+        Err(e) => {
+            *con = None;
+            if !*failing {
+                eprintln!(
+                    "fleet[{}/{}] renewal failed: {e}; keeping the share until the fence point",
+                    s.cfg.fleet, s.cfg.member
+                );
+                *failing = true;
+            }
+            return false;
+        }
+    };
+    if *failing {
+        eprintln!(
+            "fleet[{}/{}] renewal works again",
+            s.cfg.fleet, s.cfg.member
+        );
+        *failing = false;
+    }
+    let fence_at = sent + s.cfg.fence_after();
+    let mut l = s.lock();
+    let new_epoch = r.epoch != l.epoch;
+    l.last = Some(r.clone());
+    if Instant::now() >= fence_at {
+        // The answer came too late to trust the lease: at most the minimum.
+        let floor = s.res.min.min(l.applied);
+        s.apply(&mut l, floor, "fence");
+        l.fence_at = None;
+        return false;
+    }
+    if new_epoch && !l.epoch.is_empty() {
+        eprintln!(
+            "fleet[{}/{}] new epoch {} (the server lost the fleet's state)",
+            s.cfg.fleet, s.cfg.member, r.epoch
+        );
+    }
+    l.epoch = r.epoch.clone();
+    // Raising is covered by the grant just recorded; lowering is always safe.
+    let desired = r.granted.min(r.target);
+    let reason = if desired > l.applied {
+        "grant"
+    } else if new_epoch {
+        "epoch"
+    } else {
+        "shrink"
+    };
+    let applied = s.apply(&mut l, desired, reason);
+    l.fence_at = Some(fence_at);
+    // Release a grant above the target (after lowering locally) right away.
+    applied && (r.granted > desired || new_epoch)
+}
+
+/// The fleet as the server records it (see [`protocol::status`]).
+///
+/// # Errors
+///
+/// [`FleetError::Redis`] if the server cannot be reached.
+pub fn status(redis_url: &str, fleet: &str) -> Result<protocol::FleetStatus, FleetError> {
+    let client = redis::Client::open(redis_url)?;
+    let mut con = connect(&client, Duration::from_secs(2))?;
+    Ok(protocol::status(&mut con, fleet)?)
+}
+
+/// A guard process: it waits for its agent to exit (its pipe closes, however the agent died)
+/// and then sets the limit to the minimum, so that workers never keep a dead agent's grant.
+#[derive(Debug)]
+pub struct Guard {
+    _write: std::os::fd::OwnedFd,
+    pid: nix::unistd::Pid,
+}
+
+impl Guard {
+    /// The guard's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid.as_raw()
+    }
+}
+
+/// Fork the guard of `limit`: when this process exits (or is killed), the guard applies
+/// `floor` to the limit and exits.
+///
+/// Call it while the process has no other thread that could hold a lock the guard needs: the
+/// guard only reads a pipe, retunes the already mapped limit (an `flock`) and exits.
+///
+/// # Errors
+///
+/// [`FleetError::Config`] if the pipe or the fork fails.
+pub fn spawn_guard(
+    limit: &Limit,
+    floor: LocalShare,
+    cfg: &AgentConfig,
+) -> Result<Guard, FleetError> {
+    use nix::unistd::{fork, ForkResult};
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| FleetError::Config(format!("guard pipe: {e}")))?;
+    let message = format!(
+        "fleet[{}/{}] guard: the agent is gone; share set to {floor}\n",
+        cfg.fleet, cfg.member
+    );
+    let limit = limit.clone();
+    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation and
+    // takes no lock that another thread of the parent could hold at the fork: it blocks in
+    // read(2), retunes the limit (its own process-local retune mutex, cloned unlocked: the
+    // parent took no retune after opening it, and an flock), writes a preformatted message
+    // with write(2) and calls _exit(2).
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            drop(write);
+            guard_main(read, &limit, floor, message.as_bytes())
+        }
+        Ok(ForkResult::Parent { child }) => {
+            drop(read);
+            Ok(Guard {
+                _write: write,
+                pid: child,
+            })
+        }
+        Err(e) => Err(FleetError::Config(format!("guard fork: {e}"))),
+    }
+}
+
+fn guard_main(read: std::os::fd::OwnedFd, limit: &Limit, floor: LocalShare, message: &[u8]) -> ! {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    use std::os::fd::AsRawFd;
+    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        // SAFETY: SIG_IGN installs no handler code.
+        unsafe {
+            let _ = signal(sig, SigHandler::SigIgn);
+        }
+    }
+    let mut byte = [0u8; 1];
+    loop {
+        // SAFETY: `byte` is a valid 1-byte buffer; `read` is an open descriptor we own.
+        let n = unsafe { libc::read(read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+            continue;
+        }
+        break;
+    }
+    let _ = floor.apply(limit);
+    // SAFETY: `message` is a valid buffer of its length; fd 2 may be closed (write fails).
+    unsafe {
+        libc::write(2, message.as_ptr().cast(), message.len());
+        libc::_exit(0)
+    }
+}
+
+/// Whole tokens per second of `units`, for messages.
+pub fn tokens_per_second(units: u64) -> f64 {
+    units as f64 / UNITS_PER_TOKEN as f64
+}

@@ -1,0 +1,356 @@
+//! The fleet's state in Redis and the one Lua script that changes it.
+//!
+//! Keys (one hash tag, so a Redis Cluster keeps them in one slot):
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms"` |
+//! | `{fleet:NAME}:config` | hash | `epoch`, `total` (units), `ttl` (ms), `quiet_until` (ms) |
+//!
+//! Shares are integers in [`UNITS_PER_TOKEN`] units per second (micro-tokens per second), so the
+//! server does exact integer arithmetic (Lua numbers are doubles, exact below 2^53; totals are
+//! capped at [`MAX_TOTAL_UNITS`]). Times are the server's `TIME` in milliseconds.
+//!
+//! The script runs atomically on the server and keeps the invariant
+//! `sum over all records of grant <= total`: a grant only grows into `free = total - sum of the
+//! other records' grants - own grant`, and every other change lowers a grant.
+
+use std::time::Duration;
+
+use redis::{ConnectionLike, Script, Value};
+
+/// Share units per token per second: shares are kept in micro-tokens per second.
+pub const UNITS_PER_TOKEN: u64 = 1_000_000;
+
+/// The largest fleet total in units (about 2^50, so that the server's double arithmetic on
+/// `total x weight` stays exact for weights up to [`MAX_WEIGHT`]).
+pub const MAX_TOTAL_UNITS: u64 = 1 << 40;
+
+/// The largest weight a member may have.
+pub const MAX_WEIGHT: u32 = 1 << 12;
+
+const SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local op = ARGV[1]
+local me = ARGV[2]
+local weight = tonumber(ARGV[3])
+local mymin = tonumber(ARGV[4])
+local held = tonumber(ARGV[5])
+local ttl = tonumber(ARGV[6])
+local total = tonumber(ARGV[7])
+local agent_epoch = ARGV[8]
+local function enc(w, g, mn, exp, j)
+  return string.format('%d %d %d %d %d', w, g, mn, exp, j)
+end
+if op == 'leave' then
+  redis.call('HDEL', KEYS[1], me)
+  return {'left', 0, 0, now, 0, 0, 0}
+end
+-- Expire leases: a dead member keeps only min(grant, its minimum) (its reserved minimum),
+-- and disappears when that is 0.
+local recs = {}
+local nlive = 0
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  local w, g, mn, exp, j = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+  if w then
+    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j)}
+    r.live = r.exp >= now
+    if r.live then
+      recs[all[i]] = r
+      nlive = nlive + 1
+    else
+      local keep = math.min(r.g, r.mn)
+      if keep > 0 then
+        if keep ~= r.g then
+          r.g = keep
+          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j))
+        end
+        recs[all[i]] = r
+      else
+        redis.call('HDEL', KEYS[1], all[i])
+      end
+    end
+  else
+    redis.call('HDEL', KEYS[1], all[i])
+  end
+end
+local epoch = redis.call('HGET', KEYS[2], 'epoch')
+if not epoch then
+  -- No state (first start, or a restart or failover that lost it): a new epoch, and no grant
+  -- for one lease so that every grant of the lost state has been fenced first.
+  epoch = t[1] .. '.' .. t[2]
+  redis.call('DEL', KEYS[1])
+  recs = {}
+  nlive = 0
+  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + ttl)
+else
+  local ctotal = redis.call('HGET', KEYS[2], 'total')
+  local cttl = redis.call('HGET', KEYS[2], 'ttl')
+  if ctotal ~= ARGV[7] or cttl ~= ARGV[6] then
+    local others = nlive
+    if recs[me] and recs[me].live then others = others - 1 end
+    if others > 0 then
+      return redis.error_reply('FLEETCONFIG the fleet runs with total ' .. tostring(ctotal) .. ' units and ttl ' .. tostring(cttl) .. ' ms; this agent has ' .. ARGV[7] .. ' and ' .. ARGV[6])
+    end
+    redis.call('HSET', KEYS[2], 'total', ARGV[7], 'ttl', ARGV[6])
+  end
+end
+local quiet = tonumber(redis.call('HGET', KEYS[2], 'quiet_until') or '0')
+local old = recs[me]
+local g = 0
+local joined = now
+if old then
+  if agent_epoch == epoch then g = old.g end
+  if old.live then joined = old.j end
+  recs[me] = nil
+end
+local sum_w = weight
+local sum_g = 0
+local reserved = mymin
+local live_after = 1
+for _, r in pairs(recs) do
+  sum_g = sum_g + r.g
+  if r.live then
+    sum_w = sum_w + r.w
+    reserved = reserved + r.mn
+    live_after = live_after + 1
+  else
+    reserved = reserved + r.g
+  end
+end
+if reserved > total then
+  return redis.error_reply('FLEETMIN the reserved minimums (' .. reserved .. ' units) exceed the total (' .. total .. ')')
+end
+local avail = total - reserved
+local target = mymin + math.floor(avail * weight / sum_w)
+-- The agent applies at most `held`: what it does not use is released now.
+if held < g then g = held end
+if now >= quiet and g < target then
+  local free = total - sum_g - g
+  if free > 0 then g = g + math.min(target - g, free) end
+end
+redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined))
+return {epoch, g, target, now, now + ttl, live_after, sum_w}
+"#;
+
+/// What one renewal answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Renewal {
+    /// The state's epoch (a new one after the server lost its state).
+    pub epoch: String,
+    /// The share granted to this member (units), including its minimum.
+    pub granted: u64,
+    /// The share this member converges to (units).
+    pub target: u64,
+    /// The server's time (ms).
+    pub server_now_ms: u64,
+    /// When the lease ends on the server (server ms).
+    pub lease_expiry_ms: u64,
+    /// Live members, this one included.
+    pub live: u64,
+    /// Sum of the live members' weights.
+    pub weights: u64,
+}
+
+/// The member's request to the script.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    /// The fleet's name.
+    pub fleet: &'a str,
+    /// This member's id.
+    pub member: &'a str,
+    /// Its weight.
+    pub weight: u32,
+    /// Its reserved minimum (units).
+    pub min: u64,
+    /// The share it applies locally right now (units); the server lowers the grant to it.
+    pub held: u64,
+    /// The lease.
+    pub ttl: Duration,
+    /// The fleet total (units).
+    pub total: u64,
+    /// The epoch this member's last grant came from (empty if none).
+    pub epoch: &'a str,
+}
+
+/// The members hash of fleet `name`.
+pub fn members_key(name: &str) -> String {
+    format!("{{fleet:{name}}}:members")
+}
+
+/// The config hash of fleet `name`.
+pub fn config_key(name: &str) -> String {
+    format!("{{fleet:{name}}}:config")
+}
+
+fn script() -> Script {
+    Script::new(SCRIPT)
+}
+
+fn invoke(con: &mut dyn ConnectionLike, op: &str, r: &Request<'_>) -> redis::RedisResult<Value> {
+    script()
+        .key(members_key(r.fleet))
+        .key(config_key(r.fleet))
+        .arg(op)
+        .arg(r.member)
+        .arg(r.weight)
+        .arg(r.min)
+        .arg(r.held)
+        .arg(r.ttl.as_millis() as u64)
+        .arg(r.total)
+        .arg(r.epoch)
+        .invoke(con)
+}
+
+/// Register or renew the member's lease, release what it does not hold and grow its grant into
+/// free budget (atomically, on the server).
+///
+/// # Errors
+///
+/// Any Redis error, including the script's `FLEETCONFIG` (total or TTL differ from the live
+/// members') and `FLEETMIN` (reserved minimums exceed the total).
+pub fn renew(con: &mut dyn ConnectionLike, r: &Request<'_>) -> redis::RedisResult<Renewal> {
+    let v = invoke(con, "renew", r)?;
+    let (epoch, granted, target, server_now_ms, lease_expiry_ms, live, weights): (
+        String,
+        u64,
+        u64,
+        u64,
+        u64,
+        u64,
+        u64,
+    ) = redis::from_redis_value(&v)?;
+    Ok(Renewal {
+        epoch,
+        granted,
+        target,
+        server_now_ms,
+        lease_expiry_ms,
+        live,
+        weights,
+    })
+}
+
+/// Remove the member (its grant and its reserved minimum return to the fleet at once).
+///
+/// # Errors
+///
+/// Any Redis error.
+pub fn leave(con: &mut dyn ConnectionLike, r: &Request<'_>) -> redis::RedisResult<()> {
+    invoke(con, "leave", r).map(|_| ())
+}
+
+/// One member as the server records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberStatus {
+    /// Member id.
+    pub id: String,
+    /// Weight.
+    pub weight: u64,
+    /// Granted share (units).
+    pub granted: u64,
+    /// Reserved minimum (units).
+    pub min: u64,
+    /// The target share under the current membership (units; 0 for an expired member).
+    pub target: u64,
+    /// Whether its lease is still running.
+    pub live: bool,
+    /// Time since its last renewal (ms).
+    pub lease_age_ms: i64,
+    /// Time until its lease expires on the server (ms; negative once expired).
+    pub expires_in_ms: i64,
+    /// Server time of the lease's end (ms).
+    pub lease_expiry_ms: u64,
+    /// Time since it joined (ms).
+    pub member_for_ms: i64,
+}
+
+/// The fleet as the server records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetStatus {
+    /// The fleet's name.
+    pub fleet: String,
+    /// The state's epoch (empty if the fleet has no state).
+    pub epoch: String,
+    /// The fleet total (units; 0 if no state).
+    pub total: u64,
+    /// The lease (ms).
+    pub ttl_ms: u64,
+    /// Server time (ms).
+    pub server_now_ms: u64,
+    /// No grant is made before this server time (ms): the quarantine after a new epoch.
+    pub quiet_until_ms: u64,
+    /// Members, sorted by id.
+    pub members: Vec<MemberStatus>,
+}
+
+impl FleetStatus {
+    /// Sum of the recorded grants (units), expired reservations included.
+    pub fn granted(&self) -> u64 {
+        self.members.iter().map(|m| m.granted).sum()
+    }
+}
+
+/// Read the fleet's state (one `MULTI`/`EXEC`: a consistent snapshot). Read-only.
+///
+/// # Errors
+///
+/// Any Redis error.
+pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<FleetStatus> {
+    type Fields = Vec<(String, String)>;
+    let (time, config, raw): (Vec<u64>, Fields, Fields) = redis::pipe()
+        .atomic()
+        .cmd("TIME")
+        .cmd("HGETALL")
+        .arg(config_key(fleet))
+        .cmd("HGETALL")
+        .arg(members_key(fleet))
+        .query(con)?;
+    let now = time.first().copied().unwrap_or(0) * 1000 + time.get(1).copied().unwrap_or(0) / 1000;
+    let get = |k: &str| config.iter().find(|(f, _)| f == k).map(|(_, v)| v.as_str());
+    let num = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let total = num("total");
+    let ttl = num("ttl");
+    let mut members = Vec::new();
+    for (id, rec) in raw {
+        let f: Vec<u64> = rec.split(' ').filter_map(|x| x.parse().ok()).collect();
+        if f.len() != 5 {
+            continue;
+        }
+        let (w, g, mn, exp, joined) = (f[0], f[1], f[2], f[3], f[4]);
+        let live = exp >= now;
+        members.push(MemberStatus {
+            id,
+            weight: w,
+            granted: if live { g } else { g.min(mn) },
+            min: mn,
+            target: 0,
+            live,
+            lease_age_ms: now as i64 - (exp as i64 - ttl as i64),
+            expires_in_ms: exp as i64 - now as i64,
+            lease_expiry_ms: exp,
+            member_for_ms: now as i64 - joined as i64,
+        });
+    }
+    members.sort_by(|a, b| a.id.cmp(&b.id));
+    let weights: u64 = members.iter().filter(|m| m.live).map(|m| m.weight).sum();
+    let reserved: u64 = members
+        .iter()
+        .map(|m| if m.live { m.min } else { m.granted })
+        .sum();
+    let avail = total.saturating_sub(reserved);
+    for m in members.iter_mut().filter(|m| m.live) {
+        m.target = m.min + (avail as u128 * m.weight as u128 / weights.max(1) as u128) as u64;
+    }
+    Ok(FleetStatus {
+        fleet: fleet.to_string(),
+        epoch: get("epoch").unwrap_or("").to_string(),
+        total,
+        ttl_ms: ttl,
+        server_now_ms: now,
+        quiet_until_ms: num("quiet_until"),
+        members,
+    })
+}

@@ -1,0 +1,109 @@
+//! A share in units, and the token bucket it maps to on the host.
+//!
+//! A share of `u` units (micro-tokens per second) of a fleet total of `U` units with fleet
+//! burst `B` is the local token bucket
+//!
+//! - rate: `u / 10^6` tokens per second, as the emission interval `ceil(10^15 / u)` ns (rounded
+//!   so the local rate is never above the share);
+//! - capacity: `max(1, floor(B u / U))`, so that the hosts' capacities add up to at most
+//!   `B + hosts` (`B` plus the at most one token each that the rounding up to 1 adds).
+//!
+//! A rate of 0 is not representable. A share of 0 (the **floor**, where a host without a grant
+//! or reserved minimum sits) is the bucket of capacity 1 and emission interval [`FLOOR_EMISSION_NS`]
+//! (2^42 ns, about 73 minutes): over any interval of length `T` it admits at most
+//! `1 + T / 2^42 ns` sends, that is one send in practice (the one token a full bucket holds),
+//! then one per 73 minutes.
+
+use std::fmt;
+
+use super::protocol::UNITS_PER_TOKEN;
+use crate::{Algorithm, Limit, Rate};
+
+/// The emission interval of the floor (a share of 0): 2^42 ns, about 73 minutes.
+pub const FLOOR_EMISSION_NS: u64 = 1 << 42;
+
+/// Units (micro-tokens per second) per nanosecond of period: `10^6 x 10^9`.
+const UNIT_NS: u128 = UNITS_PER_TOKEN as u128 * 1_000_000_000;
+
+/// The share (units) that a rate is, rounded down.
+pub fn units_of(rate: Rate) -> u64 {
+    (UNIT_NS / rate.emission_ns() as u128).min(u64::MAX as u128) as u64
+}
+
+/// The share (units) that a live token bucket applies: 0 at the floor (or slower), and not for
+/// other algorithms.
+pub fn applied_units(algorithm: &Algorithm) -> Option<u64> {
+    match *algorithm {
+        Algorithm::TokenBucket { emission_ns, .. } => Some(if emission_ns >= FLOOR_EMISSION_NS {
+            0
+        } else {
+            (UNIT_NS / emission_ns.max(1) as u128) as u64
+        }),
+        _ => None,
+    }
+}
+
+/// `units` as tokens per second, for messages (`12.5/s`).
+pub fn fmt_units(units: u64) -> String {
+    let whole = units / UNITS_PER_TOKEN;
+    let frac = units % UNITS_PER_TOKEN;
+    if frac == 0 {
+        format!("{whole}/s")
+    } else {
+        let s = format!("{frac:06}");
+        format!("{whole}.{}/s", s.trim_end_matches('0'))
+    }
+}
+
+/// The local token bucket of one share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocalShare {
+    /// The share (units).
+    pub units: u64,
+    /// Bucket capacity.
+    pub capacity: u64,
+    /// Emission interval (ns).
+    pub emission_ns: u64,
+}
+
+impl LocalShare {
+    /// The bucket for `units` of a fleet total of `total` units with fleet burst `burst`.
+    pub fn of(units: u64, total: u64, burst: u64) -> LocalShare {
+        if units == 0 {
+            return LocalShare {
+                units: 0,
+                capacity: 1,
+                emission_ns: FLOOR_EMISSION_NS,
+            };
+        }
+        let emission_ns = UNIT_NS.div_ceil(units as u128).min(1 << 62) as u64;
+        let mut capacity =
+            ((burst as u128 * units as u128) / total.max(1) as u128).clamp(1, 1 << 40) as u64;
+        // capacity x emission must stay within 2^62 ns: lower the capacity, never the rate.
+        capacity = capacity.min(((1u64 << 62) / emission_ns).max(1));
+        LocalShare {
+            units,
+            capacity,
+            emission_ns,
+        }
+    }
+
+    /// Retune `limit` (a token bucket) to this share.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::set_token_bucket`].
+    pub fn apply(&self, limit: &Limit) -> crate::Result<()> {
+        limit.set_token_bucket(self.capacity, Rate::from_emission_ns(self.emission_ns)?)
+    }
+}
+
+impl fmt::Display for LocalShare {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.units == 0 {
+            write!(f, "floor(cap 1, 1 per 2^42 ns)")
+        } else {
+            write!(f, "{}(cap {})", fmt_units(self.units), self.capacity)
+        }
+    }
+}

@@ -1,0 +1,895 @@
+//! Fleet budgets against a real Redis on loopback, one agent process and one worker process per
+//! simulated host, each host with its own limiter file.
+//!
+//! One scenario (about 35 s): 3 hosts join, 3 more join, 2 leave cleanly, 2 agents are
+//! SIGKILLed, Redis is stopped and restarted empty, one host is partitioned from Redis (its
+//! agent talks through a TCP proxy that the test cuts) and healed. Throughout:
+//!
+//! - a sampler reads every host's live token bucket (`live_algorithm`) every ~2 ms: the sum of
+//!   the applied shares never exceeds the total;
+//! - after each change the applied shares converge to the weighted split of the full total
+//!   within `CONVERGE_WITHIN`;
+//! - workers hammer their host's limit and send each admission's date to a counting sink: over
+//!   every interval `[a, b]` the admissions are at most `total x (b - a) + slack`, with
+//!   `slack = burst + 2 x hosts` (the capacities the shares grant add up to at most
+//!   `burst + hosts`, plus at most one token of GCRA rounding per host);
+//! - fencing (logged by each agent with its wall time) happens before its lease ends on the
+//!   server (server `TIME`, same machine clock).
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use shmlimit::fleet::{self, share, AgentConfig};
+use shmlimit::{Clock, Limit, Limiter, TokenBucket};
+
+const FLEET: &str = "downstream";
+const LIMIT: &str = "downstream";
+/// The fleet total: 1000 sends per second.
+const TOTAL_PER_S: u64 = 1000;
+const TOTAL_UNITS: u64 = TOTAL_PER_S * 1_000_000;
+/// The fleet burst, split in proportion to the shares.
+const BURST: u64 = 20;
+const TTL: Duration = Duration::from_millis(1500);
+/// Stated convergence bound after any change: one lease to expire (kills) or one quarantine
+/// (new epoch), then at most two renewals (`2 x ttl / 5`) and the release round trip; taken
+/// as 4 leases for a loaded 2-core machine.
+const CONVERGE_WITHIN: Duration = Duration::from_millis(4 * 1500);
+/// Weights of hosts 0..6.
+const WEIGHTS: [u32; 6] = [2, 1, 1, 1, 1, 3];
+const HOSTS: usize = WEIGHTS.len();
+/// Workers stop by themselves after this long.
+const WORKER_RUN: Duration = Duration::from_secs(90);
+
+fn mono_ns() -> u64 {
+    shmlimit::MonotonicClock.now_ns()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes: the test binary re-executed with FLEET_CHILD set.
+
+#[test]
+fn fleet_child() {
+    let Ok(role) = std::env::var("FLEET_CHILD") else {
+        return;
+    };
+    let env = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} not set"));
+    match role.as_str() {
+        "agent" => {
+            let mut cfg = AgentConfig::new(env("FLEET_REDIS"), FLEET, env("FLEET_PATH"), LIMIT)
+                .with_ttl(Duration::from_millis(env("FLEET_TTL_MS").parse().unwrap()));
+            cfg.member = env("FLEET_MEMBER");
+            cfg.weight = Some(env("FLEET_WEIGHT").parse().unwrap());
+            cfg.total = Some(shmlimit::Rate::per_second(TOTAL_PER_S).unwrap());
+            cfg.burst = Some(BURST);
+            let stop = fleet::cli::stop_on_signals();
+            let code = match fleet::run(cfg, stop) {
+                Ok(()) => 0,
+                Err(e) => {
+                    eprintln!("agent: {e}");
+                    3
+                }
+            };
+            std::process::exit(code);
+        }
+        "worker" => {
+            worker(
+                Path::new(&env("FLEET_PATH")),
+                Path::new(&env("FLEET_SINK")),
+                env("FLEET_HOST").parse().unwrap(),
+            );
+            std::process::exit(0);
+        }
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Hammer the host's limit; send each admission's date (the clock read it was decided at) to
+/// the sink, in batches of at most 64 dates, at least every 2 ms.
+fn worker(path: &Path, sink: &Path, host: u8) {
+    let limiter = Limiter::open(path).unwrap();
+    let limit = limiter.limit(LIMIT).unwrap();
+    let out = UnixDatagram::unbound().unwrap();
+    let end = Instant::now() + WORKER_RUN;
+    let mut batch: Vec<u8> = vec![host];
+    let mut flushed = Instant::now();
+    while Instant::now() < end {
+        let now = limit.clock().now_ns();
+        let d = limit.try_acquire_at(1, now).unwrap();
+        if d.is_allowed() {
+            batch.extend_from_slice(&now.to_le_bytes());
+        } else {
+            std::thread::sleep(Duration::from_nanos(
+                d.retry_after_ns().clamp(50_000, 500_000),
+            ));
+        }
+        if batch.len() > 64 * 8 || (batch.len() > 1 && flushed.elapsed().as_millis() >= 2) {
+            if out.send_to(&batch, sink).is_err() {
+                return; // the sink is gone: the test ended
+            }
+            batch.truncate(1);
+            flushed = Instant::now();
+        }
+    }
+}
+
+fn spawn_child(role: &str, vars: &[(&str, String)], log: &Path) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["fleet_child", "--exact", "--nocapture", "--test-threads=1"])
+        .env("FLEET_CHILD", role)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redis on loopback, and a TCP proxy that can be cut.
+
+fn redis_binary() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    dirs.push("/usr/bin".into());
+    dirs.push("/usr/local/bin".into());
+    dirs.into_iter()
+        .map(|d| d.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Redis {
+    bin: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl Redis {
+    fn start(bin: &Path, port: u16) -> Redis {
+        let mut r = Redis {
+            bin: bin.to_path_buf(),
+            port,
+            child: None,
+        };
+        r.restart();
+        r
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn restart(&mut self) {
+        assert!(self.child.is_none());
+        let child = Command::new(&self.bin)
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--loglevel", "warning"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(c) = redis::Client::open(self.url()) {
+                if let Ok(mut con) = c.get_connection_with_timeout(Duration::from_millis(200)) {
+                    if redis::cmd("PING").query::<String>(&mut con).is_ok() {
+                        return;
+                    }
+                }
+            }
+            assert!(Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    fn start(upstream: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(Mutex::new(Vec::<TcpStream>::new()));
+        let (c2, s2, k2) = (cut.clone(), stop.clone(), conns.clone());
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::SeqCst) {
+                match listener.accept() {
+                    Ok((down, _)) => {
+                        if c2.load(Ordering::SeqCst) {
+                            drop(down);
+                            continue;
+                        }
+                        down.set_nonblocking(false).unwrap();
+                        let Ok(up) = TcpStream::connect(("127.0.0.1", upstream)) else {
+                            continue;
+                        };
+                        let mut k = k2.lock().unwrap();
+                        k.push(down.try_clone().unwrap());
+                        k.push(up.try_clone().unwrap());
+                        for (mut a, mut b) in [
+                            (down.try_clone().unwrap(), up.try_clone().unwrap()),
+                            (up, down),
+                        ] {
+                            std::thread::spawn(move || {
+                                let mut buf = [0u8; 16 * 1024];
+                                while let Ok(n) = a.read(&mut buf) {
+                                    if n == 0 || b.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                let _ = a.shutdown(Shutdown::Both);
+                                let _ = b.shutdown(Shutdown::Both);
+                            });
+                        }
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        Proxy {
+            port,
+            cut,
+            stop,
+            conns,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The partition: close every proxied connection and refuse new ones.
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for c in self.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.cut();
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sink and the sampler.
+
+struct Sink {
+    dates: Arc<Mutex<Vec<u64>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sink {
+    fn start(path: &Path) -> Sink {
+        let sock = UnixDatagram::bind(path).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let dates = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (d2, s2) = (dates.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 2048];
+            while !s2.load(Ordering::SeqCst) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    let mut d = d2.lock().unwrap();
+                    for c in buf[1..n].chunks_exact(8) {
+                        d.push(u64::from_le_bytes(c.try_into().unwrap()));
+                    }
+                }
+            }
+        });
+        Sink {
+            dates,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(mut self) -> Vec<u64> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        let mut d = std::mem::take(&mut *self.dates.lock().unwrap());
+        d.sort_unstable();
+        d
+    }
+}
+
+#[derive(Clone)]
+struct Sample {
+    at_ns: u64,
+    shares: [u64; HOSTS],
+}
+
+impl Sample {
+    fn sum(&self) -> u64 {
+        self.shares.iter().sum()
+    }
+}
+
+struct Sampler {
+    samples: Arc<Mutex<Vec<Sample>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+fn read_shares(limits: &[Limit]) -> Option<[u64; HOSTS]> {
+    let mut s = [0u64; HOSTS];
+    for (i, l) in limits.iter().enumerate() {
+        s[i] = share::applied_units(&l.live_algorithm().ok()?)?;
+    }
+    Some(s)
+}
+
+impl Sampler {
+    fn start(limits: Vec<Limit>) -> Sampler {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (d2, s2) = (samples.clone(), stop.clone());
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::SeqCst) {
+                // Two passes that agree: every host held its value from the end of the first
+                // pass to the start of the second, so the pass is a snapshot at that instant
+                // (a change and its undo within the ~20 us between would need two Redis round
+                // trips, which do not fit).
+                for _ in 0..100 {
+                    let (Some(a), at, Some(b)) =
+                        (read_shares(&limits), mono_ns(), read_shares(&limits))
+                    else {
+                        continue;
+                    };
+                    if a == b {
+                        d2.lock().unwrap().push(Sample {
+                            at_ns: at,
+                            shares: a,
+                        });
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        Sampler {
+            samples,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn since(&self, t_ns: u64) -> Vec<Sample> {
+        self.samples
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.at_ns >= t_ns)
+            .cloned()
+            .collect()
+    }
+
+    fn finish(mut self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+        std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+/// The weighted split of the total among `live` (each share rounded down, as the script does).
+fn expected(live: &[usize]) -> [u64; HOSTS] {
+    let w: u64 = live.iter().map(|&i| WEIGHTS[i] as u64).sum();
+    let mut e = [0u64; HOSTS];
+    for &i in live {
+        e[i] = TOTAL_UNITS * WEIGHTS[i] as u64 / w;
+    }
+    e
+}
+
+/// Within 0.1% of the expected split on every host (the local rate is the share rounded down
+/// to a whole emission interval in ns).
+fn converged(s: &Sample, e: &[u64; HOSTS]) -> bool {
+    s.shares
+        .iter()
+        .zip(e)
+        .all(|(&a, &x)| a <= x && x - a <= TOTAL_UNITS / 1000)
+}
+
+struct Transition {
+    name: String,
+    converge_ms: f64,
+    /// Mean of applied / total from the change to convergence.
+    utilization: f64,
+}
+
+/// Wait (bounded) until the applied shares match `live`'s split; record the time it took.
+fn await_split(
+    sampler: &Sampler,
+    since_ns: u64,
+    live: &[usize],
+    name: &str,
+    out: &mut Vec<Transition>,
+) {
+    let e = expected(live);
+    let deadline = Instant::now() + CONVERGE_WITHIN + Duration::from_secs(2);
+    loop {
+        let samples = sampler.since(since_ns);
+        if let Some(pos) = samples.iter().position(|s| converged(s, &e)) {
+            let at = samples[pos].at_ns;
+            let ms = (at - since_ns) as f64 / 1e6;
+            let upto = &samples[..=pos];
+            let util = upto
+                .iter()
+                .map(|s| s.sum() as f64 / TOTAL_UNITS as f64)
+                .sum::<f64>()
+                / upto.len() as f64;
+            println!(
+                "fleet: {name}: converged in {ms:.0} ms, mean utilization {:.1}%",
+                util * 100.0
+            );
+            assert!(
+                Duration::from_nanos(at - since_ns) <= CONVERGE_WITHIN,
+                "{name}: converged after {ms} ms, stated bound {CONVERGE_WITHIN:?}"
+            );
+            out.push(Transition {
+                name: name.into(),
+                converge_ms: ms,
+                utilization: util,
+            });
+            return;
+        }
+        if Instant::now() > deadline {
+            let last = samples.last().map(|s| s.shares);
+            panic!("{name}: no convergence to {e:?} within {CONVERGE_WITHIN:?}; last {last:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn hold(d: Duration) {
+    std::thread::sleep(d);
+}
+
+fn status(url: &str) -> fleet::FleetStatus {
+    fleet::status(url, FLEET).unwrap()
+}
+
+/// The wall times (ms) at which an agent logged a fence.
+fn fences(log: &Path) -> Vec<u64> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("reason=fence"))
+        .filter_map(|l| l.split("wall_ms=").nth(1)?.trim().parse().ok())
+        .collect()
+}
+
+fn member(i: usize) -> String {
+    format!("host{i}")
+}
+
+fn signal(child: &Child, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).unwrap();
+}
+
+fn reap(mut child: Child, within: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            return child.wait().unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Poll the status until `killed` members' leases have ended; return the last lease expiry seen
+/// for each (server ms) and check on every poll that the survivors never held the killed
+/// members' grants before those leases ended.
+fn watch_kill(url: &str, killed: &[usize]) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut expiry = 0u64;
+    let mut killed_grants = None;
+    loop {
+        let st = status(url);
+        assert!(
+            st.granted() <= st.total,
+            "server grants {} > total",
+            st.granted()
+        );
+        let dead: Vec<_> = st
+            .members
+            .iter()
+            .filter(|m| killed.iter().any(|&k| m.id == member(k)) && m.live)
+            .collect();
+        if killed_grants.is_none() {
+            killed_grants = Some(dead.iter().map(|m| m.granted).sum::<u64>());
+        }
+        for m in &dead {
+            expiry = expiry.max(m.lease_expiry_ms);
+        }
+        let survivors: u64 = st
+            .members
+            .iter()
+            .filter(|m| m.live && !killed.iter().any(|&k| m.id == member(k)))
+            .map(|m| m.granted)
+            .sum();
+        if !dead.is_empty() {
+            // While a killed member's lease runs, its grant is not handed out.
+            assert!(survivors + dead.iter().map(|m| m.granted).sum::<u64>() <= st.total);
+        }
+        if dead.is_empty() {
+            if survivors > st.total - killed_grants.unwrap() {
+                assert!(
+                    st.server_now_ms > expiry,
+                    "a killed member's grant was reused before its lease ended"
+                );
+            }
+            return expiry;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "killed members' leases never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn fleet_budgets() {
+    if std::env::var("FLEET_CHILD").is_ok() {
+        return;
+    }
+    let Some(bin) = redis_binary() else {
+        println!("fleet: redis-server not found (install Debian's redis-server); skipping");
+        return;
+    };
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let mut redis = Redis::start(&bin, free_port());
+    let proxy = Proxy::start(redis.port);
+    let sink = Sink::start(&dir.path().join("sink.sock"));
+
+    // Each host's file starts at the floor (what a host without a grant may spend).
+    let paths: Vec<PathBuf> = (0..HOSTS)
+        .map(|i| dir.path().join(format!("host{i}.shm")))
+        .collect();
+    let mut limiters = Vec::new();
+    for p in &paths {
+        let l = Limiter::builder()
+            .limit(
+                LIMIT,
+                TokenBucket::new(
+                    1,
+                    shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap(),
+                ),
+            )
+            .create_or_open(p)
+            .unwrap();
+        limiters.push(l.limit(LIMIT).unwrap());
+    }
+    let sampler = Sampler::start(limiters);
+    let workers: Vec<Child> = (0..HOSTS)
+        .map(|i| {
+            spawn_child(
+                "worker",
+                &[
+                    ("FLEET_PATH", paths[i].display().to_string()),
+                    (
+                        "FLEET_SINK",
+                        dir.path().join("sink.sock").display().to_string(),
+                    ),
+                    ("FLEET_HOST", i.to_string()),
+                ],
+                &dir.path().join(format!("worker{i}.log")),
+            )
+        })
+        .collect();
+    let logs: Vec<PathBuf> = (0..HOSTS)
+        .map(|i| dir.path().join(format!("agent{i}.log")))
+        .collect();
+    // Host 1 talks to Redis through the proxy; the others directly.
+    let url_of = |i: usize| if i == 1 { proxy.url() } else { redis.url() };
+    let agent = |i: usize, url: String| {
+        spawn_child(
+            "agent",
+            &[
+                ("FLEET_REDIS", url),
+                ("FLEET_PATH", paths[i].display().to_string()),
+                ("FLEET_MEMBER", member(i)),
+                ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
+                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
+            ],
+            &logs[i],
+        )
+    };
+    let mut agents: HashMap<usize, Child> = HashMap::new();
+    let mut transitions = Vec::new();
+
+    // 3 hosts (the first epoch starts with one lease of quarantine).
+    let t = mono_ns();
+    for i in 0..3 {
+        agents.insert(i, agent(i, url_of(i)));
+    }
+    await_split(
+        &sampler,
+        t,
+        &[0, 1, 2],
+        "start, 3 hosts (incl. first-epoch quarantine)",
+        &mut transitions,
+    );
+    print!("{}", fleet::cli::status_table(&status(&redis.url())));
+    hold(Duration::from_millis(500));
+
+    // 6 hosts: the three others shrink first, the newcomers grow into what they release.
+    let t = mono_ns();
+    for i in 3..6 {
+        agents.insert(i, agent(i, url_of(i)));
+    }
+    await_split(
+        &sampler,
+        t,
+        &[0, 1, 2, 3, 4, 5],
+        "3 -> 6 hosts (joins)",
+        &mut transitions,
+    );
+    print!("{}", fleet::cli::status_table(&status(&redis.url())));
+    hold(Duration::from_millis(500));
+
+    // Two clean leaves.
+    let t = mono_ns();
+    for i in [3, 4] {
+        signal(&agents[&i], nix::sys::signal::Signal::SIGTERM);
+    }
+    for i in [3, 4] {
+        assert!(reap(agents.remove(&i).unwrap(), Duration::from_secs(5)).success());
+    }
+    await_split(
+        &sampler,
+        t,
+        &[0, 1, 2, 5],
+        "6 -> 4 hosts (clean leaves)",
+        &mut transitions,
+    );
+    hold(Duration::from_millis(300));
+
+    // Two agents SIGKILLed (their workers go on; the guards set the floor); their grants return
+    // only when their leases end.
+    let t = mono_ns();
+    for i in [2, 5] {
+        let a = agents.remove(&i).unwrap();
+        signal(&a, nix::sys::signal::Signal::SIGKILL);
+        reap(a, Duration::from_secs(5));
+    }
+    watch_kill(&redis.url(), &[2, 5]);
+    await_split(
+        &sampler,
+        t,
+        &[0, 1],
+        "4 -> 2 hosts (agents SIGKILLed)",
+        &mut transitions,
+    );
+    print!("{}", fleet::cli::status_table(&status(&redis.url())));
+    hold(Duration::from_millis(300));
+
+    // Redis stopped for longer than the fence point, then restarted empty.
+    let leases: Vec<u64> = status(&redis.url())
+        .members
+        .iter()
+        .map(|m| m.lease_expiry_ms)
+        .collect();
+    let last_lease = *leases.iter().max().unwrap();
+    let fenced_before: Vec<usize> = [0, 1].iter().map(|&i| fences(&logs[i]).len()).collect();
+    redis.stop();
+    let stopped = mono_ns();
+    // Both hosts fence: wait (bounded) until both are at the floor.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !sampler
+        .since(stopped)
+        .iter()
+        .any(|s| s.shares == [0; HOSTS])
+    {
+        assert!(
+            Instant::now() < deadline,
+            "hosts did not fence while Redis was down"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let down_fences: Vec<u64> = [0, 1]
+        .iter()
+        .map(|&i| {
+            let f = fences(&logs[i]);
+            assert!(f.len() > fenced_before[i], "host{i} logged no fence");
+            *f.last().unwrap()
+        })
+        .collect();
+    for (i, &f) in down_fences.iter().enumerate() {
+        assert!(
+            f < leases[i].min(last_lease),
+            "host{i} fenced at {f}, lease ended at {}",
+            leases[i]
+        );
+        println!(
+            "fleet: redis down: host{i} fenced {} ms before its lease ended",
+            leases[i] as i64 - f as i64
+        );
+    }
+    hold(Duration::from_millis(500));
+    let t = mono_ns();
+    redis.restart();
+    await_split(
+        &sampler,
+        t,
+        &[0, 1],
+        "Redis restarted empty (new epoch, one lease of quarantine)",
+        &mut transitions,
+    );
+
+    // Host 1 partitioned: it fences before its lease ends; host 0 then takes the whole total.
+    let before = fences(&logs[1]).len();
+    let t = mono_ns();
+    proxy.cut();
+    let lease1 = {
+        // The lease it renewed last before the cut (no renewal can pass the proxy any more).
+        std::thread::sleep(Duration::from_millis(50));
+        status(&redis.url())
+            .members
+            .iter()
+            .find(|m| m.id == member(1))
+            .unwrap()
+            .lease_expiry_ms
+    };
+    await_split(
+        &sampler,
+        t,
+        &[0],
+        "2 -> 1 host (host1 partitioned)",
+        &mut transitions,
+    );
+    let f = fences(&logs[1]);
+    assert!(f.len() > before, "host1 logged no fence");
+    let fenced = f[before];
+    assert!(
+        fenced < lease1,
+        "host1 fenced at {fenced}, its lease ended at {lease1}"
+    );
+    println!(
+        "fleet: partition: host1 fenced {} ms before its lease ended",
+        lease1 as i64 - fenced as i64
+    );
+    hold(Duration::from_millis(300));
+    let t = mono_ns();
+    proxy.heal();
+    await_split(
+        &sampler,
+        t,
+        &[0, 1],
+        "1 -> 2 hosts (partition healed)",
+        &mut transitions,
+    );
+    print!("{}", fleet::cli::status_table(&status(&redis.url())));
+
+    // Clean end: agents leave, workers stop, the sink and the sampler are read.
+    for (_, a) in agents.drain() {
+        signal(&a, nix::sys::signal::Signal::SIGTERM);
+        assert!(reap(a, Duration::from_secs(5)).success());
+    }
+    assert!(
+        status(&redis.url()).members.is_empty(),
+        "members left behind"
+    );
+    hold(Duration::from_millis(50));
+    for w in workers {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(w.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        reap(w, Duration::from_secs(5));
+    }
+    let samples = sampler.finish();
+    let dates = sink.finish();
+    drop(proxy);
+    redis.stop();
+
+    // 1. The applied shares never added up to more than the total.
+    let max = samples.iter().map(Sample::sum).max().unwrap();
+    println!(
+        "fleet: {} snapshots of the applied shares; max sum {} of total {}",
+        samples.len(),
+        share::fmt_units(max),
+        share::fmt_units(TOTAL_UNITS)
+    );
+    for s in &samples {
+        assert!(
+            s.sum() <= TOTAL_UNITS,
+            "applied shares {:?} add up to more than the total",
+            s.shares
+        );
+    }
+    // 2. No interval over-admitted at the sink: with f(k) = k - total x t_k, admissions in
+    // [t_i, t_j] exceed total x (t_j - t_i) by f(j) - f(i) + 1.
+    let slack = (BURST + 2 * HOSTS as u64) as f64;
+    let emission = 1e9 / TOTAL_PER_S as f64;
+    let mut min_f = f64::INFINITY;
+    let mut worst = f64::NEG_INFINITY;
+    for (k, &t) in dates.iter().enumerate() {
+        let f = k as f64 - (t - dates[0]) as f64 / emission;
+        min_f = min_f.min(f);
+        worst = worst.max(f - min_f + 1.0);
+    }
+    let span = (dates.last().unwrap() - dates[0]) as f64 / 1e9;
+    println!(
+        "fleet: sink: {} admissions over {span:.1} s ({:.0}/s on average, total {TOTAL_PER_S}/s); worst interval excess over total x T: {worst:.1} (bound {slack})",
+        dates.len(),
+        dates.len() as f64 / span
+    );
+    assert!(
+        worst <= slack,
+        "over-admission: {worst} > {slack} above total x T"
+    );
+    for t in &transitions {
+        println!(
+            "fleet: figure: {} | {:.0} ms | {:.1}%",
+            t.name,
+            t.converge_ms,
+            t.utilization * 100.0
+        );
+    }
+    println!("fleet: scenario took {:.1} s", t0.elapsed().as_secs_f64());
+}
