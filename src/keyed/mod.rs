@@ -529,5 +529,5 @@ impl<C: Clock> Limit<C> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, target_arch = "x86_64"))]
 mod tests;
