@@ -19,7 +19,10 @@
 //! * **reclaim racing an update of the same key** (fixed window and token bucket): every
 //!   admission granted to the old key is in its live state, or the state it had when it was
 //!   reclaimed was fresh; the new key's state holds exactly its own admissions, never the old
-//!   key's.
+//!   key's (both outcomes, reclaimed and kept, are asserted to occur among the executions);
+//! * **the explicit reclaim pass racing an update**: the admission ends in exactly one live slot
+//!   of its key, computed from a state no older than the one the pass retired;
+//! * **a refund racing a reclaim**: the refund only ever changes its own key's state.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -400,5 +403,50 @@ fn loom_gc_pass_races_an_update() {
             "A's admission, exactly, in one slot: {pairs:?} (retired {retired})"
         );
         assert!(retired <= 1);
+    });
+}
+
+#[test]
+fn loom_refund_races_a_reclaim() {
+    // A holds two tokens (T = 10) until 120; its refund makes it idle, and B (same home, one
+    // slot) may then reclaim the slot. A refund never lands on B's state.
+    model("refund vs reclaim", 3, || {
+        let g = Gcra {
+            emission_ns: 10,
+            tolerance_ns: 30,
+            capacity: 3,
+        };
+        let t = Pure::Bucket(g);
+        let world = World::new(&[(A, 120)], 100);
+        let refund = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || {
+                let grant = crate::algo::Decision::allowed(0, 1);
+                let mut now = || world.clock.fetch_add(1, Ordering::SeqCst);
+                world.table().refund(&t, A, &grant, 2, &mut now).unwrap();
+            })
+        };
+        let b = {
+            let world = Arc::clone(&world);
+            thread::spawn(move || world.acquire(&t, B, 1, true))
+        };
+        refund.join().unwrap();
+        let b = b.join().unwrap();
+        let pairs = world.pairs();
+        match pairs[0] {
+            (A, tat) => {
+                assert!(!b.1, "B admitted without a slot: {pairs:?}");
+                assert!(tat <= 120, "{pairs:?}");
+            }
+            (B, tat) => {
+                assert!(b.1);
+                assert_eq!(
+                    tat,
+                    b.0 + g.emission_ns,
+                    "B's state is its admission: {pairs:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     });
 }
