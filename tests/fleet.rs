@@ -44,6 +44,9 @@ const CONVERGE_WITHIN: Duration = Duration::from_millis(4 * 1500);
 /// Weights of hosts 0..6.
 const WEIGHTS: [u32; 6] = [2, 1, 1, 1, 1, 3];
 const HOSTS: usize = WEIGHTS.len();
+/// Minimum shares reserved for hosts 0..6 (tokens per second): host 0 keeps 50/s while fenced;
+/// host 5's 30/s stays reserved after its agent is killed (until Redis loses its state).
+const MINS: [u64; HOSTS] = [50, 0, 0, 0, 0, 30];
 /// Workers stop by themselves after this long.
 const WORKER_RUN: Duration = Duration::from_secs(90);
 
@@ -68,6 +71,10 @@ fn fleet_child() {
             cfg.weight = Some(env("FLEET_WEIGHT").parse().unwrap());
             cfg.total = Some(shmlimit::Rate::per_second(TOTAL_PER_S).unwrap());
             cfg.burst = Some(BURST);
+            let min: u64 = env("FLEET_MIN").parse().unwrap();
+            if min > 0 {
+                cfg.min_share = Some(shmlimit::Rate::per_second(min).unwrap());
+            }
             let stop = fleet::cli::stop_on_signals();
             let code = match fleet::run(cfg, stop) {
                 Ok(()) => 0,
@@ -427,12 +434,20 @@ impl Sampler {
     }
 }
 
-/// The weighted split of the total among `live` (each share rounded down, as the script does).
-fn expected(live: &[usize]) -> [u64; HOSTS] {
+/// The split among `live` as the script computes it: each host's minimum, plus the weighted
+/// share (rounded down) of what the minimums of the live and of the `reserved` (dead, minimum
+/// kept) hosts leave.
+fn expected(live: &[usize], reserved: &[usize]) -> [u64; HOSTS] {
     let w: u64 = live.iter().map(|&i| WEIGHTS[i] as u64).sum();
+    let mins: u64 = live
+        .iter()
+        .chain(reserved)
+        .map(|&i| MINS[i] * 1_000_000)
+        .sum();
+    let avail = TOTAL_UNITS - mins;
     let mut e = [0u64; HOSTS];
     for &i in live {
-        e[i] = TOTAL_UNITS * WEIGHTS[i] as u64 / w;
+        e[i] = MINS[i] * 1_000_000 + avail * WEIGHTS[i] as u64 / w;
     }
     e
 }
@@ -457,11 +472,11 @@ struct Transition {
 fn await_split(
     sampler: &Sampler,
     since_ns: u64,
-    live: &[usize],
+    (live, reserved): (&[usize], &[usize]),
     name: &str,
     out: &mut Vec<Transition>,
 ) {
-    let e = expected(live);
+    let e = expected(live, reserved);
     let deadline = Instant::now() + CONVERGE_WITHIN + Duration::from_secs(2);
     loop {
         let samples = sampler.since(since_ns);
@@ -655,6 +670,7 @@ fn fleet_budgets() {
                 ("FLEET_MEMBER", member(i)),
                 ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
                 ("FLEET_TTL_MS", TTL.as_millis().to_string()),
+                ("FLEET_MIN", MINS[i].to_string()),
             ],
             &logs[i],
         )
@@ -670,7 +686,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0, 1, 2],
+        (&[0, 1, 2], &[]),
         "start, 3 hosts (incl. first-epoch quarantine)",
         &mut transitions,
     );
@@ -685,7 +701,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0, 1, 2, 3, 4, 5],
+        (&[0, 1, 2, 3, 4, 5], &[]),
         "3 -> 6 hosts (joins)",
         &mut transitions,
     );
@@ -703,7 +719,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0, 1, 2, 5],
+        (&[0, 1, 2, 5], &[]),
         "6 -> 4 hosts (clean leaves)",
         &mut transitions,
     );
@@ -721,7 +737,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0, 1],
+        (&[0, 1], &[5]),
         "4 -> 2 hosts (agents SIGKILLed)",
         &mut transitions,
     );
@@ -743,7 +759,7 @@ fn fleet_budgets() {
     while !sampler
         .since(stopped)
         .iter()
-        .any(|s| s.shares == [0; HOSTS])
+        .any(|s| s.shares == [MINS[0] * 1_000_000, 0, 0, 0, 0, 0])
     {
         assert!(
             Instant::now() < deadline,
@@ -776,7 +792,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0, 1],
+        (&[0, 1], &[]),
         "Redis restarted empty (new epoch, one lease of quarantine)",
         &mut transitions,
     );
@@ -798,7 +814,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0],
+        (&[0], &[]),
         "2 -> 1 host (host1 partitioned)",
         &mut transitions,
     );
@@ -819,7 +835,7 @@ fn fleet_budgets() {
     await_split(
         &sampler,
         t,
-        &[0, 1],
+        (&[0, 1], &[]),
         "1 -> 2 hosts (partition healed)",
         &mut transitions,
     );

@@ -66,7 +66,7 @@ pub struct AgentConfig {
     /// The fleet-wide rate (`None`: the limit definition's fleet share).
     pub total: Option<Rate>,
     /// The fleet-wide burst, split among the hosts in proportion to their shares, each host at
-    /// least 1 (`None`: the limit's configured capacity).
+    /// least 1 (`None`: the capacity the limit was defined with).
     pub burst: Option<u64>,
     /// This host's weight (`None`: the limit definition's fleet weight, else 1).
     pub weight: Option<u32>,
@@ -164,7 +164,8 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
     }
     let burst = match cfg.burst {
         Some(b) => b,
-        None => limit.capacity(),
+        // The capacity the file was created with (the live one is the agent's own retune).
+        None => def.algorithm.capacity(),
     };
     if burst == 0 {
         return Err(conf("burst must be at least 1".into()));
@@ -218,6 +219,7 @@ struct Shared {
     cfg: AgentConfig,
     res: Resolved,
     limit: Limit,
+    instance: String,
     local: Mutex<Local>,
 }
 
@@ -232,11 +234,19 @@ impl Shared {
 
     /// Apply `units` to the limit (with the lock held) and log the change.
     fn apply(&self, l: &mut Local, units: u64, reason: &str) -> bool {
-        if l.applied == units {
+        let new = self.local_share(units);
+        let live = self.limit.live_algorithm().ok();
+        let holds = live
+            == Some(crate::Algorithm::TokenBucket {
+                capacity: new.capacity,
+                emission_ns: new.emission_ns,
+            });
+        if l.applied == units && holds {
             return true;
         }
+        // Someone else retuned the limit (another agent or an operator): put the share back.
+        let reason = if l.applied == units { "repair" } else { reason };
         let old = self.local_share(l.applied);
-        let new = self.local_share(units);
         match new.apply(&self.limit) {
             Ok(()) => {
                 log_change(&self.cfg, &old, &new, reason, l.last.as_ref());
@@ -263,6 +273,7 @@ impl Shared {
             ttl: self.cfg.ttl,
             total: self.res.total,
             epoch,
+            instance: &self.instance,
         }
     }
 }
@@ -362,10 +373,12 @@ impl Agent {
         } else {
             None
         };
+        let instance = format!("{:x}{:x}", std::process::id(), mono_ns());
         let shared = Arc::new(Shared {
             cfg,
             res,
             limit,
+            instance,
             local: Mutex::new(Local {
                 applied: 0,
                 fence_at: None,

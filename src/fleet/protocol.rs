@@ -4,7 +4,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms"` |
+//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms instance"` |
 //! | `{fleet:NAME}:config` | hash | `epoch`, `total` (units), `ttl` (ms), `quiet_until` (ms) |
 //!
 //! Shares are integers in [`UNITS_PER_TOKEN`] units per second (micro-tokens per second), so the
@@ -40,11 +40,13 @@ local held = tonumber(ARGV[5])
 local ttl = tonumber(ARGV[6])
 local total = tonumber(ARGV[7])
 local agent_epoch = ARGV[8]
-local function enc(w, g, mn, exp, j)
-  return string.format('%d %d %d %d %d', w, g, mn, exp, j)
+local inst = ARGV[9]
+local function enc(w, g, mn, exp, j, i)
+  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i
 end
 if op == 'leave' then
-  redis.call('HDEL', KEYS[1], me)
+  local cur = redis.call('HGET', KEYS[1], me)
+  if cur and string.match(cur, ' (%w+)$') == inst then redis.call('HDEL', KEYS[1], me) end
   return {'left', 0, 0, now, 0, 0, 0}
 end
 -- Expire leases: a dead member keeps only min(grant, its minimum) (its reserved minimum),
@@ -53,9 +55,9 @@ local recs = {}
 local nlive = 0
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  local w, g, mn, exp, j = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+  local w, g, mn, exp, j, ins = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+)$')
   if w then
-    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j)}
+    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins}
     r.live = r.exp >= now
     if r.live then
       recs[all[i]] = r
@@ -65,7 +67,7 @@ for i = 1, #all, 2 do
       if keep > 0 then
         if keep ~= r.g then
           r.g = keep
-          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j))
+          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins))
         end
         recs[all[i]] = r
       else
@@ -102,7 +104,10 @@ local old = recs[me]
 local g = 0
 local joined = now
 if old then
-  if agent_epoch == epoch then g = old.g end
+  if old.live and old.ins ~= inst then
+    return redis.error_reply('FLEETDUP member ' .. me .. ' is held by another agent (instance ' .. old.ins .. ') until its lease ends in ' .. (old.exp - now) .. ' ms')
+  end
+  if agent_epoch == epoch and old.ins == inst then g = old.g end
   if old.live then joined = old.j end
   recs[me] = nil
 end
@@ -131,7 +136,7 @@ if now >= quiet and g < target then
   local free = total - sum_g - g
   if free > 0 then g = g + math.min(target - g, free) end
 end
-redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined))
+redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst))
 return {epoch, g, target, now, now + ttl, live_after, sum_w}
 "#;
 
@@ -173,6 +178,9 @@ pub struct Request<'a> {
     pub total: u64,
     /// The epoch this member's last grant came from (empty if none).
     pub epoch: &'a str,
+    /// This agent process's instance id (alphanumeric): a second agent with the same member
+    /// id is refused while the first one's lease runs.
+    pub instance: &'a str,
 }
 
 /// The members hash of fleet `name`.
@@ -201,6 +209,7 @@ fn invoke(con: &mut dyn ConnectionLike, op: &str, r: &Request<'_>) -> redis::Red
         .arg(r.ttl.as_millis() as u64)
         .arg(r.total)
         .arg(r.epoch)
+        .arg(r.instance)
         .invoke(con)
 }
 
@@ -210,7 +219,8 @@ fn invoke(con: &mut dyn ConnectionLike, op: &str, r: &Request<'_>) -> redis::Red
 /// # Errors
 ///
 /// Any Redis error, including the script's `FLEETCONFIG` (total or TTL differ from the live
-/// members') and `FLEETMIN` (reserved minimums exceed the total).
+/// members'), `FLEETMIN` (reserved minimums exceed the total) and `FLEETDUP` (another agent
+/// holds this member id's lease).
 pub fn renew(con: &mut dyn ConnectionLike, r: &Request<'_>) -> redis::RedisResult<Renewal> {
     let v = invoke(con, "renew", r)?;
     let (epoch, granted, target, server_now_ms, lease_expiry_ms, live, weights): (
@@ -233,7 +243,8 @@ pub fn renew(con: &mut dyn ConnectionLike, r: &Request<'_>) -> redis::RedisResul
     })
 }
 
-/// Remove the member (its grant and its reserved minimum return to the fleet at once).
+/// Remove the member (its grant and its reserved minimum return to the fleet at once), if
+/// this agent instance holds it.
 ///
 /// # Errors
 ///
@@ -315,7 +326,11 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
     let ttl = num("ttl");
     let mut members = Vec::new();
     for (id, rec) in raw {
-        let f: Vec<u64> = rec.split(' ').filter_map(|x| x.parse().ok()).collect();
+        let f: Vec<u64> = rec
+            .split(' ')
+            .take(5)
+            .filter_map(|x| x.parse().ok())
+            .collect();
         if f.len() != 5 {
             continue;
         }
