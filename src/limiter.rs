@@ -304,7 +304,11 @@ impl<C: Clock> Limiter<C> {
         let def = &m.defs[index];
         let (offset, len) = m.geometry.slots[index];
         let control = m.words(offset, layout::LINE / 8).as_ptr();
-        let area_words = (len - layout::LINE) / 8;
+        // A key table is exactly its slots (the region is padded to a whole line after them).
+        let area_words = match def.keyed {
+            Some(k) => (k.slots() as usize * layout::KEY_SLOT / 8).min((len - layout::LINE) / 8),
+            None => (len - layout::LINE) / 8,
+        };
         let area = m.words(offset + layout::LINE, area_words).as_ptr();
         // Lane 0's counters of this limit; a thread adds its lane's offset (see `count`).
         let stats = m.words(m.geometry.stats_at(0, index), COUNTERS).as_ptr();
@@ -535,6 +539,11 @@ impl<C: Clock> Limit<C> {
         }
     }
 
+    /// True for a token bucket split into sub-buckets.
+    pub(crate) fn is_split(&self) -> bool {
+        self.split > 1
+    }
+
     /// The clock this handle decides with.
     pub fn clock(&self) -> &C {
         &self.clock
@@ -744,17 +753,8 @@ impl<C: Clock> Limit<C> {
     pub(crate) fn is_fresh_word(&self, now: u64, word: u64) -> bool {
         match self.params {
             Params::TokenBucket => word & !bucket::PARAM_TAG <= now,
-            Params::FixedWindow(fw) => {
-                let (stored, count) = crate::algo::fixed_window::unpack(word);
-                count == 0 || stored != fw.window_of(now) as u32
-            }
-            Params::SlidingWindow(sw) => {
-                let (stored, prev, cur) = crate::algo::sliding_window::unpack(word);
-                let current = sw.window_of(now);
-                (prev == 0 && cur == 0)
-                    || (stored != current & 0xFF_FFFF
-                        && stored != current.wrapping_sub(1) & 0xFF_FFFF)
-            }
+            Params::FixedWindow(fw) => fw.is_fresh(now, word),
+            Params::SlidingWindow(sw) => sw.is_fresh(now, word),
             Params::SlidingLog(_) | Params::Concurrency { .. } => false,
         }
     }

@@ -236,6 +236,11 @@ impl<C: Clock> Limit<C> {
         if !matches!(self.params(), Params::TokenBucket) {
             return Err(self.wrong_kind("is not a token bucket: use acquire_timeout"));
         }
+        if self.is_split() {
+            return Err(self.wrong_kind(
+                "is a split bucket: its sub-buckets cannot book in one order; use acquire_timeout",
+            ));
+        }
         let max_delay = nanos(max_delay);
         let state = self.control(0);
         // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
@@ -310,7 +315,8 @@ impl<C: Clock> Limit<C> {
     /// concurrency limit (use [`Limit::acquire_permit_timeout`]) or a keyed limit.
     pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
         match self.params() {
-            Params::TokenBucket => Ok(self.reserve(cost, timeout)?.wait()),
+            Params::TokenBucket if !self.is_split() => Ok(self.reserve(cost, timeout)?.wait()),
+            Params::TokenBucket => self.retry_until(cost, timeout),
             Params::Concurrency { .. } => {
                 Err(self.wrong_kind("is a concurrency limit: use acquire_permit_timeout"))
             }

@@ -92,6 +92,13 @@ impl FixedWindow {
         }
     }
 
+    /// True when a decision at `now` would see an empty window: the state can be dropped or
+    /// reused without losing anything. A window stored *ahead* of `now` (written by a process
+    /// with a newer clock) still counts.
+    pub fn is_fresh(&self, now: u64, word: u64) -> bool {
+        self.current(now, word).2 == 0
+    }
+
     /// The full index of the window `now` falls in.
     pub fn window_of(&self, now: u64) -> u64 {
         now.saturating_add(self.phase_ns) / self.window_ns

@@ -76,6 +76,17 @@ fn entry_lap(entry: u64) -> u64 {
     entry >> LAP_SHIFT
 }
 
+/// A grant's stamp with this bit set is a date (in log units): the grant of a cost above 1,
+/// refunded by freeing the oldest entries dated no later. Without it, the stamp names the one
+/// entry a cost-1 grant claimed (see [`claim_id`]), refunded exactly.
+const DATE_STAMP: u64 = 1 << 63;
+
+/// The entry a cost-1 claim wrote, as a stamp: index (24 bits), lap tag (15 bits) and the low 24
+/// bits of the time. A refund frees that entry only while it still holds this claim.
+fn claim_id(index: usize, value: u64) -> u64 {
+    (index as u64 & 0xFF_FFFF) | (entry_lap(value) << 24) | ((value & 0xFF_FFFF) << 39)
+}
+
 /// The outcome of one attempt to claim an entry.
 enum Claim {
     /// Entry `index` now holds `value`.
@@ -235,10 +246,13 @@ impl SlidingLog {
         }
         if n == 1 {
             return Ok(match self.claim(head, entries, &mut now, commit)? {
-                Claim::Made { index, date, .. } | Claim::Possible { index, date } => {
+                Claim::Made { index, value, date } => {
                     Decision::allowed(self.free_after(entries, index, date), 1)
-                        .stamped(date.div_ceil(1 << TIME_SHIFT))
+                        .stamped(claim_id(index, value))
                         .of(self.limit)
+                }
+                Claim::Possible { index, date } => {
+                    Decision::allowed(self.free_after(entries, index, date), 1).of(self.limit)
                 }
                 Claim::Full { retry_after_ns } => Decision::denied(retry_after_ns, 0, 1),
             });
@@ -261,7 +275,7 @@ impl SlidingLog {
                     made.push((index, value));
                     if made.len() as u64 == n {
                         return Ok(Decision::allowed(self.free_after(entries, index, date), 1)
-                            .stamped(date.div_ceil(1 << TIME_SHIFT))
+                            .stamped(DATE_STAMP | date.div_ceil(1 << TIME_SHIFT))
                             .of(self.limit));
                     }
                 }
@@ -324,26 +338,46 @@ impl SlidingLog {
         stamp: u64,
         n: u64,
     ) -> u64 {
-        let len = entries.len();
-        // Acquire: pairs with the head CAS, so entries before it are visible.
-        let h = head.load(Ordering::Acquire);
-        let index = (h & 0xFFFF_FFFF) as usize;
-        if index >= len {
-            return 0;
+        if stamp & DATE_STAMP == 0 {
+            return self.refund_claim(entries, now, stamp);
         }
+        let stamp = stamp & !DATE_STAMP;
+        let len = entries.len();
         let mut freed = 0;
-        for j in 0..len {
-            if freed == n {
+        let mut attempts = 0;
+        while freed < n && attempts < 4 * n + 8 {
+            attempts += 1;
+            // Acquire: pairs with the head CAS, so entries before it are visible. Re-read for
+            // every unit: freeing from the current head (not a stale one) frees the entry the
+            // next claim reuses, instead of one just claimed behind the head.
+            let h = head.load(Ordering::Acquire);
+            let index = (h & 0xFFFF_FFFF) as usize;
+            if index >= len {
+                return freed;
+            }
+            let mut found = None;
+            for j in 0..len {
+                let pos = if index + j >= len {
+                    index + j - len
+                } else {
+                    index + j
+                };
+                // Acquire: pairs with the claim CAS of the entry.
+                let e = entries[pos].load(Ordering::Acquire);
+                if e & FREED != 0 || self.is_free(e, now) {
+                    continue;
+                }
+                if e & TIME_MASK > stamp {
+                    break; // time-ordered from the head: nothing older is left to give back
+                }
+                found = Some((pos, e));
                 break;
             }
-            let pos = (index + j) % len;
-            // Acquire: pairs with the claim CAS of the entry.
-            let e = entries[pos].load(Ordering::Acquire);
-            if e & FREED != 0 || e & TIME_MASK > stamp || self.is_free(e, now) {
-                continue;
-            }
+            let Some((pos, e)) = found else {
+                return freed;
+            };
             // AcqRel: the freed mark is seen by the next claimer of this entry. Failure: the entry
-            // changed (reused or freed by someone else); skip it.
+            // changed (reused, or freed by someone else): look again.
             if entries[pos]
                 .compare_exchange(e, e | FREED, Ordering::AcqRel, Ordering::Acquire)
                 .is_ok()
@@ -352,6 +386,27 @@ impl SlidingLog {
             }
         }
         freed
+    }
+
+    /// Free exactly the entry a cost-1 grant claimed, if it still holds that claim and is still
+    /// inside the window (otherwise there is nothing left to give back).
+    fn refund_claim<A: AtomicWord>(&self, entries: &[A], now: u64, id: u64) -> u64 {
+        let index = (id & 0xFF_FFFF) as usize;
+        let Some(entry) = entries.get(index) else {
+            return 0;
+        };
+        // Acquire: pairs with the claim CAS of the entry.
+        let e = entry.load(Ordering::Acquire);
+        let ours = entry_lap(e) == (id >> 24) & LAP_MASK && e & 0xFF_FFFF == id >> 39;
+        if !ours || e & FREED != 0 || self.is_free(e, now) {
+            return 0;
+        }
+        // AcqRel: the freed mark is seen by the next claimer. Failure: reused or already freed.
+        u64::from(
+            entry
+                .compare_exchange(e, e | FREED, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok(),
+        )
     }
 
     /// Mark claims made by this call as freed, keeping their time for dating.

@@ -136,6 +136,13 @@ impl SlidingWindow {
 
     /// The word after giving back `n` units admitted in `admitted_window`: taken from the current
     /// count while that window is current, from the previous count once it has rolled over.
+    /// True when a decision at `now` would see both windows empty (see
+    /// [`super::fixed_window::FixedWindow::is_fresh`]).
+    pub fn is_fresh(&self, now: u64, word: u64) -> bool {
+        let v = self.view(now, word);
+        v.prev == 0 && v.cur == 0
+    }
+
     /// The full index of the window `now` falls in.
     pub fn window_of(&self, now: u64) -> u64 {
         now.saturating_add(self.phase_ns) / self.window_ns

@@ -143,7 +143,7 @@ pub(crate) struct Geometry {
 /// Bytes of slot state one limit needs: its control line, then its state area.
 pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
     if let Some(k) = def.keyed {
-        return LINE + k.slots() as usize * KEY_SLOT;
+        return LINE + round_up(k.slots() as usize * KEY_SLOT, LINE);
     }
     match def.algorithm {
         Algorithm::SlidingLog { limit, .. } => LINE + round_up(limit as usize * 8, LINE),

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT, UNITS_PER_TOKEN};
+use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT};
 use super::share::{self, LocalShare};
 use crate::{Limit, Limiter, Rate};
 
@@ -514,8 +514,6 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
     // unreachable, the grant returns when the lease expires).
     let epoch = {
         let mut l = s.lock();
-        let floor = s.res.min.min(l.applied);
-        s.apply(&mut l, floor, "leave");
         s.apply(&mut l, 0, "leave");
         l.fence_at = None;
         l.epoch.clone()
@@ -624,9 +622,11 @@ pub fn status(redis_url: &str, fleet: &str) -> Result<protocol::FleetStatus, Fle
 
 /// A guard process: it waits for its agent to exit (its pipe closes, however the agent died)
 /// and then sets the limit to the minimum, so that workers never keep a dead agent's grant.
+///
+/// Dropping it closes the pipe: the guard sets the minimum (again) and exits, and is reaped.
 #[derive(Debug)]
 pub struct Guard {
-    _write: std::os::fd::OwnedFd,
+    write: Option<std::os::fd::OwnedFd>,
     pid: nix::unistd::Pid,
 }
 
@@ -634,6 +634,14 @@ impl Guard {
     /// The guard's process id.
     pub fn pid(&self) -> i32 {
         self.pid.as_raw()
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        drop(self.write.take());
+        // The guard exits right after the pipe closes (one retune, one write).
+        let _ = nix::sys::wait::waitpid(self.pid, None);
     }
 }
 
@@ -672,7 +680,7 @@ pub fn spawn_guard(
         Ok(ForkResult::Parent { child }) => {
             drop(read);
             Ok(Guard {
-                _write: write,
+                write: Some(write),
                 pid: child,
             })
         }
@@ -704,9 +712,4 @@ fn guard_main(read: std::os::fd::OwnedFd, limit: &Limit, floor: LocalShare, mess
         libc::write(2, message.as_ptr().cast(), message.len());
         libc::_exit(0)
     }
-}
-
-/// Whole tokens per second of `units`, for messages.
-pub fn tokens_per_second(units: u64) -> f64 {
-    units as f64 / UNITS_PER_TOKEN as f64
 }

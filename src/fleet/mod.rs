@@ -71,8 +71,8 @@ pub mod protocol;
 pub mod share;
 
 pub use agent::{
-    host_name, run, spawn_guard, status, tokens_per_second, Agent, AgentConfig, AgentSnapshot,
-    FleetError, Guard, DEFAULT_TTL,
+    host_name, run, spawn_guard, status, Agent, AgentConfig, AgentSnapshot, FleetError, Guard,
+    DEFAULT_TTL,
 };
 pub use protocol::{FleetStatus, MemberStatus, Renewal};
 pub use share::LocalShare;

@@ -26,6 +26,13 @@ pub const FLOOR_EMISSION_NS: u64 = 1 << 42;
 const UNIT_NS: u128 = UNITS_PER_TOKEN as u128 * 1_000_000_000;
 
 /// The share (units) that a rate is, rounded down.
+///
+/// ```
+/// use shmlimit::{fleet::share::units_of, Rate};
+/// assert_eq!(units_of(Rate::per_second(1000).unwrap()), 1_000_000_000);
+/// // 300/s is one token every 3333334 ns (rounded up): a little under 300/s.
+/// assert_eq!(units_of(Rate::per_second(300).unwrap()), 299_999_940);
+/// ```
 pub fn units_of(rate: Rate) -> u64 {
     (UNIT_NS / rate.emission_ns() as u128).min(u64::MAX as u128) as u64
 }
@@ -68,6 +75,15 @@ pub struct LocalShare {
 
 impl LocalShare {
     /// The bucket for `units` of a fleet total of `total` units with fleet burst `burst`.
+    ///
+    /// ```
+    /// use shmlimit::fleet::{share::FLOOR_EMISSION_NS, LocalShare};
+    /// let total = 1000 * 1_000_000; // 1000/s
+    /// let quarter = LocalShare::of(total / 4, total, 20);
+    /// assert_eq!((quarter.capacity, quarter.emission_ns), (5, 4_000_000)); // 250/s, burst 5
+    /// let floor = LocalShare::of(0, total, 20);
+    /// assert_eq!((floor.capacity, floor.emission_ns), (1, FLOOR_EMISSION_NS));
+    /// ```
     pub fn of(units: u64, total: u64, burst: u64) -> LocalShare {
         if units == 0 {
             return LocalShare {

@@ -148,9 +148,11 @@ impl<C: Clock> Permit<C> {
 
     /// Keep the permit held past this handle and return its id; release it later with
     /// [`crate::Limit::release_permit`] (or let it be reclaimed when this process exits).
-    pub fn into_id(self) -> u64 {
+    pub fn into_id(mut self) -> u64 {
         let id = self.id();
-        std::mem::forget(self);
+        // Drop the handle (and its share of the mapping) but not the permit: with no entry
+        // left, dropping `self` releases nothing.
+        self.entry = None;
         id
     }
 
