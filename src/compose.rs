@@ -26,12 +26,26 @@ pub const MAX_CHECKS: usize = 8;
 pub struct Check<'a, C: Clock = MonotonicClock> {
     limit: &'a Limit<C>,
     cost: u64,
+    key: Option<&'a [u8]>,
 }
 
 impl<'a, C: Clock> Check<'a, C> {
     /// Check `limit` for `cost` units.
     pub fn new(limit: &'a Limit<C>, cost: u64) -> Self {
-        Check { limit, cost }
+        Check {
+            limit,
+            cost,
+            key: None,
+        }
+    }
+
+    /// Check the keyed `limit` for `cost` units of `key`'s budget.
+    pub fn keyed(limit: &'a Limit<C>, key: &'a [u8], cost: u64) -> Self {
+        Check {
+            limit,
+            cost,
+            key: Some(key),
+        }
     }
 }
 
@@ -94,7 +108,7 @@ impl Composed {
         if self.allowed {
             for (check, decision) in checks.iter().zip(&self.decisions) {
                 if let Some(d) = decision {
-                    if let Err(e) = check.limit.refund(d) {
+                    if let Err(e) = check.give_back(d) {
                         first = first.and(Err(e));
                     }
                 }
@@ -113,14 +127,18 @@ pub(crate) trait Acquire {
 
 impl<C: Clock> Acquire for Check<'_, C> {
     fn acquire(&self, commit: bool) -> Result<Decision> {
-        if commit {
-            self.limit.try_acquire(self.cost)
-        } else {
-            self.limit.peek(self.cost)
+        match (self.key, commit) {
+            (None, true) => self.limit.try_acquire(self.cost),
+            (None, false) => self.limit.peek(self.cost),
+            (Some(key), true) => self.limit.try_acquire_key(key, self.cost),
+            (Some(key), false) => self.limit.peek_key(key, self.cost),
         }
     }
     fn give_back(&self, grant: &Decision) -> Result<()> {
-        self.limit.refund(grant)
+        match self.key {
+            None => self.limit.refund(grant),
+            Some(key) => self.limit.refund_key(key, grant),
+        }
     }
 }
 

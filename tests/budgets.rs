@@ -316,3 +316,44 @@ fn retuning_is_seen_by_other_handles_and_validated() {
     tb_a.reset().unwrap();
     assert_eq!(tb_b.peek(1).unwrap().remaining(), 19);
 }
+
+#[test]
+fn composed_checks_take_keyed_limits() {
+    let (_dir, path) = temp_path("keyed-compose.shm");
+    let limiter = Limiter::builder()
+        .clock(ManualClock::new(10 * SEC))
+        .keyed_limit(
+            "per_user",
+            TokenBucket::new(3, Rate::per_second(1).unwrap()),
+            shmlimit::Keyed::new(64),
+        )
+        .limit(
+            "downstream",
+            TokenBucket::new(1, Rate::per_second(1).unwrap()),
+        )
+        .create_or_open(&path)
+        .unwrap();
+    let (user, downstream) = (
+        limiter.limit("per_user").unwrap(),
+        limiter.limit("downstream").unwrap(),
+    );
+    let checks = [Check::keyed(&user, b"alice", 1), Check::new(&downstream, 1)];
+    let first = try_acquire_all(&checks).unwrap();
+    assert!(first.is_allowed());
+    assert_eq!(user.peek_key(b"alice", 1).unwrap().remaining(), 1);
+    let second = try_acquire_all(&checks).unwrap();
+    assert_eq!(second.denied_by(), Some(1));
+    assert_eq!(
+        user.peek_key(b"alice", 1).unwrap().remaining(),
+        1,
+        "the denied request took nothing from alice"
+    );
+    first.refund(&checks).unwrap();
+    assert_eq!(user.peek_key(b"alice", 1).unwrap().remaining(), 2);
+    assert!(downstream.peek(1).unwrap().is_allowed());
+    assert_eq!(
+        user.peek_key(b"bob", 1).unwrap().remaining(),
+        2,
+        "bob is untouched"
+    );
+}
