@@ -214,7 +214,7 @@ fn a_process_in_another_time_namespace_is_refused() {
             }
         }
         None => {
-            write_word(&path, WORD_TIMENS_OFFSET, (86_400 * SEC) as u64);
+            write_word(&path, WORD_TIMENS_OFFSET, 86_400 * SEC);
             assert!(matches!(
                 Limiter::open(&path),
                 Err(Error::ClockMismatch { .. })

@@ -308,7 +308,7 @@ fn storm(duration: Duration) {
     let limiter = create(&path);
     let start = now_ns();
     let end_ns = start + duration.as_nanos() as u64;
-    let mut rng = XorShift::new(0x5EED_0F_5707);
+    let mut rng = XorShift::new(0x5EED_0F57);
     let spawn_worker = |seed: u64| {
         let (p, l) = (path.clone(), logs.clone());
         Worker::fork(move || {
