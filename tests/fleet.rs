@@ -859,6 +859,15 @@ fn fleet_budgets() {
         &mut transitions,
     );
     print!("{}", fleet::cli::status_table(&status(&redis.url())));
+    // The CLI's status subcommand on the same fleet.
+    let status_cmd = fleet::cli::FleetArgs {
+        command: fleet::cli::FleetCommand::Status(fleet::cli::StatusArgs {
+            redis: redis.url(),
+            fleet: FLEET.into(),
+            json: true,
+        }),
+    };
+    assert_eq!(fleet::cli::run_cli(status_cmd), 0);
 
     // Clean end: agents leave, workers stop, the sink and the sampler are read.
     for (_, a) in agents.drain() {
@@ -927,4 +936,20 @@ fn fleet_budgets() {
         );
     }
     println!("fleet: scenario took {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+#[test]
+fn rates_parse_as_the_cli_reads_them() {
+    use fleet::cli::parse_rate;
+    assert_eq!(parse_rate("300/s").unwrap().emission_ns(), 3_333_334);
+    assert_eq!(parse_rate("2/ms").unwrap().emission_ns(), 500_000);
+    assert_eq!(parse_rate("60/min").unwrap().emission_ns(), 1_000_000_000);
+    assert_eq!(parse_rate("0.5/s").unwrap().emission_ns(), 2_000_000_000);
+    assert!(parse_rate("300").is_err());
+    assert!(parse_rate("0/s").is_err());
+    assert!(parse_rate("5/week").is_err());
+    assert_eq!(
+        share::fmt_units(share::units_of(parse_rate("1000/s").unwrap())),
+        "1000/s"
+    );
 }
