@@ -57,6 +57,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     Stats(inspect::StatsArgs),
     Watch(watch::WatchArgs),
+    /// Keep this host's share of a fleet-wide budget, allocated through Redis (see FLEET.md)
+    Fleet(shmlimit::fleet::cli::FleetArgs),
 }
 
 /// How a read command opens an existing file.
@@ -188,14 +190,22 @@ impl Failure {
     }
 }
 
-fn run(cli: Cli) -> Result<(), Failure> {
-    match cli.command {
+fn run(command: Command) -> Result<(), Failure> {
+    match command {
         Command::Demo(args) => demo::run(args),
         Command::Create(args) => inspect::create(args),
         Command::Check(args) => inspect::check(args),
         Command::Inspect(args) => inspect::inspect(args),
         Command::Stats(args) => inspect::stats(args),
         Command::Watch(args) => watch::run(args),
+        // The agent reports its own errors and chooses its exit code.
+        Command::Fleet(args) => match shmlimit::fleet::cli::run_cli(args) {
+            0 => Ok(()),
+            code => Err(Failure {
+                code: code.clamp(1, 255) as u8,
+                message: String::new(),
+            }),
+        },
     }
 }
 
@@ -217,10 +227,12 @@ fn main() -> ExitCode {
             };
         }
     };
-    match run(cli) {
+    match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => {
-            eprintln!("shmlimit: {}", failure.message);
+            if !failure.message.is_empty() {
+                eprintln!("shmlimit: {}", failure.message);
+            }
             ExitCode::from(failure.code)
         }
     }
