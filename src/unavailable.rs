@@ -62,6 +62,7 @@ use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::limiter::{Limit, Limiter};
+use crate::permit::Permit;
 
 /// What a limit decides while its limiter file cannot be used. There is no default: every
 /// [`GuardedLimiter::limit`] call names one.
@@ -123,6 +124,48 @@ impl GuardedDecision {
         match self {
             GuardedDecision::Decided(d) => Some(d),
             GuardedDecision::Unavailable { .. } => None,
+        }
+    }
+}
+
+/// The outcome of a guarded permit acquisition.
+#[derive(Debug)]
+#[must_use = "a held permit is released as soon as it is dropped"]
+pub enum GuardedPermit<C: Clock = MonotonicClock> {
+    /// A permit of the limit, held until dropped.
+    Held(Permit<C>),
+    /// The limiter decided: every permit is held.
+    AllHeld,
+    /// The limiter file (or this limit's state) could not be used; the policy decided. A
+    /// fail-open grant holds nothing: it limits nothing.
+    Unavailable {
+        /// True for [`Unavailable::FailOpen`].
+        allowed: bool,
+        /// For a denial: nanoseconds until the next attempt to open the file (at least 1).
+        retry_after_ns: u64,
+    },
+}
+
+impl<C: Clock> GuardedPermit<C> {
+    /// True when the work may proceed (a held permit, or fail-open).
+    pub fn is_allowed(&self) -> bool {
+        match self {
+            GuardedPermit::Held(_) => true,
+            GuardedPermit::AllHeld => false,
+            GuardedPermit::Unavailable { allowed, .. } => *allowed,
+        }
+    }
+
+    /// True when the limiter could not decide and the policy did.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, GuardedPermit::Unavailable { .. })
+    }
+
+    /// The permit, when one is held.
+    pub fn permit(&self) -> Option<&Permit<C>> {
+        match self {
+            GuardedPermit::Held(p) => Some(p),
+            _ => None,
         }
     }
 }
@@ -391,5 +434,33 @@ impl<C: Clock> GuardedLimit<C> {
             });
         }
         self.decide(cost, |l| l.try_acquire_key(key, cost))
+    }
+
+    /// [`Limit::try_acquire_permit`], or the policy while unavailable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if the limit is not a concurrency limit (once attached),
+    /// [`Error::UnknownLimit`].
+    pub fn try_acquire_permit(&self) -> Result<GuardedPermit<C>> {
+        let unavailable = |d: GuardedDecision| match d {
+            GuardedDecision::Unavailable {
+                allowed,
+                retry_after_ns,
+            } => GuardedPermit::Unavailable {
+                allowed,
+                retry_after_ns,
+            },
+            GuardedDecision::Decided(_) => GuardedPermit::AllHeld,
+        };
+        match self.limit()? {
+            None => Ok(unavailable(self.unavailable())),
+            Some(l) => match l.try_acquire_permit() {
+                Ok(Some(p)) => Ok(GuardedPermit::Held(p)),
+                Ok(None) => Ok(GuardedPermit::AllHeld),
+                Err(Error::CorruptState { .. }) => Ok(unavailable(self.unavailable())),
+                Err(e) => Err(e),
+            },
+        }
     }
 }

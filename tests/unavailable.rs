@@ -255,3 +255,33 @@ fn a_process_started_before_the_file_attaches_later() {
     assert_eq!(words[1], 1, "then attached and was granted");
     assert_eq!(limiter.limit("api").unwrap().stats().allowed, 1);
 }
+
+#[test]
+fn guarded_permits_follow_the_policy_then_the_real_limit() {
+    let (_dir, path) = temp_path("permits.shm");
+    let g = Limiter::open_guarded(&path, Duration::ZERO);
+    let open = g.limit("db", Unavailable::FailOpen);
+    let closed = g.limit("db", Unavailable::FailClosed);
+    let p = open.try_acquire_permit().unwrap();
+    assert!(p.is_allowed() && p.is_unavailable() && p.permit().is_none());
+    let p = closed.try_acquire_permit().unwrap();
+    assert!(!p.is_allowed() && p.is_unavailable());
+    Limiter::builder()
+        .limit("db", shmlimit::Concurrency::new(1))
+        .create_or_open(&path)
+        .unwrap();
+    let held = closed.try_acquire_permit().unwrap();
+    assert!(held.is_allowed() && !held.is_unavailable() && held.permit().is_some());
+    let busy = open.try_acquire_permit().unwrap();
+    assert!(matches!(busy, shmlimit::GuardedPermit::AllHeld), "{busy:?}");
+    drop(held);
+    assert!(open.try_acquire_permit().unwrap().permit().is_some());
+    // A permit asked of a rate limit is the caller's error.
+    let (_dir2, path2) = temp_path("rate.shm");
+    drop(create(&path2));
+    let g = Limiter::open_guarded(&path2, Duration::ZERO);
+    assert!(matches!(
+        g.limit("api", Unavailable::FailOpen).try_acquire_permit(),
+        Err(Error::WrongKind { .. })
+    ));
+}
