@@ -61,6 +61,7 @@ pub use file::layout::MAX_LIMITS;
 pub use limiter::{Builder, Limit, Limiter, Stats};
 pub use keyed::MAX_KEY_LEN;
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
+pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
 pub use wait::Reservation;
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
