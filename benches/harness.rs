@@ -292,7 +292,8 @@ pub enum Workers {
     Processes,
 }
 
-/// Register `name/k` in `group` for each `k`: `k` workers hammering one limit.
+/// Register `name/k` in `group` for each `k` of [`WORKER_COUNTS`]: `k` workers hammering one
+/// limit.
 pub fn bench_parallel<C: Contender>(
     group: &mut BenchmarkGroup<'_, WallTime>,
     name: &str,
@@ -300,7 +301,19 @@ pub fn bench_parallel<C: Contender>(
     workload: Workload,
     make: impl Fn() -> C,
 ) {
-    for k in WORKER_COUNTS {
+    bench_parallel_on(group, name, &WORKER_COUNTS, workers, workload, make);
+}
+
+/// As [`bench_parallel`], for the worker counts `counts`.
+pub fn bench_parallel_on<C: Contender>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    counts: &[usize],
+    workers: Workers,
+    workload: Workload,
+    make: impl Fn() -> C,
+) {
+    for &k in counts {
         let mut contender: Option<C> = None;
         let mut warned = false;
         group.bench_with_input(BenchmarkId::new(name, k), &k, |b, &k| {

@@ -3,17 +3,22 @@
 //!
 //! Layout: `peers/` holds one module per contender behind the `peers::Contender` trait,
 //! `harness` runs a contender from one or many threads or processes, and each group is a module
-//! (`floor`, `uncontended`, `contention`, `algorithms`, `clocks`). A new group (keys, composed
-//! checks, the C ABI) is one more module and one line in `main`.
+//! (`floor`, `uncontended`, `contention`, `algorithms`, `clocks`, `keyed`, `composed`,
+//! `hot_split`, `concurrency`, `c_abi`). A new group is one more module and one line in `main`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod algorithms;
+mod c_abi;
 mod clocks;
+mod composed;
+mod concurrency;
 mod contention;
 mod floor;
 mod harness;
+mod hot_split;
+mod keyed;
 mod peers;
 mod uncontended;
 
@@ -28,5 +33,10 @@ fn main() {
     contention::bench(&mut c);
     algorithms::bench(&mut c);
     clocks::bench(&mut c);
+    keyed::bench(&mut c);
+    composed::bench(&mut c);
+    hot_split::bench(&mut c);
+    concurrency::bench(&mut c);
+    c_abi::bench(&mut c);
     c.final_summary();
 }

@@ -3,12 +3,16 @@
 //!
 //! Each contender is one module. A new one (keyed limits, composed checks, the C ABI) is one more
 //! module implementing [`Contender`], then one line in the groups that should compare it.
+//! (`keyed`, `composed` and `permits` are shmlimit's own keyed, composed and concurrency limits.)
 
 pub mod bucket;
 pub mod c_reference;
+pub mod composed;
 pub mod flock;
 pub mod governor;
+pub mod keyed;
 pub mod mutex;
+pub mod permits;
 pub mod pthread_shm;
 pub mod redis_lua;
 pub mod shmlimit;

@@ -2,12 +2,12 @@
 
 use std::path::PathBuf;
 
-use shmlimit::{Algorithm, Clock, Limit, Limiter, MonotonicClock, Rate, TokenBucket};
+use shmlimit::{Algorithm, Clock, Limit, LimitDef, Limiter, MonotonicClock, Rate, TokenBucket};
 use tempfile::TempDir;
 
 use super::{file_in, scratch_dir, Contender, Workload};
 
-const NAME: &str = "bench";
+pub const NAME: &str = "bench";
 
 /// A limiter file holding one limit, and the clock its handles read.
 pub struct Shmlimit<C: Clock = MonotonicClock> {
@@ -32,13 +32,29 @@ pub fn token_bucket(workload: Workload) -> Algorithm {
         .expect("valid token bucket")
 }
 
+impl Shmlimit<MonotonicClock> {
+    /// The token bucket of `workload` split into `k` sub-buckets (`k = 1`: not split).
+    pub fn split(workload: Workload, k: u16) -> Self {
+        Shmlimit::with_options(token_bucket(workload), MonotonicClock, |d| d.split(k))
+    }
+}
+
 impl<C: Clock> Shmlimit<C> {
     /// A fresh file in a scratch directory holding `algorithm`, decided on `clock`.
     pub fn with_clock(algorithm: Algorithm, clock: C) -> Self {
+        Shmlimit::with_options(algorithm, clock, |d| d)
+    }
+
+    /// As [`Shmlimit::with_clock`], with the definition's options set by `options`.
+    pub fn with_options(
+        algorithm: Algorithm,
+        clock: C,
+        options: impl FnOnce(LimitDef) -> LimitDef,
+    ) -> Self {
         let dir = scratch_dir();
         let path = file_in(&dir, "shmlimit");
         let limiter = Limiter::builder()
-            .limit(NAME, algorithm)
+            .limit_with(NAME, algorithm, options)
             .clock(clock.clone())
             .create_or_open(&path)
             .expect("create the limiter file");
@@ -49,6 +65,13 @@ impl<C: Clock> Shmlimit<C> {
             limit,
             _dir: dir,
         }
+    }
+}
+
+impl<C: Clock> Shmlimit<C> {
+    /// The limiter file, for programs that attach to it by path.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
     }
 }
 

@@ -1,0 +1,180 @@
+//! The uncontended token-bucket decision through the C ABI:
+//! `c_abi_token_bucket_{admit,deny}/shmlimit` is the Rust `try_acquire(1)`, `c_header` the C
+//! program `ffi/bench/decide.c` calling `shmlimit_acquire` in a loop through `shmlimit.h`
+//! (`gcc -O2`, linked against the `libshmlimit.so` built with this bench), and `python_ctypes`
+//! `ffi/bench/decide.py`, a loop of `Limit.try_acquire(1)` through `ffi/python/shmlimit.py`;
+//! `python_ctypes_raw` the same script calling `shmlimit_acquire` through ctypes directly (the
+//! boundary without the wrapper's objects).
+//!
+//! Each sample (`iter_custom`) spawns the program with the iteration count; it attaches to the
+//! limiter file by path, times its loop of decisions itself and prints the nanoseconds, which
+//! are the sample's time (process start, attach and resolve are outside it). Without `gcc`,
+//! `python3` or the built library the affected benchmarks are skipped with a printed notice.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, SamplingMode, Throughput};
+use tempfile::TempDir;
+
+use crate::harness::bench_single;
+use crate::peers::shmlimit::{Shmlimit, NAME};
+use crate::peers::{prime, scratch_dir, Workload};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The directory holding the `libshmlimit.so` cargo built with this bench: `deps/` next to the
+/// bench executable, or the profile directory above it.
+fn lib_dir() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let deps = exe.parent()?;
+    let found = [Some(deps), deps.parent()]
+        .into_iter()
+        .flatten()
+        .find(|dir| dir.join("libshmlimit.so").is_file())
+        .map(Path::to_owned);
+    found
+}
+
+/// The programs of this group, built once.
+struct Programs {
+    lib: PathBuf,
+    c: Option<PathBuf>,
+    python: Option<PathBuf>,
+    _dir: TempDir,
+}
+
+fn build() -> Option<Programs> {
+    let Some(lib) = lib_dir() else {
+        eprintln!("notice: c_abi benchmarks skipped: libshmlimit.so not found next to the bench");
+        return None;
+    };
+    let dir = scratch_dir();
+    let exe = dir.path().join("decide");
+    let status = Command::new("gcc")
+        .args(["-std=c99", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root().join("ffi/include"))
+        .arg(root().join("ffi/bench/decide.c"))
+        .arg("-L")
+        .arg(&lib)
+        .arg("-lshmlimit")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-o")
+        .arg(&exe)
+        .status();
+    let c = match status {
+        Ok(s) if s.success() => Some(exe),
+        other => {
+            eprintln!("notice: c_abi_*/c_header skipped: gcc failed ({other:?})");
+            None
+        }
+    };
+    let python = match Command::new("python3").arg("--version").output() {
+        Ok(out) if out.status.success() => Some(root().join("ffi/bench/decide.py")),
+        _ => {
+            eprintln!("notice: c_abi_*/python_ctypes skipped: no python3");
+            None
+        }
+    };
+    Some(Programs {
+        lib,
+        c,
+        python,
+        _dir: dir,
+    })
+}
+
+/// Run `command PATH LIMIT iters`; the time it printed and how many decisions admitted.
+fn spawn(mut command: Command, file: &Path, iters: u64, raw: bool) -> (Duration, u64) {
+    command.arg(file).arg(NAME).arg(iters.to_string());
+    if raw {
+        command.arg("raw");
+    }
+    let out = command.output().expect("spawn the decision program");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "decision program failed ({}): {stdout}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let field = |key: &str| -> u64 {
+        stdout
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in the program's output: {stdout}"))
+    };
+    (Duration::from_nanos(field("ns=")), field("allowed="))
+}
+
+/// Register `name`: every sample spawns the program `command()` makes on a file of `workload`
+/// (with the argument `raw` when `raw`).
+fn bench_spawned(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    workload: Workload,
+    raw: bool,
+    command: impl Fn() -> Command,
+) {
+    let mut contender: Option<Shmlimit> = None;
+    let mut warned = false;
+    group.bench_function(name, |b| {
+        let contender = contender.get_or_insert_with(|| {
+            let c = Shmlimit::token_bucket(workload);
+            prime(name, &c, workload, 1);
+            c
+        });
+        b.iter_custom(|iters| {
+            let (elapsed, admitted) = spawn(command(), contender.path(), iters, raw);
+            let expected = if workload == Workload::Admit { iters } else { 0 };
+            if admitted != expected && !warned {
+                warned = true;
+                eprintln!(
+                    "warning: {name} ({}): {admitted} of {iters} decisions admitted, expected {expected}",
+                    workload.name()
+                );
+            }
+            elapsed
+        });
+    });
+}
+
+/// Register both groups.
+pub fn bench(c: &mut Criterion) {
+    let programs = build();
+    for workload in Workload::ALL {
+        let mut group = c.benchmark_group(format!("c_abi_token_bucket_{}", workload.name()));
+        group.throughput(Throughput::Elements(1));
+        // Every sample of the spawned programs starts a process: few, equally long samples.
+        group.sampling_mode(SamplingMode::Flat);
+        group.sample_size(10);
+        bench_single(&mut group, "shmlimit", workload, 1, || {
+            Shmlimit::token_bucket(workload)
+        });
+        if let Some(p) = &programs {
+            if let Some(exe) = &p.c {
+                bench_spawned(&mut group, "c_header", workload, false, || {
+                    let mut cmd = Command::new(exe);
+                    cmd.env("LD_LIBRARY_PATH", &p.lib);
+                    cmd
+                });
+            }
+            if let Some(script) = &p.python {
+                for (name, raw) in [("python_ctypes", false), ("python_ctypes_raw", true)] {
+                    bench_spawned(&mut group, name, workload, raw, || {
+                        let mut cmd = Command::new("python3");
+                        cmd.arg(script)
+                            .env("SHMLIMIT_LIB", p.lib.join("libshmlimit.so"));
+                        cmd
+                    });
+                }
+            }
+        }
+        group.finish();
+    }
+}
