@@ -163,7 +163,8 @@ impl<C: Clock> Builder<C> {
 /// equal to what a file holds.
 fn normalize(mut def: LimitDef) -> LimitDef {
     if let Some(k) = def.keyed.as_mut() {
-        if k.capacity > 0 {
+        // Out-of-range capacities are left for validation to refuse with a clear error.
+        if k.capacity > 0 && k.capacity <= crate::spec::MAX_KEYS {
             k.capacity = k.slots();
         }
     }
@@ -328,6 +329,7 @@ impl<C: Clock> Limiter<C> {
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,
             cache: Default::default(),
+            origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
         }
     }
 }
@@ -475,6 +477,8 @@ pub struct Limit<C: Clock = MonotonicClock> {
     keyed: bool,
     split: usize,
     cache: [ParamCache; 2],
+    /// This limit's identity in the grants it makes: its index and the file's hash seed.
+    origin: u64,
 }
 
 // SAFETY: the raw pointers point into the mapping owned by `shared` (an Arc kept alive by every
@@ -500,6 +504,7 @@ impl<C: Clock> Clone for Limit<C> {
             keyed: self.keyed,
             split: self.split,
             cache: [self.cache[0].copy(), self.cache[1].copy()],
+            origin: self.origin,
         }
     }
 }
@@ -913,6 +918,7 @@ impl<C: Clock> Limit<C> {
         shadow: bool,
     ) -> Decision {
         decision.cost = cost;
+        decision.origin = self.origin;
         if !commit {
             return decision;
         }
@@ -985,6 +991,7 @@ impl<C: Clock> Limit<C> {
         if self.keyed {
             return Err(self.wrong_kind("is keyed: use refund_key"));
         }
+        self.check_origin(grant)?;
         let units = units.min(grant.cost);
         if !grant.is_allowed() || units == 0 {
             return Ok(());
@@ -1021,6 +1028,15 @@ impl<C: Clock> Limit<C> {
             }
             _ => self.refund_in(self.control(0), grant, units),
         }
+    }
+
+    /// Refuse a grant made by another limit (or another file): refunding it here would give
+    /// this limit budget it never granted.
+    pub(crate) fn check_origin(&self, grant: &Decision) -> Result<()> {
+        if grant.origin != 0 && grant.origin != self.origin {
+            return Err(self.wrong_kind("did not make this grant: refund it on the limit that did"));
+        }
+        Ok(())
     }
 
     /// The refund CAS loop on one single-word state (unkeyed state or a key's state word).

@@ -589,7 +589,11 @@ impl Keyed {
     }
     /// The table size actually allocated.
     pub fn slots(&self) -> u64 {
-        self.capacity.max(1).next_power_of_two()
+        // Saturates for capacities no table can have; validation refuses those.
+        self.capacity
+            .max(1)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 63)
     }
 }
 

@@ -324,7 +324,6 @@ fn damaged_state_words_fail_closed() {
 /// (reclaimed), words naming a live process with another start time too, and words naming
 /// this live process count as held: never more than C held, never a panic.
 #[test]
-#[ignore = "library bug: permit::slot::stamped_since multiplies a 46-bit ms stamp by 1e6 and overflows (panic in debug, wrap in release); fix: saturating_mul"]
 fn garbage_permit_words_fail_closed() {
     let (_dir, path) = temp_path("permits.shm");
     drop(create(&path));

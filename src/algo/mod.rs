@@ -62,6 +62,9 @@ pub struct Decision {
     pub(crate) shadow_denied: bool,
     /// The full budget in the unit of `slack` (tolerance ns, or the limit): for near-limit.
     pub(crate) whole: u64,
+    /// Which limit (and file) made this decision, for refunds: 0 when unknown (a grant
+    /// rebuilt from a C grant record).
+    pub(crate) origin: u64,
 }
 
 impl Decision {
@@ -76,6 +79,7 @@ impl Decision {
             stamp: 0,
             shadow_denied: false,
             whole: 0,
+            origin: 0,
         }
     }
 
@@ -91,6 +95,7 @@ impl Decision {
             stamp: 0,
             shadow_denied: false,
             whole: 0,
+            origin: 0,
         }
     }
 

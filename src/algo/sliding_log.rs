@@ -182,7 +182,9 @@ impl SlidingLog {
             if !commit {
                 return Ok(Claim::Possible { index, date });
             }
-            let units = date.div_ceil(1 << TIME_SHIFT);
+            // At least one unit: time 0 marks a never-used entry, so a claim dated 0 ns (a
+            // clock at its origin) is recorded as the first unit.
+            let units = date.div_ceil(1 << TIME_SHIFT).max(1);
             if units > TIME_MASK {
                 return Err(Fault::ClockRange(read));
             }
@@ -275,7 +277,7 @@ impl SlidingLog {
                     made.push((index, value));
                     if made.len() as u64 == n {
                         return Ok(Decision::allowed(self.free_after(entries, index, date), 1)
-                            .stamped(DATE_STAMP | date.div_ceil(1 << TIME_SHIFT))
+                            .stamped(DATE_STAMP | date.div_ceil(1 << TIME_SHIFT).max(1))
                             .of(self.limit));
                     }
                 }

@@ -395,6 +395,7 @@ impl<C: Clock> Limit<C> {
     pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
         self.keyed_only()?;
         check_key(key)?;
+        self.check_origin(grant)?;
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
         let units = grant.cost;
         if !grant.is_allowed() || units == 0 {

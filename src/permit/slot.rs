@@ -117,7 +117,7 @@ pub(crate) fn stamp(gen: u64, now_ns: u64) -> u64 {
 /// The acquisition time (ns) a stamp records for an owner word, if it belongs to it.
 pub(crate) fn stamped_since(owner: OwnerWord, stamp: u64) -> Option<u64> {
     (stamp >> GEN_SHIFT == owner.gen() && stamp & STAMP_MS_MASK != 0)
-        .then(|| (stamp & STAMP_MS_MASK) * 1_000_000)
+        .then(|| (stamp & STAMP_MS_MASK).saturating_mul(1_000_000))
 }
 
 /// The atomic operations the permit table needs beyond [`AtomicWord`].
