@@ -45,7 +45,7 @@ use crate::sync::AtomicWord;
 /// # Ok(()) }
 /// ```
 #[must_use = "a decision that is not checked limits nothing"]
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct Decision {
     allowed: bool,
     retry_after_ns: u64,
@@ -189,6 +189,18 @@ impl Decision {
         self.retry_after_ns.div_ceil(1_000_000_000)
     }
 }
+
+/// Decisions are equal when what they tell the caller is: allowed, remaining and retry-after
+/// (a peek equals the decision the acquire then makes, although only the latter holds a grant).
+impl PartialEq for Decision {
+    fn eq(&self, other: &Self) -> bool {
+        self.allowed == other.allowed
+            && self.retry_after_ns == other.retry_after_ns
+            && self.remaining() == other.remaining()
+    }
+}
+
+impl Eq for Decision {}
 
 impl fmt::Debug for Decision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
