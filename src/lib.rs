@@ -58,14 +58,14 @@ pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
-pub use limiter::{Builder, Limit, Limiter, Stats};
 pub use keyed::MAX_KEY_LEN;
+pub use limiter::{Builder, Limit, Limiter, Stats};
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
-pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
-pub use wait::Reservation;
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,
     MAX_CAPACITY, MAX_KEYS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW,
     MIN_WINDOW,
 };
+pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
+pub use wait::Reservation;
