@@ -272,6 +272,27 @@ impl<C: Clock> Limiter<C> {
         self.shared.mapped.geometry.file_size as u64
     }
 
+    /// What the header says about the file (for `shmlimit inspect`).
+    pub fn file_info(&self) -> FileInfo {
+        let m = &self.shared.mapped;
+        let g = &m.geometry;
+        let boot = [m.header(word::BOOT_ID), m.header(word::BOOT_ID + 1)];
+        let mut boot_id = [0u8; 16];
+        boot_id[..8].copy_from_slice(&boot[0].to_ne_bytes());
+        boot_id[8..].copy_from_slice(&boot[1].to_ne_bytes());
+        FileInfo {
+            format_version: (m.header(word::VERSION) & 0xFFFF_FFFF) as u32,
+            file_size: g.file_size as u64,
+            limits: m.defs.len(),
+            definitions: (g.defs_offset as u64, g.defs_len as u64),
+            slots: (g.slots_offset as u64, g.slots_len as u64),
+            counters: (g.stats_offset as u64, g.stats_len as u64),
+            boot_id,
+            created_unix_ns: m.header(word::CREATED),
+            reset_count: m.header(word::RESET_COUNT),
+        }
+    }
+
     /// The clock this limiter decides with.
     pub fn clock(&self) -> &C {
         &self.clock
@@ -419,6 +440,29 @@ impl ParamCache {
             capacity: v(&self.capacity),
         }
     }
+}
+
+/// The header facts of a limiter file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The format version.
+    pub format_version: u32,
+    /// The file's size in bytes.
+    pub file_size: u64,
+    /// How many limits it defines.
+    pub limits: usize,
+    /// Offset and length of the definitions region.
+    pub definitions: (u64, u64),
+    /// Offset and length of the state region.
+    pub slots: (u64, u64),
+    /// Offset and length of the counters region.
+    pub counters: (u64, u64),
+    /// The boot id the stored times belong to.
+    pub boot_id: [u8; 16],
+    /// When the file was created, Unix nanoseconds.
+    pub created_unix_ns: u64,
+    /// How many times a reboot reset the state.
+    pub reset_count: u64,
 }
 
 /// Decision counters of one limit, summed over every process.

@@ -662,6 +662,18 @@ impl LimitDef {
         self
     }
 
+    /// Check the whole definition (name, parameters, options) as creating a file would,
+    /// without creating anything.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] naming the limit and the field.
+    pub fn validate(&self) -> Result<()> {
+        validate_name(&self.name)?;
+        self.algorithm.validate(&self.name)?;
+        self.validate_options()
+    }
+
     /// Check the options against the algorithm.
     pub(crate) fn validate_options(&self) -> Result<()> {
         if self.split == 0 || self.split as usize > MAX_SPLIT {
