@@ -6,9 +6,11 @@
 //! `python_ctypes_raw` the same script calling `shmlimit_acquire` through ctypes directly (the
 //! boundary without the wrapper's objects).
 //!
-//! Each sample (`iter_custom`) spawns the program with the iteration count; it attaches to the
-//! limiter file by path, times its loop of decisions itself and prints the nanoseconds, which
-//! are the sample's time (process start, attach and resolve are outside it). Without `gcc`,
+//! Each sample (`iter_custom`) spawns the program with the iteration count (at least
+//! [`MIN_DECISIONS`], scaled back to the count asked for); it attaches to the limiter file by
+//! path, makes 1,000 untimed decisions, times its loop of decisions itself and prints the
+//! nanoseconds, which are the sample's time (process start, attach, resolve and the first
+//! calls are outside it). Without `gcc`,
 //! `python3` or the built library the affected benchmarks are skipped with a printed notice.
 
 use std::path::{Path, PathBuf};
@@ -88,6 +90,11 @@ fn build() -> Option<Programs> {
     })
 }
 
+/// Fewest decisions one spawned program times: criterion asks for very few iterations per
+/// sample of a slow routine, and a loop of one or two decisions would measure their first-call
+/// costs rather than the steady state. Longer loops are timed and scaled down to `iters`.
+const MIN_DECISIONS: u64 = 100_000;
+
 /// Run `command PATH LIMIT iters`; the time it printed and how many decisions admitted.
 fn spawn(mut command: Command, file: &Path, iters: u64, raw: bool) -> (Duration, u64) {
     command.arg(file).arg(NAME).arg(iters.to_string());
@@ -130,16 +137,18 @@ fn bench_spawned(
             c
         });
         b.iter_custom(|iters| {
-            let (elapsed, admitted) = spawn(command(), contender.path(), iters, raw);
-            let expected = if workload == Workload::Admit { iters } else { 0 };
+            let n = iters.max(MIN_DECISIONS);
+            let (elapsed, admitted) = spawn(command(), contender.path(), n, raw);
+            let expected = if workload == Workload::Admit { n } else { 0 };
             if admitted != expected && !warned {
                 warned = true;
                 eprintln!(
-                    "warning: {name} ({}): {admitted} of {iters} decisions admitted, expected {expected}",
+                    "warning: {name} ({}): {admitted} of {n} decisions admitted, expected {expected}",
                     workload.name()
                 );
             }
-            elapsed
+            // The time of `iters` decisions at the loop's rate.
+            Duration::from_nanos((elapsed.as_nanos() * u128::from(iters) / u128::from(n)) as u64)
         });
     });
 }

@@ -86,7 +86,22 @@ groups = defaultdict(dict)
 for (group, function, param), ns in medians.items():
     groups[group][(function, param)] = ns
 
-ORDER = ["floor", "uncontended", "contention_threads", "contention_processes", "algorithm", "clock"]
+ORDER = ["floor", "uncontended", "contention_threads", "contention_processes", "algorithm", "clock",
+         "keyed", "composed", "hot_split", "concurrency", "c_abi"]
+
+# Groups compared against one of their own benchmarks rather than shmlimit / the C reference.
+def baseline(group):
+    if group.startswith("keyed_"):
+        return "unkeyed"
+    if group == "composed":
+        return "three_separate"
+    if group == "concurrency":
+        return "token_bucket"
+    if group.startswith("c_abi_"):
+        return "shmlimit"
+    if group == "hot_split":
+        return "1"
+    return None
 
 def rank(group):
     for i, prefix in enumerate(ORDER):
@@ -100,6 +115,8 @@ PREFERRED = [
     "clock_monotonic", "clock_monotonic_coarse", "cas_local", "clock_and_cas",
     "token_bucket", "fixed_window", "sliding_window", "sliding_log_10", "sliding_log_100",
     "sliding_log_1000", "sliding_log_10000", "monotonic", "monotonic_coarse",
+    "unkeyed", "keyed", "three_separate", "three_checks", "acquire_release", "c_header",
+    "python_ctypes_raw", "python_ctypes", "1", "2", "4",
 ]
 
 def order(function):
@@ -116,7 +133,49 @@ for group in sorted(groups, key=rank):
         functions.remove("c_reference")
         functions.append("c_reference")
     print(f"### `{group}`\n")
-    if params == [""]:
+    base = baseline(group)
+    if "" in params and len(params) > 1:
+        # Benchmarks with and without a parameter (keyed/<keys> beside unkeyed): one row each.
+        b = rows.get((base, ""))
+        bf = fastest.get((group, base, ""))
+        print(f"| benchmark | median / decision | fastest sample | decisions/s | vs {base} (fastest) |")
+        print("|---|---|---|---|---|")
+        for function in functions:
+            for p in params:
+                if (function, p) not in rows:
+                    continue
+                ns, best = rows[(function, p)], fastest[(group, function, p)]
+                ratio = f"{fmt_ratio(ns / b)} ({fmt_ratio(best / bf)})" if b else "—"
+                label = f"{function}/{p}" if p else function
+                print(f"| {label} | {fmt_ns(ns)} | {fmt_ns(best)} | {fmt_rate(ns)} | {ratio} |")
+    elif params == [""] and base:
+        b = rows.get((base, ""))
+        bf = fastest.get((group, base, ""))
+        print(f"| benchmark | median / decision | fastest sample | decisions/s | vs {base} (fastest) |")
+        print("|---|---|---|---|---|")
+        for function in functions:
+            ns, best = rows[(function, "")], fastest[(group, function, "")]
+            ratio = f"{fmt_ratio(ns / b)} ({fmt_ratio(best / bf)})" if b else "—"
+            print(f"| {function} | {fmt_ns(ns)} | {fmt_ns(best)} | {fmt_rate(ns)} | {ratio} |")
+    elif base:
+        print("Decisions per second in total (median; fastest sample in parentheses), by workers:\n")
+        print("| benchmark | " + " | ".join(params) + " |")
+        print("|---|" + "---|" * len(params))
+        for function in functions:
+            cells = [f"{fmt_rate(rows[(function, p)])} ({fmt_rate(fastest[(group, function, p)])})"
+                     if (function, p) in rows else "—" for p in params]
+            print(f"| {function} | " + " | ".join(cells) + " |")
+        print(f"\nDecisions/s over {base}'s (> 1: more decisions per second), medians (fastest samples):\n")
+        print("| benchmark | " + " | ".join(params) + " |")
+        print("|---|" + "---|" * len(params))
+        for function in functions:
+            cells = []
+            for p in params:
+                ns, b = rows.get((function, p)), rows.get((base, p))
+                nf, bf = fastest.get((group, function, p)), fastest.get((group, base, p))
+                cells.append(f"{fmt_ratio(b / ns)} ({fmt_ratio(bf / nf)})" if ns and b else "—")
+            print(f"| {function} | " + " | ".join(cells) + " |")
+    elif params == [""]:
         ref = rows.get(("c_reference", "")) or floor_ref
         ref_name = "C ref" if ("c_reference", "") in rows else "C ref (floor)"
         shm = rows.get(("shmlimit", ""))
@@ -139,6 +198,9 @@ for group in sorted(groups, key=rank):
         for function in functions:
             cells = [fmt_rate(rows[(function, p)]) if (function, p) in rows else "—" for p in params]
             print(f"| {function} | " + " | ".join(cells) + " |")
+        if not any(f in ("shmlimit", "c_reference") for f in functions):
+            print()
+            continue
         print("\nshmlimit's decisions/s divided by the contender's (> 1: shmlimit faster); "
               "for shmlimit itself, its time per decision over the C reference's:\n")
         print("| contender | " + " | ".join(params) + " |")
@@ -207,6 +269,11 @@ for workload in ("admit", "deny"):
     g = f"algorithm_{workload}"
     r, text = both((get(g, "sliding_log_10000"), get(g, "sliding_log_10")), (best(g, "sliding_log_10000"), best(g, "sliding_log_10")))
     check(f"sliding log time L=10,000 / L=10, {workload}", text, "<= 2x", r is not None and r <= 2)
+
+for access in ("uniform", "zipf"):
+    g = f"keyed_token_bucket_{access}"
+    r, text = both((get(g, "keyed", "1000000"), get(g, "unkeyed")), (best(g, "keyed", "1000000"), best(g, "unkeyed")))
+    check(f"keyed decision at 1,000,000 keys / unkeyed decision, {access}", text, "<= 2x", r is not None and r <= 2)
 
 print("### Targets\n")
 print("Ratios of medians; in parentheses the same ratio of the fastest samples, which load from "

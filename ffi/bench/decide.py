@@ -20,6 +20,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import shmlimit  # noqa: E402
 
 
+WARM_UP = 1000
+
+
 def main() -> int:
     if len(sys.argv) not in (4, 5) or sys.argv[4:] not in ([], ["raw"]):
         print(f"usage: {sys.argv[0]} PATH LIMIT N [raw]", file=sys.stderr)
@@ -33,6 +36,8 @@ def main() -> int:
         handle = limit._live()
         out = shmlimit._Decision()
         out_ref = ctypes.byref(out)
+        for _ in range(WARM_UP):
+            acquire_c(handle, 1, out_ref)
         start = time.perf_counter_ns()
         for _ in range(n):
             if acquire_c(handle, 1, out_ref) != 0:
@@ -41,6 +46,8 @@ def main() -> int:
         elapsed = time.perf_counter_ns() - start
     else:
         acquire = limit.try_acquire
+        for _ in range(WARM_UP):
+            acquire(1)
         start = time.perf_counter_ns()
         for _ in range(n):
             if acquire(1):
