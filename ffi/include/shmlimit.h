@@ -28,6 +28,22 @@
 // Most limits one file may define.
 #define SHMLIMIT_MAX_LIMITS 4096
 
+// Policy of a guarded limit (the `unavailable` argument of `shmlimit_guarded_limiter_limit`):
+// admit every request, unlimited, while the file is unavailable. For limits that protect against
+// overload, where refusing all traffic is worse than none.
+#define SHMLIMIT_FAIL_OPEN 1
+
+// Policy of a guarded limit: deny every request while the file is unavailable, with a
+// retry-after of the time until the next attempt to open it. For limits that guard money,
+// quotas owed to a third party, or anything that must never be exceeded.
+#define SHMLIMIT_FAIL_CLOSED 2
+
+// Flag in `shmlimit_decision.reserved[0]` (the decision's flags word, zero for every other
+// decision): the limiter file (or this limit's state) could not be used and the limit's
+// policy decided. Such a decision has `remaining == 0` and a zero grant record (a refund of it
+// does nothing); a fail-closed denial has `retry_after_ns` at least 1.
+#define SHMLIMIT_DECISION_UNAVAILABLE 1
+
 // Longest key in bytes.
 #define SHMLIMIT_MAX_KEY_LEN 1024
 
@@ -188,6 +204,19 @@ enum shmlimit_status
 #ifndef __cplusplus
 typedef int32_t shmlimit_status;
 #endif // __cplusplus
+
+// One limit of a guarded limiter (opaque), with its policy for while the file is unavailable.
+//
+// Created by `shmlimit_guarded_limiter_limit`, freed by `shmlimit_guarded_limit_free`.
+// Thread-safe. It shares its guarded limiter's state: it stays usable after
+// `shmlimit_guarded_limiter_free`.
+typedef struct shmlimit_guarded_limit shmlimit_guarded_limit;
+
+// A guarded limiter (opaque): one limiter file, attached when it can be opened.
+//
+// Created by `shmlimit_guarded_limiter_open`, freed by `shmlimit_guarded_limiter_free`.
+// Thread-safe.
+typedef struct shmlimit_guarded_limiter shmlimit_guarded_limiter;
 
 // One limit of a limiter file (opaque), resolved once by name.
 //
@@ -674,6 +703,152 @@ shmlimit_status shmlimit_acquire_all(const struct shmlimit_check *checks,
 shmlimit_status shmlimit_refund_all(const struct shmlimit_check *checks,
                                     size_t checks_len,
                                     const struct shmlimit_composed *composed);
+
+// A guarded limiter on the file at `path`: attached now if the file can be opened (as by
+// `shmlimit_limiter_open` with default options), else at the first decision after
+// `reopen_every_ns` nanoseconds (0: at every decision that finds it unavailable). Never fails
+// because of the file: a missing or invalid file is what the guarded limits' policies are for.
+//
+// - `path`: NUL-terminated file path (bytes, any encoding).
+// - `guarded_out`: receives a new handle owned by the caller, freed with
+//   `shmlimit_guarded_limiter_free`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`.
+//
+// Thread-safety: may be called from any thread.
+//
+// # Safety
+//
+// `path` must be NULL or a NUL-terminated string; `guarded_out` NULL or valid for writing one
+// pointer.
+shmlimit_status shmlimit_guarded_limiter_open(const char *path,
+                                              uint64_t reopen_every_ns,
+                                              struct shmlimit_guarded_limiter **guarded_out);
+
+// Free a guarded limiter handle. NULL is a no-op. Guarded limits made from it stay valid.
+//
+// Thread-safety: no other thread may be using `guarded` (or use it afterwards).
+//
+// # Safety
+//
+// `guarded` must be NULL or a handle returned by `shmlimit_guarded_limiter_open` and not yet
+// freed.
+void shmlimit_guarded_limiter_free(struct shmlimit_guarded_limiter *guarded);
+
+// Whether the file is attached (`*attached_out`), attempting to open it first if it is not
+// and the reopen interval has passed.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`.
+//
+// Thread-safety: may be called concurrently with decisions.
+//
+// # Safety
+//
+// `guarded` must be NULL or a live handle; `attached_out` NULL or valid for one write.
+shmlimit_status shmlimit_guarded_limiter_attached(const struct shmlimit_guarded_limiter *guarded,
+                                                  bool *attached_out);
+
+// A guarded handle to the limit `name`, deciding by `unavailable` (`SHMLIMIT_FAIL_OPEN` or
+// `SHMLIMIT_FAIL_CLOSED`: there is no default) while the file is unavailable. The name is
+// resolved once the file is attached: a name the file does not define is then
+// `SHMLIMIT_UNKNOWN_LIMIT` from every decision.
+//
+// - `name`: NUL-terminated UTF-8.
+// - `limit_out`: receives a new handle owned by the caller, freed with
+//   `shmlimit_guarded_limit_free`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_UTF8`,
+// `SHMLIMIT_INVALID_PARAMETER` (`unavailable` is neither policy).
+//
+// Thread-safety: may be called concurrently on one guarded handle.
+//
+// # Safety
+//
+// `guarded` must be NULL or a live handle; `name` NULL or a NUL-terminated string;
+// `limit_out` NULL or valid for one write.
+shmlimit_status shmlimit_guarded_limiter_limit(const struct shmlimit_guarded_limiter *guarded,
+                                               const char *name,
+                                               uint32_t unavailable,
+                                               struct shmlimit_guarded_limit **limit_out);
+
+// Free a guarded limit handle. NULL is a no-op.
+//
+// Thread-safety: no other thread may be using `limit` (or use it afterwards).
+//
+// # Safety
+//
+// `limit` must be NULL or a handle returned by `shmlimit_guarded_limiter_limit` and not yet freed.
+void shmlimit_guarded_limit_free(struct shmlimit_guarded_limit *limit);
+
+// `shmlimit_acquire` on the guarded limit once the file is attached; while it is unavailable
+// (or the limit's shared state is damaged) the limit's policy decides, flagged
+// `SHMLIMIT_DECISION_UNAVAILABLE`: fail-open admits, fail-closed denies with a retry-after of
+// the time until the next attempt to open the file. A denial is not an error.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_ZERO_COST`
+// (whatever the policy), and once attached `SHMLIMIT_UNKNOWN_LIMIT`,
+// `SHMLIMIT_COST_EXCEEDS_CAPACITY`, `SHMLIMIT_WRONG_KIND`, `SHMLIMIT_CLOCK_OUT_OF_RANGE`: the
+// caller's own errors are never hidden by the policy.
+//
+// Thread-safety: any number of threads and processes may decide on one limit at once; an
+// attempt to open the file is made by one thread at a time (the others apply the policy
+// meanwhile).
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `decision_out` NULL or valid for one write.
+shmlimit_status shmlimit_guarded_acquire(const struct shmlimit_guarded_limit *limit,
+                                         uint64_t cost,
+                                         struct shmlimit_decision *decision_out);
+
+// The decision `shmlimit_guarded_acquire` would make now, consuming nothing (the grant record
+// is zero).
+//
+// Errors: as `shmlimit_guarded_acquire`.
+//
+// Thread-safety: as `shmlimit_guarded_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_guarded_acquire`.
+shmlimit_status shmlimit_guarded_peek(const struct shmlimit_guarded_limit *limit,
+                                      uint64_t cost,
+                                      struct shmlimit_decision *decision_out);
+
+// `shmlimit_acquire_key` on the guarded limit once the file is attached, else the policy (as
+// `shmlimit_guarded_acquire`). A bad key is refused even while the file is unavailable.
+//
+// Errors: as `shmlimit_guarded_acquire`, plus `SHMLIMIT_NULL_POINTER` (`key` NULL with a
+// length), `SHMLIMIT_INVALID_KEY` (empty or longer than `SHMLIMIT_MAX_KEY_LEN`) and once
+// attached `SHMLIMIT_TABLE_FULL`.
+//
+// Thread-safety: as `shmlimit_guarded_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes;
+// `decision_out` NULL or valid for one write.
+shmlimit_status shmlimit_guarded_acquire_key(const struct shmlimit_guarded_limit *limit,
+                                             const uint8_t *key,
+                                             size_t key_len,
+                                             uint64_t cost,
+                                             struct shmlimit_decision *decision_out);
+
+// Give back what `grant` (a decision of `shmlimit_guarded_acquire` on this limit, passed back
+// unchanged) admitted, as `shmlimit_refund` does. A decision flagged
+// `SHMLIMIT_DECISION_UNAVAILABLE` took nothing: refunding it does nothing, and so does any
+// refund while the file is unavailable.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, and once attached
+// `SHMLIMIT_UNKNOWN_LIMIT`, `SHMLIMIT_WRONG_KIND`, `SHMLIMIT_CORRUPT_STATE`.
+//
+// Thread-safety: as `shmlimit_guarded_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `grant` NULL or a valid `shmlimit_decision`.
+shmlimit_status shmlimit_guarded_refund(const struct shmlimit_guarded_limit *limit,
+                                        const struct shmlimit_decision *grant);
 
 // Admit `cost` units for `key` now on a keyed limit, or deny and consume nothing. A new key
 // takes a free slot of the table (or one whose key is idle, back to a fresh state); when none

@@ -33,6 +33,7 @@
 
 pub(crate) mod boundary;
 pub mod compose;
+pub mod guarded;
 pub mod keyed;
 pub mod permit;
 pub mod reserve;
