@@ -35,6 +35,16 @@ Per-key limits, concurrency permits, composed checks, refunds and live retuning:
     both = shmlimit.try_acquire_all((per_user, 1), (down, 1))   # not for keyed limits
     down.set_rate(200)                       # every process, at once
 
+While the file is missing or invalid, a guarded limiter lets each limit's explicit policy
+decide (there is no default), and says so in the decision::
+
+    guarded = shmlimit.Limiter.open_guarded(path, reopen_every=1.0)   # never fails on the file
+    search = guarded.limit("search", shmlimit.FAIL_OPEN)       # admit, unlimited
+    payments = guarded.limit("payments", shmlimit.FAIL_CLOSED)  # deny, retry after reopening
+    d = payments.try_acquire()
+    if d.unavailable:
+        ...                                  # the policy decided, not the limiter
+
 Thread-safety: handles may be shared by threads; each call releases the GIL while it runs.
 """
 
@@ -60,6 +70,7 @@ __all__ = [
     "InvalidKeyError", "WrongKindError", "Concurrency", "library_version",
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
+    "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED",
 ]
 
 Seconds = Union[int, float, datetime.timedelta]
@@ -267,6 +278,11 @@ class _Stats(ctypes.Structure):
 MAX_CHECKS = 8
 MAX_KEY_LEN = 1024
 _PERMIT_SHADOW = 1
+_DECISION_UNAVAILABLE = 1
+#: Policy of a guarded limit while its file is unavailable: admit every request, unlimited.
+FAIL_OPEN = 1
+#: Policy of a guarded limit while its file is unavailable: deny every request.
+FAIL_CLOSED = 2
 _DEF_SHADOW, _DEF_NEAR_LIMIT = 1, 2
 _DEFAULT_NEAR_LIMIT = 6554
 _FULL_POLICIES = {"deny": 0, "allow": 1, "error": 2}
@@ -378,6 +394,21 @@ _SIGNATURES = {
     "shmlimit_reservation_wait": (ctypes.c_int32, [_P, ctypes.POINTER(_Decision)]),
     "shmlimit_reservation_cancel": (ctypes.c_int32, [_P, ctypes.POINTER(ctypes.c_bool)]),
     "shmlimit_reservation_free": (None, [_P]),
+    "shmlimit_guarded_limiter_open": (
+        ctypes.c_int32, [ctypes.c_char_p, _U64, ctypes.POINTER(_P)]
+    ),
+    "shmlimit_guarded_limiter_free": (None, [_P]),
+    "shmlimit_guarded_limiter_attached": (ctypes.c_int32, [_P, ctypes.POINTER(ctypes.c_bool)]),
+    "shmlimit_guarded_limiter_limit": (
+        ctypes.c_int32, [_P, ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(_P)]
+    ),
+    "shmlimit_guarded_limit_free": (None, [_P]),
+    "shmlimit_guarded_acquire": (ctypes.c_int32, [_P, _U64, ctypes.POINTER(_Decision)]),
+    "shmlimit_guarded_peek": (ctypes.c_int32, [_P, _U64, ctypes.POINTER(_Decision)]),
+    "shmlimit_guarded_acquire_key": (
+        ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]
+    ),
+    "shmlimit_guarded_refund": (ctypes.c_int32, [_P, ctypes.POINTER(_Decision)]),
 }
 
 
@@ -805,28 +836,34 @@ class Decision:
     """The outcome of one decision. True in a boolean context when allowed.
 
     A granted decision carries its grant record: ``Limit.refund(decision)`` gives it back.
+    ``unavailable`` is true for a decision of a guarded limit that its policy made because the
+    file could not be used (it took nothing: there is nothing to refund).
     """
 
-    __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied", "_grant")
+    __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied", "unavailable",
+                 "_grant")
 
     def __init__(self, allowed: bool, remaining: int, retry_after_ns: int,
-                 shadow_denied: bool = False, _grant: tuple = (0, 0)):
+                 shadow_denied: bool = False, _grant: tuple = (0, 0), unavailable: bool = False):
         self.allowed = allowed
         self.remaining = remaining
         self.retry_after_ns = retry_after_ns
         self.shadow_denied = shadow_denied
+        self.unavailable = unavailable
         self._grant = _grant
 
     @classmethod
     def _of(cls, out: "_Decision") -> "Decision":
         return cls(bool(out.allowed), out.remaining, out.retry_after_ns, bool(out.shadow_denied),
-                   (out.grant[0], out.grant[1]))
+                   (out.grant[0], out.grant[1]),
+                   bool(out.reserved[0] & _DECISION_UNAVAILABLE))
 
     def _struct(self) -> "_Decision":
         out = _Decision()
         out.allowed, out.shadow_denied = self.allowed, self.shadow_denied
         out.remaining, out.retry_after_ns = self.remaining, self.retry_after_ns
         out.grant[0], out.grant[1] = self._grant
+        out.reserved[0] = _DECISION_UNAVAILABLE if self.unavailable else 0
         return out
 
     @property
@@ -848,7 +885,8 @@ class Decision:
 
     def __repr__(self) -> str:
         return (f"Decision(allowed={self.allowed}, remaining={self.remaining}, "
-                f"retry_after_ns={self.retry_after_ns})")
+                f"retry_after_ns={self.retry_after_ns}"
+                f"{', unavailable' if self.unavailable else ''})")
 
 
 class Stats:
@@ -1379,3 +1417,99 @@ class Limiter(_Handle):
 
     def __repr__(self) -> str:
         return f"Limiter({self.path!r}{', closed' if self.closed else ''})"
+
+    @staticmethod
+    def open_guarded(path: Union[str, bytes, os.PathLike],
+                     reopen_every: Seconds = 1.0) -> "GuardedLimiter":
+        """A guarded limiter on the file at ``path``: attached now if the file can be opened
+        (as by ``open()`` with the default options), else retried at most once per
+        ``reopen_every`` seconds (0: at every decision). Never fails because of the file."""
+        zero = reopen_every == 0 or reopen_every == datetime.timedelta(0)
+        reopen_ns = 0 if zero and not isinstance(reopen_every, bool) else _ns(
+            reopen_every, "reopen_every")
+        lib = _lib()
+        out = _P()
+        _check(lib.shmlimit_guarded_limiter_open(_path(path), reopen_ns, ctypes.byref(out)))
+        return GuardedLimiter(out.value, path)
+
+
+class GuardedLimiter(_Handle):
+    """A limiter file that may not be usable yet (or any more); see ``Limiter.open_guarded``.
+    A context manager that closes it on exit; its guarded limits outlive it."""
+
+    _free_name = "shmlimit_guarded_limiter_free"
+
+    def __init__(self, handle: int, path: Union[str, bytes, os.PathLike]):
+        super().__init__(handle)
+        self.path = path
+
+    def limit(self, name: str, unavailable: int) -> "GuardedLimit":
+        """A guarded handle to the limit ``name``, deciding by ``unavailable`` (FAIL_OPEN or
+        FAIL_CLOSED: required, there is no default) while the file cannot be used. The name is
+        checked once the file is attached (then UnknownLimitError from every decision). Raises
+        InvalidParameterError for any other policy value."""
+        out = _P()
+        raw = name.encode("utf-8") if isinstance(name, str) else name
+        _check(self._lib.shmlimit_guarded_limiter_limit(
+            self._live(), raw, unavailable, ctypes.byref(out)))
+        return GuardedLimit(out.value, raw.decode("utf-8", "replace"), unavailable)
+
+    @property
+    def attached(self) -> bool:
+        """Whether the file is attached (attempting to open it if the interval has passed)."""
+        out = ctypes.c_bool()
+        _check(self._lib.shmlimit_guarded_limiter_attached(self._live(), ctypes.byref(out)))
+        return bool(out.value)
+
+    def __enter__(self) -> "GuardedLimiter":
+        self._live()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"GuardedLimiter({self.path!r}{', closed' if self.closed else ''})"
+
+
+class GuardedLimit(_Handle):
+    """One limit of a guarded limiter, with its policy for while the file is unavailable.
+    Decisions the policy made have ``Decision.unavailable`` set. The caller's own errors
+    (ZeroCostError, InvalidKeyError, and once attached UnknownLimitError,
+    CostExceedsCapacityError, WrongKindError) are raised whatever the policy."""
+
+    _free_name = "shmlimit_guarded_limit_free"
+
+    def __init__(self, handle: int, name: str, policy: int):
+        super().__init__(handle)
+        self.name = name
+        self.policy = policy
+
+    def _decide(self, fn, *args) -> Decision:
+        out = _Decision()
+        _check(fn(self._live(), *args, ctypes.byref(out)))
+        return Decision._of(out)
+
+    def try_acquire(self, cost: int = 1) -> Decision:
+        """``Limit.try_acquire`` once attached, else the policy (flagged unavailable)."""
+        return self._decide(self._lib.shmlimit_guarded_acquire, cost)
+
+    def peek(self, cost: int = 1) -> Decision:
+        """The decision ``try_acquire(cost)`` would make now, consuming nothing."""
+        return self._decide(self._lib.shmlimit_guarded_peek, cost)
+
+    def try_acquire_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
+        """``Limit.try_acquire_key`` once attached, else the policy. A bad key is refused
+        (InvalidKeyError) even while the file is unavailable."""
+        raw = _key(key)
+        return self._decide(self._lib.shmlimit_guarded_acquire_key, raw, len(raw), cost)
+
+    def refund(self, decision: Decision) -> None:
+        """Give back what ``decision`` (a grant of this guarded limit) took; a decision the
+        policy made took nothing, so its refund does nothing."""
+        grant = decision._struct()
+        _check(self._lib.shmlimit_guarded_refund(self._live(), ctypes.byref(grant)))
+
+    def __repr__(self) -> str:
+        policy = {FAIL_OPEN: "FAIL_OPEN", FAIL_CLOSED: "FAIL_CLOSED"}.get(self.policy, self.policy)
+        return f"GuardedLimit({self.name!r}, {policy}{', closed' if self.closed else ''})"

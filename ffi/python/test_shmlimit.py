@@ -464,5 +464,67 @@ class LaterFeaturesTest(unittest.TestCase):
                 pool.permit()
 
 
+class GuardedTest(unittest.TestCase):
+    """Guarded limits: the explicit policy while the file is missing, real decisions after."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "late.shm")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_policy_while_missing_then_the_limit(self):
+        reopen = 0.05
+        guarded = Limiter.open_guarded(self.path, reopen_every=reopen)
+        self.assertFalse(guarded.attached)
+        search = guarded.limit("search", shmlimit.FAIL_OPEN)
+        payments = guarded.limit("payments", shmlimit.FAIL_CLOSED)
+        per_user = guarded.limit("per_user", shmlimit.FAIL_OPEN)
+        for policy in (0, 3):
+            with self.assertRaises(shmlimit.InvalidParameterError):
+                guarded.limit("search", policy)
+        # Fail-open admits, unlimited and flagged; fail-closed denies until the next attempt.
+        opened = [search.try_acquire() for _ in range(50)]
+        self.assertTrue(all(d.allowed and d.unavailable and d.cost == 0 for d in opened))
+        search.refund(opened[0])
+        self.assertTrue(per_user.try_acquire_key("alice").unavailable)
+        with self.assertRaises(shmlimit.InvalidKeyError):
+            per_user.try_acquire_key(b"")
+        with self.assertRaises(shmlimit.ZeroCostError):
+            payments.try_acquire(0)
+        for _ in range(5):
+            d = payments.try_acquire()
+            self.assertTrue(d.denied and d.unavailable)
+            self.assertTrue(0 < d.retry_after_ns <= round(reopen * 1e9), d)
+        self.assertTrue(payments.peek().unavailable)
+
+        # The file appears; every failed attempt was before this, so after one interval the
+        # next decision attaches and the limit applies (no token refills within an hour).
+        with Limiter.create_or_open(self.path, {
+            "search": TokenBucket(rate=1, per=HOUR, burst=3),
+            "payments": TokenBucket(rate=1, per=HOUR, burst=3),
+            "per_user": TokenBucket(rate=1, per=HOUR, burst=2, keyed=shmlimit.Keyed(16)),
+        }):
+            time.sleep(reopen + 0.001)
+            decisions = [payments.try_acquire() for _ in range(9)]
+            self.assertFalse(any(d.unavailable for d in decisions))
+            self.assertEqual(sum(d.allowed for d in decisions), 3)
+            self.assertTrue(guarded.attached)
+            payments.refund(decisions[0])
+            self.assertTrue(payments.try_acquire())
+            self.assertFalse(payments.try_acquire())
+            self.assertEqual(sum(bool(search.try_acquire()) for _ in range(9)), 3)
+            self.assertEqual(sum(bool(per_user.try_acquire_key("alice")) for _ in range(6)), 2)
+            with self.assertRaises(shmlimit.UnknownLimitError):
+                guarded.limit("nope", shmlimit.FAIL_OPEN).try_acquire()
+        guarded.close()
+        self.assertFalse(payments.try_acquire().unavailable)  # outlives its guarded limiter
+        with self.assertRaises(shmlimit.ClosedError):
+            guarded.limit("search", shmlimit.FAIL_OPEN)
+        for handle in (search, payments, per_user):
+            handle.close()
+
+
 if __name__ == "__main__":
     unittest.main()
