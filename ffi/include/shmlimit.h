@@ -323,7 +323,9 @@ typedef struct shmlimit_decision {
     // pass the decision back unchanged. A forged record cannot make a limit looser than a
     // refund of a real grant could.
     uint64_t grant[2];
-    // Written as zero.
+    // `reserved[0]` is the decision's flags word: `SHMLIMIT_DECISION_UNAVAILABLE` for a guarded
+    // decision made by the fail-open / fail-closed policy, zero otherwise. `reserved[1]` is
+    // written as zero.
     uint64_t reserved[2];
 } shmlimit_decision;
 

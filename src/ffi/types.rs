@@ -180,7 +180,9 @@ pub struct shmlimit_decision {
     /// pass the decision back unchanged. A forged record cannot make a limit looser than a
     /// refund of a real grant could.
     pub grant: [u64; 2],
-    /// Written as zero.
+    /// `reserved[0]` is the decision's flags word: `SHMLIMIT_DECISION_UNAVAILABLE` for a guarded
+    /// decision made by the fail-open / fail-closed policy, zero otherwise. `reserved[1]` is
+    /// written as zero.
     pub reserved: [u64; 2],
 }
 
