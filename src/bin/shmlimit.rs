@@ -21,6 +21,8 @@ mod config;
 mod demo;
 #[path = "shmlimit/inspect.rs"]
 mod inspect;
+#[path = "shmlimit/operate.rs"]
+mod operate;
 #[path = "shmlimit/render.rs"]
 mod render;
 #[path = "shmlimit/watch.rs"]
@@ -57,6 +59,9 @@ enum Command {
     Inspect(inspect::InspectArgs),
     Stats(inspect::StatsArgs),
     Watch(watch::WatchArgs),
+    SetRate(operate::SetRateArgs),
+    Reset(operate::ResetArgs),
+    Gc(operate::GcArgs),
     /// Keep this host's share of a fleet-wide budget, allocated through Redis (see FLEET.md)
     Fleet(shmlimit::fleet::cli::FleetArgs),
 }
@@ -198,6 +203,9 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Inspect(args) => inspect::inspect(args),
         Command::Stats(args) => inspect::stats(args),
         Command::Watch(args) => watch::run(args),
+        Command::SetRate(args) => operate::set_rate(args),
+        Command::Reset(args) => operate::reset(args),
+        Command::Gc(args) => operate::gc(args),
         // The agent reports its own errors and chooses its exit code.
         Command::Fleet(args) => match shmlimit::fleet::cli::run_cli(args) {
             0 => Ok(()),

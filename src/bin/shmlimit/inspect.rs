@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use shmlimit::{Algorithm, Decision, Limiter, Stats};
+use shmlimit::{Algorithm, Decision, Limiter, PermitHolder, Stats};
 use toml::{Table, Value};
 
 use crate::config::{self, Definition};
@@ -152,14 +152,49 @@ pub struct LimitState {
     pub name: String,
     pub algorithm: Algorithm,
     pub stats: Stats,
-    /// A peek of cost 1, or why it failed (a damaged state word).
-    pub peek: Result<Decision, String>,
+    /// What a request could get now (a peek of cost 1, or the free permits of a concurrency
+    /// limit), or why it cannot be read (a damaged state word).
+    pub peek: Result<Now, String>,
+    /// The live parameters, when a retune made them differ from the definition.
+    pub live: Option<Algorithm>,
+    /// A keyed limit's table: (keys in use, slots).
+    pub keys: Option<(usize, usize)>,
+    /// A concurrency limit's permit holders.
+    pub holders: Option<Vec<PermitHolder>>,
 }
 
-/// Units a request could take now, from a cost-1 peek: the peek's `remaining` is what would
-/// be left after admitting that one unit.
-pub fn available(peek: &Decision) -> u64 {
-    peek.remaining() + u64::from(peek.is_allowed())
+/// What a request could get from a limit right now.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    admits: bool,
+    available: u64,
+    retry_after_ns: u64,
+}
+
+impl Now {
+    /// From a cost-1 peek: the peek's `remaining` is what would be left after admitting that
+    /// one unit.
+    fn of_peek(peek: &Decision) -> Now {
+        Now {
+            admits: peek.is_allowed(),
+            available: peek.remaining() + u64::from(peek.is_allowed()),
+            retry_after_ns: peek.retry_after_ns(),
+        }
+    }
+
+    pub fn is_allowed(&self) -> bool {
+        self.admits
+    }
+
+    /// When a unit would be admitted; 0 now (a permit's release cannot be foreseen: 0).
+    pub fn retry_after_ns(&self) -> u64 {
+        self.retry_after_ns
+    }
+}
+
+/// Units (or permits) a request could take now.
+pub fn available(now: &Now) -> u64 {
+    now.available
 }
 
 /// Every limit's state, read now.
@@ -169,12 +204,35 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
         .into_iter()
         .map(|limit| {
             let stats = limit.stats();
-            let peek = limit.peek(1).map_err(|e| e.to_string());
+            let holders = matches!(limit.algorithm(), Algorithm::Concurrency { .. })
+                .then(|| limit.permit_holders());
+            let peek = match &holders {
+                Some(h) => {
+                    let free = limit.capacity().saturating_sub(h.len() as u64);
+                    Ok(Now {
+                        admits: free > 0,
+                        available: free,
+                        retry_after_ns: 0,
+                    })
+                }
+                None => limit
+                    .peek(1)
+                    .map(|d| Now::of_peek(&d))
+                    .map_err(|e| e.to_string()),
+            };
+            let live = limit
+                .live_algorithm()
+                .ok()
+                .filter(|live| live != limit.algorithm());
+            let keys = limit.def().keyed.map(|_| limit.key_occupancy());
             LimitState {
                 name: limit.name().to_owned(),
                 algorithm: *limit.algorithm(),
                 stats,
                 peek,
+                live,
+                keys,
+                holders,
             }
         })
         .collect()
@@ -306,7 +364,49 @@ struct InspectJson {
     mode: String,
     owner_uid: u32,
     reset_count: u64,
+    format_version: u32,
+    /// The boot the stored times belong to, as 32 hex digits.
+    boot_id: String,
+    created_unix_ns: u64,
+    regions: RegionsJson,
     limits: Vec<LimitJson>,
+}
+
+#[derive(Serialize)]
+struct RegionJson {
+    offset: u64,
+    length: u64,
+}
+
+#[derive(Serialize)]
+struct RegionsJson {
+    definitions: RegionJson,
+    slots: RegionJson,
+    counters: RegionJson,
+}
+
+fn region((offset, length): (u64, u64)) -> RegionJson {
+    RegionJson { offset, length }
+}
+
+/// A boot id as 32 hex digits.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[derive(Serialize)]
+pub struct KeysJson {
+    used: usize,
+    slots: usize,
+}
+
+#[derive(Serialize)]
+pub struct HolderJson {
+    id: u64,
+    pid: u32,
+    since_ns: Option<u64>,
+    lease_expiry_ns: Option<u64>,
+    reclaimable: bool,
 }
 
 #[derive(Serialize)]
@@ -325,6 +425,17 @@ pub struct LimitJson {
     state_error: Option<String>,
     allowed: u64,
     denied: u64,
+    /// Decisions a shadow limit would have denied (they were admitted).
+    shadow_denied: u64,
+    /// Admissions that left less than the near-limit fraction of the capacity.
+    near_limit: u64,
+    /// The live parameters, present when a retune made them differ from the definition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<DefinitionJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<KeysJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holders: Option<Vec<HolderJson>>,
 }
 
 impl LimitJson {
@@ -338,6 +449,21 @@ impl LimitJson {
             state_error: state.peek.as_ref().err().cloned(),
             allowed: state.stats.allowed,
             denied: state.stats.denied,
+            shadow_denied: state.stats.shadow_denied,
+            near_limit: state.stats.near_limit,
+            live: state.live.map(|a| DefinitionJson::of(&state.name, &a)),
+            keys: state.keys.map(|(used, slots)| KeysJson { used, slots }),
+            holders: state.holders.as_ref().map(|hs| {
+                hs.iter()
+                    .map(|h| HolderJson {
+                        id: h.id,
+                        pid: h.pid,
+                        since_ns: h.since_ns,
+                        lease_expiry_ns: h.lease_expiry_ns,
+                        reclaimable: h.reclaimable,
+                    })
+                    .collect()
+            }),
         }
     }
 }
@@ -352,6 +478,8 @@ pub fn state_table(states: &[LimitState]) -> String {
             "allowed",
             "denied",
             "denied %",
+            "shadow denied",
+            "near limit",
         ],
         1,
     );
@@ -370,6 +498,8 @@ pub fn state_table(states: &[LimitState]) -> String {
             s.stats.allowed.to_string(),
             s.stats.denied.to_string(),
             format!("{:.1}%", denial_percent(s.stats.allowed, s.stats.denied)),
+            s.stats.shadow_denied.to_string(),
+            s.stats.near_limit.to_string(),
         ]);
     }
     table.render()
@@ -384,13 +514,22 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         ))
     })?;
     let states = states(&limiter);
+    let info = limiter.file_info();
     if args.json {
         print_json(&InspectJson {
             path: args.path.display().to_string(),
             size_bytes: meta.len(),
             mode: format!("{:04o}", meta.mode() & 0o777),
             owner_uid: meta.uid(),
-            reset_count: limiter.reset_count(),
+            reset_count: info.reset_count,
+            format_version: info.format_version,
+            boot_id: hex(&info.boot_id),
+            created_unix_ns: info.created_unix_ns,
+            regions: RegionsJson {
+                definitions: region(info.definitions),
+                slots: region(info.slots),
+                counters: region(info.counters),
+            },
             limits: states.iter().map(LimitJson::of).collect(),
         });
         return Ok(());
@@ -403,8 +542,23 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         meta.uid()
     );
     println!(
+        "format  version {}, created {}",
+        info.format_version,
+        created(info.created_unix_ns)
+    );
+    println!("boot    {}", hex(&info.boot_id));
+    println!(
+        "layout  definitions {}+{}, slots {}+{}, counters {}+{} (offset+bytes)",
+        info.definitions.0,
+        info.definitions.1,
+        info.slots.0,
+        info.slots.1,
+        info.counters.0,
+        info.counters.1
+    );
+    println!(
         "resets  {} (state resets after a host reboot)",
-        limiter.reset_count()
+        info.reset_count
     );
     println!();
     println!("definitions ({})", states.len());
@@ -427,7 +581,80 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
             println!("  {}: {e}", s.name);
         }
     }
+    let retuned: Vec<_> = states.iter().filter(|s| s.live.is_some()).collect();
+    if !retuned.is_empty() {
+        println!();
+        println!("live parameters (retuned with set-rate)");
+        let mut table = TextTable::new(&["limit", "defined", "live"], 3);
+        for s in retuned {
+            table.row(vec![
+                s.name.clone(),
+                render::parameters(&s.algorithm),
+                s.live.as_ref().map(render::parameters).unwrap_or_default(),
+            ]);
+        }
+        print!("{}", table.render());
+    }
+    for s in &states {
+        if let Some((used, slots)) = s.keys {
+            println!();
+            println!("keys {}: {used} of {slots} slots in use", s.name);
+        }
+        if let Some(holders) = &s.holders {
+            println!();
+            println!("permits {}: {} held", s.name, holders.len());
+            if !holders.is_empty() {
+                let mut table = TextTable::new(
+                    &["permit", "pid", "held for", "lease left", "reclaimable"],
+                    1,
+                );
+                let now = monotonic_now_ns();
+                for h in holders {
+                    table.row(vec![
+                        h.id.to_string(),
+                        h.pid.to_string(),
+                        h.since_ns
+                            .map(|t| render::duration(now.saturating_sub(t)))
+                            .unwrap_or_else(|| "-".to_owned()),
+                        h.lease_expiry_ns
+                            .map(|t| render::duration(t.saturating_sub(now)))
+                            .unwrap_or_else(|| "-".to_owned()),
+                        if h.reclaimable { "yes" } else { "no" }.to_owned(),
+                    ]);
+                }
+                print!("{}", table.render());
+            }
+        }
+    }
     Ok(())
+}
+
+/// The monotonic clock the permit stamps are read from.
+fn monotonic_now_ns() -> u64 {
+    use shmlimit::Clock;
+    shmlimit::MonotonicClock.now_ns()
+}
+
+/// A creation time in Unix nanoseconds, as UTC `YYYY-MM-DD HH:MM:SS` (and the raw value).
+fn created(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
 }
 
 #[derive(Serialize)]
@@ -490,6 +717,44 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
                     (format!("{},outcome=\"allowed\"", base(s)), s.stats.allowed.to_string()),
                     (format!("{},outcome=\"denied\"", base(s)), s.stats.denied.to_string()),
                 ]
+            })
+            .collect(),
+    );
+    family(
+        "shmlimit_shadow_denied_total",
+        "counter",
+        "Decisions a shadow limit would have denied (they were admitted).",
+        each(&|s| Some((base(s), s.stats.shadow_denied.to_string()))),
+    );
+    family(
+        "shmlimit_near_limit_total",
+        "counter",
+        "Admissions that left less than the near-limit fraction of the capacity.",
+        each(&|s| Some((base(s), s.stats.near_limit.to_string()))),
+    );
+    family(
+        "shmlimit_keys_used",
+        "gauge",
+        "Keys in use in a keyed limit's table.",
+        each(&|s| s.keys.map(|(used, _)| (base(s), used.to_string()))),
+    );
+    family(
+        "shmlimit_permits_held",
+        "gauge",
+        "Permits of a concurrency limit held right now.",
+        each(&|s| s.holders.as_ref().map(|h| (base(s), h.len().to_string()))),
+    );
+    family(
+        "shmlimit_live_capacity",
+        "gauge",
+        "The capacity a limit decides with now (differs from shmlimit_capacity after a retune).",
+        states
+            .iter()
+            .map(|s| {
+                (
+                    base(s),
+                    s.live.unwrap_or(s.algorithm).capacity().to_string(),
+                )
             })
             .collect(),
     );

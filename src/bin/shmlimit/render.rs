@@ -172,6 +172,10 @@ pub fn parameters(algorithm: &Algorithm) -> String {
         Algorithm::SlidingLog { limit, window_ns } => {
             format!("{limit} in any {} (exact)", duration(window_ns))
         }
+        Algorithm::Concurrency { permits, lease_ns } => match lease_ns {
+            0 => format!("{permits} permits held at once (no lease)"),
+            lease => format!("{permits} permits held at once (lease {})", duration(lease)),
+        },
         other => format!("capacity {}", other.capacity()),
     }
 }
@@ -197,6 +201,11 @@ pub struct DefinitionJson {
     pub window_ns: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub alignment: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub permits: Option<u64>,
+    /// A concurrency limit's lease, 0 for none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_ns: Option<u64>,
 }
 
 impl DefinitionJson {
@@ -214,6 +223,8 @@ impl DefinitionJson {
             window: None,
             window_ns: None,
             alignment: None,
+            permits: None,
+            lease_ns: None,
         };
         let alignment = |a: Alignment| match a {
             Alignment::WallClock => "wall_clock",
@@ -247,6 +258,10 @@ impl DefinitionJson {
                 json.limit = Some(limit);
                 json.window = Some(duration(window_ns));
                 json.window_ns = Some(window_ns);
+            }
+            Algorithm::Concurrency { permits, lease_ns } => {
+                json.permits = Some(permits);
+                json.lease_ns = Some(lease_ns);
             }
             _ => {}
         }
