@@ -89,16 +89,18 @@ impl KeySlot {
         // mapped memory; [2] that memory is only ever accessed atomically (two `AtomicU64` or
         // this 16-byte instruction, in every process), so the locked write races with nothing
         // non-atomic; [3] `supported()` was checked when the slots were made; [4] `rbx` (reserved
-        // by the compiler) is swapped in and restored around the instruction.
+        // by the compiler, the instruction's implicit low new word) is swapped in from `rdi` and
+        // restored after; the address and every other operand are pinned to registers the swap
+        // does not touch, so the compiler cannot place any of them in `rbx`.
         unsafe {
             std::arch::asm!(
-                "xchg {new_lo}, rbx",
-                "lock cmpxchg16b xmmword ptr [{slot}]",
-                "setz {ok}",
-                "mov rbx, {new_lo}",
-                slot = in(reg) self as *const KeySlot,
-                new_lo = inout(reg) new.0 => _,
-                ok = out(reg_byte) ok,
+                "xchg rdi, rbx",
+                "lock cmpxchg16b xmmword ptr [rsi]",
+                "setz r8b",
+                "mov rbx, rdi",
+                in("rsi") self as *const KeySlot,
+                inout("rdi") new.0 => _,
+                out("r8b") ok,
                 inout("rax") current.0 => lo,
                 inout("rdx") current.1 => hi,
                 in("rcx") new.1,
