@@ -612,7 +612,7 @@ fn bad_config_fields_each_give_their_message_and_exit_1() {
         (bucket("rate = \"10/s\"\nburst = 2199023255553"), "limit \"api\": burst: 2199023255553 is above the maximum 2^40"),
         (bucket("rate = \"1/d\"\nburst = 1000000000"), "limit \"api\": capacity x emission interval exceeds 2^62 ns"),
         (bucket("rate = \"10/s\"\nburst = 5\nwindow = \"1s\""), "limit \"api\": window: not a field of token_bucket (it takes rate, burst)"),
-        (bucket("rate = \"10/s\"\nburst = 5\nkeyed = 100"), "limit \"api\": keyed: not a field of token_bucket"),
+        (bucket("rate = \"10/s\"\nburst = 5\nkeyd = 100"), "limit \"api\": keyd: not a field of token_bucket"),
         (window("sliding_log", "limit = 10"), "limit \"w\": window: missing"),
         (window("sliding_log", "limit = 10\nwindow = 60"), "limit \"w\": window: 60 has no unit"),
         (window("sliding_log", "limit = 10\nwindow = \"500us\""), "limit \"w\": window: \"500us\" is below the minimum of 1ms"),
@@ -623,7 +623,7 @@ fn bad_config_fields_each_give_their_message_and_exit_1() {
         (window("sliding_log", "limit = 10\nwindow = \"1s\"\nalignment = \"monotonic\""), "limit \"w\": alignment: not a field of sliding_log"),
         (window("sliding_window", "limit = 2000000\nwindow = \"1s\""), "limit \"w\": limit: 2000000 is above the maximum 2^20-1"),
         (window("fixed_window", "limit = 10\nwindow = \"1s\"\nalignment = \"utc\""), "limit \"w\": alignment: \"utc\": use \"wall_clock\" or \"monotonic\""),
-        (window("leaky_bucket", "limit = 10"), "limit \"w\": algorithm: unknown \"leaky_bucket\" (one of token_bucket, fixed_window, sliding_window, sliding_log)"),
+        (window("leaky_bucket", "limit = 10"), "limit \"w\": algorithm: unknown \"leaky_bucket\" (one of token_bucket, fixed_window, sliding_window, sliding_log, concurrency)"),
         ("[[limit]]\nname = \"w\"\nlimit = 5\n".into(), "limit \"w\": algorithm: missing"),
         ("[[limit]]\nalgorithm = \"sliding_log\"\n".into(), "limit #1: name: missing"),
         ("[[limit]]\nname = 7\n".into(), "limit #1: name: must be a string, not an integer"),
@@ -670,11 +670,13 @@ fn bad_config_fields_each_give_their_message_and_exit_1() {
 fn check_accepts_the_example_config() {
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/limits.toml");
     let out = ok(&["check", s(&example)]);
-    assert!(out.contains("4 limits OK"), "{out}");
+    assert!(out.contains("8 limits OK"), "{out}");
     let j = json(&["check", s(&example), "--json"]);
     let limits = j["limits"].as_array().unwrap();
-    assert_eq!(limits.len(), 4);
+    assert_eq!(limits.len(), 8);
     assert_eq!(limits[0]["name"], "downstream");
+    assert_eq!(limits[4]["on_full"], "allow");
+    assert_eq!(limits[7]["permits"], 5);
     assert_eq!(limits[0]["rate"], "300/s");
     // 300 per second, rounded up to a whole nanosecond between tokens.
     assert_eq!(limits[0]["emission_ns"], 3_333_334);
@@ -1223,4 +1225,171 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
             .count(),
         3
     );
+}
+
+const OPTIONS_CONFIG: &str = r#"
+[[limit]]
+name = "per-user"
+algorithm = "token_bucket"
+rate = "1/h"
+burst = 2
+keyed = 1000
+on_full = "allow"
+
+[[limit]]
+name = "dry"
+algorithm = "sliding_log"
+limit = 3
+window = "1h"
+shadow = true
+
+[[limit]]
+name = "hot"
+algorithm = "token_bucket"
+rate = "1000/s"
+burst = 100
+split = 4
+fleet_total = "3000/s"
+fleet_weight = 2
+
+[[limit]]
+name = "slots"
+algorithm = "concurrency"
+permits = 5
+lease = "30s"
+"#;
+
+#[test]
+fn config_options_keyed_shadow_split_concurrency_and_fleet_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(dir.path(), "options.toml", OPTIONS_CONFIG);
+    let v = json(&["check", s(&config), "--json"]);
+    let l = &v["limits"];
+    assert_eq!(
+        (l[0]["keyed"].clone(), l[0]["on_full"].clone()),
+        (1000.into(), "allow".into())
+    );
+    assert_eq!(l[1]["shadow"], true);
+    assert_eq!(
+        (l[2]["split"].clone(), l[2]["fleet_weight"].clone()),
+        (4.into(), 2.into())
+    );
+    assert_eq!(l[2]["fleet_total"], "3000/s");
+    assert_eq!(
+        (l[3]["permits"].clone(), l[3]["lease_ns"].clone()),
+        (5.into(), 30_000_000_000u64.into())
+    );
+    let out = ok(&["check", s(&config)]);
+    assert!(
+        out.contains("per-user: keyed, 1024 slots (when full: allow)"),
+        "{out}"
+    );
+
+    let path = dir.path().join("options.shm");
+    ok(&["create", s(&path), "--config", s(&config)]);
+    let limiter = Limiter::open(&path).unwrap();
+    let defs = limiter.definitions();
+    assert_eq!(defs[0].keyed.unwrap().on_full, shmlimit::FullPolicy::Allow);
+    assert!(defs[1].shadow);
+    assert_eq!(defs[2].split, 4);
+    assert_eq!(defs[2].fleet.unwrap().weight, 2);
+    // A shadow log of 3: 5 decisions all admitted, 2 counted as shadow-denied.
+    let dry = limiter.limit("dry").unwrap();
+    assert_eq!(
+        (0..5)
+            .filter(|_| dry.try_acquire(1).unwrap().is_allowed())
+            .count(),
+        5
+    );
+    let per_user = limiter.limit("per-user").unwrap();
+    for key in [&b"alice"[..], b"bob", b"carol"] {
+        assert!(per_user.try_acquire_key(key, 1).unwrap().is_allowed());
+    }
+    let j = json(&["inspect", s(&path), "--json"]);
+    let out = ok(&["inspect", s(&path)]);
+    let dry_json = &j["limits"][1];
+    assert_eq!(dry_json["shadow_denied"], 2, "{dry_json}");
+    assert_eq!(dry_json["allowed"], 5, "{dry_json}");
+    let dry_row = row_after(&out, "state (", "dry");
+    assert_eq!((number(dry_row[3]), number(dry_row[6])), (5, 2), "{out}");
+    assert_eq!(j["limits"][0]["keys"]["used"], 3, "{j}");
+    assert_eq!(j["limits"][0]["keys"]["slots"], 1024, "{j}");
+    assert!(
+        out.contains("keys per-user: 3 of 1024 slots in use"),
+        "{out}"
+    );
+    let prom = ok(&["stats", s(&path), "--prometheus"]);
+    assert!(prom.contains("limit=\"dry\"} 2"), "{prom}");
+}
+
+#[test]
+fn bad_option_fields_each_give_their_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let base =
+        "[[limit]]\nname = \"x\"\nalgorithm = \"token_bucket\"\nrate = \"10/s\"\nburst = 5\n";
+    let cases: &[(&str, &str)] = &[
+        (
+            "keyed = 100\non_full = \"maybe\"",
+            "limit \"x\": on_full: \"maybe\": use \"deny\", \"allow\" or \"error\"",
+        ),
+        (
+            "on_full = \"deny\"",
+            "on_full: only keyed limits have a full table",
+        ),
+        ("keyed = 0", "keyed: must be at least 1 (got 0)"),
+        (
+            "shadow = \"yes\"",
+            "shadow: must be true or false, not a string",
+        ),
+        ("split = 0", "split: must be at least 1 (got 0)"),
+        ("split = 65", "split: 65 is above the maximum 64"),
+        ("fleet_weight = 2", "fleet_weight: needs fleet_total"),
+        ("fleet_total = \"0/s\"", "fleet_total: must be positive"),
+        (
+            "fleet_total = \"10/s\"\nfleet_weight = 0",
+            "fleet_weight: must be at least 1 (got 0)",
+        ),
+    ];
+    for (i, (extra, message)) in cases.iter().enumerate() {
+        let config = config_in(
+            dir.path(),
+            &format!("bad{i}.toml"),
+            &format!("{base}{extra}\n"),
+        );
+        let out = shmlimit(&["check", s(&config)]);
+        assert_eq!(out.status.code(), Some(1), "{extra}");
+        let err = stderr(&out);
+        assert!(err.contains(message), "{extra}: {err}");
+        assert!(err.contains(s(&config)), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    let concurrency = "[[limit]]\nname = \"c\"\nalgorithm = \"concurrency\"\n";
+    let cases: &[(&str, &str)] = &[
+        ("", "permits: missing (for example permits = 5)"),
+        ("permits = 0", "permits: must be at least 1 (got 0)"),
+        ("permits = 5\nlease = 30", "lease: 30 has no unit"),
+        (
+            "permits = 5\nrate = \"1/s\"",
+            "rate: not a field of concurrency",
+        ),
+    ];
+    for (i, (extra, message)) in cases.iter().enumerate() {
+        let config = config_in(
+            dir.path(),
+            &format!("c{i}.toml"),
+            &format!("{concurrency}{extra}\n"),
+        );
+        let out = shmlimit(&["check", s(&config)]);
+        assert_eq!(out.status.code(), Some(1), "{extra}");
+        assert!(stderr(&out).contains(message), "{extra}: {}", stderr(&out));
+    }
+    // A rule only the library knows: a split limit cannot also be keyed.
+    let config = config_in(
+        dir.path(),
+        "split-keyed.toml",
+        &format!("{base}split = 2\nkeyed = 10\n"),
+    );
+    let out = shmlimit(&["check", s(&config)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("limit \"x\": "), "{}", stderr(&out));
 }

@@ -15,7 +15,13 @@
 //! ```
 //!
 //! Fixed and sliding windows also take `alignment = "wall_clock"` (the default: windows start at
-//! multiples of the window in Unix time) or `"monotonic"`.
+//! multiples of the window in Unix time) or `"monotonic"`. A concurrency limit takes
+//! `permits = 5` and an optional `lease = "30s"`.
+//!
+//! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
+//! slots) with `on_full = "deny" | "allow" | "error"`, `shadow = true` (count, never deny),
+//! `split = 4` (a hot token bucket over 4 cache lines), and a fleet share
+//! `fleet_total = "300/s"` with `fleet_weight = 2`.
 //!
 //! Every problem is reported as one line naming the source, the limit and the field:
 //! `limits.toml: limit "api": rate: must be positive (got "0/s")`.
@@ -24,26 +30,40 @@ use std::path::Path;
 use std::time::Duration;
 
 use shmlimit::{
-    Algorithm, Alignment, FixedWindow, IntoAlgorithm, Rate, SlidingLog, SlidingWindow, TokenBucket,
-    MAX_CAPACITY, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_WINDOW, MIN_WINDOW,
+    Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
+    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, MAX_CAPACITY, MAX_KEYS, MAX_LIMITS,
+    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
 use toml::{Table, Value};
 
 use crate::Failure;
 
 /// The algorithm names a config may use, in the order the help lists them.
-pub const ALGORITHMS: [&str; 4] = [
+pub const ALGORITHMS: [&str; 5] = [
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
+    "concurrency",
 ];
 
-/// One validated limit: its name and algorithm, ready for [`shmlimit::Builder::limit`].
+/// The options every algorithm takes.
+const OPTIONS: [&str; 6] = [
+    "keyed",
+    "on_full",
+    "shadow",
+    "split",
+    "fleet_total",
+    "fleet_weight",
+];
+
+/// One validated limit: its name, algorithm and options, ready for
+/// [`shmlimit::Builder::define`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Definition {
     pub name: String,
     pub algorithm: Algorithm,
+    pub def: LimitDef,
 }
 
 /// The source label of limits given as `create` flags: fields are then named as flags.
@@ -169,10 +189,15 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
     let fields: &[&str] = match algorithm {
         "token_bucket" => &["rate", "burst"],
         "sliding_log" => &["limit", "window"],
+        "concurrency" => &["permits", "lease"],
         _ => &["limit", "window", "alignment"],
     };
     for key in limit.keys() {
-        if key != "name" && key != "algorithm" && !fields.contains(&key.as_str()) {
+        if key != "name"
+            && key != "algorithm"
+            && !fields.contains(&key.as_str())
+            && !OPTIONS.contains(&key.as_str())
+        {
             return Err(err(
                 key,
                 &format!(
@@ -199,6 +224,15 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
             let burst = whole(required("burst", "20")?, MAX_CAPACITY, "2^40")
                 .map_err(|p| err("burst", &p))?;
             TokenBucket::new(burst, rate).into_algorithm(&name)
+        }
+        "concurrency" => {
+            let permits = whole(required("permits", "5")?, MAX_PERMITS, "2^16")
+                .map_err(|p| err("permits", &p))?;
+            let mut c = Concurrency::new(permits);
+            if let Some(v) = limit.get("lease") {
+                c = c.lease(window_value(v).map_err(|p| err("lease", &p))?);
+            }
+            c.into_algorithm(&name)
         }
         other => {
             let limit_max = match other {
@@ -242,7 +276,81 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
         }
         other => Failure::config(format!("{label}: {quoted}: {other}")),
     })?;
-    Ok(Definition { name, algorithm })
+    let def = options(limit, LimitDef::new(name.clone(), algorithm), &err)?;
+    // The library's own check of the whole definition (split against keyed, ...).
+    def.validate().map_err(|e| match e {
+        shmlimit::Error::InvalidParameter { reason, .. } => {
+            Failure::config(format!("{label}: {quoted}: {reason}"))
+        }
+        other => Failure::config(format!("{label}: {quoted}: {other}")),
+    })?;
+    Ok(Definition {
+        name,
+        algorithm,
+        def,
+    })
+}
+
+/// The options of one `[[limit]]` table: keyed, on_full, shadow, split, fleet share.
+fn options(
+    limit: &Table,
+    mut def: LimitDef,
+    err: &dyn Fn(&str, &str) -> Failure,
+) -> Result<LimitDef, Failure> {
+    if let Some(v) = limit.get("keyed") {
+        let capacity = whole(v, MAX_KEYS, "2^26").map_err(|p| err("keyed", &p))?;
+        let on_full = match limit.get("on_full") {
+            None => FullPolicy::Deny,
+            Some(Value::String(p)) if p == "deny" => FullPolicy::Deny,
+            Some(Value::String(p)) if p == "allow" => FullPolicy::Allow,
+            Some(Value::String(p)) if p == "error" => FullPolicy::Error,
+            Some(v) => {
+                return Err(err(
+                    "on_full",
+                    &format!("{}: use \"deny\", \"allow\" or \"error\"", show(v)),
+                ))
+            }
+        };
+        def.keyed = Some(Keyed::new(capacity).on_full(on_full));
+    } else if limit.contains_key("on_full") {
+        return Err(err(
+            "on_full",
+            "only keyed limits have a full table: add keyed = <slots>",
+        ));
+    }
+    match limit.get("shadow") {
+        None => {}
+        Some(Value::Boolean(b)) => def.shadow = *b,
+        Some(other) => {
+            return Err(err(
+                "shadow",
+                &format!("must be true or false, not {}", kind(other)),
+            ))
+        }
+    }
+    if let Some(v) = limit.get("split") {
+        let k = whole(v, MAX_SPLIT as u64, &MAX_SPLIT.to_string()).map_err(|p| err("split", &p))?;
+        def.split = k as u16;
+    }
+    match (limit.get("fleet_total"), limit.get("fleet_weight")) {
+        (None, None) => {}
+        (None, Some(_)) => {
+            return Err(err(
+                "fleet_weight",
+                "needs fleet_total (for example fleet_total = \"300/s\")",
+            ))
+        }
+        (Some(total), weight) => {
+            let total = rate_value(total).map_err(|p| err("fleet_total", &p))?;
+            let weight = match weight {
+                None => 1,
+                Some(w) => whole(w, u64::from(u32::MAX), "2^32-1")
+                    .map_err(|p| err("fleet_weight", &p))? as u32,
+            };
+            def.fleet = Some(FleetShare { total, weight });
+        }
+    }
+    Ok(def)
 }
 
 fn field_err(label: &str, limit: &str, field: &str, problem: &str) -> Failure {

@@ -78,6 +78,9 @@ pub struct CreateArgs {
         "  limit = 100\n",
         "  window = \"60s\"               # \"500ms\", \"60s\", \"1min\", \"2h\"\n\n",
         "Windows also take alignment = \"wall_clock\" (default) or \"monotonic\".\n",
+        "algorithm = \"concurrency\" takes permits = 5 and an optional lease = \"30s\".\n",
+        "Every limit takes options: keyed = 10000 with on_full = \"deny\" | \"allow\" | \"error\",\n",
+        "shadow = true, split = 4, fleet_total = \"300/s\" with fleet_weight = 2.\n",
         "Each problem is one line naming the file, the limit and the field.\n\n",
         exit_codes!()
     )
@@ -154,7 +157,8 @@ pub struct LimitState {
     pub stats: Stats,
     /// What a request could get now (a peek of cost 1, or the free permits of a concurrency
     /// limit), or why it cannot be read (a damaged state word).
-    pub peek: Result<Now, String>,
+    /// `Ok(None)` for a keyed limit: its budget is per key.
+    pub peek: Result<Option<Now>, String>,
     /// The live parameters, when a retune made them differ from the definition.
     pub live: Option<Algorithm>,
     /// A keyed limit's table: (keys in use, slots).
@@ -209,15 +213,16 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
             let peek = match &holders {
                 Some(h) => {
                     let free = limit.capacity().saturating_sub(h.len() as u64);
-                    Ok(Now {
+                    Ok(Some(Now {
                         admits: free > 0,
                         available: free,
                         retry_after_ns: 0,
-                    })
+                    }))
                 }
+                None if limit.def().keyed.is_some() => Ok(None),
                 None => limit
                     .peek(1)
-                    .map(|d| Now::of_peek(&d))
+                    .map(|d| Some(Now::of_peek(&d)))
                     .map_err(|e| e.to_string()),
             };
             let live = limit
@@ -255,7 +260,81 @@ pub fn denial_percent(allowed: u64, denied: u64) -> f64 {
 #[derive(Serialize)]
 struct CheckJson {
     config: String,
-    limits: Vec<DefinitionJson>,
+    limits: Vec<CheckLimitJson>,
+}
+
+/// A definition with its options, as JSON.
+#[derive(Serialize)]
+struct CheckLimitJson {
+    #[serde(flatten)]
+    definition: DefinitionJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keyed: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    on_full: Option<&'static str>,
+    shadow: bool,
+    split: u16,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet_total: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet_weight: Option<u32>,
+}
+
+fn full_policy(p: shmlimit::FullPolicy) -> &'static str {
+    match p {
+        shmlimit::FullPolicy::Deny => "deny",
+        shmlimit::FullPolicy::Allow => "allow",
+        shmlimit::FullPolicy::Error => "error",
+    }
+}
+
+impl CheckLimitJson {
+    fn of(def: &shmlimit::LimitDef) -> CheckLimitJson {
+        CheckLimitJson {
+            definition: DefinitionJson::of(&def.name, &def.algorithm),
+            keyed: def.keyed.map(|k| k.capacity),
+            on_full: def.keyed.map(|k| full_policy(k.on_full)),
+            shadow: def.shadow,
+            split: def.split,
+            fleet_total: def.fleet.map(|f| render::rate(f.total.emission_ns())),
+            fleet_weight: def.fleet.map(|f| f.weight),
+        }
+    }
+}
+
+/// A definition's non-default options in one phrase, empty when it has none.
+pub fn options_text(def: &shmlimit::LimitDef) -> String {
+    let mut parts = Vec::new();
+    if let Some(k) = def.keyed {
+        parts.push(format!(
+            "keyed, {} slots (when full: {})",
+            k.slots(),
+            full_policy(k.on_full)
+        ));
+    }
+    if def.shadow {
+        parts.push("shadow (counts, never denies)".to_owned());
+    }
+    if def.split > 1 {
+        parts.push(format!("split over {} cache lines", def.split));
+    }
+    if let Some(f) = def.fleet {
+        parts.push(format!(
+            "fleet share of {} (weight {})",
+            render::rate(f.total.emission_ns()),
+            f.weight
+        ));
+    }
+    parts.join(", ")
+}
+
+fn print_options<'a>(defs: impl IntoIterator<Item = &'a shmlimit::LimitDef>) {
+    for def in defs {
+        let text = options_text(def);
+        if !text.is_empty() {
+            println!("  {}: {text}", def.name);
+        }
+    }
 }
 
 pub fn check(args: CheckArgs) -> Result<(), Failure> {
@@ -263,10 +342,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
     if args.json {
         print_json(&CheckJson {
             config: args.config.display().to_string(),
-            limits: defs
-                .iter()
-                .map(|d| DefinitionJson::of(&d.name, &d.algorithm))
-                .collect(),
+            limits: defs.iter().map(|d| CheckLimitJson::of(&d.def)).collect(),
         });
     } else {
         println!(
@@ -276,6 +352,7 @@ pub fn check(args: CheckArgs) -> Result<(), Failure> {
             if defs.len() == 1 { "" } else { "s" }
         );
         print!("{}", render::definitions(named(&defs)));
+        print_options(defs.iter().map(|d| &d.def));
     }
     Ok(())
 }
@@ -314,7 +391,7 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
     let existed = std::fs::symlink_metadata(&args.path).is_ok();
     let mut builder = Limiter::builder().mode(args.mode);
     for def in &defs {
-        builder = builder.limit(&def.name, def.algorithm);
+        builder = builder.define(def.def.clone());
     }
     let limiter = builder
         .create_or_open(&args.path)
@@ -353,6 +430,7 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
                     .map(|d| (d.name.as_str(), &d.algorithm)),
             )
         );
+        print_options(limiter.definitions());
     }
     Ok(())
 }
@@ -440,11 +518,11 @@ pub struct LimitJson {
 
 impl LimitJson {
     pub fn of(state: &LimitState) -> LimitJson {
-        let peek = state.peek.as_ref().ok();
+        let peek = state.peek.as_ref().ok().copied().flatten();
         LimitJson {
             definition: DefinitionJson::of(&state.name, &state.algorithm),
             admits_now: peek.map(|d| d.is_allowed()),
-            remaining: peek.map(available),
+            remaining: peek.as_ref().map(available),
             retry_after_ns: peek.map(|d| d.retry_after_ns()),
             state_error: state.peek.as_ref().err().cloned(),
             allowed: state.stats.allowed,
@@ -485,10 +563,11 @@ pub fn state_table(states: &[LimitState]) -> String {
     );
     for s in states {
         let (remaining, retry) = match &s.peek {
-            Ok(d) => (
+            Ok(Some(d)) => (
                 available(d).to_string(),
                 render::duration(d.retry_after_ns()),
             ),
+            Ok(None) => ("per key".to_owned(), "-".to_owned()),
             Err(_) => ("damaged".to_owned(), "-".to_owned()),
         };
         table.row(vec![
@@ -571,6 +650,7 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
                 .map(|d| (d.name.as_str(), &d.algorithm)),
         )
     );
+    print_options(limiter.definitions());
     println!();
     println!(
         "state (remaining: units a request could take now; counts: decisions by every process)"
@@ -766,7 +846,9 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
             s.peek
                 .as_ref()
                 .ok()
-                .map(|d| (base(s), available(d).to_string()))
+                .copied()
+                .flatten()
+                .map(|d| (base(s), available(&d).to_string()))
         }),
     );
     family(
@@ -777,6 +859,8 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
             s.peek
                 .as_ref()
                 .ok()
+                .copied()
+                .flatten()
                 .map(|d| (base(s), format!("{}", d.retry_after_ns() as f64 / 1e9)))
         }),
     );

@@ -108,7 +108,14 @@ fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFram
                 decisions_per_second: (allowed + denied) as f64 / seconds,
                 denied_per_second: denied as f64 / seconds,
                 denial_ratio: denial_percent(allowed, denied) / 100.0,
-                remaining: s.peek.as_ref().ok().map(inspect::available),
+                remaining: s
+                    .peek
+                    .as_ref()
+                    .ok()
+                    .copied()
+                    .flatten()
+                    .as_ref()
+                    .map(inspect::available),
                 capacity: s.algorithm.capacity(),
                 allowed_total: s.stats.allowed,
                 denied_total: s.stats.denied,
