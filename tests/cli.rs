@@ -1393,3 +1393,57 @@ fn bad_option_fields_each_give_their_message() {
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("limit \"x\": "), "{}", stderr(&out));
 }
+
+#[test]
+fn demo_mixed_shares_the_bucket_between_rust_and_c_workers() {
+    let out = ok(&[
+        "demo",
+        "--mixed",
+        "--workers",
+        "4",
+        "--seconds",
+        "1",
+        "--rate",
+        "500/s",
+        "--burst",
+        "20",
+        "--log-limit",
+        "100",
+        "--log-window",
+        "250ms",
+    ]);
+    assert!(out.contains("within bound: yes"), "{out}");
+    assert!(
+        out.contains("decision counters match the workers' counts: yes"),
+        "{out}"
+    );
+    assert!(out.contains("2 of them are C processes"), "{out}");
+    // One row per worker, marked Rust or C; C workers decide on the bucket only.
+    let workers: Vec<Vec<&str>> = out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|c| {
+            c.len() >= 6 && c[0].parse::<u32>().is_ok() && ["C", "Rust"].contains(&c[c.len() - 1])
+        })
+        .collect();
+    assert_eq!(workers.len(), 4, "{out}");
+    let c_rows: Vec<_> = workers.iter().filter(|c| c[c.len() - 1] == "C").collect();
+    assert_eq!(c_rows.len(), 2, "{out}");
+    assert_eq!(
+        workers.iter().filter(|c| c[c.len() - 1] == "Rust").count(),
+        2,
+        "{out}"
+    );
+    for c in &c_rows {
+        assert!(number(c[1]) > 0, "a C worker decided nothing:\n{out}");
+        assert_eq!(number(c[3]), 0, "C workers use the bucket only:\n{out}");
+    }
+    let total = row(&out, "total");
+    let sum: u64 = workers.iter().map(|w| number(w[2])).sum();
+    assert_eq!(number(total[2]), sum, "{out}");
+    let bucket = row_after(&out, "utilisation", "bucket");
+    let (admitted, bound) = (number(bucket[1]), number(bucket[2]));
+    // At most the bound; at least the full bucket, under demand that never stops.
+    assert!(admitted <= bound && admitted >= 20, "{out}");
+    assert_eq!(bucket[3], "yes");
+}

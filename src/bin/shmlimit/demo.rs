@@ -81,12 +81,18 @@ pub struct DemoArgs {
     /// The sliding log's window: "1s", "250ms"
     #[arg(long, default_value = "1s")]
     log_window: String,
+    /// Make half the workers C processes (ffi/examples/worker.c, compiled now with cc against
+    /// the libshmlimit.so next to this binary) that share the token bucket
+    #[arg(long)]
+    mixed: bool,
 }
 
 /// What one worker did, as it reports it: `pid decisions admitted... start end` in
 /// `CLOCK_MONOTONIC` ns, first/last bracket readings per limit (0 when it admitted nothing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct WorkerReport {
+    /// Written in C (a `--mixed` worker on the bucket only), not part of the report line.
+    c: bool,
     pid: u32,
     bucket_decisions: u64,
     bucket_admitted: u64,
@@ -139,6 +145,7 @@ impl WorkerReport {
             return Err(format!("unreadable report {line:?}"));
         }
         Ok(WorkerReport {
+            c: false,
             pid: u32::try_from(n[0]).map_err(|_| format!("bad pid in {line:?}"))?,
             bucket_decisions: n[1],
             bucket_admitted: n[2],
@@ -272,7 +279,22 @@ pub fn run(args: DemoArgs) -> Result<(), Failure> {
         .create_or_open(&path)
         .map_err(|e| Failure::library(e, &path))?;
 
-    let reports = run_workers(&path, args.workers, run_ns)?;
+    let c_workers = if args.mixed { args.workers / 2 } else { 0 };
+    let c_program = if c_workers > 0 {
+        let dir = match &scratch {
+            Some(s) => s.dir.clone(),
+            None => path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+        };
+        Some(mixed::compile(&dir)?)
+    } else {
+        None
+    };
+    let c_children = match &c_program {
+        Some(program) => mixed::spawn(program, &path, c_workers, run_ns)?,
+        None => Vec::new(),
+    };
+    let mut reports = run_workers(&path, args.workers - c_workers, run_ns)?;
+    reports.extend(mixed::collect(c_children, &path)?);
     let summary = Summary::new(&reports, limits);
     let counters = (
         limiter
@@ -602,6 +624,13 @@ fn report(
         out,
         "  Each worker opened the file by path and alternated try_acquire(1) on {BUCKET} and {LOG}\n  as fast as it could, all at once.\n"
     );
+    let c_workers = reports.iter().filter(|r| r.c).count();
+    if c_workers > 0 {
+        let _ = writeln!(
+            out,
+            "  --mixed: {c_workers} of them are C processes (ffi/examples/worker.c, linked against\n  libshmlimit.so) calling shmlimit_acquire on {BUCKET} only: the same bucket, the same bound.\n"
+        );
+    }
 
     let mut table = Table::new(
         &[
@@ -610,6 +639,7 @@ fn report(
             "bucket admitted",
             "log admitted",
             "decisions/s",
+            "worker",
         ],
         0,
     );
@@ -627,6 +657,7 @@ fn report(
             thousands(r.bucket_admitted),
             thousands(r.log_admitted),
             rate(r.decisions(), r.end_ns.saturating_sub(r.start_ns)),
+            if r.c { "C" } else { "Rust" }.to_owned(),
         ]);
     }
     table.row(vec![
@@ -635,6 +666,7 @@ fn report(
         thousands(s.bucket_admitted),
         thousands(s.log_admitted),
         rate(s.decisions, s.run_ns),
+        String::new(),
     ]);
     out.push_str(&table.render());
     out.push('\n');
@@ -707,6 +739,164 @@ fn report(
         }
     );
     out
+}
+
+/// `--mixed`: C worker processes built from `ffi/examples/worker.c`, deciding on the bucket.
+mod mixed {
+    use std::path::{Path, PathBuf};
+    use std::process::{Child, Command, Stdio};
+
+    use shmlimit::{Clock, MonotonicClock};
+
+    use super::{WorkerReport, BUCKET};
+    use crate::Failure;
+
+    const WORKER_C: &str = include_str!("../../../ffi/examples/worker.c");
+    const HEADER: &str = include_str!("../../../ffi/include/shmlimit.h");
+
+    /// The directory of the `libshmlimit.so` built with this binary: next to it, or in `deps/`.
+    fn library_dir() -> Result<PathBuf, Failure> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Failure::file(format!("demo --mixed: cannot find this binary: {e}")))?;
+        let here = exe.parent().unwrap_or(Path::new(".")).to_path_buf();
+        let candidates = [here.clone(), here.join("deps"), here.join("..")];
+        candidates
+            .into_iter()
+            .find(|d| d.join("libshmlimit.so").is_file())
+            .ok_or_else(|| {
+                Failure::file(format!(
+                    "demo --mixed: libshmlimit.so not found in {} or its deps/; build it with cargo build (the crate makes it), or run the demo without --mixed",
+                    here.display()
+                ))
+            })
+    }
+
+    /// Compile the C worker into `dir`; returns its path.
+    pub fn compile(dir: &Path) -> Result<PathBuf, Failure> {
+        let lib = library_dir()?;
+        let write = |name: &str, text: &str| {
+            std::fs::write(dir.join(name), text).map_err(|e| {
+                Failure::file(format!(
+                    "{}: cannot write the C worker's source: {e}",
+                    dir.display()
+                ))
+            })
+        };
+        write("worker.c", WORKER_C)?;
+        write("shmlimit.h", HEADER)?;
+        let program = dir.join("worker");
+        let mut last = String::new();
+        for compiler in ["cc", "gcc"] {
+            let out = Command::new(compiler)
+                .args(["-std=c99", "-O2", "-o"])
+                .arg(&program)
+                .arg(dir.join("worker.c"))
+                .arg("-I")
+                .arg(dir)
+                .arg("-L")
+                .arg(&lib)
+                .arg(format!("-Wl,-rpath,{}", lib.display()))
+                .arg("-lshmlimit")
+                .stdin(Stdio::null())
+                .output();
+            match out {
+                Ok(out) if out.status.success() => return Ok(program),
+                Ok(out) => {
+                    let err = String::from_utf8_lossy(&out.stderr);
+                    return Err(Failure::file(format!(
+                        "demo --mixed: {compiler} could not build the C worker: {}",
+                        err.lines().next().unwrap_or("(no message)")
+                    )));
+                }
+                Err(e) => last = format!("{compiler}: {e}"),
+            }
+        }
+        Err(Failure::file(format!(
+            "demo --mixed: no C compiler ({last}); install gcc, or run the demo without --mixed"
+        )))
+    }
+
+    /// Start `n` C workers on the bucket, all at the same moment shortly from now.
+    pub fn spawn(
+        program: &Path,
+        path: &Path,
+        n: u32,
+        run_ns: u64,
+    ) -> Result<Vec<(Child, u64)>, Failure> {
+        // Long enough to start them all and fork the Rust workers, which start at once.
+        let start_at = MonotonicClock.now_ns() + 30_000_000;
+        let run_ms = run_ns.div_ceil(1_000_000).max(1);
+        let mut children = Vec::new();
+        for _ in 0..n {
+            let child = Command::new(program)
+                .args(["-d", &run_ms.to_string(), "-s", &start_at.to_string()])
+                .arg(path)
+                .arg(BUCKET)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn();
+            match child {
+                Ok(c) => children.push((c, start_at)),
+                Err(e) => {
+                    for (mut c, _) in children {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                    }
+                    return Err(Failure::file(format!(
+                        "demo --mixed: cannot start the C worker {}: {e}",
+                        program.display()
+                    )));
+                }
+            }
+        }
+        Ok(children)
+    }
+
+    /// Wait for the C workers; each becomes a report whose admissions are bracketed by its
+    /// start moment and the moment its exit was seen (it admits nothing outside them).
+    pub fn collect(children: Vec<(Child, u64)>, path: &Path) -> Result<Vec<WorkerReport>, Failure> {
+        let mut reports = Vec::new();
+        for (child, start_at) in children {
+            let pid = child.id();
+            let out = child.wait_with_output().map_err(|e| {
+                Failure::file(format!(
+                    "{}: C worker {pid}: waiting for it: {e}",
+                    path.display()
+                ))
+            })?;
+            let end = MonotonicClock.now_ns();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let field = |name: &str| {
+                text.split_whitespace()
+                    .find_map(|w| w.strip_prefix(name))
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            let (Some(allowed), Some(denied), true) =
+                (field("allowed="), field("denied="), out.status.success())
+            else {
+                let err = String::from_utf8_lossy(&out.stderr);
+                return Err(Failure::file(format!(
+                    "{}: C worker {pid} ended with {}: {}",
+                    path.display(),
+                    out.status,
+                    err.lines().next().unwrap_or("(no message)")
+                )));
+            };
+            reports.push(WorkerReport {
+                c: true,
+                pid,
+                bucket_decisions: allowed + denied,
+                bucket_admitted: allowed,
+                start_ns: start_at,
+                end_ns: end,
+                bucket_first_ns: if allowed > 0 { start_at } else { 0 },
+                bucket_last_ns: if allowed > 0 { end } else { 0 },
+                ..WorkerReport::default()
+            });
+        }
+        Ok(reports)
+    }
 }
 
 #[cfg(test)]
