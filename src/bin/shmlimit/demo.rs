@@ -48,7 +48,8 @@ const LOG_TIME_UNIT_NS: u64 = 1024;
     after_help = concat!(
         "Examples:\n",
         "  shmlimit demo\n",
-        "  shmlimit demo --workers 4 --seconds 1 --rate 200/s --burst 10 --log-limit 50 --log-window 250ms\n\n",
+        "  shmlimit demo --workers 4 --seconds 1 --rate 200/s --burst 10 --log-limit 50 --log-window 250ms\n",
+        "  shmlimit demo --mixed      # half the workers are C processes (needs cc and libshmlimit.so)\n\n",
         "Every worker opens the limiter file by path and alternates try_acquire(1) on both limits as\n",
         "fast as it can. The table shows each process's admissions, the totals, and the most each\n",
         "algorithm may ever admit over the measured interval T:\n",
@@ -906,6 +907,7 @@ mod tests {
     #[test]
     fn report_lines_round_trip() {
         let r = WorkerReport {
+            c: false,
             pid: 42,
             bucket_decisions: 10,
             bucket_admitted: 3,
