@@ -357,23 +357,43 @@ impl<C: Clock> Limiter<C> {
 
 /// This thread's counter lane: spread by pid over processes and by a per-process sequence over
 /// threads, so that threads and processes rarely share a counter line.
+///
+/// A child of `fork` inherits the forking thread's cached lane; a `pthread_atfork` child
+/// handler counts forks, so the child picks its own lane on its first decision (without a
+/// `getpid` per decision).
 #[inline(always)]
 fn lane() -> usize {
     use std::cell::Cell;
     use std::sync::atomic::AtomicUsize;
     thread_local! {
-        static LANE: Cell<usize> = const { Cell::new(usize::MAX) };
+        /// (forks seen when the lane was chosen, lane); the lane is usize::MAX until chosen.
+        static LANE: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
     }
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    LANE.with(|lane| {
-        let mut l = lane.get();
-        if l == usize::MAX {
-            let pid = (std::process::id().wrapping_mul(0x9E37_79B9) >> 28) as usize;
-            // Relaxed: only a distinct number per thread is needed.
-            l = (pid + NEXT.fetch_add(1, Ordering::Relaxed)) % LANES;
-            lane.set(l);
+    static FORKS: AtomicUsize = AtomicUsize::new(0);
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    extern "C" fn forked() {
+        // Relaxed: a generation count read by this (now only) thread of the child.
+        FORKS.fetch_add(1, Ordering::Relaxed);
+    }
+    LANE.with(|cell| {
+        // Relaxed: see `forked`.
+        let forks = FORKS.load(Ordering::Relaxed);
+        let (seen, lane) = cell.get();
+        if lane != usize::MAX && seen == forks {
+            return lane;
         }
-        l
+        INSTALL.call_once(|| {
+            // SAFETY: registers a handler with no preconditions; `forked` only adds to an
+            // atomic, which is allowed in a child after fork. If it fails, children keep their
+            // parent's lane: counts stay exact, only shared.
+            unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+        });
+        let pid = (std::process::id().wrapping_mul(0x9E37_79B9) >> 28) as usize;
+        // Relaxed: only a distinct number per thread is needed.
+        let lane = (pid + NEXT.fetch_add(1, Ordering::Relaxed)) % LANES;
+        cell.set((FORKS.load(Ordering::Relaxed), lane));
+        lane
     })
 }
 
