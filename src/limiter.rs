@@ -371,7 +371,9 @@ fn lane() -> usize {
     }
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     static FORKS: AtomicUsize = AtomicUsize::new(0);
-    static INSTALL: std::sync::Once = std::sync::Once::new();
+    // Not a `Once`: a child forked while another thread is inside `call_once` would wait for it
+    // forever. A swap never blocks.
+    static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     extern "C" fn forked() {
         // Relaxed: a generation count read by this (now only) thread of the child.
         FORKS.fetch_add(1, Ordering::Relaxed);
@@ -383,12 +385,13 @@ fn lane() -> usize {
         if lane != usize::MAX && seen == forks {
             return lane;
         }
-        INSTALL.call_once(|| {
+        // Relaxed: only which thread installs the handler is decided here.
+        if !INSTALLED.swap(true, Ordering::Relaxed) {
             // SAFETY: registers a handler with no preconditions; `forked` only adds to an
             // atomic, which is allowed in a child after fork. If it fails, children keep their
             // parent's lane: counts stay exact, only shared.
             unsafe { libc::pthread_atfork(None, None, Some(forked)) };
-        });
+        }
         let pid = (std::process::id().wrapping_mul(0x9E37_79B9) >> 28) as usize;
         // Relaxed: only a distinct number per thread is needed.
         let lane = (pid + NEXT.fetch_add(1, Ordering::Relaxed)) % LANES;
