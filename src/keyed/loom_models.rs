@@ -200,6 +200,41 @@ fn loom_insert_same_key_through_two_idle_slots() {
 }
 
 #[test]
+fn loom_two_inserts_through_idle_slots_never_exceed_the_key_budget() {
+    // A bucket of one token per ms for key K, inserted by two threads at once through the two
+    // slots of a full window: slot 0 (key A) becomes idle at 100 ns, slot 1 (key C) is idle.
+    // A thread that looks before 100 ns claims slot 1, one that looks later claims slot 0, so
+    // the two claims can pick different slots. Claims admit nothing and every decision is made
+    // on the one slot left once the duplicate is retired: at most one admission in 2 ns.
+    model("budget of one through idle slots", 3, || {
+        let g = Gcra {
+            emission_ns: 1_000_000,
+            tolerance_ns: 1_000_000,
+            capacity: 1,
+        };
+        let t = Pure::Bucket(g);
+        let world = World::new(&[(A, 100), (C, 0)], 98);
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let world = Arc::clone(&world);
+                thread::spawn(move || world.acquire(&t, K, 1, true))
+            })
+            .collect();
+        let results: Vec<(u64, bool)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let pairs = world.pairs();
+        let admitted = results.iter().filter(|r| r.1).count();
+        assert!(
+            admitted <= 1,
+            "{admitted} admitted by a bucket of one within ns: {pairs:?} {results:?}"
+        );
+        assert!(
+            live(&pairs, K).len() <= 1,
+            "the duplicate was retired: {pairs:?}"
+        );
+    });
+}
+
+#[test]
 fn loom_three_threads_insert_one_key_through_idle_slots() {
     // As above with a third decision on the same key, which can land on a duplicate before it
     // is retired: its admission must be merged, not lost.

@@ -57,14 +57,17 @@
 //! and its rescan can leave a duplicate behind: it only holds the admissions of decisions that
 //! raced that claim, and [`Limit::reclaim_idle_keys`] merges it.
 //!
-//! **What a duplicate can cost.** From the second claim to the rescan that retires it (one window
-//! scan, well under a microsecond), a decision whose scan passed the earlier slot before it was
-//! claimed decides on the later slot's state: in that instant the key can be admitted up to its
-//! budget a second time. The merge then charges the key with both (a bucket carries the excess as
-//! debt, a window count goes past the limit), so the excess is paid back before the key is
-//! admitted again. A duplicate needs two processes inserting the same key at the same instant
-//! into a window that has no empty slot, while a slot of that window turns idle between their
-//! two scans; with empty slots in the window (a table not full) it cannot happen.
+//! **A duplicate never admits.** A claim of a free non-empty slot writes the key's tag with the
+//! slot's fresh word and admits nothing; the claimer then retires any duplicate, and only then
+//! decides, through a lookup like any other. A lookup that finds the key goes on scanning up to
+//! the first empty slot (a duplicate can only sit in a window that had no empty slot when it was
+//! claimed, and empty slots never come back), and if it sees the key twice it retires the later
+//! slot into the earlier before deciding. So every decision is made on the only slot of its key
+//! it saw; a decision that raced a claim lands in a slot whose charges the retirement merges, or
+//! fails its CAS on a retired slot and looks again: the key is never admitted past its budget.
+//! (Loom model `loom_two_inserts_through_idle_slots_never_exceed_the_key_budget`: a bucket of one
+//! inserted by two threads through two slots, at most one admission.) A claimed slot is fresh,
+//! so another key may take it back before the claimer decides; the claimer then looks again.
 //!
 //! **Full table.** No slot for the key, no empty, retired or idle slot in its window: the
 //! definition's [`FullPolicy`] applies: deny, with a retry-after of the time until the first slot

@@ -51,6 +51,8 @@ enum Scan {
     Empty(usize, (u64, u64)),
     /// Neither, in the whole window.
     Exhausted,
+    /// The key in two slots (a claim through a free slot raced another): retire one first.
+    Duplicate,
 }
 
 impl<'a, P: PairWord> Table<'a, P> {
@@ -77,6 +79,18 @@ impl<'a, P: PairWord> Table<'a, P> {
             let at = self.at(tag, i);
             let pair = self.slots[at].load();
             if pair.0 == tag {
+                // A second slot for the key can only have been claimed through a free slot, in
+                // a window that had no empty slot then (empty slots never come back): look on up
+                // to the first empty slot, so no decision is made on one of two slots.
+                for j in i + 1..self.probe {
+                    let next = self.slots[self.at(tag, j)].load();
+                    if next.0 == tag {
+                        return Scan::Duplicate;
+                    }
+                    if next.0 == EMPTY {
+                        break;
+                    }
+                }
                 return Scan::Key(at, pair);
             }
             if pair.0 == EMPTY {
@@ -139,6 +153,7 @@ impl<'a, P: PairWord> Table<'a, P> {
                         return Ok(outcome);
                     }
                 }
+                Scan::Duplicate => self.retire_duplicates(t, tag, time)?,
             }
         }
     }
@@ -173,18 +188,27 @@ impl<'a, P: PairWord> Table<'a, P> {
                 .unwrap_or(0);
             return Ok(Some(Outcome::Full { fresh_in_ns }));
         };
-        // Atomic with the freshness seen: an update of the old key either landed before (this
-        // CAS fails: its state changed) or fails after (its tag changed).
-        let Some(decision) = self.claim(t, tag, cost, commit, time, self.at(tag, i), window[i])?
-        else {
-            return Ok(None);
-        };
-        if commit && decision.is_allowed() {
-            // Two such claims for one key can pick different slots: merge and retire any
-            // duplicate (this admission included).
+        if !commit {
+            // A peek decides on the free slot's fresh word and claims nothing.
+            return Ok(Some(Outcome::Decided(
+                match t.step(time, window[i].1, cost)? {
+                    Step::Deny(d) => d,
+                    Step::Admit { decision, .. } => decision,
+                },
+            )));
+        }
+        // Claim the slot with its fresh word, atomic with the freshness seen: an update of the
+        // old key either landed before (this CAS fails: its state changed) or fails after (its
+        // tag changed). The claim admits nothing: two such claims for one key can pick different
+        // slots, so the duplicate is merged and retired before any decision is made on either
+        // (every scan that sees both retires one first).
+        if self.slots[self.at(tag, i)]
+            .cas(window[i], (tag, window[i].1))
+            .is_ok()
+        {
             self.retire_duplicates(t, tag, time)?;
         }
-        Ok(Some(Outcome::Decided(decision)))
+        Ok(None)
     }
 
     /// Decide on the fresh word of the free slot `at` (found holding `pair`) and, if admitted and
