@@ -687,9 +687,8 @@ impl<C: Clock> Limit<C> {
     /// A window's live limit.
     #[inline(always)]
     fn window_limit(&self) -> Result<u64> {
-        // Relaxed: the packed word carries its own check; it orders nothing else.
-        unpack_window_limit(self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed))
-            .ok_or_else(|| self.fault(Fault::Corrupt))
+        self.window_limit_fast()
+            .map_err(|_| self.fault(Fault::Corrupt))
     }
 
     /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
