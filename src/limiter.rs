@@ -1128,11 +1128,12 @@ impl<C: Clock> Limit<C> {
         let mut s = Stats::default();
         for lane in 0..LANES {
             let c = m.words(m.geometry.stats_at(lane, self.index), COUNTERS);
-            // Relaxed: statistics; no decision depends on them.
-            s.allowed += c[0].load(Ordering::Relaxed);
-            s.denied += c[1].load(Ordering::Relaxed);
-            s.shadow_denied += c[2].load(Ordering::Relaxed);
-            s.near_limit += c[3].load(Ordering::Relaxed);
+            // Relaxed: statistics; no decision depends on them. Saturating: the counters are
+            // words of a file any process may have written, not proof of 2^64 decisions.
+            s.allowed = s.allowed.saturating_add(c[0].load(Ordering::Relaxed));
+            s.denied = s.denied.saturating_add(c[1].load(Ordering::Relaxed));
+            s.shadow_denied = s.shadow_denied.saturating_add(c[2].load(Ordering::Relaxed));
+            s.near_limit = s.near_limit.saturating_add(c[3].load(Ordering::Relaxed));
         }
         s
     }

@@ -323,6 +323,28 @@ fn damaged_state_words_fail_closed() {
 /// Garbage permit owner and stamp words: words naming no live process are taken over
 /// (reclaimed), words naming a live process with another start time too, and words naming
 /// this live process count as held: never more than C held, never a panic.
+/// Counters are words any process can write: all of them at `u64::MAX` sum to `u64::MAX`
+/// (saturating), not to an overflow panic, and decisions go on counting from there.
+#[test]
+fn counters_at_their_maximum_saturate() {
+    let (_dir, path) = temp_path("counters.shm");
+    drop(create(&path));
+    let stats_at = read_word(&path, 9 * 8);
+    let stats_len = read_word(&path, 10 * 8);
+    write_at(&path, stats_at, &vec![0xFF; stats_len as usize]);
+    let limiter = Limiter::open(&path).expect("counters are not validated");
+    for l in limiter.limits() {
+        let s = l.stats();
+        assert_eq!(
+            (s.allowed, s.denied, s.shadow_denied, s.near_limit),
+            (u64::MAX, u64::MAX, u64::MAX, u64::MAX),
+            "{}",
+            l.name()
+        );
+    }
+    decide_at_one_instant(&limiter, CAP as usize);
+}
+
 #[test]
 fn garbage_permit_words_fail_closed() {
     let (_dir, path) = temp_path("permits.shm");

@@ -249,11 +249,12 @@ fn named(defs: &[Definition]) -> impl Iterator<Item = (&str, &Algorithm)> {
 
 /// Denied decisions as a share of all decisions, in percent (0 when none).
 pub fn denial_percent(allowed: u64, denied: u64) -> f64 {
-    let total = allowed + denied;
-    if total == 0 {
+    // In floating point: counters read from a damaged file can sum past u64::MAX.
+    let total = allowed as f64 + denied as f64;
+    if total == 0.0 {
         0.0
     } else {
-        denied as f64 * 100.0 / total as f64
+        denied as f64 * 100.0 / total
     }
 }
 

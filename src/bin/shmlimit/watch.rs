@@ -105,7 +105,7 @@ fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFram
             LimitFrame {
                 name: s.name.clone(),
                 algorithm: s.algorithm.kind(),
-                decisions_per_second: (allowed + denied) as f64 / seconds,
+                decisions_per_second: (allowed as f64 + denied as f64) / seconds,
                 denied_per_second: denied as f64 / seconds,
                 denial_ratio: denial_percent(allowed, denied) / 100.0,
                 remaining: s
