@@ -233,7 +233,7 @@ pub unsafe extern "C" fn shmlimit_limit_key_occupancy(
     })
 }
 
-/// Retire every key whose state is back to fresh (and merge duplicate slots a killed process
+/// Retire every key whose state is back to fresh (and any pending claim a killed process
 /// left); `*reclaimed_out` receives how many keys were retired. Decisions reclaim idle slots on
 /// demand, so this is never needed for correctness: it is an explicit cleanup pass that reads
 /// the whole table.

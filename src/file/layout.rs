@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 1)
+//! # Layout (format version 2)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -49,20 +49,22 @@
 //! | fixed / sliding window | w0 state, w1 live limit `L` | - |
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
-//! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state) |
+//! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
 //!
 //! Counters: per lane and limit, four words: allowed, denied, shadow-denied, near-limit.
 //!
 //! **Versioning.** Any change to an offset, a record, a state-word encoding or the meaning of a
 //! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
 //! words, which are zero in files of the current version, and still bump the version.
+//! Version 2: key tags became 63 bits with bit 63 marking a pending claim (version 1 used the
+//! full 64-bit hash and merged duplicate slots).
 
 use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef, Rate};
 
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 1;
+pub(crate) const FORMAT_VERSION: u32 = 2;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;

@@ -5,69 +5,72 @@
 //!
 //! **Table.** A keyed limit's slot region is its control line (the template's live parameters,
 //! as for an unkeyed limit) followed by `slots` key slots of 16 bytes, `[tag, state]`, 16-byte
-//! aligned; `slots` is the definition's capacity rounded up to a power of two. The tag is a
-//! 64-bit keyed hash of the key bytes (SipHash-1-3 under the file's random 128-bit seed, so every
-//! process and language computes the same tag and no caller can aim keys at one slot without the
-//! seed); tag `0` marks an empty slot, `u64::MAX` a retired one (hash values equal to these two are
-//! moved to `1` and `u64::MAX - 1`). The state is the template's state word. A slot is only ever
-//! read and written as one 16-byte unit (an atomic 16-byte load and `lock cmpxchg16b`, see
-//! [`pair`]), so a state is always read with the tag it belongs to. All-zero is an empty table.
+//! aligned; `slots` is the definition's capacity rounded up to a power of two. The tag is the low
+//! 63 bits of a keyed hash of the key bytes (SipHash-1-3 under the file's random 128-bit seed, so
+//! every process and language computes the same tag and no caller can aim keys at one slot
+//! without the seed). Tag words:
+//!
+//! | tag word | slot |
+//! |---|---|
+//! | `0` | empty: never used since creation or reset (a key hashing to 0 gets tag 1) |
+//! | `t` (bit 63 clear) | the live slot of the key with tag `t`; the state is its state word |
+//! | `t \| 2^63` | a *pending claim* of key `t`: not yet the key's; the state word is a nonce |
+//! | `u64::MAX` | retired: occupied for probing, free for a claim (tag `2^63 - 1` becomes `2^63 - 2`) |
+//!
+//! A slot is only ever read and written as one 16-byte unit (an atomic 16-byte load and
+//! `lock cmpxchg16b`, see [`pair`]), so a state is always read with the tag it belongs to.
+//! All-zero is an empty table.
 //!
 //! **Lookup.** A key's probe window is the `min(32, slots)` slots from `tag mod slots`, in
-//! order. A decision scans it up to the first slot holding the key's tag (the key's slot) or the
-//! first empty slot, reads the clock (after the pairs, as an unkeyed decision reads it after its
-//! word), then applies the template's step function to the pair it read and commits
-//! with one CAS of `(tag, state) -> (tag, new)`: the hot path for a present key is one hash, a
-//! short scan (usually one slot), and the same CAS loop as an unkeyed limit, with no allocation.
-//! A failed CAS that still shows the key's tag retries on the new state (re-reading the clock);
-//! one that shows another tag means the slot changed hands: the decision starts over. A denial
-//! is computed from a pair read whole, so it is always this key's state.
+//! order. A decision scans it up to the first slot holding the key's live tag (the key's slot)
+//! or the first empty slot, passing over pending claims, reads the clock (after the pairs, as an
+//! unkeyed decision reads it after its word), then applies the template's step function to the
+//! pair it read and commits with one CAS of `(tag, state) -> (tag, new)`: the hot path for a
+//! present key is one hash, a short scan (usually one slot), and the same CAS loop as an unkeyed
+//! limit, with no allocation. A failed CAS that still shows the key's tag retries on the new
+//! state (re-reading the clock); one that shows another tag means the slot changed hands: the
+//! decision starts over. A denial is computed from a pair read whole, so it is always this
+//! key's state.
 //!
 //! **Invariant 1: a slot that held a key never becomes empty again** (until the limit is reset).
 //! So a key is never stored beyond an empty slot of its window, and a scan may stop there.
 //!
-//! **Insert.** A key found nowhere is inserted at the first empty slot by one CAS
+//! **Invariant 2: a key has at most one live slot at any instant.** Every decision commits with
+//! a CAS on the key's live slot, so it is made on the key's only state (Claims, below, shows the
+//! invariant holds).
+//!
+//! **Claims.** A key found nowhere is inserted at the first empty slot by one CAS
 //! `(0, s) -> (tag, step(s))` that both claims the slot and records the admission (a denial
-//! inserts nothing). If the window has no empty slot (and not the key), the first *free* slot of
-//! the window is claimed the same way: a retired slot, or an *idle* one whose state is fresh at
-//! `now` (bucket full, windows over; see [`template`]). Reclaiming an idle slot keeps its word:
-//! `(old_tag, s) -> (tag, step(s))` is atomic with the freshness check, so an update of the old
-//! key either landed before it (the state changed: this CAS fails) or fails after it (the tag
-//! changed: that process starts over and finds its key gone). Because `s` was fresh, the new key
-//! loses nothing by inheriting it, and the old key loses nothing by starting over: any decision
-//! that sees the slot taken reads its clock after that, so not earlier than the reclaimer's
-//! clock read (`CLOCK_MONOTONIC` is one timeline for all processes), and freshness only grows
-//! with time: at its time the old state would have counted nothing either. Every new word is
-//! thus derived from the slot's current word under CAS.
+//! inserts nothing); the slot is live at once. If the window has no empty slot (and no live
+//! slot of the key), the first *free* slot of the window is claimed: a retired slot, a pending
+//! claim (which holds no state), or an *idle* slot whose state is fresh at `now` (bucket full,
+//! windows over; see [`template`]). That claim is *pending*: one CAS `(old, s) -> (tag | 2^63,
+//! nonce)`, atomic with the freshness check, so an update of the old key either landed before
+//! (the state changed: this CAS fails) or fails after it (the tag changed: that process starts
+//! over and finds its key gone). The nonce is unique to the claim (the claimer's pid and a
+//! per-process count), so no claim is ever mistaken for another. Because `s` was fresh, the new
+//! key loses nothing by starting from it, and the old key loses nothing by starting over: any
+//! decision that sees the slot taken reads its clock after that, so not earlier than the
+//! claimer's clock read (`CLOCK_MONOTONIC` is one timeline for all processes), and freshness only
+//! grows with time.
 //!
-//! **Duplicates.** Two processes inserting one new key at once may pick different slots. With
-//! empty slots they cannot: both pick the first empty slot of the same window, or the later one's
-//! scan would have seen the earlier claim (slots never become empty, so if one scan saw slot `e`
-//! empty, every earlier scan did too). Only two claims of free non-empty slots, each after a full
-//! scan of the window, can race, and each such claimer then scans the whole window again: all
-//! CASes are sequentially consistent, so of two claims at times `c1 < c2`, either the first
-//! claimer's rescan reads the second slot after `c2`, or the second's rescan (after `c2`) reads the
-//! first slot after `c1`; at least one sees both. Whoever sees two slots of one key merges the
-//! later one's charges into the earlier one (a CAS on the earlier slot, with each algorithm's
-//! conservative merge: the tokens or counts of both) and only then retires the later one with a
-//! CAS `(tag, s) -> (RETIRED, fresh)` that expects exactly the state it merged. If that CAS fails,
-//! a decision that raced the claims landed in the later slot: it is merged again (its earlier
-//! charges twice, which is stricter, never looser). No admission is ever out of the table, and
-//! lookups always use the first slot of a key in probe order. A process killed between its claim
-//! and its rescan can leave a duplicate behind: it only holds the admissions of decisions that
-//! raced that claim, and [`Limit::reclaim_idle_keys`] merges it.
-//!
-//! **A duplicate never admits.** A claim of a free non-empty slot writes the key's tag with the
-//! slot's fresh word and admits nothing; the claimer then retires any duplicate, and only then
-//! decides, through a lookup like any other. A lookup that finds the key goes on scanning up to
-//! the first empty slot (a duplicate can only sit in a window that had no empty slot when it was
-//! claimed, and empty slots never come back), and if it sees the key twice it retires the later
-//! slot into the earlier before deciding. So every decision is made on the only slot of its key
-//! it saw; a decision that raced a claim lands in a slot whose charges the retirement merges, or
-//! fails its CAS on a retired slot and looks again: the key is never admitted past its budget.
-//! (Loom model `loom_two_inserts_through_idle_slots_never_exceed_the_key_budget`: a bucket of one
-//! inserted by two threads through two slots, at most one admission.) A claimed slot is fresh,
-//! so another key may take it back before the claimer decides; the claimer then looks again.
+//! Two processes can claim free slots for one key at once, and pick different ones (freshness
+//! depends on when each looked). Only its claimer can make a pending claim live: it reads the
+//! whole window again, *after* its claim; if the key has a live slot, it retires its claim
+//! (`-> (RETIRED, blank)`); otherwise it retires every other pending claim of the key, and only if
+//! all those retirements succeeded does it CAS its own claim `(tag | 2^63, nonce) -> (tag, s)`.
+//! This keeps Invariant 2: of two claims made at `c1 < c2`, the second claimer's reading of the
+//! window comes after `c2`, so it sees the first slot (pending, live, or no longer the key's);
+//! if live, the second retires its own; if pending, it must retire it before going live, and a
+//! retired claim can never go live (its nonce is gone). A live slot also comes from an empty
+//! slot only in a window that has one, and no claim through a free slot is made in such a window
+//! (the claimer would have found the empty slot, or the key in it). Claims decide nothing, so
+//! retiring one loses nothing; its claimer looks again. A claimer killed before it validates
+//! leaves a pending claim that is a free slot for the next claim in its window, and that
+//! [`Limit::reclaim_idle_keys`] retires. (Loom models: two and three threads inserting one key
+//! with a budget of one token through idle slots admit it at most once; a stale claim is taken
+//! over.) A live slot may be taken by another key as soon as it is idle, even just after its
+//! claim; its key's next decision then looks again.
 //!
 //! **Full table.** No slot for the key, no empty, retired or idle slot in its window: the
 //! definition's [`FullPolicy`] applies: deny, with a retry-after of the time until the first slot
@@ -100,10 +103,10 @@
 //!
 //! # Collisions
 //!
-//! Keys are told apart by their 64-bit tag alone; two keys with the same tag share one state
+//! Keys are told apart by their 63-bit tag alone; two keys with the same tag share one state
 //! (they are one key to the limiter). With `k` keys live at once, the probability that any two of
-//! them share a tag is at most `k (k - 1) / 2^65`: about `2^-37` (7e-12) for `k = 2^14` keys,
-//! `2^-25` (3e-8) for `2^20`, and `2^-13` (1.2e-4) for the largest table (`2^26` keys). The hash
+//! them share a tag is at most `k (k - 1) / 2^64`: about `2^-36` (1.5e-11) for `k = 2^14` keys,
+//! `2^-24` (6e-8) for `2^20`, and `2^-12` (2.4e-4) for the largest table (`2^26` keys). The hash
 //! is keyed with the file's secret seed, so the probability holds for keys chosen by an adversary
 //! who cannot read the file.
 
@@ -221,33 +224,6 @@ impl<C: Clock> Template for Limit<C> {
             // Not keyable (refused at definition): never fresh.
             Params::SlidingLog(_) | Params::Concurrency { .. } => u64::MAX,
         }
-    }
-
-    fn merge(&self, now: u64, into: u64, from: u64) -> Result<u64> {
-        Ok(match self.params() {
-            Params::TokenBucket => {
-                let (tag_a, tag_b) = (into & bucket::PARAM_TAG, from & bucket::PARAM_TAG);
-                let from = if tag_a == tag_b {
-                    from
-                } else {
-                    // Computed under the other parameter slot (a retune in progress): re-express
-                    // its tokens in use under `into`'s parameters first.
-                    let (a, b) = ((tag_a >> 63) as usize, (tag_b >> 63) as usize);
-                    rescale_word(now, from, self.bucket_params(b)?, self.bucket_params(a)?, a)
-                };
-                let tat = template::bucket_merge(
-                    now,
-                    into & !bucket::PARAM_TAG,
-                    from & !bucket::PARAM_TAG,
-                );
-                tat | tag_a
-            }
-            Params::FixedWindow(fw) => template::fixed_merge(&fw, now, into, from),
-            Params::SlidingWindow(sw) => template::sliding_merge(&sw, now, into, from),
-            Params::SlidingLog(_) | Params::Concurrency { .. } => {
-                return Err(self.wrong_kind("has no single-word state"))
-            }
-        })
     }
 
     fn blank(&self, state: u64) -> u64 {
@@ -441,8 +417,8 @@ impl<C: Clock> Limit<C> {
         }
     }
 
-    /// Retire every key whose state is back to fresh (bucket full, windows over), and merge any
-    /// duplicate slot a killed process left behind; returns how many keys were retired.
+    /// Retire every key whose state is back to fresh (bucket full, windows over), and any
+    /// pending claim a killed process left behind; returns how many keys were retired.
     ///
     /// Decisions reclaim idle slots on demand, so this is never needed for correctness: it is an
     /// explicit garbage-collection pass (the CLI's `gc`), after which [`Limit::key_occupancy`]
@@ -478,8 +454,7 @@ impl<C: Clock> Limit<C> {
             return 0;
         };
         let mut now = || self.clock().now_ns();
-        // A damaged parameter word makes merges fail; the retirements before it still count.
-        Table::new(slots).reclaim_idle(self, &mut now).unwrap_or(0)
+        Table::new(slots).reclaim_idle(self, &mut now)
     }
 
     fn keyed_only(&self) -> Result<FullPolicy> {

@@ -1,5 +1,6 @@
-//! The lock-free open-addressing key table: lookup, claim, duplicate retirement, decisions,
-//! refunds, idle reclaim and retuning, over any [`PairWord`] slots and any [`Template`].
+//! The lock-free open-addressing key table: lookup, claims (direct into an empty slot, or
+//! pending through a free one and then validated), decisions, refunds, idle reclaim and
+//! retuning, over any [`PairWord`] slots and any [`Template`].
 //!
 //! See the [module docs](super) for the algorithm and why it is correct; the comments here
 //! name the step of that argument each check implements.
@@ -13,15 +14,19 @@ use crate::error::Result;
 pub(crate) const EMPTY: u64 = 0;
 /// Tag of a retired slot: occupied for probing, free for a claim.
 pub(crate) const TOMB: u64 = u64::MAX;
+/// Bit 63 of a tag word: the slot is claimed for the key but not validated yet. Live tags
+/// never have it.
+pub(crate) const PENDING: u64 = 1 << 63;
 /// Slots probed from a key's home slot.
 pub(crate) const MAX_PROBE: usize = 32;
 
-/// The table tag of a key hash: the hash itself, with the two reserved values moved aside.
+/// The live table tag of a key hash: its low 63 bits, with the values that would read as an
+/// empty slot (0) or whose pending form would read as a retired one (`2^63 - 1`) moved aside.
 #[inline(always)]
 pub(crate) fn tag_of(hash: u64) -> u64 {
-    match hash {
+    match hash & !PENDING {
         EMPTY => 1,
-        TOMB => TOMB - 1,
+        h if h == !PENDING => h - 1,
         h => h,
     }
 }
@@ -36,6 +41,20 @@ pub(crate) enum Outcome {
     Full { fresh_in_ns: u64 },
 }
 
+/// Where a key's state is, as [`Table::locate`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Located {
+    /// The key's live slot, at this index, holding this pair when read.
+    Live(usize, (u64, u64)),
+    /// No slot for the key; this empty slot is where it goes (claimed with its first write).
+    Empty(usize, (u64, u64)),
+    /// No slot for the key and none to claim; a slot of its window turns free in this long.
+    Full { fresh_in_ns: u64 },
+    /// Only for lookups that do not insert: the key has no live slot; this is the fresh state
+    /// it would start from.
+    Absent(u64),
+}
+
 /// A key table: `slots.len()` is a power of two.
 pub(crate) struct Table<'a, P> {
     slots: &'a [P],
@@ -45,14 +64,22 @@ pub(crate) struct Table<'a, P> {
 
 /// What one scan of a probe window found first.
 enum Scan {
-    /// The key, at this position.
-    Key(usize, (u64, u64)),
+    /// The key's live slot, at this index.
+    Live(usize, (u64, u64)),
     /// An empty slot (the key is nowhere further: slots never become empty).
     Empty(usize, (u64, u64)),
     /// Neither, in the whole window.
     Exhausted,
-    /// The key in two slots (a claim through a free slot raced another): retire one first.
-    Duplicate,
+}
+
+/// A number no other pending claim holds: this process's pid and a per-process count (below
+/// bit 62, so a bucket's parameter-slot tag in bit 63 never collides with it).
+fn claim_nonce() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CLAIMS: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only distinct values are needed.
+    let n = CLAIMS.fetch_add(1, Ordering::Relaxed) & ((1 << 40) - 1);
+    ((std::process::id() as u64 & ((1 << 22) - 1)) << 40) | n
 }
 
 impl<'a, P: PairWord> Table<'a, P> {
@@ -71,27 +98,18 @@ impl<'a, P: PairWord> Table<'a, P> {
         (tag as usize).wrapping_add(i) & self.mask
     }
 
-    /// Scan `tag`'s window in probe order up to the key or an empty slot, keeping every pair
-    /// passed in `seen` if given.
+    /// Scan `tag`'s window in probe order up to the key's live slot or an empty slot, keeping
+    /// every pair passed in `seen` if given. Pending claims (the key's too) are passed over:
+    /// only their claimers make them live.
     #[inline(always)]
     fn scan(&self, tag: u64, mut seen: Option<&mut [(u64, u64); MAX_PROBE]>) -> Scan {
         for i in 0..self.probe {
             let at = self.at(tag, i);
             let pair = self.slots[at].load();
+            // At most one live slot per key exists at any instant (module docs, "Claims"): the
+            // first one found is the key's.
             if pair.0 == tag {
-                // A second slot for the key can only have been claimed through a free slot, in
-                // a window that had no empty slot then (empty slots never come back): look on up
-                // to the first empty slot, so no decision is made on one of two slots.
-                for j in i + 1..self.probe {
-                    let next = self.slots[self.at(tag, j)].load();
-                    if next.0 == tag {
-                        return Scan::Duplicate;
-                    }
-                    if next.0 == EMPTY {
-                        break;
-                    }
-                }
-                return Scan::Key(at, pair);
+                return Scan::Live(at, pair);
             }
             if pair.0 == EMPTY {
                 return Scan::Empty(at, pair);
@@ -101,6 +119,32 @@ impl<'a, P: PairWord> Table<'a, P> {
             }
         }
         Scan::Exhausted
+    }
+
+    /// Find the key `tag`'s live slot; when `insert`, claim one through a free slot on the way
+    /// if it has none and its window no empty slot. Returns where the key is and the clock read
+    /// after the last pair (a decision is never dated earlier than the clock read of any write
+    /// it saw: a reclaim judged a word fresh at that time).
+    #[inline(always)]
+    pub(crate) fn locate<T: Template>(
+        &self,
+        t: &T,
+        tag: u64,
+        insert: bool,
+        now: &mut impl FnMut() -> u64,
+    ) -> Result<(Located, u64)> {
+        loop {
+            match self.scan(tag, None) {
+                Scan::Live(at, pair) => return Ok((Located::Live(at, pair), now())),
+                Scan::Empty(at, pair) if insert => return Ok((Located::Empty(at, pair), now())),
+                Scan::Empty(_, pair) => return Ok((Located::Absent(pair.1), now())),
+                Scan::Exhausted => {
+                    if let Some(found) = self.claim_free(t, tag, insert, now)? {
+                        return Ok(found);
+                    }
+                }
+            }
+        }
     }
 
     /// Decide `cost` for the key `tag`: find its slot (or claim one, when committing) and apply
@@ -115,163 +159,140 @@ impl<'a, P: PairWord> Table<'a, P> {
         now: &mut impl FnMut() -> u64,
     ) -> Result<Outcome> {
         'probe: loop {
-            let found = self.scan(tag, None);
-            // The clock is read after the pairs: a decision is never dated earlier than the
-            // clock read of any write it saw (a reclaim judged a word fresh at that time).
-            let mut time = now();
-            match found {
-                Scan::Key(at, (_, mut state)) => loop {
-                    // The pair was read whole: `state` is this key's, whatever it decides.
-                    let (new, decision) = match t.step(time, state, cost)? {
-                        Step::Deny(d) => return Ok(Outcome::Decided(d)),
-                        Step::Admit { new, decision } => (new, decision),
-                    };
-                    if !commit {
-                        return Ok(Outcome::Decided(decision));
-                    }
-                    match self.slots[at].cas((tag, state), (tag, new)) {
-                        Ok(()) => return Ok(Outcome::Decided(decision)),
-                        // Another decision on this key landed first: decide again on its word.
-                        Err((found, s)) if found == tag => {
-                            state = s;
-                            time = now();
-                        }
-                        // The slot was reclaimed or retired: the key is elsewhere or nowhere.
-                        Err(_) => continue 'probe,
-                    }
-                },
-                Scan::Empty(at, pair) => {
-                    // A new key: claim the empty slot with the admission in the same CAS.
-                    match self.claim(t, tag, cost, commit, time, at, pair)? {
-                        Some(decision) => return Ok(Outcome::Decided(decision)),
-                        // Someone claimed it first (perhaps for this key): look again.
-                        None => continue 'probe,
-                    }
+            let (found, mut time) = self.locate(t, tag, commit, now)?;
+            let (at, mut pair) = match found {
+                Located::Live(at, pair) | Located::Empty(at, pair) => (at, pair),
+                Located::Full { fresh_in_ns } => return Ok(Outcome::Full { fresh_in_ns }),
+                // A peek decides on the fresh word the key would start from.
+                Located::Absent(state) => {
+                    return Ok(Outcome::Decided(match t.step(time, state, cost)? {
+                        Step::Deny(d) => d,
+                        Step::Admit { decision, .. } => decision,
+                    }))
                 }
-                Scan::Exhausted => {
-                    if let Some(outcome) = self.claim_free(t, tag, cost, commit, now)? {
-                        return Ok(outcome);
-                    }
+            };
+            loop {
+                // The pair was read whole: its state is this key's (or the empty slot's fresh
+                // word), whatever it decides.
+                let (new, decision) = match t.step(time, pair.1, cost)? {
+                    Step::Deny(d) => return Ok(Outcome::Decided(d)),
+                    Step::Admit { new, decision } => (new, decision),
+                };
+                if !commit {
+                    return Ok(Outcome::Decided(decision));
                 }
-                Scan::Duplicate => self.retire_duplicates(t, tag, time)?,
+                // A live slot is the key's. An empty one is claimed with the admission in the
+                // same CAS, live at once (no other slot of the key can exist, see "Claims"); the
+                // admission makes the word not fresh, so no other key can take it back before
+                // the key's next decision.
+                match self.slots[at].cas(pair, (tag, new)) {
+                    Ok(()) => return Ok(Outcome::Decided(decision)),
+                    // Another decision on this key landed first: decide again on its word.
+                    Err(found) if found.0 == tag && pair.0 == tag => {
+                        pair = found;
+                        time = now();
+                    }
+                    // The slot was taken, reclaimed or retired: the key is elsewhere or nowhere.
+                    Err(_) => continue 'probe,
+                }
             }
         }
     }
 
-    /// The window has no slot for the key and no empty one: claim its first retired or idle
-    /// (fresh) slot, keeping the fresh word, or report the table full. `None`: the window
-    /// changed meanwhile; decide again.
+    /// The window has no live slot for the key and no empty one: claim its first free slot
+    /// (retired, pending, or another key's whose state is fresh) as a pending claim, then
+    /// validate it. Without `insert`, report the fresh word instead. `None`: look again.
     #[inline(never)]
     fn claim_free<T: Template>(
         &self,
         t: &T,
         tag: u64,
-        cost: u64,
-        commit: bool,
+        insert: bool,
         now: &mut impl FnMut() -> u64,
-    ) -> Result<Option<Outcome>> {
+    ) -> Result<Option<(Located, u64)>> {
         let mut seen = [(0, 0); MAX_PROBE];
         if !matches!(self.scan(tag, Some(&mut seen)), Scan::Exhausted) {
             return Ok(None);
         }
-        // After the pairs, as in `decide`.
+        // After the pairs, as in `locate`.
         let time = now();
         let window = &seen[..self.probe];
-        let Some(i) = window
+        // A pending claim holds no state (its word is a nonce): free, with a blank word.
+        let free_word = |&(tg, s): &(u64, u64)| match tg {
+            TOMB => Some(s),
+            _ if tg & PENDING != 0 => Some(t.blank(s)),
+            _ => t.is_fresh(time, s).then_some(s),
+        };
+        let Some((i, fresh)) = window
             .iter()
-            .position(|&(tg, s)| tg == TOMB || t.is_fresh(time, s))
+            .enumerate()
+            .find_map(|(i, p)| free_word(p).map(|s| (i, s)))
         else {
             let fresh_in_ns = window
                 .iter()
                 .map(|&(_, s)| t.fresh_in(time, s))
                 .min()
                 .unwrap_or(0);
-            return Ok(Some(Outcome::Full { fresh_in_ns }));
+            return Ok(Some((Located::Full { fresh_in_ns }, time)));
         };
-        if !commit {
-            // A peek decides on the free slot's fresh word and claims nothing.
-            return Ok(Some(Outcome::Decided(
-                match t.step(time, window[i].1, cost)? {
-                    Step::Deny(d) => d,
-                    Step::Admit { decision, .. } => decision,
-                },
-            )));
+        if !insert {
+            return Ok(Some((Located::Absent(fresh), time)));
         }
-        // Claim the slot with its fresh word, atomic with the freshness seen: an update of the
-        // old key either landed before (this CAS fails: its state changed) or fails after (its
-        // tag changed). The claim admits nothing: two such claims for one key can pick different
-        // slots, so the duplicate is merged and retired before any decision is made on either
-        // (every scan that sees both retires one first).
-        if self.slots[self.at(tag, i)]
-            .cas(window[i], (tag, window[i].1))
-            .is_ok()
-        {
-            self.retire_duplicates(t, tag, time)?;
+        // Claim the slot, atomic with the freshness seen: an update of the old key either
+        // landed before (this CAS fails: its state changed) or fails after (its tag changed).
+        // The claim is pending, its word a nonce no other claim has: two claims for one key can
+        // pick different slots, so a claim only becomes live through its claimer's validation.
+        let at = self.at(tag, i);
+        let claim = (tag | PENDING, t.blank(fresh) | claim_nonce());
+        if self.slots[at].cas(window[i], claim).is_ok() {
+            self.validate(t, tag, at, claim, fresh);
         }
         Ok(None)
     }
 
-    /// Decide on the fresh word of the free slot `at` (found holding `pair`) and, if admitted and
-    /// committing, claim it for `tag` with the new word in one CAS. `None`: the slot changed.
-    /// A denial claims nothing; the word stays fresh, the slot free.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn claim<T: Template>(
-        &self,
-        t: &T,
-        tag: u64,
-        cost: u64,
-        commit: bool,
-        time: u64,
-        at: usize,
-        pair: (u64, u64),
-    ) -> Result<Option<Decision>> {
-        let (new, decision) = match t.step(time, pair.1, cost)? {
-            Step::Deny(d) => return Ok(Some(d)),
-            Step::Admit { new, decision } => (new, decision),
-        };
-        if !commit {
-            return Ok(Some(decision));
-        }
-        // The admission makes the word not fresh, so the slot cannot be taken back from this key
-        // before its next decision.
-        Ok(self.slots[at].cas(pair, (tag, new)).ok().map(|()| decision))
-    }
-
-    /// Until `tag` is in at most one slot of its window: merge the charges of its second slot
-    /// into its first, then retire the second. `now` may be stale: merges are then stricter.
-    pub(crate) fn retire_duplicates<T: Template>(&self, t: &T, tag: u64, now: u64) -> Result<()> {
+    /// Resolve this process's pending claim `claim` of `tag` in slot `at` (made with the fresh
+    /// word `fresh`): read the whole window (after the claim); if the key has a live slot,
+    /// retire the claim; otherwise retire every other pending claim of the key and, if all of
+    /// those retirements succeeded, make the claim live with the fresh word. Repeated while
+    /// neither can be done (module docs, "Claims").
+    fn validate<T: Template>(&self, t: &T, tag: u64, at: usize, claim: (u64, u64), fresh: u64) {
         loop {
-            let mut first = None;
-            let mut second = None;
+            let mut live = false;
+            let mut retired_all = true;
+            let mut ours = false;
             for i in 0..self.probe {
-                let at = self.at(tag, i);
-                let pair = self.slots[at].load();
-                if pair.0 == tag {
-                    if first.is_none() {
-                        first = Some((at, pair));
-                    } else {
-                        second = Some((at, pair));
-                        break;
-                    }
+                let j = self.at(tag, i);
+                let pair = self.slots[j].load();
+                if j == at {
+                    ours = pair == claim;
+                } else if pair.0 == tag {
+                    live = true;
+                } else if pair.0 == tag | PENDING {
+                    // Another claim of the key. Claims decide nothing, so retiring one loses
+                    // nothing; its claimer looks again.
+                    retired_all &= self.slots[j].cas(pair, (TOMB, t.blank(pair.1))).is_ok();
                 }
             }
-            let (Some((a, pa)), Some((b, pb))) = (first, second) else {
-                return Ok(());
-            };
-            // Charge the first slot with the second's admissions first, so that no admission is
-            // ever out of the table; then retire the second if it still holds what was merged.
-            let merged = t.merge(now, pa.1, pb.1)?;
-            if self.slots[a].cas(pa, (tag, merged)).is_err() {
-                continue;
+            if !ours {
+                // Retired by another claimer, or taken by another key: look again.
+                return;
             }
-            // If this fails the second slot changed (a decision that raced the claim landed in
-            // it): the next round merges it again, counting its old charges twice (stricter).
-            let _ = self.slots[b].cas(pb, (TOMB, t.blank(pb.1)));
+            if live {
+                // The key has its slot: this claim is surplus.
+                let _ = self.slots[at].cas(claim, (TOMB, t.blank(claim.1)));
+                return;
+            }
+            // No live slot, and every other claim seen is retired. A retirement that failed may
+            // have lost to that claim's validation: read the window again before making a
+            // second live slot.
+            if retired_all {
+                let _ = self.slots[at].cas(claim, (tag, fresh));
+                return;
+            }
         }
     }
 
-    /// Give back `units` of `grant` to the key `tag`, if it still has a slot.
+    /// Give back `units` of `grant` to the key `tag`, if it still has a live slot.
     pub(crate) fn refund<T: Template>(
         &self,
         t: &T,
@@ -281,7 +302,7 @@ impl<'a, P: PairWord> Table<'a, P> {
         now: &mut impl FnMut() -> u64,
     ) -> Result<()> {
         'probe: loop {
-            let Scan::Key(at, (_, mut state)) = self.scan(tag, None) else {
+            let Scan::Live(at, (_, mut state)) = self.scan(tag, None) else {
                 // No slot: the key's state was fresh when it was reclaimed; nothing is held.
                 return Ok(());
             };
@@ -299,40 +320,29 @@ impl<'a, P: PairWord> Table<'a, P> {
         }
     }
 
-    /// Retire every key whose state is fresh at `now()`, then merge any duplicate left behind
-    /// (by a process killed between a claim and its duplicate scan). Returns the keys retired.
-    pub(crate) fn reclaim_idle<T: Template>(
-        &self,
-        t: &T,
-        now: &mut impl FnMut() -> u64,
-    ) -> Result<usize> {
+    /// Retire every key whose state is fresh at `now()`, and every pending claim (which holds
+    /// no state: its claimer looks again). Returns the keys retired.
+    pub(crate) fn reclaim_idle<T: Template>(&self, t: &T, now: &mut impl FnMut() -> u64) -> usize {
         let mut retired = 0;
         for slot in self.slots {
             let mut pair = slot.load();
-            while pair.0 != EMPTY && pair.0 != TOMB && t.is_fresh(now(), pair.1) {
+            loop {
+                let pending = pair.0 != TOMB && pair.0 & PENDING != 0;
+                let idle =
+                    pair.0 != EMPTY && pair.0 != TOMB && (pending || t.is_fresh(now(), pair.1));
+                if !idle {
+                    break;
+                }
                 match slot.cas(pair, (TOMB, t.blank(pair.1))) {
                     Ok(()) => {
-                        retired += 1;
+                        retired += !pending as usize;
                         break;
                     }
                     Err(found) => pair = found,
                 }
             }
         }
-        for at in 0..self.slots.len() {
-            let (tag, _) = self.slots[at].load();
-            if tag == EMPTY || tag == TOMB {
-                continue;
-            }
-            // Is the key also in an earlier slot of its window?
-            let offset = at.wrapping_sub(tag as usize) & self.mask;
-            if offset < self.probe
-                && (0..offset).any(|i| self.slots[self.at(tag, i)].load().0 == tag)
-            {
-                self.retire_duplicates(t, tag, now())?;
-            }
-        }
-        Ok(retired)
+        retired
     }
 
     /// Replace every slot's state `s` by `f(s)` where it is `Some`, each with a CAS loop (for a
@@ -349,11 +359,14 @@ impl<'a, P: PairWord> Table<'a, P> {
         }
     }
 
-    /// Slots holding a key.
+    /// Slots holding a live key.
     pub(crate) fn occupancy(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| !matches!(s.load().0, EMPTY | TOMB))
+            .filter(|s| {
+                let tag = s.load().0;
+                tag != EMPTY && tag & PENDING == 0
+            })
             .count()
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! # Implementation details
 //!
-//! Besides the template's own step and refund, the table needs four facts about a state word,
+//! Besides the template's own step and refund, the table needs three facts about a state word,
 //! defined here once per algorithm as pure functions:
 //!
 //! * **fresh**: the word counts nothing at `now` (bucket full: `tat <= now`; fixed window: its
@@ -11,10 +11,6 @@
 //!   fresh, and freshness only ever goes from false to true as the clock advances: whoever
 //!   re-reads the clock after seeing a word fresh sees it fresh too.
 //! * **fresh in**: how long until the word becomes fresh, for the retry-after of a full table.
-//! * **merge**: one word charged with the admissions of two (a retired duplicate's into the
-//!   surviving slot), never less than either: bucket `tat = max(tat_a, now) + max(tat_b - now, 0)`
-//!   (the tokens both used); windows add the counts of the same window (saturating) after
-//!   aligning both to the later window.
 //! * **blank**: the fresh word a retired slot keeps (for a bucket, with the word's parameter-slot
 //!   tag, so that the table's words all follow a live retune).
 //!
@@ -38,8 +34,6 @@ pub(crate) trait Template {
     fn is_fresh(&self, now: u64, state: u64) -> bool;
     /// Nanoseconds from `now` until `state` is fresh (0 if it is).
     fn fresh_in(&self, now: u64, state: u64) -> u64;
-    /// `into` charged with the admissions of `from` as well.
-    fn merge(&self, now: u64, into: u64, from: u64) -> Result<u64>;
     /// The fresh word that replaces `state` when its slot is retired.
     fn blank(&self, state: u64) -> u64;
 }
@@ -53,14 +47,6 @@ const SLIDING_INDEX: u64 = (1 << 24) - 1;
 
 pub(crate) fn bucket_fresh_in(now: u64, tat: u64) -> u64 {
     tat.saturating_sub(now)
-}
-
-/// The tokens both TATs have in use at `now`, in one TAT (below bit 63).
-pub(crate) fn bucket_merge(now: u64, into: u64, from: u64) -> u64 {
-    if from <= now {
-        return into;
-    }
-    into.max(now).saturating_add(from - now).min((1 << 63) - 1)
 }
 
 // --- fixed window ---
@@ -91,23 +77,6 @@ pub(crate) fn fixed_fresh_in(fw: &FixedWindow, now: u64, word: u64) -> u64 {
     })
 }
 
-pub(crate) fn fixed_merge(fw: &FixedWindow, now: u64, into: u64, from: u64) -> u64 {
-    match (fixed_view(fw, now, into), fixed_view(fw, now, from)) {
-        (_, None) => into,
-        (None, Some(_)) => from,
-        (Some((wa, ca)), Some((wb, cb))) if wa == wb => {
-            fixed_window::pack(wa, (ca + cb).min(u32::MAX as u64))
-        }
-        (Some((wa, _)), Some((wb, _))) => {
-            if wb > wa {
-                from
-            } else {
-                into
-            }
-        }
-    }
-}
-
 // --- sliding window counter ---
 
 /// `(window, prev, cur)` as `SlidingWindow::step` reads `word` at `now`, or `None` when it counts
@@ -133,23 +102,6 @@ pub(crate) fn sliding_fresh_in(sw: &SlidingWindow, now: u64, word: u64) -> u64 {
         end.saturating_mul(sw.window_ns)
             .saturating_sub(now.saturating_add(sw.phase_ns))
     })
-}
-
-pub(crate) fn sliding_merge(sw: &SlidingWindow, now: u64, into: u64, from: u64) -> u64 {
-    let (a, b) = match (sliding_view(sw, now, into), sliding_view(sw, now, from)) {
-        (_, None) => return into,
-        (None, Some(_)) => return from,
-        (Some(a), Some(b)) => (a, b),
-    };
-    let window = a.0.max(b.0);
-    let align = |(w, prev, cur): (u64, u64, u64)| match window - w {
-        0 => (prev, cur),
-        1 => (cur, 0),
-        _ => (0, 0),
-    };
-    let ((pa, ca), (pb, cb)) = (align(a), align(b));
-    let max = sliding_window::MAX_LIMIT;
-    sliding_window::pack(window, (pa + pb).min(max), (ca + cb).min(max))
 }
 
 /// A template with fixed parameters (no live retuning, no parameter-slot tag): what the loom
@@ -187,13 +139,6 @@ impl Template for Pure {
             Pure::Fixed(fw) => fixed_fresh_in(fw, now, state),
             Pure::Sliding(sw) => sliding_fresh_in(sw, now, state),
         }
-    }
-    fn merge(&self, now: u64, into: u64, from: u64) -> Result<u64> {
-        Ok(match self {
-            Pure::Bucket(_) => bucket_merge(now, into, from),
-            Pure::Fixed(fw) => fixed_merge(fw, now, into, from),
-            Pure::Sliding(sw) => sliding_merge(sw, now, into, from),
-        })
     }
     fn blank(&self, _state: u64) -> u64 {
         0
@@ -235,11 +180,10 @@ mod tests {
         ]
     }
 
-    /// Drive a word through a pseudo-random history; at every step, a fresh word must decide
-    /// exactly as the zero word, `fresh_in` must be the exact time it becomes fresh, and a merge
-    /// must never count less than either input.
+    /// Drive two words through a pseudo-random history; at every step, a fresh word must decide
+    /// exactly as the zero word, and `fresh_in` must be the exact time it becomes fresh.
     #[test]
-    fn freshness_and_merge_agree_with_the_step_functions() {
+    fn freshness_agrees_with_the_step_functions() {
         for t in templates() {
             let mut x = 0x9E37_79B9_7F4A_7C15u64;
             let mut next = move || {
@@ -278,31 +222,6 @@ mod tests {
                         assert!(!t.is_fresh(probe + wait - 1, w), "{t:?} {w:#x} {probe}");
                     }
                 }
-                let merged = t.merge(now, a, b).unwrap();
-                let (ra, rb, rm) = (
-                    remaining(&t, now, a),
-                    remaining(&t, now, b),
-                    remaining(&t, now, merged),
-                );
-                assert!(
-                    rm <= ra.min(rb),
-                    "{t:?} merge {a:#x} {b:#x}: {rm} > {ra}/{rb}"
-                );
-                // The charges add up: tokens in use (bucket, in ns) or the count of the window.
-                match t {
-                    Pure::Bucket(_) => {
-                        let used = |w: u64| w.max(now) - now;
-                        assert!(used(merged) >= used(a) + used(b), "{a:#x} + {b:#x}");
-                    }
-                    Pure::Fixed(_) => {
-                        let cap = 5;
-                        assert!(
-                            rm <= ra.saturating_sub(cap - rb),
-                            "fixed merge lost charges: {a:#x} + {b:#x} -> {merged:#x}"
-                        );
-                    }
-                    Pure::Sliding(_) => {}
-                }
             }
         }
     }
@@ -316,12 +235,5 @@ mod tests {
         let sw_word = sliding_window::pack(11, 0, 2);
         assert!(!sliding.is_fresh(10 * W, sw_word));
         assert!(sliding.is_fresh(13 * W, sw_word));
-    }
-
-    #[test]
-    fn bucket_merge_adds_the_tokens_in_use() {
-        assert_eq!(bucket_merge(1_000, 1_300, 1_200), 1_500);
-        assert_eq!(bucket_merge(1_000, 0, 1_200), 1_200);
-        assert_eq!(bucket_merge(1_000, 1_300, 900), 1_300);
     }
 }

@@ -755,7 +755,9 @@ mod mixed {
     const WORKER_C: &str = include_str!("../../../ffi/examples/worker.c");
     const HEADER: &str = include_str!("../../../ffi/include/shmlimit.h");
 
-    /// The directory of the `libshmlimit.so` built with this binary: next to it, or in `deps/`.
+    /// The directory of the `libshmlimit.so` built with this binary: next to it, in `deps/`
+    /// (where `cargo test` builds it without copying it up) or one level up; the most recently
+    /// built one when there are several, so a stale copy is never linked.
     fn library_dir() -> Result<PathBuf, Failure> {
         let exe = std::env::current_exe()
             .map_err(|e| Failure::file(format!("demo --mixed: cannot find this binary: {e}")))?;
@@ -763,7 +765,16 @@ mod mixed {
         let candidates = [here.clone(), here.join("deps"), here.join("..")];
         candidates
             .into_iter()
-            .find(|d| d.join("libshmlimit.so").is_file())
+            .filter_map(|d| {
+                let modified = std::fs::metadata(d.join("libshmlimit.so"))
+                    .ok()
+                    .filter(|m| m.is_file())?
+                    .modified()
+                    .ok()?;
+                Some((modified, d))
+            })
+            .max_by_key(|(modified, _)| *modified)
+            .map(|(_, d)| d)
             .ok_or_else(|| {
                 Failure::file(format!(
                     "demo --mixed: libshmlimit.so not found in {} or its deps/; build it with cargo build (the crate makes it), or run the demo without --mixed",
@@ -796,6 +807,9 @@ mod mixed {
                 .arg(dir)
                 .arg("-L")
                 .arg(&lib)
+                // DT_RPATH, not DT_RUNPATH: searched before LD_LIBRARY_PATH (which `cargo
+                // test` points at a directory that may hold a stale copy of the library).
+                .arg("-Wl,--disable-new-dtags")
                 .arg(format!("-Wl,-rpath,{}", lib.display()))
                 .arg("-lshmlimit")
                 .stdin(Stdio::null())
