@@ -64,8 +64,8 @@ pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,
-    MAX_CAPACITY, MAX_KEYS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW,
-    MIN_WINDOW,
+    MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES, MAX_LOG_LIMIT, MAX_NAME_LEN,
+    MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
 pub use wait::Reservation;

@@ -326,11 +326,9 @@ impl<C: Clock> Limiter<C> {
         let def = &m.defs[index];
         let (offset, len) = m.geometry.slots[index];
         let control = m.words(offset, layout::LINE / 8).as_ptr();
-        // A key table is exactly its slots (the region is padded to a whole line after them).
-        let area_words = match def.keyed {
-            Some(k) => (k.slots() as usize * layout::KEY_SLOT / 8).min((len - layout::LINE) / 8),
-            None => (len - layout::LINE) / 8,
-        };
+        // Everything after the control line: log entries, permits, or the key table (and a
+        // keyed concurrency limit's permit blocks after it).
+        let area_words = (len - layout::LINE) / 8;
         let area = m.words(offset + layout::LINE, area_words).as_ptr();
         // Lane 0's counters of this limit; a thread adds its lane's offset (see `count`).
         let stats = m.words(m.geometry.stats_at(0, index), COUNTERS).as_ptr();

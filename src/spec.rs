@@ -26,6 +26,11 @@ pub const MAX_PERMITS: u64 = 1 << 16;
 pub const MAX_SPLIT: usize = 64;
 /// Most key slots one keyed limit may have.
 pub const MAX_KEYS: u64 = 1 << 26;
+/// Most permits per key of a keyed concurrency limit (one bit each in the key's state word).
+pub const MAX_KEY_PERMITS: u64 = 64;
+/// Most permit entries (key slots times permits per key) of one keyed concurrency limit: 16
+/// bytes each, so at most 1 GiB.
+pub const MAX_KEY_PERMIT_ENTRIES: u64 = 1 << 26;
 
 /// A refill rate, kept as the emission interval: nanoseconds per token, rounded *up* so that the
 /// bound `floor(B + r T)` is never exceeded.
@@ -723,17 +728,29 @@ impl LimitDef {
                     format!("key capacity {}: must be 1..=2^26", k.capacity),
                 ));
             }
-            if matches!(
-                self.algorithm,
-                Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. }
-            ) {
+            if matches!(self.algorithm, Algorithm::SlidingLog { .. }) {
                 return Err(invalid(
                     &self.name,
-                    format!(
-                        "a keyed {} is not supported; key a token bucket or a window",
-                        self.algorithm.kind()
-                    ),
+                    "a keyed sliding log is not supported; key a token bucket, a window or a \
+                     concurrency limit",
                 ));
+            }
+            if let Algorithm::Concurrency { permits, .. } = self.algorithm {
+                if permits > MAX_KEY_PERMITS {
+                    return Err(invalid(
+                        &self.name,
+                        format!("permits {permits}: a keyed concurrency limit has 1..=64 per key"),
+                    ));
+                }
+                if k.slots().saturating_mul(permits) > MAX_KEY_PERMIT_ENTRIES {
+                    return Err(invalid(
+                        &self.name,
+                        format!(
+                            "{} key slots x {permits} permits: at most 2^26 permit entries",
+                            k.slots()
+                        ),
+                    ));
+                }
             }
         }
         if let Some(f) = self.fleet {

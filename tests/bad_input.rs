@@ -11,8 +11,8 @@ use common::temp_path;
 use shmlimit::{
     try_acquire_all, Algorithm, Alignment, Check, Concurrency, Error, FixedWindow, Keyed, Limit,
     LimitDef, Limiter, ManualClock, Rate, SlidingLog, SlidingWindow, TokenBucket, MAX_CAPACITY,
-    MAX_CHECKS, MAX_KEYS, MAX_KEY_LEN, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS,
-    MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    MAX_CHECKS, MAX_KEYS, MAX_KEY_LEN, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES, MAX_LIMITS,
+    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
 
 fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>, what: &str) {
@@ -168,8 +168,15 @@ fn bad_definitions_are_refused_and_create_no_file() {
                 Keyed::new(4),
             )
         }),
-        ("keyed concurrency", |b| {
-            b.keyed_limit("x", Concurrency::new(1), Keyed::new(4))
+        ("keyed concurrency above MAX_KEY_PERMITS per key", |b| {
+            b.keyed_limit("x", Concurrency::new(MAX_KEY_PERMITS + 1), Keyed::new(4))
+        }),
+        ("keyed concurrency above MAX_KEY_PERMIT_ENTRIES", |b| {
+            b.keyed_limit(
+                "x",
+                Concurrency::new(64),
+                Keyed::new(MAX_KEY_PERMIT_ENTRIES / 32),
+            )
         }),
         ("empty name", |b| b.limit("", TokenBucket::per_second(1))),
         ("name too long", |b| {

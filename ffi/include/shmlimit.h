@@ -387,8 +387,11 @@ typedef struct shmlimit_permit_holder {
     uint64_t since_ns;
     // When its lease expires; 0 without a lease (or a time stamp).
     uint64_t lease_expiry_ns;
+    // For a keyed limit, the tag of the key it is held for (as `shmlimit_key_tag` computes it
+    // from the key's bytes); 0 for an unkeyed limit.
+    uint64_t key_tag;
     // Written as zero.
-    uint64_t reserved[2];
+    uint64_t reserved[1];
 } shmlimit_permit_holder;
 
 // What `shmlimit_reserve` booked.

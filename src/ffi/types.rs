@@ -260,8 +260,11 @@ pub struct shmlimit_permit_holder {
     pub since_ns: u64,
     /// When its lease expires; 0 without a lease (or a time stamp).
     pub lease_expiry_ns: u64,
+    /// For a keyed limit, the tag of the key it is held for (as `shmlimit_key_tag` computes it
+    /// from the key's bytes); 0 for an unkeyed limit.
+    pub key_tag: u64,
     /// Written as zero.
-    pub reserved: [u64; 2],
+    pub reserved: [u64; 1],
 }
 
 impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
@@ -272,7 +275,8 @@ impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
             reclaimable: h.reclaimable,
             since_ns: h.since_ns.unwrap_or(0),
             lease_expiry_ns: h.lease_expiry_ns.unwrap_or(0),
-            reserved: [0; 2],
+            key_tag: h.key_tag.unwrap_or(0),
+            reserved: [0; 1],
         }
     }
 }
@@ -308,6 +312,7 @@ const _: () = {
     assert!(offset_of!(shmlimit_permit_holder, pid) == 8);
     assert!(offset_of!(shmlimit_permit_holder, reclaimable) == 12);
     assert!(offset_of!(shmlimit_permit_holder, since_ns) == 16);
+    assert!(offset_of!(shmlimit_permit_holder, key_tag) == 32);
 };
 
 impl From<Decision> for shmlimit_decision {

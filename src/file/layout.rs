@@ -50,6 +50,7 @@
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
+//! | keyed concurrency | w0-15: eight (release sequence, waiter count) pairs, a key's waiters on pair `tag mod 8` | key slots x 16 bytes (tag, bit `i` set while permit `i` of the key is held), to a whole line; then per key slot, `C` permit entries as above, to a whole line |
 //!
 //! Counters: per lane and limit, four words: allowed, denied, shadow-denied, near-limit.
 //!
@@ -145,7 +146,13 @@ pub(crate) struct Geometry {
 /// Bytes of slot state one limit needs: its control line, then its state area.
 pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
     if let Some(k) = def.keyed {
-        return LINE + round_up(k.slots() as usize * KEY_SLOT, LINE);
+        let keys = LINE + key_table_words(k.slots() as usize) * 8;
+        return match def.algorithm {
+            Algorithm::Concurrency { permits, .. } => {
+                keys + round_up(k.slots() as usize * permits as usize * PERMIT_SLOT, LINE)
+            }
+            _ => keys,
+        };
     }
     match def.algorithm {
         Algorithm::SlidingLog { limit, .. } => LINE + round_up(limit as usize * 8, LINE),
@@ -154,6 +161,12 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
         }
         _ => LINE * def.split.max(1) as usize,
     }
+}
+
+/// Words of a keyed limit's key table in its state area (after its control line): 16 bytes per
+/// key slot, to a whole line. A keyed concurrency limit's permit entries follow them.
+pub(crate) fn key_table_words(slots: usize) -> usize {
+    round_up(slots * KEY_SLOT, LINE) / 8
 }
 
 /// Bytes per key slot in a keyed table: a tag word and a state word.

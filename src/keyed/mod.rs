@@ -112,8 +112,8 @@
 
 mod hash;
 pub(crate) mod pair;
-mod table;
-mod template;
+pub(crate) mod table;
+pub(crate) mod template;
 
 #[cfg(test)]
 mod loom_models;
@@ -133,7 +133,7 @@ use template::Template;
 pub const MAX_KEY_LEN: usize = 1024;
 
 /// The reason keyed calls fail on targets without a 16-byte compare-and-swap.
-const NO_PAIR_CAS: &str =
+pub(crate) const NO_PAIR_CAS: &str =
     "is keyed, and keyed limits need a 16-byte CAS (cmpxchg16b) on this target";
 
 /// Move every key's bucket state to parameter slot `tag` (a live retune of a keyed bucket).
@@ -156,19 +156,34 @@ pub(crate) fn rescale_all<C: Clock>(
     Ok(())
 }
 
+/// The key slot type of this target.
 #[cfg(target_arch = "x86_64")]
-fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[pair::KeySlot]> {
-    pair::KeySlot::table(limit.area())
+pub(crate) type Slot = pair::KeySlot;
+/// The key slot type of this target.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) type Slot = NoSlot;
+
+/// The key slots of a keyed limit: the first `slots` pairs of its state area (a keyed
+/// concurrency limit keeps its permit entries after them). `None` on a target without a
+/// 16-byte CAS, or for a limit that is not keyed.
+pub(crate) fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[Slot]> {
+    let slots = limit.def().keyed?.slots() as usize;
+    pair_table(limit.area().get(..2 * slots)?)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn pair_table(words: &[std::sync::atomic::AtomicU64]) -> Option<&[Slot]> {
+    pair::KeySlot::table(words)
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn slots_of<C: Clock>(_limit: &Limit<C>) -> Option<&[NoSlot]> {
+fn pair_table(_words: &[std::sync::atomic::AtomicU64]) -> Option<&[Slot]> {
     None
 }
 
 /// Stands in for the slot type where there is none.
 #[cfg(not(target_arch = "x86_64"))]
-enum NoSlot {}
+pub(crate) enum NoSlot {}
 
 #[cfg(not(target_arch = "x86_64"))]
 impl pair::PairWord for NoSlot {
@@ -221,6 +236,8 @@ impl<C: Clock> Template for Limit<C> {
             Params::TokenBucket => template::bucket_fresh_in(now, state & !bucket::PARAM_TAG),
             Params::FixedWindow(fw) => template::fixed_fresh_in(&fw, now, state),
             Params::SlidingWindow(sw) => template::sliding_fresh_in(&sw, now, state),
+            // A key's committed permits: fresh when none is held (when is unknowable).
+            Params::Concurrency { .. } if state == 0 => 0,
             // Not keyable (refused at definition): never fresh.
             Params::SlidingLog(_) | Params::Concurrency { .. } => u64::MAX,
         }
@@ -373,14 +390,13 @@ impl<C: Clock> Limit<C> {
     /// [`Limit::try_acquire_key`].
     pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
         self.keyed_only()?;
-        check_key(key)?;
+        let tag = self.key_tag(key)?;
         self.check_origin(grant)?;
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
         let units = grant.cost;
         if !grant.is_allowed() || units == 0 {
             return Ok(());
         }
-        let tag = table::tag_of(hash::key_hash(self.hash_seed(), key));
         let mut now = || self.clock().now_ns();
         Table::new(slots).refund(self, tag, grant, units, &mut now)
     }
@@ -410,7 +426,7 @@ impl<C: Clock> Limit<C> {
         if self.def().keyed.is_none() {
             return (0, 0);
         }
-        let slots = self.area().len() / 2;
+        let slots = self.def().keyed.map_or(0, |k| k.slots() as usize);
         match slots_of(self) {
             Some(s) => (Table::new(s).occupancy(), slots),
             None => (0, slots),
@@ -458,10 +474,25 @@ impl<C: Clock> Limit<C> {
     }
 
     fn keyed_only(&self) -> Result<FullPolicy> {
-        match self.def().keyed {
-            Some(k) => Ok(k.on_full),
-            None => Err(self.wrong_kind("is not keyed: use try_acquire")),
+        match (self.def().keyed, self.params()) {
+            (Some(_), Params::Concurrency { .. }) => {
+                Err(self.wrong_kind("is a keyed concurrency limit: use try_acquire_key_permit"))
+            }
+            (Some(k), _) => Ok(k.on_full),
+            (None, _) => Err(self.wrong_kind("is not keyed: use try_acquire")),
         }
+    }
+
+    /// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes under
+    /// the file's secret seed (the same in every process and language). What
+    /// [`Limit::permit_holders`] reports as a holder's [`key_tag`](crate::PermitHolder::key_tag).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`] for an empty key or one longer than [`MAX_KEY_LEN`].
+    pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
+        check_key(key)?;
+        Ok(table::tag_of(hash::key_hash(self.hash_seed(), key)))
     }
 
     #[inline(always)]
@@ -470,9 +501,8 @@ impl<C: Clock> Limit<C> {
             return Err(Error::ZeroCost);
         }
         let on_full = self.keyed_only()?;
-        check_key(key)?;
+        let tag = self.key_tag(key)?;
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
-        let tag = table::tag_of(hash::key_hash(self.hash_seed(), key));
         let mut now = || at.unwrap_or_else(|| self.clock().now_ns());
         let shadow = self.def().shadow;
         let decision = match Table::new(slots).decide(self, tag, cost, commit, &mut now)? {

@@ -93,6 +93,29 @@ impl<'a, P: PairWord> Table<'a, P> {
         }
     }
 
+    /// The number of slots.
+    pub(crate) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The pair in slot `at`, read whole.
+    #[inline(always)]
+    pub(crate) fn load(&self, at: usize) -> (u64, u64) {
+        self.slots[at].load()
+    }
+
+    /// Replace slot `at`'s pair by `new` if it is `current` (sequentially consistent);
+    /// otherwise return what it is.
+    #[inline(always)]
+    pub(crate) fn cas(
+        &self,
+        at: usize,
+        current: (u64, u64),
+        new: (u64, u64),
+    ) -> Result<(), (u64, u64)> {
+        self.slots[at].cas(current, new)
+    }
+
     #[inline(always)]
     fn at(&self, tag: u64, i: usize) -> usize {
         (tag as usize).wrapping_add(i) & self.mask

@@ -112,6 +112,8 @@ pub(crate) enum Pure {
     Bucket(Gcra),
     Fixed(FixedWindow),
     Sliding(SlidingWindow),
+    /// A keyed concurrency limit's bitmap of held permits (see `crate::permit::keyed`).
+    Permits,
 }
 
 #[cfg(test)]
@@ -121,6 +123,7 @@ impl Template for Pure {
             Pure::Bucket(g) => g.step(now, state, cost),
             Pure::Fixed(fw) => fw.step(now, state, cost),
             Pure::Sliding(sw) => sw.step(now, state, cost),
+            Pure::Permits => unreachable!("permits are taken, not stepped"),
         })
     }
     fn refund(&self, now: u64, state: u64, grant: &Decision, units: u64) -> Result<u64> {
@@ -128,6 +131,7 @@ impl Template for Pure {
             Pure::Bucket(g) => g.refund(now, state, units),
             Pure::Fixed(fw) => fw.refund(state, grant.stamp, units),
             Pure::Sliding(sw) => sw.refund(state, grant.stamp, units),
+            Pure::Permits => unreachable!("permits are released, not refunded"),
         })
     }
     fn is_fresh(&self, now: u64, state: u64) -> bool {
@@ -138,6 +142,8 @@ impl Template for Pure {
             Pure::Bucket(_) => bucket_fresh_in(now, state),
             Pure::Fixed(fw) => fixed_fresh_in(fw, now, state),
             Pure::Sliding(sw) => sliding_fresh_in(sw, now, state),
+            Pure::Permits if state == 0 => 0,
+            Pure::Permits => u64::MAX,
         }
     }
     fn blank(&self, _state: u64) -> u64 {

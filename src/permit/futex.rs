@@ -8,7 +8,11 @@
 //! |---|---|
 //! | 0 | release sequence: bumped by every release and reclaim; waiters sleep on its low 32 bits |
 //! | 1 | waiters: how many processes are (or were, see below) asleep on word 0 |
-//! | 2-15 | reserved, zero |
+//! | 2-15 | unkeyed: reserved, zero; keyed: seven more such pairs |
+//!
+//! A keyed limit's waiters for key tag `t` use pair `t mod 8` (words `2 (t mod 8)` and
+//! `2 (t mod 8) + 1`), and its releases wake every sleeper of the pair, since waiters for
+//! other keys may share it; an unkeyed limit's releases wake one.
 //!
 //! A waiter reads the sequence, tries for a permit, registers in word 1, re-reads the sequence
 //! and sleeps (`FUTEX_WAIT`, shared: the key is the file page, so it works across processes)
@@ -40,10 +44,11 @@ pub(crate) fn futex_value(seq: u64) -> u32 {
     seq as u32
 }
 
-/// Announce a release on `seq` and wake one sleeper if any may be waiting.
-pub(crate) fn announce_release(seq: &AtomicU64, waiters: &AtomicU64) {
+/// Announce a release on `seq` and wake up to `n` sleepers if any may be waiting (one for an
+/// unkeyed limit; all for a keyed one, whose words waiters of several keys share).
+pub(crate) fn announce_release(seq: &AtomicU64, waiters: &AtomicU64, n: i32) {
     if bump(seq, waiters) {
-        wake(seq, 1);
+        wake(seq, n);
     }
 }
 
@@ -165,7 +170,7 @@ mod tests {
         });
         // Wake until the sleeper is gone (it may not be asleep yet when the first wake comes).
         while !sleeper.is_finished() {
-            announce_release(&words[0], &words[1]);
+            announce_release(&words[0], &words[1], 1);
             std::thread::sleep(Duration::from_millis(5));
         }
         assert!(sleeper.join().unwrap() < Duration::from_secs(60));

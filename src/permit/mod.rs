@@ -84,6 +84,7 @@
 //! wait with `acquire_permit_timeout` instead.
 
 mod futex;
+pub(crate) mod keyed;
 mod liveness;
 pub(crate) mod slot;
 
@@ -98,12 +99,16 @@ use std::time::{Duration, Instant};
 /// looks for permits of dead holders again (100 ms): the bound on how late a waiter learns of a
 /// holder's death, which releases nothing.
 pub const PERMIT_RECHECK: Duration = futex::RECHECK;
+use keyed::{KeyAcquire, KeyedPermits};
 use slot::{OwnerWord, Table, GEN_MASK};
 
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
+use crate::file::layout;
+use crate::keyed::{Slot, NO_PAIR_CAS};
 use crate::limiter::{Limit, Params};
+use crate::spec::FullPolicy;
 
 /// A held permit of a concurrency limit; released when dropped.
 ///
@@ -112,27 +117,29 @@ use crate::limiter::{Limit, Params};
 #[must_use = "a permit is released as soon as it is dropped"]
 pub struct Permit<C: Clock = MonotonicClock> {
     limit: Limit<C>,
-    /// The entry and the owner word this permit committed; None for a shadow-mode permit.
+    /// The entry and the owner word this permit committed; None for a permit that holds
+    /// nothing (a shadow-mode permit, or one a full key table's `Allow` policy granted).
     entry: Option<(usize, OwnerWord)>,
 }
 
-/// The C-ABI id of a permit: bit 63 set, generation in bits 16-33, entry index in bits 0-15.
+/// The C-ABI id of a permit: bit 63 set, generation in bits 32-49, entry index in bits 0-31
+/// (for a keyed limit, key slot x permits per key + entry).
 fn permit_id(index: usize, word: OwnerWord) -> u64 {
-    (1 << 63) | (word.gen() << 16) | index as u64
+    (1 << 63) | (word.gen() << 32) | index as u64
 }
 
 /// The entry and generation an id names.
 fn decode_id(id: u64) -> Option<(usize, u64)> {
-    if id >> 63 != 1 || (id >> 16) & !GEN_MASK & ((1 << 47) - 1) != 0 {
+    if id >> 63 != 1 || (id >> 32) & !GEN_MASK & ((1 << 31) - 1) != 0 {
         return None;
     }
-    Some(((id & 0xFFFF) as usize, (id >> 16) & GEN_MASK))
+    Some(((id & 0xFFFF_FFFF) as usize, (id >> 32) & GEN_MASK))
 }
 
 impl<C: Clock> Permit<C> {
     /// A number naming this permit, for [`crate::Limit::release_permit`] (the C ABI): unique
-    /// among the permits held at once, never 0. A shadow-mode permit (granted by a shadow limit
-    /// that would have refused) holds nothing and has id 0.
+    /// among the permits held at once, never 0. A permit that holds nothing (granted by a
+    /// shadow limit that would have refused, or by a full key table's `Allow` policy) has id 0.
     pub fn id(&self) -> u64 {
         self.entry.map_or(0, |(i, w)| permit_id(i, w))
     }
@@ -140,10 +147,8 @@ impl<C: Clock> Permit<C> {
     /// Whether this permit still holds its entry: false after a reset of the limit, or when its
     /// lease expired and another acquirer took it over.
     pub fn is_held(&self) -> bool {
-        match (self.entry, self.limit.permit_table()) {
-            (Some((i, w)), Ok((table, _))) => table.read(i).0 == w,
-            _ => false,
-        }
+        self.entry
+            .is_some_and(|(i, w)| self.limit.entry_word(i) == Some(w))
     }
 
     /// Keep the permit held past this handle and return its id; release it later with
@@ -194,6 +199,9 @@ pub struct PermitHolder {
     pub id: u64,
     /// The owner process.
     pub pid: u32,
+    /// For a keyed limit, the key's tag (as [`crate::Limit::key_tag`] computes it from the key);
+    /// None for an unkeyed limit.
+    pub key_tag: Option<u64>,
     /// When it was acquired, in monotonic nanoseconds (to the millisecond, rounded up); None
     /// for an acquisition not yet stamped (a holder caught between its claim and its stamp).
     pub since_ns: Option<u64>,
@@ -207,16 +215,107 @@ pub struct PermitHolder {
 /// Rotates the scan start of successive acquisitions in one process.
 static ROTATION: AtomicUsize = AtomicUsize::new(0);
 
-impl<C: Clock> Limit<C> {
-    /// The permit table and the lease (ns, 0 = none) of a concurrency limit.
-    fn permit_table(&self) -> Result<(Table<'_, AtomicU64>, u64)> {
-        match self.params() {
-            Params::Concurrency { permits, lease_ns } if self.def().keyed.is_none() => {
-                Ok((Table::new(self.area(), permits as usize), lease_ns))
-            }
-            Params::Concurrency { .. } => Err(self.wrong_kind("is keyed")),
-            _ => Err(self.wrong_kind("is not a concurrency limit")),
+/// The permit entries of a concurrency limit: one table, or one block per key slot.
+enum Entries<'a> {
+    Flat(Table<'a, AtomicU64>),
+    Keyed(KeyedPermits<'a, Slot, AtomicU64>),
+}
+
+/// Futex word pairs (release sequence, waiter count) in a keyed limit's control line.
+const FUTEX_BUCKETS: u64 = (layout::LINE / 16) as u64;
+
+/// Liveness answers cached per owner for one scan, and the clock read once, lazily, for leases.
+struct Judge {
+    me: u64,
+    lease_ns: u64,
+    now: Option<u64>,
+    cache: HashMap<u64, bool>,
+}
+
+impl Judge {
+    fn new(me: u64, lease_ns: u64) -> Judge {
+        Judge {
+            me,
+            lease_ns,
+            now: None,
+            cache: HashMap::new(),
         }
+    }
+
+    /// Is the held entry `word` (acquired at `since`) reclaimable: its lease expired, or its
+    /// owner is gone?
+    fn reclaimable(&mut self, word: OwnerWord, since: Option<u64>, clock: &impl Clock) -> bool {
+        if self.lease_ns > 0 {
+            let now = *self.now.get_or_insert_with(|| clock.now_ns());
+            if since.is_some_and(|s| now >= s.saturating_add(self.lease_ns)) {
+                return true;
+            }
+        }
+        if word.owner() == self.me {
+            return false;
+        }
+        *self
+            .cache
+            .entry(word.owner())
+            .or_insert_with(|| liveness::owner_is_gone(word))
+    }
+}
+
+impl<C: Clock> Limit<C> {
+    /// The permit entries of a concurrency limit and its lease (ns, 0 = none).
+    fn entries(&self) -> Result<(Entries<'_>, u64)> {
+        let Params::Concurrency { permits, lease_ns } = self.params() else {
+            return Err(self.wrong_kind("is not a concurrency limit"));
+        };
+        let Some(k) = self.def().keyed else {
+            return Ok((
+                Entries::Flat(Table::new(self.area(), permits as usize)),
+                lease_ns,
+            ));
+        };
+        let keys = crate::keyed::slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let blocks = &self.area()[layout::key_table_words(k.slots() as usize)..];
+        Ok((
+            Entries::Keyed(KeyedPermits::new(keys, blocks, permits as usize)),
+            lease_ns,
+        ))
+    }
+
+    /// The permit table and lease of an unkeyed concurrency limit.
+    fn permit_table(&self) -> Result<(Table<'_, AtomicU64>, u64)> {
+        match self.entries()? {
+            (Entries::Flat(table), lease_ns) => Ok((table, lease_ns)),
+            (Entries::Keyed(_), _) => Err(self.wrong_kind("is keyed: use try_acquire_key_permit")),
+        }
+    }
+
+    /// The key table and permit blocks of a keyed concurrency limit, and its lease.
+    fn keyed_permits(&self) -> Result<(KeyedPermits<'_, Slot, AtomicU64>, u64)> {
+        match self.entries()? {
+            (Entries::Keyed(kp), lease_ns) => Ok((kp, lease_ns)),
+            (Entries::Flat(_), _) => Err(self.wrong_kind("is not keyed: use try_acquire_permit")),
+        }
+    }
+
+    /// The owner word of entry `index` (as in a permit id) now; None if there is no such entry.
+    fn entry_word(&self, index: usize) -> Option<OwnerWord> {
+        match self.entries().ok()?.0 {
+            Entries::Flat(t) => (index < t.permits()).then(|| t.read(index).0),
+            Entries::Keyed(kp) => {
+                let (slot, entry) = (index / kp.permits(), index % kp.permits());
+                (slot < kp.slots()).then(|| kp.block(slot).read(entry).0)
+            }
+        }
+    }
+
+    /// The futex words (release sequence, waiter count) that waiters for the key `tag` sleep
+    /// on; an unkeyed limit's are words 0 and 1.
+    fn futex_words(&self, tag: u64) -> (&AtomicU64, &AtomicU64) {
+        let pair = (tag % FUTEX_BUCKETS) as usize * 2;
+        (
+            self.control(pair + futex::SEQ),
+            self.control(pair + futex::WAITERS),
+        )
     }
 
     fn own_identity(&self) -> Result<u64> {
@@ -227,60 +326,92 @@ impl<C: Clock> Limit<C> {
         })
     }
 
-    /// Is the held entry `word` (acquired at `since`) reclaimable at `now`? Liveness answers
-    /// are cached per owner for one scan.
-    fn judge(
-        word: OwnerWord,
-        since: Option<u64>,
-        now: u64,
-        lease_ns: u64,
-        me: u64,
-        cache: &mut HashMap<u64, bool>,
-    ) -> bool {
-        if lease_ns > 0 && since.is_some_and(|s| now >= s.saturating_add(lease_ns)) {
-            return true;
-        }
-        if word.owner() == me {
-            return false;
-        }
-        *cache
-            .entry(word.owner())
-            .or_insert_with(|| liveness::owner_is_gone(word))
+    /// Where this process starts scanning a block of `permits` entries.
+    fn scan_start(me: u64, permits: usize) -> usize {
+        let spread = (me as u32).wrapping_mul(0x9E37_79B9) as usize;
+        // Relaxed: only spreads scan starts; it orders nothing.
+        spread.wrapping_add(ROTATION.fetch_add(1, Ordering::Relaxed)) % permits
     }
 
     /// One attempt: a free entry, else one taken over from a dead owner or an expired lease.
-    fn grab(&self, table: &Table<'_, AtomicU64>, lease_ns: u64, me: u64) -> Option<(usize, u64)> {
-        let spread = (me as u32).wrapping_mul(0x9E37_79B9) as usize;
-        // Relaxed: only spreads scan starts; it orders nothing.
-        let start = spread.wrapping_add(ROTATION.fetch_add(1, Ordering::Relaxed)) % table.permits();
-        if let Some((i, w)) = table.claim(start, me, || self.clock().now_ns()) {
-            return Some((i, w.0));
+    fn grab(
+        &self,
+        table: &Table<'_, AtomicU64>,
+        lease_ns: u64,
+        me: u64,
+    ) -> Option<(usize, OwnerWord)> {
+        let start = Self::scan_start(me, table.permits());
+        if let Some(taken) = table.claim(start, me, || self.clock().now_ns()) {
+            return Some(taken);
         }
-        let now = self.clock().now_ns();
-        let mut cache = HashMap::new();
+        let mut judge = Judge::new(me, lease_ns);
         table
             .sweep(
                 start,
                 Some(me),
                 false,
-                |w, since| Self::judge(w, since, now, lease_ns, me, &mut cache),
-                || now,
+                |w, since| judge.reclaimable(w, since, self.clock()),
+                || self.clock().now_ns(),
             )
             .pop()
-            .map(|(i, w)| (i, w.0))
     }
 
-    /// Count the outcome and wrap it in a permit (shadow mode may turn a refusal into a permit
-    /// holding nothing).
-    fn permit_outcome(&self, entry: Option<(usize, u64)>) -> Option<Permit<C>> {
-        let decision = match entry {
-            Some(_) => Decision::allowed(0, 1),
-            None => Decision::denied(PERMIT_RECHECK.as_nanos() as u64, 0, 1),
+    /// One attempt for the key `tag`, as [`Limit::grab`].
+    fn grab_key(
+        &self,
+        kp: &KeyedPermits<'_, Slot, AtomicU64>,
+        tag: u64,
+        lease_ns: u64,
+        me: u64,
+    ) -> Result<KeyAcquire> {
+        let mut judge = Judge::new(me, lease_ns);
+        kp.acquire(
+            self,
+            tag,
+            me,
+            Self::scan_start(me, kp.permits()),
+            &mut || self.clock().now_ns(),
+            &mut |w, since| judge.reclaimable(w, since, self.clock()),
+        )
+    }
+
+    /// A keyed acquisition as an entry, applying the full-table policy: `Ok(None)` for no
+    /// permit; `Ok(Some(None))` for a permit that holds nothing (`FullPolicy::Allow`).
+    #[allow(clippy::type_complexity)]
+    fn key_outcome(
+        &self,
+        kp: &KeyedPermits<'_, Slot, AtomicU64>,
+        got: KeyAcquire,
+    ) -> Result<Option<Option<(usize, OwnerWord)>>> {
+        Ok(match got {
+            KeyAcquire::Held { slot, entry, word } => {
+                Some(Some((slot * kp.permits() + entry, word)))
+            }
+            KeyAcquire::AllHeld => None,
+            KeyAcquire::Full { .. } => match self.def().keyed.map(|k| k.on_full) {
+                Some(FullPolicy::Allow) => Some(None),
+                Some(FullPolicy::Error) => {
+                    return Err(Error::TableFull {
+                        limit: self.name().to_owned(),
+                    })
+                }
+                _ => None,
+            },
+        })
+    }
+
+    /// Count the outcome and wrap it in a permit: `held` is whether one was granted, `entry`
+    /// what it holds (shadow mode may turn a refusal into a permit holding nothing).
+    fn permit_outcome(&self, held: bool, entry: Option<(usize, OwnerWord)>) -> Option<Permit<C>> {
+        let decision = if held {
+            Decision::allowed(0, 1)
+        } else {
+            Decision::denied(PERMIT_RECHECK.as_nanos() as u64, 0, 1)
         };
         let decision = self.finish(decision, 1, true, self.def().shadow);
         decision.is_allowed().then(|| Permit {
             limit: self.clone(),
-            entry: entry.map(|(i, w)| (i, OwnerWord(w))),
+            entry,
         })
     }
 
@@ -289,7 +420,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::WrongKind`] if this is not a concurrency limit; [`Error::Io`] if this
+    /// [`Error::WrongKind`] if this is not an unkeyed concurrency limit; [`Error::Io`] if this
     /// process's own `/proc/self/stat` cannot be read.
     ///
     /// # Example
@@ -315,7 +446,7 @@ impl<C: Clock> Limit<C> {
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
         let entry = self.grab(&table, lease_ns, me);
-        Ok(self.permit_outcome(entry))
+        Ok(self.permit_outcome(entry.is_some(), entry))
     }
 
     /// Take a permit, waiting up to `timeout` for one to be released (or for a holder to die
@@ -333,35 +464,148 @@ impl<C: Clock> Limit<C> {
     pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
+        self.wait_for_permit(0, timeout, || {
+            let entry = self.grab(&table, lease_ns, me);
+            Ok(entry.map(Some))
+        })
+    }
+
+    /// Try `attempt` until it grants (`Some`) or `timeout` passes, sleeping on the futex words
+    /// of `tag` between attempts (woken by releases, and at least every [`PERMIT_RECHECK`]).
+    fn wait_for_permit(
+        &self,
+        tag: u64,
+        timeout: Duration,
+        mut attempt: impl FnMut() -> Result<Option<Option<(usize, OwnerWord)>>>,
+    ) -> Result<Option<Permit<C>>> {
         let deadline = Instant::now().checked_add(timeout);
-        let seq = self.control(futex::SEQ);
-        let waiters = self.control(futex::WAITERS);
+        let (seq, waiters) = self.futex_words(tag);
         loop {
             // SeqCst: read before trying, so a release after the try changes it (futex docs).
             let seen = futex::futex_value(seq.load(Ordering::SeqCst));
-            if let Some(entry) = self.grab(&table, lease_ns, me) {
-                return Ok(self.permit_outcome(Some(entry)));
+            if let Some(entry) = attempt()? {
+                return Ok(self.permit_outcome(true, entry));
             }
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),
                 None => PERMIT_RECHECK,
             };
             if left.is_zero() || self.def().shadow {
-                return Ok(self.permit_outcome(None));
+                return Ok(self.permit_outcome(false, None));
             }
             futex::wait(seq, waiters, seen, left.min(PERMIT_RECHECK));
         }
     }
 
-    /// Give back the entry `word` committed; wake a waiter. False if it was not held.
+    /// Take a permit for `key` if fewer than `C` of that key's are held (or one of them is held
+    /// by a dead process, or past its lease), without waiting. `None` when all `C` of the key's
+    /// permits are held, or when the table has no slot for a new key and its policy is
+    /// [`FullPolicy::Deny`] ([`FullPolicy::Allow`] grants a permit that holds nothing).
+    ///
+    /// A key seen for the first time gets a slot in the key table; a key holding no permit may
+    /// lose its slot to another key, which loses it nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if this is not a keyed concurrency limit (or on a target without a
+    /// 16-byte compare-and-swap); [`Error::InvalidKey`] for an empty key or one longer than
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
+    /// policy is [`FullPolicy::Error`]; [`Error::Io`] as [`Limit::try_acquire_permit`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("per_user.shm");
+    /// use shmlimit::{Concurrency, Keyed, Limiter};
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("in_flight", Concurrency::new(2), Keyed::new(1 << 12))
+    ///     .create_or_open(&path)?;
+    /// let in_flight = limiter.limit("in_flight")?;
+    /// let a = in_flight.try_acquire_key_permit(b"alice")?.expect("alice has two");
+    /// let b = in_flight.try_acquire_key_permit(b"alice")?.expect("alice has two");
+    /// assert!(in_flight.try_acquire_key_permit(b"alice")?.is_none()); // both held
+    /// assert!(in_flight.try_acquire_key_permit(b"bob")?.is_some()); // bob has his own
+    /// assert_eq!(in_flight.key_permits_held(b"alice")?, 2);
+    /// drop(a);
+    /// assert_eq!(in_flight.key_permits_held(b"alice")?, 1);
+    /// # drop(b);
+    /// # Ok(()) }
+    /// ```
+    pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
+        let tag = self.key_tag(key)?;
+        let (kp, lease_ns) = self.keyed_permits()?;
+        let me = self.own_identity()?;
+        let got = self.grab_key(&kp, tag, lease_ns, me)?;
+        Ok(match self.key_outcome(&kp, got)? {
+            Some(entry) => self.permit_outcome(true, entry),
+            None => self.permit_outcome(false, None),
+        })
+    }
+
+    /// [`Limit::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
+    /// to be released (or for a holder to die or its lease to expire), on a futex in the shared
+    /// file that every release of a key of the same futex bucket (one of 8, by key) wakes;
+    /// re-checks at least every [`PERMIT_RECHECK`], which is also how often a waiter for a
+    /// key that found the table full looks for a free slot again. A shadow limit never waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::try_acquire_key_permit`].
+    pub fn acquire_key_permit_timeout(
+        &self,
+        key: &[u8],
+        timeout: Duration,
+    ) -> Result<Option<Permit<C>>> {
+        let tag = self.key_tag(key)?;
+        let (kp, lease_ns) = self.keyed_permits()?;
+        let me = self.own_identity()?;
+        self.wait_for_permit(tag, timeout, || {
+            let got = self.grab_key(&kp, tag, lease_ns, me)?;
+            self.key_outcome(&kp, got)
+        })
+    }
+
+    /// How many of `key`'s permits are held now (0 for a key without a slot).
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::try_acquire_key_permit`].
+    pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
+        let tag = self.key_tag(key)?;
+        let (kp, _) = self.keyed_permits()?;
+        kp.held(self, tag, &mut || self.clock().now_ns())
+    }
+
+    /// Give back the entry `word` committed; wake waiters. False if it was not held.
     fn release_entry(&self, index: usize, word: OwnerWord) -> bool {
-        let Ok((table, _)) = self.permit_table() else {
+        let Ok((entries, _)) = self.entries() else {
             return false;
         };
-        if index >= table.permits() || !table.release(index, word) {
-            return false;
+        match entries {
+            Entries::Flat(table) => {
+                if index >= table.permits() || !table.release(index, word) {
+                    return false;
+                }
+                let (seq, waiters) = self.futex_words(0);
+                futex::announce_release(seq, waiters, 1);
+            }
+            Entries::Keyed(kp) => {
+                let (slot, entry) = (index / kp.permits(), index % kp.permits());
+                if slot >= kp.slots() {
+                    return false;
+                }
+                // Read before the release: while our bit is set the slot is our key's.
+                let tag = kp.key_pair(slot).0;
+                if !kp.release(slot, entry, word) {
+                    return false;
+                }
+                // Waiters of several keys share the words: wake them all.
+                let (seq, waiters) = self.futex_words(tag);
+                futex::announce_release(seq, waiters, i32::MAX);
+            }
         }
-        futex::announce_release(self.control(futex::SEQ), self.control(futex::WAITERS));
         true
     }
 
@@ -371,48 +615,52 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_permit`].
+    /// [`Error::WrongKind`] if this is not a concurrency limit; [`Error::Io`] as
+    /// [`Limit::try_acquire_permit`].
     pub fn release_permit(&self, id: u64) -> Result<bool> {
-        let (table, _) = self.permit_table()?;
+        self.entries()?;
         let me = self.own_identity()?;
         let Some((index, gen)) = decode_id(id) else {
             return Ok(false);
         };
-        if index >= table.permits() {
-            return Ok(false);
+        match self.entry_word(index) {
+            Some(word) if !word.is_free() && word.owner() == me && word.gen() == gen => {
+                Ok(self.release_entry(index, word))
+            }
+            _ => Ok(false),
         }
-        let (word, _) = table.read(index);
-        if word.is_free() || word.owner() != me || word.gen() != gen {
-            return Ok(false);
-        }
-        Ok(self.release_entry(index, word))
     }
 
-    /// Every held permit: who holds it, since when, until when. Checks each owner's liveness
-    /// (system calls), for inspection; an empty list for other kinds of limit.
+    /// Every held permit: who holds it, for which key, since when, until when. Checks each
+    /// owner's liveness (system calls), for inspection; an empty list for other kinds of limit.
     pub fn permit_holders(&self) -> Vec<PermitHolder> {
-        let Ok((table, lease_ns)) = self.permit_table() else {
+        let Ok((entries, lease_ns)) = self.entries() else {
             return Vec::new();
         };
-        let me = liveness::own_identity().unwrap_or(0);
-        let now = self.clock().now_ns();
-        let mut cache = HashMap::new();
-        (0..table.permits())
-            .filter_map(|index| {
-                let (word, stamp) = table.read(index);
-                if word.is_free() {
-                    return None;
-                }
-                let since = slot::stamped_since(word, stamp);
-                Some(PermitHolder {
-                    id: permit_id(index, word),
-                    pid: word.pid(),
-                    since_ns: since,
-                    lease_expiry_ns: since
-                        .filter(|_| lease_ns > 0)
-                        .map(|s| s.saturating_add(lease_ns)),
-                    reclaimable: Self::judge(word, since, now, lease_ns, me, &mut cache),
+        let mut judge = Judge::new(liveness::own_identity().unwrap_or(0), lease_ns);
+        let held: Vec<(Option<u64>, usize, OwnerWord, Option<u64>)> = match entries {
+            Entries::Flat(table) => (0..table.permits())
+                .filter_map(|index| {
+                    let (word, stamp) = table.read(index);
+                    (!word.is_free()).then(|| (None, index, word, slot::stamped_since(word, stamp)))
                 })
+                .collect(),
+            Entries::Keyed(kp) => kp
+                .holders()
+                .into_iter()
+                .map(|(tag, index, word, since)| (Some(tag), index, word, since))
+                .collect(),
+        };
+        held.into_iter()
+            .map(|(key_tag, index, word, since)| PermitHolder {
+                id: permit_id(index, word),
+                pid: word.pid(),
+                key_tag,
+                since_ns: since,
+                lease_expiry_ns: since
+                    .filter(|_| lease_ns > 0)
+                    .map(|s| s.saturating_add(lease_ns)),
+                reclaimable: judge.reclaimable(word, since, self.clock()),
             })
             .collect()
     }
@@ -421,23 +669,45 @@ impl<C: Clock> Limit<C> {
     /// returns how many (0 for other kinds of limit). What the CLI's `gc` runs; acquirers do the
     /// same on their slow path, so this is never needed for correctness.
     pub fn reclaim_dead_permits(&self) -> usize {
-        let Ok((table, lease_ns)) = self.permit_table() else {
+        let Ok((entries, lease_ns)) = self.entries() else {
             return 0;
         };
         let me = liveness::own_identity().unwrap_or(0);
-        let now = self.clock().now_ns();
-        let mut cache = HashMap::new();
-        let freed = table.sweep(
-            0,
-            None,
-            true,
-            |w, since| Self::judge(w, since, now, lease_ns, me, &mut cache),
-            || now,
-        );
-        for _ in &freed {
-            futex::announce_release(self.control(futex::SEQ), self.control(futex::WAITERS));
+        let mut judge = Judge::new(me, lease_ns);
+        match entries {
+            Entries::Flat(table) => {
+                let now = self.clock().now_ns();
+                let freed = table.sweep(
+                    0,
+                    None,
+                    true,
+                    |w, since| judge.reclaimable(w, since, self.clock()),
+                    || now,
+                );
+                let (seq, waiters) = self.futex_words(0);
+                for _ in &freed {
+                    futex::announce_release(seq, waiters, 1);
+                }
+                freed.len()
+            }
+            Entries::Keyed(kp) => {
+                // Entries are taken over before their bits are cleared (only an entry's holder
+                // changes its bit), which needs an identity of our own.
+                if me == 0 {
+                    return 0;
+                }
+                let freed = kp.reclaim(me, &mut || self.clock().now_ns(), &mut |w, since| {
+                    judge.reclaimable(w, since, self.clock())
+                });
+                if freed > 0 {
+                    for bucket in 0..FUTEX_BUCKETS {
+                        let (seq, waiters) = self.futex_words(bucket);
+                        futex::announce_release(seq, waiters, i32::MAX);
+                    }
+                }
+                freed
+            }
         }
-        freed.len()
     }
 }
 
@@ -448,9 +718,13 @@ mod tests {
     #[test]
     fn ids_round_trip_and_reject_garbage() {
         let w = OwnerWord::held(GEN_MASK, slot::owner(3, 4));
-        let id = permit_id(65535, w);
-        assert_eq!(decode_id(id), Some((65535, GEN_MASK)));
+        // The largest index: 2^26 key slots x 64 permits - 1.
+        let id = permit_id((1 << 32) - 1, w);
+        assert_eq!(decode_id(id), Some(((1 << 32) - 1, GEN_MASK)));
+        assert_eq!(decode_id(permit_id(7, OwnerWord::held(5, 9))), Some((7, 5)));
         assert_eq!(decode_id(0), None);
-        assert_eq!(decode_id(id | 1 << 40), None);
+        assert_eq!(decode_id(id & !(1 << 63)), None);
+        assert_eq!(decode_id(id | 1 << 50), None);
+        assert_eq!(decode_id(id | 1 << 62), None);
     }
 }
