@@ -89,6 +89,8 @@ mod liveness;
 pub(crate) mod slot;
 
 #[cfg(test)]
+mod keyed_loom_models;
+#[cfg(test)]
 mod loom_models;
 
 use std::collections::HashMap;
