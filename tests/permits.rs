@@ -9,141 +9,14 @@
 
 mod common;
 
-use std::io::Read;
-use std::os::fd::{FromRawFd, OwnedFd};
-use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use common::{fork_lock, fork_workers, temp_path, MS};
+use common::{
+    fork_child, fork_lock, fork_workers, pipe, read_byte, reap, sigkill, temp_path, write_byte,
+    Active, SharedWords, MS,
+};
 use shmlimit::{Clock, Concurrency, Error, Limiter, ManualClock, TokenBucket};
-
-/// Words in a `MAP_SHARED` anonymous mapping: shared with every child forked after it.
-struct SharedWords {
-    ptr: *mut AtomicU64,
-    len: usize,
-}
-
-impl SharedWords {
-    fn new(len: usize) -> SharedWords {
-        // SAFETY: an anonymous shared mapping of `len * 8` bytes with no address hint; mmap has
-        // no memory preconditions and the result is checked below.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len * 8,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(ptr, libc::MAP_FAILED, "mmap");
-        SharedWords {
-            ptr: ptr.cast(),
-            len,
-        }
-    }
-
-    fn at(&self, i: usize) -> &AtomicU64 {
-        assert!(i < self.len);
-        // SAFETY: the mapping is page-aligned, zero-filled, `len` words long and lives as long as
-        // `self`; it is only ever accessed atomically, by this process and its children.
-        unsafe { &*self.ptr.add(i) }
-    }
-}
-
-impl Drop for SharedWords {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` and the length are exactly what mmap returned; nothing refers to it now.
-        unsafe { libc::munmap(self.ptr.cast(), self.len * 8) };
-    }
-}
-
-/// The active-holder counter: word 0 active, word 1 the most ever seen, word 2 violations.
-struct Active<'a>(&'a SharedWords);
-
-impl Active<'_> {
-    /// Count ourselves in (right after acquiring) and check against `c`.
-    fn enter(&self, c: u64) {
-        // SeqCst: one total order of all entries and exits, the instant the count is taken.
-        let now = self.0.at(0).fetch_add(1, Ordering::SeqCst) + 1;
-        self.0.at(1).fetch_max(now, Ordering::SeqCst);
-        if now > c {
-            self.0.at(2).fetch_add(1, Ordering::SeqCst);
-        }
-    }
-
-    /// Count ourselves out (right before releasing).
-    fn leave(&self) {
-        // SeqCst: see `enter`.
-        self.0.at(0).fetch_sub(1, Ordering::SeqCst);
-    }
-
-    fn max(&self) -> u64 {
-        self.0.at(1).load(Ordering::SeqCst)
-    }
-
-    fn violations(&self) -> u64 {
-        self.0.at(2).load(Ordering::SeqCst)
-    }
-}
-
-fn pipe() -> (OwnedFd, OwnedFd) {
-    let mut fds = [0 as libc::c_int; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
-    assert_eq!(rc, 0, "pipe2");
-    // SAFETY: pipe2 succeeded: both descriptors are open and owned by nobody else.
-    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
-}
-
-/// Fork a child that runs `f` and leaves with `_exit(f())` (101 if it panicked).
-fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
-    // SAFETY: fork has no memory preconditions; the child runs only `f` (limiter calls, libc,
-    // allocation) and leaves through `_exit`, never returning into the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork");
-    if pid == 0 {
-        let code = catch_unwind(AssertUnwindSafe(f)).unwrap_or(101);
-        // SAFETY: _exit ends the child at once; always valid.
-        unsafe { libc::_exit(code) };
-    }
-    pid
-}
-
-/// Reap `pid`; its exit status (or 128 + signal).
-fn reap(pid: libc::pid_t) -> i32 {
-    let mut status = 0;
-    // SAFETY: `pid` is our own unreaped child; `status` is a valid int to fill.
-    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(rc, pid, "waitpid");
-    if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    }
-}
-
-fn sigkill(pid: libc::pid_t) {
-    // SAFETY: `pid` is our own child, not yet reaped, so the pid cannot name another process.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
-}
-
-/// Block until one byte arrives on `fd` (a child saying it holds its permit); false at EOF.
-fn read_byte(fd: &OwnedFd) -> bool {
-    let mut f = std::fs::File::from(fd.try_clone().unwrap());
-    let mut b = [0u8; 1];
-    matches!(f.read(&mut b), Ok(1))
-}
-
-fn write_byte(fd: &OwnedFd) {
-    use std::os::fd::AsRawFd;
-    let b = 1u8;
-    // SAFETY: writes one byte from a valid buffer to an open descriptor.
-    let n = unsafe { libc::write(fd.as_raw_fd(), (&b as *const u8).cast(), 1) };
-    assert_eq!(n, 1);
-}
 
 #[test]
 fn sixteen_processes_never_hold_more_than_five() {
@@ -157,7 +30,7 @@ fn sixteen_processes_never_hold_more_than_five() {
         .create_or_open(&path)
         .unwrap();
     let shared = SharedWords::new(8);
-    let active = Active(&shared);
+    let active = Active(&shared, 0);
     let reports = fork_workers(WORKERS, |i| {
         let limiter = Limiter::open(&path).unwrap();
         let db = limiter.limit("db").unwrap();
@@ -212,7 +85,7 @@ fn permits_of_killed_holders_come_back() {
         .unwrap();
     let db = limiter.limit("db").unwrap();
     let shared = SharedWords::new(8);
-    let active = Active(&shared);
+    let active = Active(&shared, 0);
     // Word 3: set by the parent when the killing is over; the churners stop.
     let stop = || shared.at(3).load(Ordering::SeqCst) != 0;
     let mut churners = Vec::new();

@@ -13,31 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{fork_lock, fork_workers, now_ns, temp_path, MS};
+use common::{fork_child, fork_lock, fork_workers, now_ns, reap, sigkill, temp_path, MS};
 use shmlimit::{
     Alignment, Clock, Concurrency, FixedWindow, Limiter, ManualClock, SlidingLog, TokenBucket,
 };
-
-/// Fork a child that runs `f` and leaves with `_exit(f())` (101 if it panicked).
-fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
-    // SAFETY: fork has no memory preconditions; the child runs only `f` and leaves through
-    // `_exit`, never returning into the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork");
-    if pid == 0 {
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(101);
-        // SAFETY: _exit ends the child at once; always valid.
-        unsafe { libc::_exit(code) };
-    }
-    pid
-}
-
-fn reap(pid: libc::pid_t) -> i32 {
-    let mut status = 0;
-    // SAFETY: `pid` is our own unreaped child; `status` is a valid int to fill.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    status
-}
 
 #[test]
 fn a_permit_waiter_returns_by_its_deadline() {
@@ -155,8 +134,7 @@ fn a_waiter_gets_the_permit_of_a_holder_killed_meanwhile() {
         let killed_at = Arc::clone(&killed_at);
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(250));
-            // SAFETY: our own unreaped child.
-            assert_eq!(unsafe { libc::kill(holder, libc::SIGKILL) }, 0);
+            sigkill(holder);
             killed_at.store(now_ns(), Ordering::SeqCst);
             reap(holder);
         })

@@ -8,6 +8,7 @@ use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use shmlimit::{Clock, MonotonicClock};
@@ -39,7 +40,8 @@ pub const EXIT_PANIC: i32 = 101;
 /// Exit status of a child that could not write its report.
 pub const EXIT_WRITE: i32 = 102;
 
-fn pipe() -> (OwnedFd, OwnedFd) {
+/// A pipe, both ends close-on-exec: (read, write).
+pub fn pipe() -> (OwnedFd, OwnedFd) {
     let mut fds = [0 as libc::c_int; 2];
     // SAFETY: `fds` is a valid array of two ints for pipe2 to fill; O_CLOEXEC only affects exec.
     let rc = unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) };
@@ -274,4 +276,124 @@ impl XorShift {
     pub fn exp_ns(&mut self, mean_ns: f64) -> u64 {
         (-(1.0 - self.unit()).ln() * mean_ns).round() as u64
     }
+}
+
+/// Words in a `MAP_SHARED` anonymous mapping: shared with every child forked after it.
+pub struct SharedWords {
+    ptr: *mut AtomicU64,
+    len: usize,
+}
+
+impl SharedWords {
+    pub fn new(len: usize) -> SharedWords {
+        // SAFETY: an anonymous shared mapping of `len * 8` bytes with no address hint; mmap has
+        // no memory preconditions and the result is checked below.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len * 8,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(ptr, libc::MAP_FAILED, "mmap");
+        SharedWords {
+            ptr: ptr.cast(),
+            len,
+        }
+    }
+
+    pub fn at(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.len);
+        // SAFETY: the mapping is page-aligned, zero-filled, `len` words long and lives as long as
+        // `self`; it is only ever accessed atomically, by this process and its children.
+        unsafe { &*self.ptr.add(i) }
+    }
+}
+
+impl Drop for SharedWords {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and the length are exactly what mmap returned; nothing refers to it now.
+        unsafe { libc::munmap(self.ptr.cast(), self.len * 8) };
+    }
+}
+
+/// An active-holder counter in three words of a [`SharedWords`] from `base`: active now, the
+/// most ever seen, violations of the bound. A worker enters right after it gets a permit and
+/// leaves right before it lets the permit go, so the count at any instant is at least the
+/// number of live processes inside that window.
+pub struct Active<'a>(pub &'a SharedWords, pub usize);
+
+impl Active<'_> {
+    /// Count ourselves in (right after acquiring) and check against `c`.
+    pub fn enter(&self, c: u64) {
+        // SeqCst: one total order of all entries and exits, the instant the count is taken.
+        let now = self.0.at(self.1).fetch_add(1, Ordering::SeqCst) + 1;
+        self.0.at(self.1 + 1).fetch_max(now, Ordering::SeqCst);
+        if now > c {
+            self.0.at(self.1 + 2).fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Count ourselves out (right before releasing).
+    pub fn leave(&self) {
+        // SeqCst: see `enter`.
+        self.0.at(self.1).fetch_sub(1, Ordering::SeqCst);
+    }
+
+    pub fn max(&self) -> u64 {
+        self.0.at(self.1 + 1).load(Ordering::SeqCst)
+    }
+
+    pub fn violations(&self) -> u64 {
+        self.0.at(self.1 + 2).load(Ordering::SeqCst)
+    }
+}
+
+/// Fork a child that runs `f` and leaves with `_exit(f())` (101 if it panicked).
+pub fn fork_child(f: impl FnOnce() -> i32) -> libc::pid_t {
+    // SAFETY: fork has no memory preconditions; the child runs only `f` (limiter calls, libc,
+    // allocation) and leaves through `_exit`, never returning into the test harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        let code = catch_unwind(AssertUnwindSafe(f)).unwrap_or(101);
+        // SAFETY: _exit ends the child at once; always valid.
+        unsafe { libc::_exit(code) };
+    }
+    pid
+}
+
+/// Reap `pid`; its exit status (or 128 + signal).
+pub fn reap(pid: libc::pid_t) -> i32 {
+    let mut status = 0;
+    // SAFETY: `pid` is our own unreaped child; `status` is a valid int to fill.
+    let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert_eq!(rc, pid, "waitpid");
+    if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    }
+}
+
+pub fn sigkill(pid: libc::pid_t) {
+    // SAFETY: `pid` is our own child, not yet reaped, so the pid cannot name another process.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+}
+
+/// Block until one byte arrives on `fd` (a child saying it holds its permit); false at EOF.
+pub fn read_byte(fd: &OwnedFd) -> bool {
+    let mut f = std::fs::File::from(fd.try_clone().unwrap());
+    let mut b = [0u8; 1];
+    matches!(f.read(&mut b), Ok(1))
+}
+
+pub fn write_byte(fd: &OwnedFd) {
+    let b = 1u8;
+    // SAFETY: writes one byte from a valid buffer to an open descriptor.
+    let n = unsafe { libc::write(fd.as_raw_fd(), (&b as *const u8).cast(), 1) };
+    assert_eq!(n, 1);
 }
