@@ -11,7 +11,6 @@
 //! Checks cost system calls and run only on the slow path (no permit free).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Once;
 
 use super::slot::{self, OwnerWord, START_MASK};
 
@@ -19,7 +18,9 @@ use super::slot::{self, OwnerWord, START_MASK};
 static OWN: AtomicU64 = AtomicU64::new(0);
 /// Whether the fork handler that clears [`OWN`] in a child is installed.
 static FORK_HANDLER: AtomicBool = AtomicBool::new(false);
-static INSTALL: Once = Once::new();
+/// Set by the one thread that installs the handler. Not a `Once`: a child forked while another
+/// thread is inside `call_once` would wait for it forever. A swap never blocks.
+static INSTALLING: AtomicBool = AtomicBool::new(false);
 
 /// Runs in the child after `fork`: the cached identity is the parent's.
 extern "C" fn forget_identity() {
@@ -31,19 +32,23 @@ extern "C" fn forget_identity() {
 ///
 /// A `pthread_atfork` child handler clears the cache, so a child after `fork` reads its own
 /// (without a `getpid` system call on every acquisition, which costs more than the rest of
-/// it). If the handler cannot be installed, every call compares the cached pid with `getpid`.
+/// it). Until the handler is installed (and if it cannot be), every call compares the cached
+/// pid with `getpid`.
 pub(crate) fn own_identity() -> std::io::Result<u64> {
-    INSTALL.call_once(|| {
+    // Acquire: pairs with the Release store below; a thread that sees the handler installed
+    // also sees that it was registered before any later fork.
+    let handler = FORK_HANDLER.load(Ordering::Acquire);
+    // Relaxed: only which thread installs the handler is decided here.
+    if !handler && !INSTALLING.swap(true, Ordering::Relaxed) {
         // SAFETY: registers a handler with no preconditions; `forget_identity` only stores to
         // an atomic, which is allowed in a child after fork.
         let rc = unsafe { libc::pthread_atfork(None, None, Some(forget_identity)) };
-        // Relaxed: read after `call_once`, which orders it.
-        FORK_HANDLER.store(rc == 0, Ordering::Relaxed);
-    });
+        // Release: see the load above.
+        FORK_HANDLER.store(rc == 0, Ordering::Release);
+    }
     // Relaxed: the cached value is keyed by pid and idempotent to compute.
     let cached = OWN.load(Ordering::Relaxed);
-    // Relaxed: see the store.
-    if cached != 0 && FORK_HANDLER.load(Ordering::Relaxed) {
+    if cached != 0 && handler {
         return Ok(cached & slot::OWNER_MASK);
     }
     let pid = std::process::id();
@@ -139,6 +144,35 @@ mod tests {
         assert_eq!(s.state, b'S');
         assert_eq!(s.start_ticks, 987654);
         assert_eq!(parse_stat("12 (x) R 1 2"), None);
+    }
+
+    /// A child forked while another thread of its parent was installing the fork handler
+    /// (simulated: the install flag set, the handler not known to be installed) gets its own
+    /// identity at once instead of waiting for an install that will never finish in it.
+    #[test]
+    fn a_child_forked_mid_install_reads_its_own_identity() {
+        // SAFETY: the child only touches atomics, reads /proc and leaves through `_exit`; the
+        // alarm ends it if it ever blocks.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            // SAFETY: alarm and _exit have no preconditions.
+            unsafe { libc::alarm(10) };
+            OWN.store(0, Ordering::Relaxed);
+            INSTALLING.store(true, Ordering::Relaxed);
+            FORK_HANDLER.store(false, Ordering::Relaxed);
+            let ok =
+                own_identity().is_ok_and(|id| (id & slot::PID_MASK) as u32 == std::process::id());
+            // SAFETY: as above.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: our own child; `status` is a valid int to fill.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child blocked or read another identity: status {status:#x}"
+        );
     }
 
     #[test]
