@@ -303,6 +303,14 @@ fn permits_of_a_killed_c_holder_are_taken_over() {
     assert!(out.contains("permits: ok"), "{out}");
 }
 
+/// The same with a keyed concurrency limit: every permit is one key's (two per key), and
+/// another key's permit, held throughout, is never touched.
+#[test]
+fn keyed_permits_of_a_killed_c_holder_are_taken_over() {
+    let out = build_and_run_args("permit_kill", &["keyed"]);
+    assert!(out.contains("keyed permits: ok"), "{out}");
+}
+
 #[test]
 fn static_library_links_and_works() {
     let out = build_and_run("fork_bound", "gcc", &["-std=c99"], Link::Static);

@@ -47,9 +47,10 @@
 // Longest key in bytes.
 #define SHMLIMIT_MAX_KEY_LEN 1024
 
-// What `shmlimit_permit_acquire` returns for a permit granted by a shadow (dry-run) limit
-// that would have refused: admitted, but holding nothing (releasing it does nothing). Never
-// the id of a real permit, and not 0.
+// What `shmlimit_permit_acquire` returns for a permit that holds nothing: granted by a shadow
+// (dry-run) limit that would have refused, or by a full key table whose policy is
+// `SHMLIMIT_FULL_ALLOW`. Admitted, but releasing it does nothing. Never the id of a real
+// permit, and not 0.
 #define SHMLIMIT_PERMIT_SHADOW 1
 
 // `shmlimit_def.flags`: shadow (dry-run) mode. Decisions are computed and counted but never
@@ -68,6 +69,10 @@
 
 // Most key slots one keyed limit may have (2^26).
 #define SHMLIMIT_MAX_KEYS (1 << 26)
+
+// Most permits per key of a keyed concurrency limit; its key slots times permits per key may
+// not exceed 2^26 either.
+#define SHMLIMIT_MAX_KEY_PERMITS 64
 
 // Most limits one composed check may hold.
 #define SHMLIMIT_MAX_CHECKS 8
@@ -269,8 +274,8 @@ typedef struct shmlimit_def {
     // Token bucket: tokens added per `period_ns` (at least 1). Other kinds: 0.
     uint64_t rate;
     // Keyed limits: key slots (1 to `SHMLIMIT_MAX_KEYS`, rounded up to a power of two; the
-    // library reports the rounded value). 0: not keyed. Only token buckets and fixed and
-    // sliding windows can be keyed.
+    // library reports the rounded value). 0: not keyed. Token buckets, fixed and sliding
+    // windows and concurrency limits (at most `SHMLIMIT_MAX_KEY_PERMITS` per key) can be keyed.
     uint64_t key_capacity;
     // Keyed limits: a `shmlimit_full_policy`. Unkeyed limits: 0.
     uint32_t on_full;
@@ -959,6 +964,23 @@ shmlimit_status shmlimit_limit_key_occupancy(const struct shmlimit_limit *limit,
 shmlimit_status shmlimit_limit_reclaim_idle_keys(const struct shmlimit_limit *limit,
                                                  size_t *reclaimed_out);
 
+// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes under the
+// file's secret seed, the same in every process and language. `shmlimit_permit_holders`
+// reports each holder's key by this tag, so a caller can tell which key a holder holds.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`.
+//
+// Thread-safety: any number of threads may call it at once.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes; `tag_out`
+// NULL or valid for one write.
+shmlimit_status shmlimit_key_tag(const struct shmlimit_limit *limit,
+                                 const uint8_t *key,
+                                 size_t key_len,
+                                 uint64_t *tag_out);
+
 // Take a permit of a concurrency limit if one is free (or held by a process that died, or
 // past its lease), without waiting. `*permit_out` receives its id (never 0), or 0 when all
 // are held: like a denial, that is not an error. Release it with `shmlimit_permit_release`;
@@ -993,6 +1015,61 @@ shmlimit_status shmlimit_permit_acquire(const struct shmlimit_limit *limit, uint
 shmlimit_status shmlimit_permit_acquire_timeout(const struct shmlimit_limit *limit,
                                                 uint64_t timeout_ns,
                                                 uint64_t *permit_out);
+
+// Take a permit of a keyed concurrency limit for `key` (at most `limit` per key are held at
+// once, across every process), without waiting. `*permit_out` receives its id (never 0), or 0
+// when all of the key's permits are held, or when the key table has no slot for a new key and
+// its policy is `SHMLIMIT_FULL_DENY` (`SHMLIMIT_FULL_ALLOW` grants `SHMLIMIT_PERMIT_SHADOW`).
+// Release it with `shmlimit_permit_release`, as any permit.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_TABLE_FULL` (policy `SHMLIMIT_FULL_ERROR`), `SHMLIMIT_WRONG_KIND` (not a keyed
+// concurrency limit), `SHMLIMIT_IO`.
+//
+// Thread-safety: as `shmlimit_permit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes;
+// `permit_out` NULL or valid for one write.
+shmlimit_status shmlimit_permit_acquire_key(const struct shmlimit_limit *limit,
+                                            const uint8_t *key,
+                                            size_t key_len,
+                                            uint64_t *permit_out);
+
+// `shmlimit_permit_acquire_key`, waiting up to `timeout_ns` for one of the key's permits to
+// be released (or for a holder to die or its lease to expire), asleep on a futex in the shared
+// file, woken by releases, looking again at least every 100 ms. `*permit_out` is 0 when the
+// timeout passed with every permit of the key held. `UINT64_MAX` waits as long as it takes.
+//
+// Errors: as `shmlimit_permit_acquire_key`.
+//
+// Thread-safety: as `shmlimit_permit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_permit_acquire_key`.
+shmlimit_status shmlimit_permit_acquire_key_timeout(const struct shmlimit_limit *limit,
+                                                    const uint8_t *key,
+                                                    size_t key_len,
+                                                    uint64_t timeout_ns,
+                                                    uint64_t *permit_out);
+
+// How many of `key`'s permits are held now, across every process (0 for a key without a
+// slot).
+//
+// Errors: as `shmlimit_permit_acquire_key`.
+//
+// Thread-safety: as `shmlimit_permit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes; `held_out`
+// NULL or valid for one write.
+shmlimit_status shmlimit_permit_key_held(const struct shmlimit_limit *limit,
+                                         const uint8_t *key,
+                                         size_t key_len,
+                                         uint32_t *held_out);
 
 // Release the permit `permit` (an id from `shmlimit_permit_acquire`), if this process holds
 // it, and wake a waiter. `*released_out` is false when it was not held: already released,

@@ -324,7 +324,8 @@ class _PermitHolder(ctypes.Structure):
         ("reclaimable", ctypes.c_bool),
         ("since_ns", ctypes.c_uint64),
         ("lease_expiry_ns", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 2),
+        ("key_tag", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 1),
     ]
 
 
@@ -388,6 +389,14 @@ _SIGNATURES = {
         ctypes.c_int32, [_P, ctypes.POINTER(_PermitHolder), _SIZE, ctypes.POINTER(_SIZE)]
     ),
     "shmlimit_permit_reclaim_dead": (ctypes.c_int32, [_P, ctypes.POINTER(_SIZE)]),
+    "shmlimit_permit_acquire_key": (ctypes.c_int32, [_P] + _KEY + [ctypes.POINTER(_U64)]),
+    "shmlimit_permit_acquire_key_timeout": (
+        ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_U64)]
+    ),
+    "shmlimit_permit_key_held": (
+        ctypes.c_int32, [_P] + _KEY + [ctypes.POINTER(ctypes.c_uint32)]
+    ),
+    "shmlimit_key_tag": (ctypes.c_int32, [_P] + _KEY + [ctypes.POINTER(_U64)]),
     "shmlimit_reserve": (
         ctypes.c_int32, [_P, _U64, _U64, ctypes.POINTER(_Booking), ctypes.POINTER(_P)]
     ),
@@ -769,7 +778,9 @@ class Concurrency(_Spec):
     """At most ``permits`` held at once across every process; a permit held longer than
     ``lease`` seconds (None: no lease) becomes reclaimable, and so do the permits of a process
     that died. Take permits with ``Limit.permit()`` (a context manager) or
-    ``Limit.try_acquire_permit()``."""
+    ``Limit.try_acquire_permit()``. Keyed (``keyed=Keyed(capacity)``, at most 64 permits): at
+    most ``permits`` per key, taken with ``Limit.key_permit(key)`` or
+    ``Limit.try_acquire_key_permit(key)``."""
 
     _kind = _CONCURRENCY
 
@@ -1091,11 +1102,52 @@ class Limit(_Handle):
 
         Waits up to ``timeout`` seconds (0, the default: not at all; None: as long as it takes)
         and raises PermitUnavailableError if none became free."""
-        permit = self.acquire_permit(timeout)
+        return self._granted(self.acquire_permit(timeout), "every permit is held")
+
+    def _granted(self, permit: Optional["Permit"], refusal: str) -> "Permit":
         if permit is None:
             raise PermitUnavailableError(
-                f"limit `{self.name}`: every permit is held", PermitUnavailableError.code)
+                f"limit `{self.name}`: {refusal}", PermitUnavailableError.code)
         return permit
+
+    def try_acquire_key_permit(self, key: Union[str, bytes]) -> Optional["Permit"]:
+        """Take a permit for ``key`` on a keyed concurrency limit if fewer than ``permits`` of
+        that key's are held (or one is held by a dead process, or past its lease), without
+        waiting; None when all of the key's are held (or the table has no slot for a new key
+        and its policy is 'deny'). Raises InvalidKeyError, TableFullError (policy 'error'),
+        WrongKindError (not a keyed concurrency limit)."""
+        raw, out = _key(key), _U64()
+        _check(self._lib.shmlimit_permit_acquire_key(
+            self._live(), raw, len(raw), ctypes.byref(out)))
+        return Permit(self, out.value) if out.value else None
+
+    def acquire_key_permit(
+        self, key: Union[str, bytes], timeout: Optional[Seconds] = None
+    ) -> Optional["Permit"]:
+        """``try_acquire_key_permit``, waiting up to ``timeout`` seconds (None: as long as it
+        takes) for one of the key's permits to be released; None when the timeout passed."""
+        raw, out = _key(key), _U64()
+        _check(self._lib.shmlimit_permit_acquire_key_timeout(
+            self._live(), raw, len(raw), _timeout_ns(timeout), ctypes.byref(out)))
+        return Permit(self, out.value) if out.value else None
+
+    def key_permit(self, key: Union[str, bytes], timeout: Optional[Seconds] = 0) -> "Permit":
+        """A permit of ``key`` for a ``with`` block, released when the block ends; waits as
+        ``permit()`` does and raises PermitUnavailableError if none of the key's became free."""
+        return self._granted(
+            self.acquire_key_permit(key, timeout), "every permit of the key is held")
+
+    def key_permits_held(self, key: Union[str, bytes]) -> int:
+        """How many of ``key``'s permits are held now, across every process."""
+        raw, out = _key(key), ctypes.c_uint32()
+        _check(self._lib.shmlimit_permit_key_held(self._live(), raw, len(raw), ctypes.byref(out)))
+        return out.value
+
+    def key_tag(self, key: Union[str, bytes]) -> int:
+        """The tag this file's key tables know ``key`` by (``PermitHolder.key_tag``)."""
+        raw, out = _key(key), _U64()
+        _check(self._lib.shmlimit_key_tag(self._live(), raw, len(raw), ctypes.byref(out)))
+        return out.value
 
     def release_permit(self, permit_id: int) -> bool:
         """Release a permit by id (``Permit.id``); False if this process did not hold it."""
@@ -1253,7 +1305,7 @@ class Reservation(_Handle):
 class PermitHolder:
     """One held permit as ``Limit.permit_holders()`` lists it."""
 
-    __slots__ = ("id", "pid", "reclaimable", "since_ns", "lease_expiry_ns")
+    __slots__ = ("id", "pid", "reclaimable", "since_ns", "lease_expiry_ns", "key_tag")
 
     def __init__(self, h: "_PermitHolder"):
         self.id = h.id
@@ -1261,10 +1313,13 @@ class PermitHolder:
         self.reclaimable = bool(h.reclaimable)
         self.since_ns = h.since_ns or None
         self.lease_expiry_ns = h.lease_expiry_ns or None
+        # For a keyed limit, the key's tag (``Limit.key_tag(key)``); None otherwise.
+        self.key_tag = h.key_tag or None
 
     def __repr__(self) -> str:
         return (f"PermitHolder(id={self.id:#x}, pid={self.pid}, reclaimable={self.reclaimable}, "
-                f"since_ns={self.since_ns}, lease_expiry_ns={self.lease_expiry_ns})")
+                f"since_ns={self.since_ns}, lease_expiry_ns={self.lease_expiry_ns}, "
+                f"key_tag={self.key_tag})")
 
 
 class Composed:

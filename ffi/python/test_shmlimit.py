@@ -47,6 +47,7 @@ class WrapperTest(unittest.TestCase):
         self.assertEqual(shmlimit._Composed.decisions.offset, 24)
         self.assertEqual(ctypes.sizeof(shmlimit._PermitHolder), 48)
         self.assertEqual(shmlimit._PermitHolder.since_ns.offset, 16)
+        self.assertEqual(shmlimit._PermitHolder.key_tag.offset, 32)
         self.assertEqual(ctypes.sizeof(shmlimit._Booking), 48)
 
     def test_version(self):
@@ -463,6 +464,41 @@ class LaterFeaturesTest(unittest.TestCase):
             with self.assertRaises(shmlimit.ClosedError):
                 pool.permit()
 
+
+    def test_keyed_permits(self):
+        with Limiter.create_or_open(self.path, {
+            "per_user": shmlimit.Concurrency(2, keyed=shmlimit.Keyed(64)),
+            "pool": shmlimit.Concurrency(1),
+        }) as lim:
+            per_user = lim.limit("per_user")
+            with per_user.key_permit("alice") as a1, per_user.key_permit(b"alice") as a2:
+                self.assertTrue(a1.held and a2.held and a1.id != a2.id)
+                self.assertIsNone(per_user.try_acquire_key_permit("alice"))
+                self.assertIsNone(per_user.acquire_key_permit("alice", timeout=0.01))
+                with self.assertRaises(shmlimit.PermitUnavailableError):
+                    per_user.key_permit("alice", timeout=0.01)
+                self.assertEqual(per_user.key_permits_held("alice"), 2)
+                with per_user.key_permit("bob") as b:  # bob has his own
+                    tags = sorted(h.key_tag for h in per_user.permit_holders())
+                    alice, bob = per_user.key_tag("alice"), per_user.key_tag("bob")
+                    self.assertEqual(tags, sorted([alice, alice, bob]))
+                    self.assertTrue(b.held)
+                # A waiter for alice gets a permit another thread releases.
+                threading.Timer(0.05, a1.release).start()
+                a3 = per_user.acquire_key_permit("alice", timeout=30)
+                self.assertIsNotNone(a3)
+                a3.release()
+            self.assertEqual(per_user.key_permits_held("alice"), 0)
+            self.assertEqual(per_user.permit_holders(), [])
+            with self.assertRaises(shmlimit.InvalidKeyError):
+                per_user.try_acquire_key_permit("")
+            with self.assertRaises(shmlimit.WrongKindError):
+                per_user.try_acquire_permit()
+            with self.assertRaises(shmlimit.WrongKindError):
+                lim.limit("pool").try_acquire_key_permit("alice")
+            pool = lim.limit("pool")
+            with pool.permit():
+                self.assertIsNone(pool.permit_holders()[0].key_tag)  # unkeyed
 
 class GuardedTest(unittest.TestCase):
     """Guarded limits: the explicit policy while the file is missing, real decisions after."""

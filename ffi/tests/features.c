@@ -2,7 +2,7 @@
  * The C ABI's later calls, success and error paths, from C (and compiled as C++ too: this file
  * keeps to the common subset of C99 and C++11): definition options (keys, shadow mode,
  * near-limit, split, fleet share), refunds, live retuning and reset, composed checks, keyed
- * decisions, permits, timed waits and reservations.
+ * decisions, permits, keyed permits, timed waits and reservations.
  *
  * Usage: features DIR   (DIR: an empty, writable directory)
  * Exit status 0 when every check passes; each failed check is printed.
@@ -184,9 +184,12 @@ static void definition_options(const char *dir) {
     zero_def(&def, "x", SHMLIMIT_SLIDING_LOG, 2, SECOND, 0);
     def.key_capacity = 8;
     refused(dir, &def, "keyed");
-    zero_def(&def, "x", SHMLIMIT_CONCURRENCY, 2, 0, 0);
+    zero_def(&def, "x", SHMLIMIT_CONCURRENCY, SHMLIMIT_MAX_KEY_PERMITS + 1, 0, 0);
     def.key_capacity = 8;
-    refused(dir, &def, "keyed");
+    refused(dir, &def, "per key");
+    zero_def(&def, "x", SHMLIMIT_CONCURRENCY, SHMLIMIT_MAX_KEY_PERMITS, 0, 0);
+    def.key_capacity = SHMLIMIT_MAX_KEYS;
+    refused(dir, &def, "permit entries");
     zero_def(&def, "x", SHMLIMIT_TOKEN_BUCKET, 2, SECOND, 1);
     def.key_capacity = SHMLIMIT_MAX_KEYS + 1;
     refused(dir, &def, "key capacity");
@@ -720,6 +723,124 @@ static void permits(const char *dir) {
     shmlimit_limit_free(bucket);
 }
 
+/* Keyed concurrency: at most `limit` permits per key, each key its own; holders name their
+ * key by its tag; a full table follows its policy; the wrong calls are refused. */
+static void keyed_permits(const char *dir) {
+    shmlimit_def defs[3];
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *per_user = NULL, *tiny = NULL, *pool = NULL;
+    shmlimit_permit_holder holders[4];
+    uint64_t a1 = 0, a2 = 0, a3 = 77, b1 = 0, tag_a = 0, tag_b = 0, t1 = 0, t2 = 0, t3 = 0;
+    uint64_t scratch = 55;
+    uint32_t held = 99;
+    size_t count = 0;
+    bool released = false;
+    char path[4096];
+
+    snprintf(path, sizeof path, "%s/keyed_permits.shm", dir);
+    zero_def(&defs[0], "per_user", SHMLIMIT_CONCURRENCY, 2, 0, 0);
+    defs[0].key_capacity = 64;
+    zero_def(&defs[1], "tiny", SHMLIMIT_CONCURRENCY, 1, 0, 0);
+    defs[1].key_capacity = 1;
+    defs[1].on_full = SHMLIMIT_FULL_ALLOW;
+    zero_def(&defs[2], "pool", SHMLIMIT_CONCURRENCY, 1, 0, 0);
+    OK(shmlimit_limiter_create_or_open(path, defs, 3, NULL, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "per_user", &per_user));
+    OK(shmlimit_limiter_limit(limiter, "tiny", &tiny));
+    OK(shmlimit_limiter_limit(limiter, "pool", &pool));
+    shmlimit_limiter_free(limiter);
+
+    OK(shmlimit_permit_acquire_key(per_user, (const uint8_t *)"alice", 5, &a1));
+    OK(shmlimit_permit_acquire_key(per_user, (const uint8_t *)"alice", 5, &a2));
+    CHECK(a1 != 0 && a2 != 0 && a1 != a2 && a1 != SHMLIMIT_PERMIT_SHADOW);
+    OK(shmlimit_permit_acquire_key(per_user, (const uint8_t *)"alice", 5, &a3));
+    CHECK(a3 == 0); /* alice's two are held */
+    a3 = 77;
+    OK(shmlimit_permit_acquire_key_timeout(per_user, (const uint8_t *)"alice", 5, 2000000, &a3));
+    CHECK(a3 == 0);
+    OK(shmlimit_permit_acquire_key(per_user, (const uint8_t *)"bob", 3, &b1));
+    CHECK(b1 != 0); /* bob has his own */
+    OK(shmlimit_permit_key_held(per_user, (const uint8_t *)"alice", 5, &held));
+    CHECK(held == 2);
+    OK(shmlimit_permit_key_held(per_user, (const uint8_t *)"carol", 5, &held));
+    CHECK(held == 0);
+
+    OK(shmlimit_key_tag(per_user, (const uint8_t *)"alice", 5, &tag_a));
+    OK(shmlimit_key_tag(per_user, (const uint8_t *)"bob", 3, &tag_b));
+    CHECK(tag_a != 0 && tag_b != 0 && tag_a != tag_b && (tag_a >> 63) == 0);
+    memset(holders, 0, sizeof holders);
+    OK(shmlimit_permit_holders(per_user, holders, 4, &count));
+    CHECK(count == 3);
+    {
+        size_t i, of_a = 0, of_b = 0;
+        for (i = 0; i < count; i++) {
+            of_a += holders[i].key_tag == tag_a;
+            of_b += holders[i].key_tag == tag_b && holders[i].id == b1;
+            CHECK(holders[i].pid == (uint32_t)getpid() && !holders[i].reclaimable);
+        }
+        CHECK(of_a == 2 && of_b == 1);
+    }
+
+    OK(shmlimit_permit_release(per_user, a1, &released));
+    CHECK(released);
+    OK(shmlimit_permit_release(per_user, a1, &released));
+    CHECK(!released);
+    OK(shmlimit_permit_acquire_key_timeout(per_user, (const uint8_t *)"alice", 5, SECOND, &a3));
+    CHECK(a3 != 0);
+    OK(shmlimit_permit_key_held(per_user, (const uint8_t *)"alice", 5, &held));
+    CHECK(held == 2);
+
+    /* A one-slot table: a second key while the first holds a permit gets the ALLOW policy's
+     * permit that holds nothing; once the first is idle, the second takes its slot. */
+    OK(shmlimit_permit_acquire_key(tiny, (const uint8_t *)"k1", 2, &t1));
+    CHECK(t1 != 0 && t1 != SHMLIMIT_PERMIT_SHADOW);
+    OK(shmlimit_permit_acquire_key(tiny, (const uint8_t *)"k2", 2, &t2));
+    CHECK(t2 == SHMLIMIT_PERMIT_SHADOW);
+    OK(shmlimit_permit_release(tiny, t1, &released));
+    CHECK(released);
+    OK(shmlimit_permit_acquire_key(tiny, (const uint8_t *)"k2", 2, &t3));
+    CHECK(t3 != 0 && t3 != SHMLIMIT_PERMIT_SHADOW);
+    OK(shmlimit_permit_release(tiny, t3, &released));
+    CHECK(released);
+
+    /* Errors: keys checked, and keyed and unkeyed calls do not mix. */
+    EXPECT_CODE(SHMLIMIT_INVALID_KEY, "shmlimit_permit_acquire_key",
+                shmlimit_permit_acquire_key(per_user, (const uint8_t *)"x", 0, &scratch));
+    CHECK(scratch == 55);
+    EXPECT_CODE(SHMLIMIT_INVALID_KEY, "shmlimit_permit_acquire_key_timeout",
+                shmlimit_permit_acquire_key_timeout(per_user, (const uint8_t *)"x",
+                                                    SHMLIMIT_MAX_KEY_LEN + 1, 1, &scratch));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_permit_acquire_key",
+                shmlimit_permit_acquire_key(per_user, NULL, 3, &scratch));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_permit_acquire_key",
+                shmlimit_permit_acquire_key(per_user, (const uint8_t *)"x", 1, NULL));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_permit_key_held",
+                shmlimit_permit_key_held(per_user, (const uint8_t *)"x", 1, NULL));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_key_tag",
+                shmlimit_key_tag(per_user, (const uint8_t *)"x", 1, NULL));
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_permit_acquire", shmlimit_permit_acquire(per_user, &scratch));
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_permit_acquire_key",
+                shmlimit_permit_acquire_key(pool, (const uint8_t *)"x", 1, &scratch));
+    CHECK(scratch == 55);
+    {
+        shmlimit_decision d;
+        EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_acquire_key",
+                    shmlimit_acquire_key(per_user, (const uint8_t *)"x", 1, 1, &d));
+    }
+
+    OK(shmlimit_permit_release(per_user, a2, &released));
+    CHECK(released);
+    OK(shmlimit_permit_release(per_user, a3, &released));
+    CHECK(released);
+    OK(shmlimit_permit_release(per_user, b1, &released));
+    CHECK(released);
+    OK(shmlimit_permit_holders(per_user, NULL, 0, &count));
+    CHECK(count == 0);
+    shmlimit_limit_free(per_user);
+    shmlimit_limit_free(tiny);
+    shmlimit_limit_free(pool);
+}
+
 static void waiting(const char *dir) {
     shmlimit_def defs[2];
     shmlimit_limiter *limiter = NULL;
@@ -870,6 +991,7 @@ int main(int argc, char **argv) {
     composed(argv[1]);
     keyed(argv[1]);
     permits(argv[1]);
+    keyed_permits(argv[1]);
     waiting(argv[1]);
     reservations(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);

@@ -20,7 +20,7 @@ const _: () = assert!(SHMLIMIT_MAX_KEY_LEN == crate::keyed::MAX_KEY_LEN);
 /// # Safety
 ///
 /// `key` must be NULL or point at `key_len` readable bytes for `'a`.
-unsafe fn key_arg<'a>(key: *const u8, key_len: usize) -> Result<&'a [u8], Failure> {
+pub(super) unsafe fn key_arg<'a>(key: *const u8, key_len: usize) -> Result<&'a [u8], Failure> {
     if key_len > SHMLIMIT_MAX_KEY_LEN && !key.is_null() {
         return Err(crate::Error::InvalidKey {
             reason: format!("{key_len} bytes: keys are at most {SHMLIMIT_MAX_KEY_LEN} bytes"),
@@ -267,4 +267,36 @@ fn keyed_only(limit: &Limit) -> crate::Result<()> {
         return Err(limit.wrong_kind("is not keyed"));
     }
     Ok(())
+}
+
+/// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes under the
+/// file's secret seed, the same in every process and language. `shmlimit_permit_holders`
+/// reports each holder's key by this tag, so a caller can tell which key a holder holds.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`.
+///
+/// Thread-safety: any number of threads may call it at once.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes; `tag_out`
+/// NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_key_tag(
+    limit: *const shmlimit_limit,
+    key: *const u8,
+    key_len: usize,
+    tag_out: *mut u64,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_key_tag", {
+        let out = arg_out("tag_out", tag_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        // SAFETY: `key` is NULL or `key_len` readable bytes (the caller's contract).
+        let key = unsafe { key_arg(key, key_len) }?;
+        let tag = limit.inner.key_tag(key)?;
+        // SAFETY: `tag_out` is valid for one write (the caller's contract).
+        unsafe { out.write(tag) };
+        Ok(())
+    })
 }

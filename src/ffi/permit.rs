@@ -1,17 +1,20 @@
-//! Permits of concurrency limits from C: at most `limit` held at once across every process,
-//! each named by a 64-bit id, taken over when its holder dies or its lease expires.
+//! Permits of concurrency limits from C: at most `limit` held at once across every process
+//! (per key, for a keyed limit), each named by a 64-bit id, taken over when its holder dies or
+//! its lease expires.
 
 use std::time::Duration;
 
 use super::boundary::{arg_out, arg_ref, ffi_boundary};
+use super::keyed::key_arg;
 use super::status::{shmlimit_status::*, Failure};
 use super::types::shmlimit_permit_holder;
 use super::{shmlimit_limit, shmlimit_status};
 use crate::permit::Permit;
 
-/// What `shmlimit_permit_acquire` returns for a permit granted by a shadow (dry-run) limit
-/// that would have refused: admitted, but holding nothing (releasing it does nothing). Never
-/// the id of a real permit, and not 0.
+/// What `shmlimit_permit_acquire` returns for a permit that holds nothing: granted by a shadow
+/// (dry-run) limit that would have refused, or by a full key table whose policy is
+/// `SHMLIMIT_FULL_ALLOW`. Admitted, but releasing it does nothing. Never the id of a real
+/// permit, and not 0.
 pub const SHMLIMIT_PERMIT_SHADOW: u64 = 1;
 
 /// The id C callers get for an acquisition: 0 for none.
@@ -86,6 +89,108 @@ pub unsafe extern "C" fn shmlimit_permit_acquire_timeout(
             .acquire_permit_timeout(Duration::from_nanos(timeout_ns))?;
         // SAFETY: `permit_out` is valid for one write (the caller's contract).
         unsafe { out.write(permit_id(permit)) };
+        Ok(())
+    })
+}
+
+/// Take a permit of a keyed concurrency limit for `key` (at most `limit` per key are held at
+/// once, across every process), without waiting. `*permit_out` receives its id (never 0), or 0
+/// when all of the key's permits are held, or when the key table has no slot for a new key and
+/// its policy is `SHMLIMIT_FULL_DENY` (`SHMLIMIT_FULL_ALLOW` grants `SHMLIMIT_PERMIT_SHADOW`).
+/// Release it with `shmlimit_permit_release`, as any permit.
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+/// `SHMLIMIT_TABLE_FULL` (policy `SHMLIMIT_FULL_ERROR`), `SHMLIMIT_WRONG_KIND` (not a keyed
+/// concurrency limit), `SHMLIMIT_IO`.
+///
+/// Thread-safety: as `shmlimit_permit_acquire`.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes;
+/// `permit_out` NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_permit_acquire_key(
+    limit: *const shmlimit_limit,
+    key: *const u8,
+    key_len: usize,
+    permit_out: *mut u64,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_permit_acquire_key", {
+        let out = arg_out("permit_out", permit_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        // SAFETY: `key` is NULL or `key_len` readable bytes (the caller's contract).
+        let key = unsafe { key_arg(key, key_len) }?;
+        let id = permit_id(limit.inner.try_acquire_key_permit(key)?);
+        // SAFETY: `permit_out` is valid for one write (the caller's contract).
+        unsafe { out.write(id) };
+        Ok(())
+    })
+}
+
+/// `shmlimit_permit_acquire_key`, waiting up to `timeout_ns` for one of the key's permits to
+/// be released (or for a holder to die or its lease to expire), asleep on a futex in the shared
+/// file, woken by releases, looking again at least every 100 ms. `*permit_out` is 0 when the
+/// timeout passed with every permit of the key held. `UINT64_MAX` waits as long as it takes.
+///
+/// Errors: as `shmlimit_permit_acquire_key`.
+///
+/// Thread-safety: as `shmlimit_permit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_permit_acquire_key`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_permit_acquire_key_timeout(
+    limit: *const shmlimit_limit,
+    key: *const u8,
+    key_len: usize,
+    timeout_ns: u64,
+    permit_out: *mut u64,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_permit_acquire_key_timeout", {
+        let out = arg_out("permit_out", permit_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        // SAFETY: `key` is NULL or `key_len` readable bytes (the caller's contract).
+        let key = unsafe { key_arg(key, key_len) }?;
+        let permit = limit
+            .inner
+            .acquire_key_permit_timeout(key, Duration::from_nanos(timeout_ns))?;
+        // SAFETY: `permit_out` is valid for one write (the caller's contract).
+        unsafe { out.write(permit_id(permit)) };
+        Ok(())
+    })
+}
+
+/// How many of `key`'s permits are held now, across every process (0 for a key without a
+/// slot).
+///
+/// Errors: as `shmlimit_permit_acquire_key`.
+///
+/// Thread-safety: as `shmlimit_permit_acquire`.
+///
+/// # Safety
+///
+/// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes; `held_out`
+/// NULL or valid for one write.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_permit_key_held(
+    limit: *const shmlimit_limit,
+    key: *const u8,
+    key_len: usize,
+    held_out: *mut u32,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_permit_key_held", {
+        let out = arg_out("held_out", held_out)?;
+        // SAFETY: a live handle (the caller's contract).
+        let limit = unsafe { arg_ref("limit", limit) }?;
+        // SAFETY: `key` is NULL or `key_len` readable bytes (the caller's contract).
+        let key = unsafe { key_arg(key, key_len) }?;
+        let held = limit.inner.key_permits_held(key)?;
+        // SAFETY: `held_out` is valid for one write (the caller's contract).
+        unsafe { out.write(held) };
         Ok(())
     })
 }

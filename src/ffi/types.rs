@@ -77,10 +77,14 @@ pub const SHMLIMIT_DEFAULT_NEAR_LIMIT: u16 = 6554;
 pub const SHMLIMIT_MAX_SPLIT: u16 = 64;
 /// Most key slots one keyed limit may have (2^26).
 pub const SHMLIMIT_MAX_KEYS: u64 = 1 << 26;
+/// Most permits per key of a keyed concurrency limit; its key slots times permits per key may
+/// not exceed 2^26 either.
+pub const SHMLIMIT_MAX_KEY_PERMITS: u64 = 64;
 
 const _: () = assert!(SHMLIMIT_DEFAULT_NEAR_LIMIT == DEFAULT_NEAR_LIMIT);
 const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == crate::spec::MAX_SPLIT);
 const _: () = assert!(SHMLIMIT_MAX_KEYS == crate::spec::MAX_KEYS);
+const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == crate::spec::MAX_KEY_PERMITS);
 
 /// One limit definition: an input of `shmlimit_limiter_create_or_open`, and what
 /// `shmlimit_limiter_definition` reports.
@@ -120,8 +124,8 @@ pub struct shmlimit_def {
     /// Token bucket: tokens added per `period_ns` (at least 1). Other kinds: 0.
     pub rate: u64,
     /// Keyed limits: key slots (1 to `SHMLIMIT_MAX_KEYS`, rounded up to a power of two; the
-    /// library reports the rounded value). 0: not keyed. Only token buckets and fixed and
-    /// sliding windows can be keyed.
+    /// library reports the rounded value). 0: not keyed. Token buckets, fixed and sliding
+    /// windows and concurrency limits (at most `SHMLIMIT_MAX_KEY_PERMITS` per key) can be keyed.
     pub key_capacity: u64,
     /// Keyed limits: a `shmlimit_full_policy`. Unkeyed limits: 0.
     pub on_full: u32,
