@@ -1170,6 +1170,11 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
     Limiter::builder()
         .limit("slots", shmlimit::Concurrency::new(3))
         .limit("api", TokenBucket::per_second(10).burst(5))
+        .keyed_limit(
+            "per_user",
+            shmlimit::Concurrency::new(2),
+            shmlimit::Keyed::new(16),
+        )
         .create_or_open(&path)
         .unwrap();
     let (ready_r, ready_w) = pipe();
@@ -1177,29 +1182,70 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
-        let held = Limiter::open(&path)
-            .ok()
+        let limiter = Limiter::open(&path).ok();
+        let held = limiter
+            .as_ref()
             .and_then(|l| l.limit("slots").ok())
             .map(|l| {
                 (0..2)
                     .filter_map(|_| l.try_acquire_permit().ok().flatten().map(|p| p.into_id()))
                     .count()
             });
-        write_u32(ready_w, held.unwrap_or(0) as u32);
+        let keyed = limiter
+            .as_ref()
+            .and_then(|l| l.limit("per_user").ok())
+            .map(|l| {
+                [&b"u1"[..], b"u1", b"u2"]
+                    .iter()
+                    .filter_map(|k| {
+                        l.try_acquire_key_permit(k)
+                            .ok()
+                            .flatten()
+                            .map(|p| p.into_id())
+                    })
+                    .count()
+            });
+        write_u32(
+            ready_w,
+            (held.unwrap_or(0) + 10 * keyed.unwrap_or(0)) as u32,
+        );
         loop {
             // SAFETY: `pause` has no preconditions; the parent kills this process.
             unsafe { libc::pause() };
         }
     }
-    assert_eq!(read_u32(ready_r), 2, "the holder took two permits");
+    assert_eq!(
+        read_u32(ready_r),
+        32,
+        "the holder took two permits and three keyed ones"
+    );
     let v = json(&["inspect", s(&path), "--json"]);
-    let slots = v["limits"]
+    let limit = |name: &str| {
+        v["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let slots = limit("slots");
+    assert_eq!(slots["remaining"], 1, "{slots}");
+    // Keyed: no single remaining budget; each holder names its key by tag.
+    let per_user = limit("per_user");
+    assert!(per_user.get("remaining").is_none(), "{per_user}");
+    let keyed = Limiter::open(&path).unwrap().limit("per_user").unwrap();
+    let mut tags: Vec<u64> = per_user["holders"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|l| l["name"] == "slots")
-        .unwrap();
-    assert_eq!(slots["remaining"], 1, "{slots}");
+        .map(|h| h["key_tag"].as_u64().unwrap())
+        .collect();
+    tags.sort_unstable();
+    let (u1, u2) = (keyed.key_tag(b"u1").unwrap(), keyed.key_tag(b"u2").unwrap());
+    let mut expected = vec![u1, u1, u2];
+    expected.sort_unstable();
+    assert_eq!(tags, expected, "{per_user}");
     // SAFETY: `pid` is our child, not yet reaped.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let mut status = 0;
@@ -1211,6 +1257,14 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
     assert_eq!(rows[0]["reclaims"], "permits");
     assert_eq!(rows[0]["reclaimed"], 2, "{v}");
     assert_eq!(rows[1]["reclaims"], "none");
+    // The dead holder's three keyed permits, then its two keys, idle once those are free.
+    assert_eq!(rows[2]["reclaims"], "permits and keys");
+    assert_eq!(
+        (&rows[2]["permits"], &rows[2]["keys"]),
+        (&3.into(), &2.into()),
+        "{v}"
+    );
+    assert_eq!(keyed.key_occupancy().0, 0);
     let out = ok(&["gc", s(&path)]);
     assert_eq!(
         row(&out, "slots")[1],

@@ -19,7 +19,8 @@
 //! `permits = 5` and an optional `lease = "30s"`.
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
-//! slots) with `on_full = "deny" | "allow" | "error"`, `shadow = true` (count, never deny),
+//! slots; a keyed concurrency limit allows `permits` per key, at most 64)
+//! with `on_full = "deny" | "allow" | "error"`, `shadow = true` (count, never deny),
 //! `split = 4` (a hot token bucket over 4 cache lines), and a fleet share
 //! `fleet_total = "300/s"` with `fleet_weight = 2`.
 //!

@@ -211,6 +211,8 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
             let holders = matches!(limit.algorithm(), Algorithm::Concurrency { .. })
                 .then(|| limit.permit_holders());
             let peek = match &holders {
+                // A keyed limit's budget is per key.
+                Some(_) if limit.def().keyed.is_some() => Ok(None),
                 Some(h) => {
                     let free = limit.capacity().saturating_sub(h.len() as u64);
                     Ok(Some(Now {
@@ -308,7 +310,7 @@ pub fn options_text(def: &shmlimit::LimitDef) -> String {
     let mut parts = Vec::new();
     if let Some(k) = def.keyed {
         parts.push(format!(
-            "keyed, {} slots (when full: {})",
+            "keyed, {} slots (when full: {}); the budget is per key",
             k.slots(),
             full_policy(k.on_full)
         ));
@@ -483,6 +485,9 @@ pub struct KeysJson {
 pub struct HolderJson {
     id: u64,
     pid: u32,
+    /// A keyed limit's key, by its tag (`Limit::key_tag`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_tag: Option<u64>,
     since_ns: Option<u64>,
     lease_expiry_ns: Option<u64>,
     reclaimable: bool,
@@ -537,6 +542,7 @@ impl LimitJson {
                     .map(|h| HolderJson {
                         id: h.id,
                         pid: h.pid,
+                        key_tag: h.key_tag,
                         since_ns: h.since_ns,
                         lease_expiry_ns: h.lease_expiry_ns,
                         reclaimable: h.reclaimable,
@@ -685,13 +691,15 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
             println!();
             println!("permits {}: {} held", s.name, holders.len());
             if !holders.is_empty() {
-                let mut table = TextTable::new(
-                    &["permit", "pid", "held for", "lease left", "reclaimable"],
-                    1,
-                );
+                let keyed = s.keys.is_some();
+                let mut columns = vec!["permit", "pid", "held for", "lease left", "reclaimable"];
+                if keyed {
+                    columns.insert(1, "key tag");
+                }
+                let mut table = TextTable::new(&columns, 1);
                 let now = monotonic_now_ns();
                 for h in holders {
-                    table.row(vec![
+                    let mut row = vec![
                         h.id.to_string(),
                         h.pid.to_string(),
                         h.since_ns
@@ -701,7 +709,11 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
                             .map(|t| render::duration(t.saturating_sub(now)))
                             .unwrap_or_else(|| "-".to_owned()),
                         if h.reclaimable { "yes" } else { "no" }.to_owned(),
-                    ]);
+                    ];
+                    if keyed {
+                        row.insert(1, format!("{:016x}", h.key_tag.unwrap_or(0)));
+                    }
+                    table.row(row);
                 }
                 print!("{}", table.render());
             }

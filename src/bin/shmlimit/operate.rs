@@ -215,9 +215,17 @@ pub fn reset(args: ResetArgs) -> Result<(), Failure> {
 #[derive(Serialize)]
 struct GcLimitJson {
     name: String,
-    /// "keys", "permits" or "none": what this limit can reclaim.
+    /// "keys", "permits", "permits and keys" (a keyed concurrency limit) or "none": what this
+    /// limit can reclaim.
     reclaims: &'static str,
+    /// Dead holders' permits and idle keys freed, together.
     reclaimed: usize,
+    /// Of those, dead holders' permits (concurrency limits only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    permits: Option<usize>,
+    /// Of those, idle keys (keyed limits only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<usize>,
 }
 
 #[derive(Serialize)]
@@ -232,17 +240,22 @@ pub fn gc(args: GcArgs) -> Result<(), Failure> {
         .limits()
         .iter()
         .map(|limit| {
-            let (reclaims, reclaimed) = if limit.def().keyed.is_some() {
-                ("keys", limit.reclaim_idle_keys())
-            } else if matches!(limit.algorithm(), Algorithm::Concurrency { .. }) {
-                ("permits", limit.reclaim_dead_permits())
-            } else {
-                ("none", 0)
+            let concurrency = matches!(limit.algorithm(), Algorithm::Concurrency { .. });
+            // Permits first: a key whose last holder was dead is idle only once it is freed.
+            let permits = concurrency.then(|| limit.reclaim_dead_permits());
+            let keys = limit.def().keyed.map(|_| limit.reclaim_idle_keys());
+            let reclaims = match (permits, keys) {
+                (Some(_), Some(_)) => "permits and keys",
+                (Some(_), None) => "permits",
+                (None, Some(_)) => "keys",
+                (None, None) => "none",
             };
             GcLimitJson {
                 name: limit.name().to_owned(),
                 reclaims,
-                reclaimed,
+                reclaimed: permits.unwrap_or(0) + keys.unwrap_or(0),
+                permits,
+                keys,
             }
         })
         .collect();
@@ -254,10 +267,11 @@ pub fn gc(args: GcArgs) -> Result<(), Failure> {
     } else {
         let mut table = render::Table::new(&["limit", "reclaimed"], 1);
         for r in &rows {
-            let cell = match r.reclaims {
-                "keys" => format!("{} idle keys", r.reclaimed),
-                "permits" => format!("{} dead permits", r.reclaimed),
-                _ => "- (nothing to reclaim)".to_owned(),
+            let cell = match (r.permits, r.keys) {
+                (Some(p), Some(k)) => format!("{p} dead permits, {k} idle keys"),
+                (Some(p), None) => format!("{p} dead permits"),
+                (None, Some(k)) => format!("{k} idle keys"),
+                (None, None) => "- (nothing to reclaim)".to_owned(),
             };
             table.row(vec![r.name.clone(), cell]);
         }
