@@ -1,8 +1,11 @@
 //! Concurrency permits: `concurrency/acquire_release` is one `try_acquire_permit()` and the
-//! permit's drop (its release) in one process, beside `concurrency/token_bucket`, one admitted
-//! token-bucket decision; `concurrency_processes/acquire_release/<k>` runs the same from 2 and
-//! 8 forked processes on one limit (decisions per second in total). The limit has more
-//! permits than workers, so every acquisition succeeds.
+//! permit's drop (its release) in one process, `concurrency/keyed_acquire_release` the same
+//! through `try_acquire_key_permit` of one key of a keyed limit, beside
+//! `concurrency/token_bucket`, one admitted token-bucket decision;
+//! `concurrency_processes/{acquire_release,keyed_acquire_release}/<k>` run them from 2 and 8
+//! forked processes on one limit (one key: every process works on the same key slot; decisions
+//! per second in total). The limit has more permits than workers, so every acquisition
+//! succeeds.
 
 use criterion::{Criterion, SamplingMode, Throughput};
 
@@ -22,6 +25,9 @@ pub fn bench(c: &mut Criterion) {
     bench_single(&mut group, "acquire_release", workload, 0, || {
         Permits::new(PERMITS)
     });
+    bench_single(&mut group, "keyed_acquire_release", workload, 0, || {
+        Permits::keyed(PERMITS)
+    });
     bench_single(&mut group, "token_bucket", workload, 1, || {
         Shmlimit::token_bucket(workload)
     });
@@ -38,6 +44,14 @@ pub fn bench(c: &mut Criterion) {
         Workers::Processes,
         workload,
         || Permits::new(PERMITS),
+    );
+    bench_parallel_on(
+        &mut group,
+        "keyed_acquire_release",
+        &[2, 8],
+        Workers::Processes,
+        workload,
+        || Permits::keyed(PERMITS),
     );
     group.finish();
 }

@@ -115,7 +115,8 @@ PREFERRED = [
     "clock_monotonic", "clock_monotonic_coarse", "cas_local", "clock_and_cas",
     "token_bucket", "fixed_window", "sliding_window", "sliding_log_10", "sliding_log_100",
     "sliding_log_1000", "sliding_log_10000", "monotonic", "monotonic_coarse",
-    "unkeyed", "keyed", "three_separate", "three_checks", "acquire_release", "c_header",
+    "unkeyed", "keyed", "three_separate", "three_checks", "acquire_release",
+    "keyed_acquire_release", "c_header",
     "python_ctypes_raw", "python_ctypes", "1", "2", "4",
 ]
 

@@ -1,8 +1,8 @@
 //! Kill storm: worker processes deciding against one file are SIGKILLed at random instructions
 //! and respawned, and nothing they did can be used to exceed a limit.
 //!
-//! Eight workers share a token bucket, a sliding log, a keyed token bucket and a concurrency
-//! limit. The parent kills a random worker every 1 to 4 ms and forks a new one in its place.
+//! Eight workers share a token bucket, a sliding log, a keyed token bucket, a concurrency
+//! limit and a keyed concurrency limit. The parent kills a random worker every 1 to 4 ms and forks a new one in its place.
 //! Every worker writes each grant to its own append-only log (one `write` of a fixed-size
 //! record on an `O_APPEND` file, so a killed worker leaves whole records) **before** it uses the
 //! grant, stamped with `CLOCK_MONOTONIC` read just before the call and just after it returned:
@@ -16,12 +16,13 @@
 //!   most `B + floor((b - a) / T)`;
 //! * sliding log: at most `L` grants inside any interval shorter than `W` (less the 1024 ns unit
 //!   the log rounds dates up to);
-//! * concurrency: at no instant were more than `C` permits definitely held, where a permit is
-//!   held from its acquisition's return until the holder logged its release or was sent SIGKILL;
+//! * concurrency (and each key of the keyed concurrency limit): at no instant were more than `C`
+//!   permits definitely held, where a permit is held from its acquisition's return until the
+//!   holder logged its release or was sent SIGKILL;
 //! * the file still opens and validates with the same definitions;
 //! * the permits of dead workers are available again as documented: the next acquirer that finds
-//!   none free takes one over at once (all `C` are acquired at once by the parent, with every
-//!   worker dead), and a process already waiting gets one within [`shmlimit::PERMIT_RECHECK`]
+//!   none free takes one over at once (all `C`, and all `C` of every key, are acquired at once by
+//!   the parent, with every worker dead), and a process already waiting gets one within [`shmlimit::PERMIT_RECHECK`]
 //!   plus scheduling delay.
 //!
 //! `kill_storm_soak` is the same for a minute (or `SHMLIMIT_SOAK_SECS`): `cargo test --test
@@ -54,6 +55,8 @@ const KEY_T: u64 = 50 * MS; // 20 per second
 const KEYS: u64 = 4;
 /// Concurrency permits.
 const PERMITS: u64 = 3;
+/// Keyed concurrency: permits per key, over `KEYS` keys.
+const KEY_PERMITS: u64 = 2;
 
 /// Record kinds (word 0 of a record).
 const OP_BUCKET: u64 = 0;
@@ -61,6 +64,10 @@ const OP_LOG: u64 = 1;
 const OP_KEYED: u64 = 2;
 const OP_PERMIT: u64 = 3;
 const OP_RELEASE: u64 = 4;
+/// Keyed permits: the record's op is this plus `KIND_SPAN` times the key.
+const OP_KEYED_PERMIT: u64 = 5;
+const OP_KEYED_RELEASE: u64 = 6;
+const KIND_SPAN: u64 = 16;
 
 /// One logged event: kind, key (or permit id), time before, time after, pid.
 const RECORD_WORDS: usize = 5;
@@ -87,6 +94,7 @@ fn create(path: &Path) -> Limiter {
             Keyed::new(64),
         )
         .limit("conc", Concurrency::new(PERMITS))
+        .keyed_limit("keyed_conc", Concurrency::new(KEY_PERMITS), Keyed::new(16))
         .create_or_open(path)
         .expect("creating the storm file")
 }
@@ -114,12 +122,45 @@ fn worker(path: &Path, logs: &Path, seed: u64, end_ns: u64) {
     let sliding = limiter.limit("log").unwrap();
     let keyed = limiter.limit("keyed").unwrap();
     let conc = limiter.limit("conc").unwrap();
+    let keyed_conc = limiter.limit("keyed_conc").unwrap();
     let mut rng = XorShift::new(seed ^ pid);
     let mut held = Vec::new();
+    let mut held_keyed = Vec::new();
     while now_ns() < end_ns {
-        let op = rng.next_u64() % 4;
+        let op = match rng.next_u64() % 5 {
+            4 => OP_KEYED_PERMIT,
+            op => op,
+        };
         let key = rng.next_u64() % KEYS;
         let before = now_ns();
+        if op == OP_KEYED_PERMIT {
+            let got = keyed_conc
+                .try_acquire_key_permit(format!("key-{key}").as_bytes())
+                .unwrap();
+            let after = now_ns();
+            if let Some(p) = got {
+                append(
+                    &log,
+                    [
+                        OP_KEYED_PERMIT + KIND_SPAN * key,
+                        p.id(),
+                        before,
+                        after,
+                        pid,
+                    ],
+                );
+                held_keyed.push((key, p));
+            }
+            if !held_keyed.is_empty() && (held_keyed.len() > 2 || rng.next_u64() % 8 == 0) {
+                let (k, p) = held_keyed.remove(0);
+                append(
+                    &log,
+                    [OP_KEYED_RELEASE + KIND_SPAN * k, p.id(), now_ns(), 0, pid],
+                );
+                drop(p);
+            }
+            continue;
+        }
         let granted = match op {
             OP_BUCKET => bucket.try_acquire(1).unwrap().is_allowed(),
             OP_LOG => sliding.try_acquire(1).unwrap().is_allowed(),
@@ -156,6 +197,13 @@ fn worker(path: &Path, logs: &Path, seed: u64, end_ns: u64) {
     }
     for p in held {
         append(&log, [OP_RELEASE, p.id(), now_ns(), 0, pid]);
+        drop(p);
+    }
+    for (k, p) in held_keyed {
+        append(
+            &log,
+            [OP_KEYED_RELEASE + KIND_SPAN * k, p.id(), now_ns(), 0, pid],
+        );
         drop(p);
     }
 }
@@ -263,17 +311,24 @@ fn check_log(grants: &[(u64, u64)]) -> usize {
     worst
 }
 
-/// The most permits definitely held at one instant.
-fn check_permits(records: &[Record], kills: &[(u64, u64)]) -> usize {
+/// The most permits definitely held at one instant, of the acquisitions logged as `acquire`
+/// and released as `release`; asserts that it never exceeds `limit`.
+fn check_permits(
+    name: &str,
+    records: &[Record],
+    kills: &[(u64, u64)],
+    (acquire, release): (u64, u64),
+    limit: u64,
+) -> usize {
     let kill_of: HashMap<u64, u64> = kills.iter().copied().collect();
     // Release times per (pid, permit id), sorted.
     let mut releases: HashMap<(u64, u64), Vec<u64>> = HashMap::new();
-    for x in records.iter().filter(|x| x.op == OP_RELEASE) {
+    for x in records.iter().filter(|x| x.op == release) {
         releases.entry((x.pid, x.key)).or_default().push(x.before);
     }
     releases.values_mut().for_each(|v| v.sort_unstable());
     let mut events: Vec<(u64, i64)> = Vec::new();
-    for r in records.iter().filter(|r| r.op == OP_PERMIT) {
+    for r in records.iter().filter(|r| r.op == acquire) {
         let release = releases.get(&(r.pid, r.key)).and_then(|v| {
             let i = v.partition_point(|&t| t < r.after);
             v.get(i).copied()
@@ -297,8 +352,8 @@ fn check_permits(records: &[Record], kills: &[(u64, u64)]) -> usize {
     for (t, delta) in events {
         live += delta;
         assert!(
-            live <= PERMITS as i64,
-            "{live} permits definitely held at {t}, limit {PERMITS}"
+            live <= limit as i64,
+            "{name}: {live} permits definitely held at {t}, limit {limit}"
         );
         worst = worst.max(live);
     }
@@ -364,12 +419,24 @@ fn storm(duration: Duration) {
         keyed_total += g.len();
         check_bucket(&format!("key-{k}"), &g, KEY_B, KEY_T);
     }
-    let worst_permits = check_permits(&records, &kills);
+    let worst_permits = check_permits("conc", &records, &kills, (OP_PERMIT, OP_RELEASE), PERMITS);
+    let mut keyed_permits = 0;
+    let mut worst_keyed = 0;
+    for k in 0..KEYS {
+        let ops = (
+            OP_KEYED_PERMIT + KIND_SPAN * k,
+            OP_KEYED_RELEASE + KIND_SPAN * k,
+        );
+        keyed_permits += records.iter().filter(|r| r.op == ops.0).count();
+        let name = format!("keyed_conc key-{k}");
+        worst_keyed = worst_keyed.max(check_permits(&name, &records, &kills, ops, KEY_PERMITS));
+    }
     let elapsed = now_ns() - start;
     println!(
         "storm: {} kills in {:.2} s; grants: bucket {} (bound {}), log {} (most in one window \
          {worst_log}/{LOG_L}), keyed {keyed_total}, permits {permits} (most held at once \
-         {worst_permits}/{PERMITS})",
+         {worst_permits}/{PERMITS}), keyed permits {keyed_permits} (most of one key held at once \
+         {worst_keyed}/{KEY_PERMITS})",
         kills.len(),
         elapsed as f64 / SEC as f64,
         bucket.len(),
@@ -381,7 +448,13 @@ fn storm(duration: Duration) {
         "the storm killed only {} workers",
         kills.len()
     );
-    assert!(!bucket.is_empty() && !log.is_empty() && keyed_total > 0 && permits > 0);
+    assert!(
+        !bucket.is_empty()
+            && !log.is_empty()
+            && keyed_total > 0
+            && permits > 0
+            && keyed_permits > 0
+    );
 
     // The file still opens and validates, with the same definitions.
     let reopened = Limiter::open(&path).expect("the file validates after the storm");
@@ -400,6 +473,29 @@ fn storm(duration: Duration) {
     drop(taken);
     assert_eq!(conc.permit_holders().len(), 0);
     assert_eq!(conc.reclaim_dead_permits(), 0);
+    // And all C of every key of the keyed limit.
+    let keyed_conc = reopened.limit("keyed_conc").unwrap();
+    let taken: Vec<_> = (0..KEYS)
+        .flat_map(|k| {
+            let key = format!("key-{k}");
+            let mine: Vec<_> = (0..KEY_PERMITS)
+                .map(|_| {
+                    keyed_conc
+                        .try_acquire_key_permit(key.as_bytes())
+                        .unwrap()
+                        .expect("a dead worker's keyed permit is taken over")
+                })
+                .collect();
+            assert!(keyed_conc
+                .try_acquire_key_permit(key.as_bytes())
+                .unwrap()
+                .is_none());
+            mine
+        })
+        .collect();
+    drop(taken);
+    assert_eq!(keyed_conc.reclaim_dead_permits(), 0);
+    assert!(keyed_conc.permit_holders().is_empty());
     // The other limits decide normally.
     for l in reopened.limits() {
         if l.name() == "bucket" || l.name() == "log" {

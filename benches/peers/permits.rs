@@ -1,60 +1,95 @@
-//! shmlimit's concurrency limit: one `try_acquire_permit` and the permit's release (its drop)
-//! per decision.
+//! shmlimit's concurrency limit: one `try_acquire_permit` (or, keyed, one
+//! `try_acquire_key_permit` of one key) and the permit's release (its drop) per decision.
 
 use std::path::PathBuf;
 
-use shmlimit::{Concurrency, Limit, Limiter};
+use shmlimit::{Concurrency, Keyed, Limit, Limiter};
 use tempfile::TempDir;
 
 use super::{file_in, scratch_dir, Contender};
 
 const NAME: &str = "permits";
+/// The one key every keyed acquisition is for.
+const KEY: &[u8] = b"tenant:42";
 
 /// A concurrency limit with more permits than workers, so every acquisition succeeds.
 pub struct Permits {
     path: PathBuf,
     limit: Limit,
+    keyed: bool,
     _dir: TempDir,
+}
+
+/// One worker's handle, and whether it takes the key's permits.
+pub struct PermitWorker {
+    limit: Limit,
+    keyed: bool,
 }
 
 impl Permits {
     /// A fresh file holding a limit of `permits` concurrent holders.
     pub fn new(permits: u64) -> Self {
+        Self::create(permits, false)
+    }
+
+    /// A fresh file holding a keyed limit of `permits` concurrent holders per key (all
+    /// acquisitions are for one key, so they share its slot and its permits).
+    pub fn keyed(permits: u64) -> Self {
+        Self::create(permits, true)
+    }
+
+    fn create(permits: u64, keyed: bool) -> Self {
         let dir = scratch_dir();
         let path = file_in(&dir, "permits");
-        let limiter = Limiter::builder()
-            .limit(NAME, Concurrency::new(permits))
+        let builder = Limiter::builder();
+        let builder = if keyed {
+            builder.keyed_limit(NAME, Concurrency::new(permits), Keyed::new(1024))
+        } else {
+            builder.limit(NAME, Concurrency::new(permits))
+        };
+        let limiter = builder
             .create_or_open(&path)
             .expect("create the limiter file");
         let limit = limiter.limit(NAME).expect("the limit just defined");
         Permits {
             path,
             limit,
+            keyed,
             _dir: dir,
         }
     }
 }
 
 impl Contender for Permits {
-    type Worker = Limit;
+    type Worker = PermitWorker;
 
-    fn worker(&self) -> Limit {
-        self.limit.clone()
+    fn worker(&self) -> PermitWorker {
+        PermitWorker {
+            limit: self.limit.clone(),
+            keyed: self.keyed,
+        }
     }
 
     /// Attach by path, as another process would (its own holder identity).
-    fn attach(&self) -> Limit {
-        Limiter::open(&self.path)
-            .expect("attach to the limiter file")
-            .limit(NAME)
-            .expect("the limit is in the file")
+    fn attach(&self) -> PermitWorker {
+        PermitWorker {
+            limit: Limiter::open(&self.path)
+                .expect("attach to the limiter file")
+                .limit(NAME)
+                .expect("the limit is in the file"),
+            keyed: self.keyed,
+        }
     }
 
     /// Admitted when a permit was granted; it is released (dropped) at once.
     #[inline(always)]
-    fn decide(worker: &mut Limit) -> bool {
-        worker
-            .try_acquire_permit()
+    fn decide(worker: &mut PermitWorker) -> bool {
+        let permit = if worker.keyed {
+            worker.limit.try_acquire_key_permit(KEY)
+        } else {
+            worker.limit.try_acquire_permit()
+        };
+        permit
             .expect("a healthy concurrency limit always decides")
             .is_some()
     }
