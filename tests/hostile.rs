@@ -53,6 +53,7 @@ fn create(path: &Path) -> Limiter {
         .limit("log", SlidingLog::new(CAP, Duration::from_secs(60)))
         .limit("conc", Concurrency::new(PERMITS))
         .keyed_limit("keyed", TokenBucket::new(KEY_CAP, slow), Keyed::new(16))
+        .keyed_limit("keyed_conc", Concurrency::new(PERMITS), Keyed::new(8))
         .create_or_open(path)
         .expect("creating the test file")
 }
@@ -92,6 +93,7 @@ const SW: u64 = 2;
 const LOG: u64 = 3;
 const CONC: u64 = 4;
 const KEYED: u64 = 5;
+const KEYED_CONC: u64 = 6;
 
 /// Run `n` decisions of cost 1 on every limit at one instant (permits are held, not released)
 /// and check that none admits more than its capacity; errors must be `CorruptState` (or a clock
@@ -109,6 +111,12 @@ fn decide_at_one_instant(limiter: &Limiter, n: usize) -> Vec<u64> {
         for _ in 0..n {
             match l.name() {
                 "conc" => match l.try_acquire_permit() {
+                    Ok(Some(p)) => permits.push(p),
+                    Ok(None) => {}
+                    Err(e) => fail_closed(e, &l),
+                },
+                // One key's permits: at most C of them.
+                "keyed_conc" => match l.try_acquire_key_permit(b"k") {
                     Ok(Some(p)) => permits.push(p),
                     Ok(None) => {}
                     Err(e) => fail_closed(e, &l),
@@ -320,9 +328,6 @@ fn damaged_state_words_fail_closed() {
     assert!(n <= KEY_CAP);
 }
 
-/// Garbage permit owner and stamp words: words naming no live process are taken over
-/// (reclaimed), words naming a live process with another start time too, and words naming
-/// this live process count as held: never more than C held, never a panic.
 /// Counters are words any process can write: all of them at `u64::MAX` sum to `u64::MAX`
 /// (saturating), not to an overflow panic, and decisions go on counting from there.
 #[test]
@@ -345,6 +350,9 @@ fn counters_at_their_maximum_saturate() {
     decide_at_one_instant(&limiter, CAP as usize);
 }
 
+/// Garbage permit owner and stamp words: words naming no live process are taken over
+/// (reclaimed), words naming a live process with another start time too, and words naming
+/// this live process count as held: never more than C held, never a panic.
 #[test]
 fn garbage_permit_words_fail_closed() {
     let (_dir, path) = temp_path("permits.shm");
@@ -369,6 +377,46 @@ fn garbage_permit_words_fail_closed() {
         assert!(held.len() as u64 <= PERMITS, "garbage {garbage:#x}");
         let _ = conc.permit_holders();
         let _ = conc.reclaim_dead_permits();
+    }
+    // Keyed permits: every key slot holding a random tag or the key's own, with every bit set
+    // (and bits beyond C), over entries of garbage owners: a key never gets more than C.
+    for (garbage, own_tag) in [(u64::MAX, false), (0x3F_FFFF, true), (1, true), (0, true)] {
+        fresh(&path);
+        let (at, len) = slot_of(&path, KEYED_CONC);
+        let tag = Limiter::open(&path)
+            .unwrap()
+            .limit("keyed_conc")
+            .unwrap()
+            .key_tag(b"k")
+            .unwrap();
+        let slots = 8;
+        for i in 0..slots {
+            let t = if own_tag && i == 0 {
+                tag
+            } else {
+                0x1234_5678 + i
+            };
+            write_word(&path, at + 128 + i * 16, t);
+            write_word(&path, at + 128 + i * 16 + 8, u64::MAX);
+        }
+        let blocks = at + 128 + slots * 16;
+        for w in 0..(len - 128 - slots * 16) / 8 {
+            write_word(&path, blocks + w * 8, garbage);
+        }
+        let limiter = open();
+        let kc = limiter.limit("keyed_conc").unwrap();
+        let held: Vec<_> = (0..2 * PERMITS)
+            .filter_map(|_| kc.try_acquire_key_permit(b"k").unwrap())
+            .collect();
+        assert!(
+            held.len() as u64 <= PERMITS,
+            "garbage {garbage:#x}: {}",
+            held.len()
+        );
+        assert!(kc.key_permits_held(b"k").unwrap() as u64 <= PERMITS);
+        let _ = kc.permit_holders();
+        let _ = kc.reclaim_dead_permits();
+        let _ = kc.reclaim_idle_keys();
     }
     // Permits: owner words naming this live process (pid and start time) but never acquired
     // through a handle: they count as held, nothing is admitted beyond C.
@@ -415,7 +463,7 @@ proptest! {
             for ((region, seed), patch) in &patches {
                 let (base, span) = match region {
                     0 => (0, HEADER_WORDS * 8),
-                    1 => (DEFS_OFFSET, 6 * DEF_SIZE),
+                    1 => (DEFS_OFFSET, 7 * DEF_SIZE),
                     2 => (*slots_at, *slots_len),
                     _ => (0, damaged.len() as u64),
                 };
