@@ -1,8 +1,9 @@
 //! Concurrency (in-flight) limits with crash-safe permits.
 //!
 //! A concurrency limit allows at most `C` permits to be held at once across every process
-//! attached to the file. A [`Permit`] is released when dropped; through the C ABI it is a
-//! [`Permit::id`] given back with [`crate::Limit::release_permit`].
+//! attached to the file; a keyed one, at most `C` per key ([`keyed`] describes how the key
+//! table and the permit entries work together). A [`Permit`] is released when dropped; through
+//! the C ABI it is a [`Permit::id`] given back with [`crate::Limit::release_permit`].
 //!
 //! ```
 //! # fn main() -> Result<(), shmlimit::Error> {
