@@ -76,6 +76,14 @@ pub(crate) struct KeyedPermits<'a, P, A> {
     keys: Table<'a, P>,
     entries: &'a [A],
     permits: usize,
+    /// Whether permits can be taken over from live holders (a lease): releases then pin.
+    leased: bool,
+}
+
+/// The clock of the key table's lookups: a key's permit state is fresh exactly when no bit is
+/// set, whatever the time, so lookups need no clock read.
+fn no_clock() -> u64 {
+    0
 }
 
 impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
@@ -90,7 +98,15 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
             keys: Table::new(keys),
             entries,
             permits,
+            leased: true,
         }
+    }
+
+    /// Declare whether the limit has a lease. Without one, no live holder's entry is ever
+    /// taken over, so a release need not pin its entry first (one CAS less).
+    pub(crate) fn leased(mut self, leased: bool) -> Self {
+        self.leased = leased;
+        self
     }
 
     /// Permits per key.
@@ -124,7 +140,7 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
 
     /// Take a permit of the key `tag` for `me` (an owner identity): a free entry of its block,
     /// else one whose holder `reclaimable` judges gone (or past its lease). `start` spreads
-    /// processes over the entries; `now` dates the stamps and the table's clock reads.
+    /// processes over the entries; `now` dates the stamps.
     pub(crate) fn acquire<T: Template>(
         &self,
         t: &T,
@@ -135,7 +151,7 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
         reclaimable: &mut impl FnMut(OwnerWord, Option<u64>) -> bool,
     ) -> Result<KeyAcquire> {
         loop {
-            let slot = match self.keys.locate(t, tag, true, now)?.0 {
+            let slot = match self.keys.locate(t, tag, true, &mut no_clock)?.0 {
                 Located::Live(at, _) => at,
                 // A new key: make the empty slot its live slot (holding no permit), then take
                 // a permit as from any slot.
@@ -201,13 +217,23 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
     /// `word`. False if it was no longer held (taken over after its lease, or reset).
     pub(crate) fn release(&self, slot: usize, entry: usize, word: OwnerWord) -> bool {
         let block = self.block(slot);
-        // Pin the entry: a new generation makes its stamp stale, so no lease take-over can
-        // judge it while the bit is cleared (a take-over from a dead owner still can).
-        let Some(pinned) = block.replace(entry, word, Some(word.owner())) else {
-            return false;
+        let held = if self.leased {
+            // Pin the entry: a new generation makes its stamp stale, so no lease take-over can
+            // judge it while the bit is cleared (a take-over from a dead owner still can).
+            match block.replace(entry, word, Some(word.owner())) {
+                Some(pinned) => pinned,
+                None => return false,
+            }
+        } else {
+            // Without a lease only a dead holder's entry is taken over: while we live, the
+            // entry and its bit stay ours.
+            if block.read(entry).0 != word {
+                return false;
+            }
+            word
         };
         self.clear_bit(slot, entry);
-        block.release(entry, pinned)
+        block.release(entry, held)
     }
 
     /// Clear bit `entry` of key slot `slot` (rule 1: the caller holds the entry).
@@ -241,13 +267,8 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
     }
 
     /// Committed permits of the key `tag` now: the bits set in its live slot (0 without one).
-    pub(crate) fn held<T: Template>(
-        &self,
-        t: &T,
-        tag: u64,
-        now: &mut impl FnMut() -> u64,
-    ) -> Result<u32> {
-        Ok(match self.keys.locate(t, tag, false, now)?.0 {
+    pub(crate) fn held<T: Template>(&self, t: &T, tag: u64) -> Result<u32> {
+        Ok(match self.keys.locate(t, tag, false, &mut no_clock)?.0 {
             Located::Live(_, (_, state)) => self.held_bits(state).count_ones(),
             _ => 0,
         })
@@ -323,7 +344,7 @@ mod tests {
                 other => panic!("{other:?}"),
             }
         }
-        assert_eq!(kp.held(&t, 7, &mut now).unwrap(), 3);
+        assert_eq!(kp.held(&t, 7).unwrap(), 3);
         assert_eq!(
             kp.acquire(&t, 7, ME, 0, &mut now, &mut never).unwrap(),
             KeyAcquire::AllHeld
@@ -336,7 +357,7 @@ mod tests {
         let (slot, entry, word) = held.pop().unwrap();
         assert!(kp.release(slot, entry, word));
         assert!(!kp.release(slot, entry, word), "only once");
-        assert_eq!(kp.held(&t, 7, &mut now).unwrap(), 2);
+        assert_eq!(kp.held(&t, 7).unwrap(), 2);
         assert!(matches!(
             kp.acquire(&t, 7, ME, 0, &mut now, &mut never).unwrap(),
             KeyAcquire::Held { .. }
@@ -399,7 +420,7 @@ mod tests {
         }
         let mut dead = |w: OwnerWord, _: Option<u64>| w.owner() == DEAD;
         assert_eq!(kp.reclaim(0x9999, &mut now, &mut dead), 1);
-        assert_eq!(kp.held(&t, 4, &mut now).unwrap(), 1);
+        assert_eq!(kp.held(&t, 4).unwrap(), 1);
         assert_eq!(kp.holders().len(), 1);
         assert_eq!(kp.holders()[0].2.owner(), ME);
     }

@@ -279,7 +279,7 @@ impl<C: Clock> Limit<C> {
         let keys = crate::keyed::slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
         let blocks = &self.area()[layout::key_table_words(k.slots() as usize)..];
         Ok((
-            Entries::Keyed(KeyedPermits::new(keys, blocks, permits as usize)),
+            Entries::Keyed(KeyedPermits::new(keys, blocks, permits as usize).leased(lease_ns > 0)),
             lease_ns,
         ))
     }
@@ -578,7 +578,7 @@ impl<C: Clock> Limit<C> {
     pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
         let tag = self.key_tag(key)?;
         let (kp, _) = self.keyed_permits()?;
-        kp.held(self, tag, &mut || self.clock().now_ns())
+        kp.held(self, tag)
     }
 
     /// Give back the entry `word` committed; wake waiters. False if it was not held.
