@@ -424,15 +424,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// As [`GuardedLimit::try_acquire`], plus [`Error::InvalidKey`] and [`Error::TableFull`].
     /// A bad key is refused even while unavailable.
     pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<GuardedDecision> {
-        if key.is_empty() || key.len() > crate::keyed::MAX_KEY_LEN {
-            return Err(Error::InvalidKey {
-                reason: format!(
-                    "a key must be 1..={} bytes, not {}",
-                    crate::keyed::MAX_KEY_LEN,
-                    key.len()
-                ),
-            });
-        }
+        check_key_len(key)?;
         self.decide(cost, |l| l.try_acquire_key(key, cost))
     }
 
@@ -443,6 +435,26 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::WrongKind`] if the limit is not a concurrency limit (once attached),
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_permit(&self) -> Result<GuardedPermit<C>> {
+        self.permit(|l| l.try_acquire_permit())
+    }
+
+    /// [`Limit::try_acquire_key_permit`], or the policy while unavailable.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`] (even while unavailable); once attached, [`Error::WrongKind`] if
+    /// the limit is not a keyed concurrency limit and [`Error::TableFull`];
+    /// [`Error::UnknownLimit`].
+    pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<GuardedPermit<C>> {
+        check_key_len(key)?;
+        self.permit(|l| l.try_acquire_key_permit(key))
+    }
+
+    /// A permit from `acquire` once attached, else the policy's answer.
+    fn permit(
+        &self,
+        acquire: impl FnOnce(&Limit<C>) -> Result<Option<Permit<C>>>,
+    ) -> Result<GuardedPermit<C>> {
         let unavailable = |d: GuardedDecision| match d {
             GuardedDecision::Unavailable {
                 allowed,
@@ -455,7 +467,7 @@ impl<C: Clock> GuardedLimit<C> {
         };
         match self.limit()? {
             None => Ok(unavailable(self.unavailable())),
-            Some(l) => match l.try_acquire_permit() {
+            Some(l) => match acquire(l) {
                 Ok(Some(p)) => Ok(GuardedPermit::Held(p)),
                 Ok(None) => Ok(GuardedPermit::AllHeld),
                 Err(Error::CorruptState { .. }) => Ok(unavailable(self.unavailable())),
@@ -463,4 +475,19 @@ impl<C: Clock> GuardedLimit<C> {
             },
         }
     }
+}
+
+/// A key's length is checked even while the file is unavailable: a bad key is the caller's
+/// error whatever state the file is in.
+fn check_key_len(key: &[u8]) -> Result<()> {
+    if key.is_empty() || key.len() > crate::keyed::MAX_KEY_LEN {
+        return Err(Error::InvalidKey {
+            reason: format!(
+                "a key must be 1..={} bytes, not {}",
+                crate::keyed::MAX_KEY_LEN,
+                key.len()
+            ),
+        });
+    }
+    Ok(())
 }

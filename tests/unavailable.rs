@@ -285,3 +285,46 @@ fn guarded_permits_follow_the_policy_then_the_real_limit() {
         Err(Error::WrongKind { .. })
     ));
 }
+
+#[test]
+fn guarded_keyed_permits_follow_the_policy_then_each_keys_limit() {
+    let (_dir, path) = temp_path("keyed_permits.shm");
+    let g = Limiter::open_guarded(&path, Duration::ZERO);
+    let open = g.limit("in_flight", Unavailable::FailOpen);
+    let closed = g.limit("in_flight", Unavailable::FailClosed);
+    let p = open.try_acquire_key_permit(b"u1").unwrap();
+    assert!(p.is_allowed() && p.is_unavailable() && p.permit().is_none());
+    assert!(!closed.try_acquire_key_permit(b"u1").unwrap().is_allowed());
+    // A bad key is refused even while the file is missing.
+    assert!(matches!(
+        open.try_acquire_key_permit(b""),
+        Err(Error::InvalidKey { .. })
+    ));
+    Limiter::builder()
+        .keyed_limit(
+            "in_flight",
+            shmlimit::Concurrency::new(1),
+            shmlimit::Keyed::new(16),
+        )
+        .create_or_open(&path)
+        .unwrap();
+    let held = closed.try_acquire_key_permit(b"u1").unwrap();
+    assert!(held.is_allowed() && held.permit().is_some());
+    let busy = open.try_acquire_key_permit(b"u1").unwrap();
+    assert!(matches!(busy, shmlimit::GuardedPermit::AllHeld), "{busy:?}");
+    assert!(open
+        .try_acquire_key_permit(b"u2")
+        .unwrap()
+        .permit()
+        .is_some());
+    drop(held);
+    assert!(open
+        .try_acquire_key_permit(b"u1")
+        .unwrap()
+        .permit()
+        .is_some());
+    assert!(matches!(
+        open.try_acquire_permit(),
+        Err(Error::WrongKind { .. })
+    ));
+}
