@@ -196,6 +196,45 @@ fn loom_insert_same_key_through_two_idle_slots() {
     });
 }
 
+/// A bucket of one token per ms.
+const BUCKET_OF_ONE: Gcra = Gcra {
+    emission_ns: 1_000_000,
+    tolerance_ns: 1_000_000,
+    capacity: 1,
+};
+
+/// `threads` threads each decide once for K on a bucket of one in a table holding `pairs`,
+/// with the clock at `start`: the final pairs, and each decision's (clock, admitted).
+fn insert_one_key(
+    threads: usize,
+    pairs: &[(u64, u64)],
+    start: u64,
+) -> (Vec<(u64, u64)>, Vec<(u64, bool)>) {
+    let t = Pure::Bucket(BUCKET_OF_ONE);
+    let world = World::new(pairs, start);
+    let handles: Vec<_> = (0..threads)
+        .map(|_| {
+            let world = Arc::clone(&world);
+            thread::spawn(move || world.acquire(&t, K, 1, true))
+        })
+        .collect();
+    let results = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    (world.pairs(), results)
+}
+
+/// At most one admission of a bucket of one, and at most one live slot of K.
+fn assert_budget_of_one(pairs: &[(u64, u64)], results: &[(u64, bool)]) {
+    let admitted = results.iter().filter(|r| r.1).count();
+    assert!(
+        admitted <= 1,
+        "{admitted} admitted by a bucket of one within ns: {pairs:?} {results:?}"
+    );
+    assert!(
+        live(pairs, K).len() <= 1,
+        "at most one live slot: {pairs:?}"
+    );
+}
+
 #[test]
 fn loom_two_inserts_through_idle_slots_never_exceed_the_key_budget() {
     // A bucket of one token per ms for key K, inserted by two threads at once through the two
@@ -204,30 +243,8 @@ fn loom_two_inserts_through_idle_slots_never_exceed_the_key_budget() {
     // the two claims can pick different slots. Claims admit nothing and every decision is made
     // on the one live slot left once the other claim is retired: at most one admission in 2 ns.
     model("budget of one through idle slots", 3, || {
-        let g = Gcra {
-            emission_ns: 1_000_000,
-            tolerance_ns: 1_000_000,
-            capacity: 1,
-        };
-        let t = Pure::Bucket(g);
-        let world = World::new(&[(A, 100), (C, 0)], 98);
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let world = Arc::clone(&world);
-                thread::spawn(move || world.acquire(&t, K, 1, true))
-            })
-            .collect();
-        let results: Vec<(u64, bool)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let pairs = world.pairs();
-        let admitted = results.iter().filter(|r| r.1).count();
-        assert!(
-            admitted <= 1,
-            "{admitted} admitted by a bucket of one within ns: {pairs:?} {results:?}"
-        );
-        assert!(
-            live(&pairs, K).len() <= 1,
-            "at most one live slot: {pairs:?}"
-        );
+        let (pairs, results) = insert_one_key(2, &[(A, 100), (C, 0)], 98);
+        assert_budget_of_one(&pairs, &results);
     });
 }
 
@@ -485,26 +502,8 @@ fn loom_three_inserts_of_a_bucket_of_one_through_idle_slots() {
     // turns idle), another slot 0 (after), and a third may read slot 0 before its claim and slot
     // 1 after the other: still at most one admission.
     model("bucket of one, three inserts", 3, || {
-        let g = Gcra {
-            emission_ns: 1_000_000,
-            tolerance_ns: 1_000_000,
-            capacity: 1,
-        };
-        let t = Pure::Bucket(g);
-        let world = World::new(&[(A, 100), (C, 0)], 98);
-        let handles: Vec<_> = (0..3)
-            .map(|_| {
-                let world = Arc::clone(&world);
-                thread::spawn(move || world.acquire(&t, K, 1, true))
-            })
-            .collect();
-        let results: Vec<(u64, bool)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let pairs = world.pairs();
-        let admitted = results.iter().filter(|r| r.1).count();
-        assert!(
-            admitted <= 1,
-            "{admitted} admitted by a bucket of one within ns: {pairs:?} {results:?}"
-        );
+        let (pairs, results) = insert_one_key(3, &[(A, 100), (C, 0)], 98);
+        assert_budget_of_one(&pairs, &results);
     });
 }
 
@@ -514,21 +513,7 @@ fn loom_a_stale_claim_left_by_a_killed_claimer_is_taken_over() {
     // an idle key. Two threads insert K with a budget of one token: the stale claim is a free
     // slot like any other, K ends with one live slot, no claim is left, one admission at most.
     model("stale claim taken over", 3, || {
-        let g = Gcra {
-            emission_ns: 1_000_000,
-            tolerance_ns: 1_000_000,
-            capacity: 1,
-        };
-        let t = Pure::Bucket(g);
-        let world = World::new(&[(K | PENDING, 12345), (C, 0)], 100);
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let world = Arc::clone(&world);
-                thread::spawn(move || world.acquire(&t, K, 1, true))
-            })
-            .collect();
-        let results: Vec<(u64, bool)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        let pairs = world.pairs();
+        let (pairs, results) = insert_one_key(2, &[(K | PENDING, 12345), (C, 0)], 100);
         assert_eq!(
             results.iter().filter(|r| r.1).count(),
             1,
