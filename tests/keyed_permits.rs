@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_lock, fork_workers, pipe, read_byte, reap, sigkill, temp_path, write_byte,
-    Active, SharedWords, XorShift,
+    fork_child, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap, sigkill, temp_path,
+    write_byte, Active, SharedWords, XorShift,
 };
 use shmlimit::{Concurrency, Error, FullPolicy, Keyed, Limiter};
 
@@ -189,22 +189,12 @@ fn permits_of_killed_holders_come_back_to_their_key() {
             })
         })
         .collect();
-    for k in 0..KILLS {
-        let (r, w) = pipe();
-        let victim = fork_child(|| {
-            let p = in_flight
+    for _ in 0..KILLS {
+        let victim = permit_victim(&active, C, || {
+            in_flight
                 .acquire_key_permit_timeout(b"hot", Duration::from_secs(20))
                 .unwrap()
-                .expect("a permit");
-            active.enter(C);
-            write_byte(&w);
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-                let _ = p.id();
-            }
         });
-        drop(w);
-        assert!(read_byte(&r), "victim {k} never got a permit");
         // Count the victim out before it dies: the counter stays an upper bound of the holders.
         active.leave();
         sigkill(victim);

@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_lock, fork_workers, pipe, read_byte, reap, sigkill, temp_path, write_byte,
-    Active, SharedWords, MS,
+    fork_child, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap, sigkill, temp_path,
+    write_byte, Active, SharedWords, MS,
 };
 use shmlimit::{Clock, Concurrency, Error, Limiter, ManualClock, TokenBucket};
 
@@ -111,24 +111,10 @@ fn permits_of_killed_holders_come_back() {
     }
     let mut took_over = Vec::new();
     for k in 0..KILLS {
-        let (r, w) = pipe();
-        let victim = fork_child(|| {
-            let p = db
-                .acquire_permit_timeout(Duration::from_secs(20))
-                .unwrap()
-                .expect("a permit");
-            active.enter(C);
-            write_byte(&w);
-            // Hold it until killed.
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-                let _ = p.id();
-            }
+        let victim = permit_victim(&active, C, || {
+            db.acquire_permit_timeout(Duration::from_secs(20)).unwrap()
         });
-        drop(w);
-        assert!(read_byte(&r), "victim {k} never got a permit");
-        // The victim will never count itself out: do it for it before it dies, so the counter
-        // stays an upper bound of the live holders at every instant.
+        // The victim will never count itself out: do it for it before it dies.
         active.leave();
         sigkill(victim);
         if k % 2 == 0 {

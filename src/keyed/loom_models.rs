@@ -196,6 +196,9 @@ fn loom_insert_same_key_through_two_idle_slots() {
     });
 }
 
+/// One decision: the clock value it was decided with, and whether it admitted.
+type Grant = (u64, bool);
+
 /// A bucket of one token per ms.
 const BUCKET_OF_ONE: Gcra = Gcra {
     emission_ns: 1_000_000,
@@ -209,7 +212,7 @@ fn insert_one_key(
     threads: usize,
     pairs: &[(u64, u64)],
     start: u64,
-) -> (Vec<(u64, u64)>, Vec<(u64, bool)>) {
+) -> (Vec<(u64, u64)>, Vec<Grant>) {
     let t = Pure::Bucket(BUCKET_OF_ONE);
     let world = World::new(pairs, start);
     let handles: Vec<_> = (0..threads)

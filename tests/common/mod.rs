@@ -397,3 +397,27 @@ pub fn write_byte(fd: &OwnedFd) {
     let n = unsafe { libc::write(fd.as_raw_fd(), (&b as *const u8).cast(), 1) };
     assert_eq!(n, 1);
 }
+
+/// Fork a child that takes a permit with `acquire`, counts itself in `active` (bound `c`) and
+/// holds the permit until it is killed; returns its pid once it holds. The child never counts
+/// itself out: the caller does (`active.leave()`) before it kills the child, so the counter
+/// stays an upper bound of the live holders at every instant.
+pub fn permit_victim<P>(
+    active: &Active,
+    c: u64,
+    acquire: impl FnOnce() -> Option<P>,
+) -> libc::pid_t {
+    let (r, w) = pipe();
+    let victim = fork_child(|| {
+        let held = acquire().expect("a permit");
+        active.enter(c);
+        write_byte(&w);
+        loop {
+            std::thread::sleep(std::time::Duration::from_secs(1));
+            std::hint::black_box(&held);
+        }
+    });
+    drop(w);
+    assert!(read_byte(&r), "victim {victim} never got a permit");
+    victim
+}
