@@ -229,11 +229,9 @@ fn later_calls_are_clean_under_sanitizers() {
     assert!(out.contains(" passed, 0 failed"), "{out}");
 }
 
-/// Reproducer: `Permit::into_id` forgets the whole permit, including its `Limit` (an `Arc` of
-/// the mapping), so every permit handed to C leaks that reference and the mapping is never
-/// unmapped; LeakSanitizer reports it at exit.
+/// Every later call under LeakSanitizer: nothing leaks, permits handed to C by id included
+/// (`Permit::into_id` once forgot its `Limit`, an `Arc` of the mapping).
 #[test]
-#[ignore = "Permit::into_id leaks its Limit handle (library bug, reported)"]
 fn later_calls_leak_nothing() {
     let flags = [&["-std=c99", "-D_POSIX_C_SOURCE=200809L"], SANITIZE].concat();
     let out = build_and_run("features", "gcc", &flags, Link::Shared);
@@ -500,13 +498,10 @@ fn rust_and_c_workers_share_one_budget() {
     }
 }
 
-/// Reproducer, through the ABI itself: after a permit is acquired and released by id and every
-/// handle is freed, the file must no longer be mapped. `Permit::into_id` forgets the permit
-/// with its `Limit` (an `Arc` of the mapping), so the mapping stays for the life of the
-/// process. The fix belongs in `Permit::into_id`: take the entry out (`self.entry = None`) and
-/// let the handle drop normally instead of `mem::forget(self)`.
+/// Through the ABI itself: after a permit is acquired and released by id and every handle is
+/// freed, the file is no longer mapped (`Permit::into_id` once forgot its `Limit`, an `Arc` of
+/// the mapping, which kept it mapped for the life of the process).
 #[test]
-#[ignore = "Permit::into_id leaks its Limit handle (library bug, reported)"]
 fn permit_ids_keep_no_mapping_alive() {
     use shmlimit::ffi::{self, shmlimit_status::SHMLIMIT_OK};
     let dir = tempfile::tempdir().expect("tempdir");

@@ -330,7 +330,9 @@ typedef struct shmlimit_decision {
     uint64_t grant[2];
     // `reserved[0]` is the decision's flags word: `SHMLIMIT_DECISION_UNAVAILABLE` for a guarded
     // decision made by the fail-open / fail-closed policy, zero otherwise. `reserved[1]` is
-    // written as zero.
+    // part of the grant record: it names the limit (and file) that made the grant, so that a
+    // refund on another limit is refused with `SHMLIMIT_WRONG_KIND`; zero when there is no
+    // grant. A record with `reserved[1]` zero is not checked.
     uint64_t reserved[2];
 } shmlimit_decision;
 

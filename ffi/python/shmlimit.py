@@ -855,7 +855,7 @@ class Decision:
                  "_grant")
 
     def __init__(self, allowed: bool, remaining: int, retry_after_ns: int,
-                 shadow_denied: bool = False, _grant: tuple = (0, 0), unavailable: bool = False):
+                 shadow_denied: bool = False, _grant: tuple = (0, 0, 0), unavailable: bool = False):
         self.allowed = allowed
         self.remaining = remaining
         self.retry_after_ns = retry_after_ns
@@ -866,14 +866,15 @@ class Decision:
     @classmethod
     def _of(cls, out: "_Decision") -> "Decision":
         return cls(bool(out.allowed), out.remaining, out.retry_after_ns, bool(out.shadow_denied),
-                   (out.grant[0], out.grant[1]),
+                   (out.grant[0], out.grant[1], out.reserved[1]),
                    bool(out.reserved[0] & _DECISION_UNAVAILABLE))
 
     def _struct(self) -> "_Decision":
         out = _Decision()
         out.allowed, out.shadow_denied = self.allowed, self.shadow_denied
         out.remaining, out.retry_after_ns = self.remaining, self.retry_after_ns
-        out.grant[0], out.grant[1] = self._grant
+        # The grant record: two words and the limit that made it (reserved[1]).
+        out.grant[0], out.grant[1], out.reserved[1] = self._grant
         out.reserved[0] = _DECISION_UNAVAILABLE if self.unavailable else 0
         return out
 

@@ -259,6 +259,12 @@ class LaterFeaturesTest(unittest.TestCase):
             self.assertTrue(b.peek(2))
             with self.assertRaises(shmlimit.CostExceedsCapacityError):
                 log.try_acquire(3)
+            # A grant names its limit: refunded on another one, it is refused.
+            spent = b.try_acquire(2)
+            with self.assertRaises(shmlimit.WrongKindError):
+                log.refund(spent)
+            b.refund(spent)
+            self.assertTrue(b.peek(2))
 
     def test_retune_reset_and_live_definition(self):
         with Limiter.create_or_open(self.path, {

@@ -260,6 +260,20 @@ static void refunds(const char *dir) {
     OK(shmlimit_acquire(log, 3, &b));
     CHECK(b.allowed && b.remaining == 0);
 
+    /* A grant record names the limit that made it: refunded on another limit it is refused,
+     * and nothing is given back there. */
+    {
+        shmlimit_decision grant, refused;
+        OK(shmlimit_acquire(bucket, 1, &grant));
+        CHECK(grant.allowed && grant.reserved[1] != 0);
+        OK(shmlimit_acquire(log, 1, &refused));
+        CHECK(!refused.allowed && refused.reserved[1] == 0);
+        EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_refund", shmlimit_refund(log, &grant));
+        OK(shmlimit_peek(log, 1, &refused));
+        CHECK(!refused.allowed); /* the log stays spent */
+        OK(shmlimit_refund(bucket, &grant));
+    }
+
     /* Errors. */
     EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_refund", shmlimit_refund(NULL, &a));
     EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_refund", shmlimit_refund(bucket, NULL));

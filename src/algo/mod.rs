@@ -63,7 +63,7 @@ pub struct Decision {
     /// The full budget in the unit of `slack` (tolerance ns, or the limit): for near-limit.
     pub(crate) whole: u64,
     /// Which limit (and file) made this decision, for refunds: 0 when unknown (a grant
-    /// rebuilt from a C grant record).
+    /// rebuilt from a C grant record whose `reserved[1]` was cleared).
     pub(crate) origin: u64,
 }
 

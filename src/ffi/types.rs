@@ -186,7 +186,9 @@ pub struct shmlimit_decision {
     pub grant: [u64; 2],
     /// `reserved[0]` is the decision's flags word: `SHMLIMIT_DECISION_UNAVAILABLE` for a guarded
     /// decision made by the fail-open / fail-closed policy, zero otherwise. `reserved[1]` is
-    /// written as zero.
+    /// part of the grant record: it names the limit (and file) that made the grant, so that a
+    /// refund on another limit is refused with `SHMLIMIT_WRONG_KIND`; zero when there is no
+    /// grant. A record with `reserved[1]` zero is not checked.
     pub reserved: [u64; 2],
 }
 
@@ -327,7 +329,7 @@ impl From<Decision> for shmlimit_decision {
             remaining: d.remaining(),
             retry_after_ns: d.retry_after_ns(),
             grant: d.grant_record(),
-            reserved: [0; 2],
+            reserved: [0, if d.grant_record() == [0; 2] { 0 } else { d.origin }],
         }
     }
 }
@@ -336,15 +338,18 @@ impl shmlimit_decision {
     /// The decision with its grant record cleared (a peek grants nothing to refund).
     pub(crate) fn without_grant(mut self) -> Self {
         self.grant = [0; 2];
+        self.reserved[1] = 0;
         self
     }
 
-    /// The grant this decision records, for a refund.
+    /// The grant this decision records, for a refund, with the limit that made it.
     pub(crate) fn to_grant(self) -> Decision {
         if !self.allowed {
             return Decision::from_grant_record([0; 2]);
         }
-        Decision::from_grant_record(self.grant)
+        let mut grant = Decision::from_grant_record(self.grant);
+        grant.origin = self.reserved[1];
+        grant
     }
 }
 
