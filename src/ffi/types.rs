@@ -323,13 +323,16 @@ const _: () = {
 
 impl From<Decision> for shmlimit_decision {
     fn from(d: Decision) -> Self {
+        let grant = d.grant_record();
+        // The limit that made the grant, only where there is one.
+        let origin = if grant == [0; 2] { 0 } else { d.origin };
         shmlimit_decision {
             allowed: d.is_allowed(),
             shadow_denied: d.is_shadow_denied(),
             remaining: d.remaining(),
             retry_after_ns: d.retry_after_ns(),
-            grant: d.grant_record(),
-            reserved: [0, if d.grant_record() == [0; 2] { 0 } else { d.origin }],
+            grant,
+            reserved: [0, origin],
         }
     }
 }
