@@ -15,40 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "shmlimit.h"
-
-static int checks = 0;
-static int failures = 0;
-
-#define CHECK(cond)                                                                 \
-    do {                                                                            \
-        checks++;                                                                   \
-        if (!(cond)) {                                                              \
-            failures++;                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                           \
-    } while (0)
-
-/* `call` must return `code`, and leave a last-error message naming `function`. */
-#define EXPECT_CODE(code, function, call)                                               \
-    do {                                                                                \
-        shmlimit_status got_ = (call);                                                  \
-        checks++;                                                                       \
-        if (got_ != (code)) {                                                           \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d: %s\n", __FILE__,  \
-                    __LINE__, #call, (int)got_, shmlimit_strerror((int32_t)got_),       \
-                    (int)(code), shmlimit_last_error());                                \
-        } else if ((code) != SHMLIMIT_OK &&                                             \
-                   strncmp(shmlimit_last_error(), function ": ", strlen(function ": ")) \
-                       != 0) {                                                          \
-            failures++;                                                                 \
-            fprintf(stderr, "%s:%d: message of %s does not name %s: \"%s\"\n",         \
-                    __FILE__, __LINE__, #call, function, shmlimit_last_error());        \
-        }                                                                               \
-    } while (0)
-
-#define OK(call) EXPECT_CODE(SHMLIMIT_OK, "", call)
+#include "check.h"
 
 static const uint64_t SECOND = UINT64_C(1000000000);
 static const uint64_t HOUR = UINT64_C(3600) * UINT64_C(1000000000);
@@ -62,16 +29,6 @@ static void zero_def(shmlimit_def *def, const char *name, uint32_t kind, uint64_
     def->limit = limit;
     def->period_ns = period_ns;
     def->rate = rate;
-}
-
-static int contains(const char *haystack, const char *needle) {
-    return strstr(haystack, needle) != NULL;
-}
-
-static uint64_t monotonic_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* A fresh file `name` in `dir` holding the one definition `def`. */
