@@ -4,92 +4,14 @@
 //! options, refunds, retuning, composed checks, keys, permits, waits), threads, forked workers,
 //! composed checks across processes and permits of killed holders.
 
-use std::io::Read;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::cbuild::{c_program, compile, lib_dir, root, Link, RustWorker, STRICT};
 use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The directory holding the `libshmlimit.so` and `libshmlimit.a` that cargo built for this
-/// test run: `target/<profile>/deps/`, next to the test executable. (Cargo copies them up to
-/// `target/<profile>/` only when the library itself is a build target, as in `cargo build`, so
-/// that copy may be missing or stale under `cargo test`.)
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("target/<profile>/deps/<test>");
-    let profile = deps.parent().expect("target/<profile>/");
-    for dir in [deps, profile] {
-        if ["libshmlimit.so", "libshmlimit.a"]
-            .iter()
-            .all(|lib| dir.join(lib).is_file())
-        {
-            return dir.to_owned();
-        }
-    }
-    panic!(
-        "libshmlimit.so and libshmlimit.a not found in {} or {} (the crate builds them as \
-         its cdylib and staticlib before the integration tests)",
-        deps.display(),
-        profile.display()
-    );
-}
-
-const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"];
-
-#[derive(Clone, Copy)]
-enum Link {
-    Shared,
-    Static,
-}
-
-/// Compile `sources` into `out` with `compiler` and `std`, linked against libshmlimit.
-fn compile(compiler: &str, lang: &[&str], source: &Path, out: &Path, link: Link) {
-    let lib = lib_dir();
-    let mut cmd = Command::new(compiler);
-    cmd.args(lang)
-        .args(STRICT)
-        .arg("-I")
-        .arg(root().join("ffi/include"))
-        .arg(source)
-        .arg("-o")
-        .arg(out);
-    match link {
-        Link::Shared => {
-            cmd.arg("-L")
-                .arg(&lib)
-                .arg("-lshmlimit")
-                .arg(format!("-Wl,-rpath,{}", lib.display()));
-        }
-        Link::Static => {
-            cmd.arg(lib.join("libshmlimit.a"))
-                .args(["-lpthread", "-ldl", "-lm"]);
-        }
-    }
-    let output = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("running {compiler}: {e}"));
-    assert!(
-        output.status.success(),
-        "{compiler} failed on {}:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A command running a C program built here. `cargo test` puts `target/<profile>/` on
-/// `LD_LIBRARY_PATH`, which the loader searches before the program's run path; point it at the
-/// library of this build instead, so a stale copy there is never loaded.
-fn c_program(program: &Path) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.env("LD_LIBRARY_PATH", lib_dir());
-    cmd
-}
 
 fn run(program: &Path, args: &[&std::ffi::OsStr]) -> Output {
     run_with(program, args, &[])
@@ -325,75 +247,6 @@ fn parse_counts(text: &str) -> (u64, u64) {
     (field("allowed="), field("denied="))
 }
 
-/// Fork a Rust worker deciding on `limit` (resolved before the fork: the child shares the
-/// parent's MAP_SHARED mapping, as an attached process would) until `until_ns`, after waiting
-/// for `start_ns`. It reports `(allowed, denied)` through a pipe.
-fn fork_rust_worker(
-    limit: &shmlimit::Limit,
-    start_ns: u64,
-    until_ns: u64,
-    min_attempts: u64,
-) -> (i32, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: pipe2 succeeded, so both are open descriptors owned by nobody else.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: the child runs only code that neither allocates nor takes locks (clock reads,
-    // atomic decisions, write(2), _exit(2)), so forking a multi-threaded test process is sound.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let clock = MonotonicClock;
-        // Sleep, not spin, while waiting: the C workers need the CPUs to start.
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 200_000,
-        };
-        while clock.now_ns() < start_ns {
-            // SAFETY: `pause` is a valid timespec; the remainder pointer may be NULL.
-            unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
-        }
-        let mut counts = [0u64; 2];
-        let mut i = 0u64;
-        loop {
-            match limit.try_acquire(1) {
-                Ok(d) => counts[d.is_denied() as usize] += 1,
-                // SAFETY: _exit is async-signal-safe and ends the child at once.
-                Err(_) => unsafe { libc::_exit(3) },
-            }
-            i += 1;
-            if i % 64 == 0 && i >= min_attempts && clock.now_ns() >= until_ns {
-                break;
-            }
-        }
-        // SAFETY: `write` is an open pipe; `counts` is 16 readable bytes.
-        let n = unsafe { libc::write(write.as_raw_fd(), counts.as_ptr().cast(), 16) };
-        // SAFETY: as above.
-        unsafe { libc::_exit(if n == 16 { 0 } else { 4 }) };
-    }
-    drop(write);
-    (pid, read)
-}
-
-fn reap_rust_worker(pid: i32, read: OwnedFd) -> (u64, u64) {
-    let mut file = std::fs::File::from(read);
-    let mut bytes = [0u8; 16];
-    file.read_exact(&mut bytes)
-        .expect("worker reports its counts");
-    let mut status = 0;
-    // SAFETY: `pid` is our child; `status` is a valid int.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status}"
-    );
-    (
-        u64::from_ne_bytes(bytes[..8].try_into().unwrap()),
-        u64::from_ne_bytes(bytes[8..].try_into().unwrap()),
-    )
-}
-
 /// Rust workers (forked from this test) and C worker processes (`ffi/examples/worker.c`) decide
 /// on the same file at the same time; their combined admissions respect each bound.
 #[test]
@@ -448,11 +301,12 @@ fn rust_and_c_workers_share_one_budget() {
             })
             .collect();
         let forked: Vec<_> = (0..RUST)
-            .map(|_| fork_rust_worker(&limit, start_ns, until_ns, min_attempts))
+            .map(|_| RustWorker::fork(&limit, start_ns, until_ns, min_attempts))
             .collect();
         let rust: Vec<(u64, u64)> = forked
             .into_iter()
-            .map(|(pid, fd)| reap_rust_worker(pid, fd))
+            .map(|w| w.reap())
+            .map(|r| (r.allowed, r.denied))
             .collect();
         let c: Vec<(u64, u64)> = children
             .into_iter()

@@ -5,71 +5,25 @@
 //! flagged), creates the file through the C ABI and checks that the guarded limits then decide
 //! for real, bounded by their limits.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The directory holding the `libshmlimit.so` that cargo built for this test run:
-/// `target/<profile>/deps/`, next to the test executable (or `target/<profile>/`).
-fn lib_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("target/<profile>/deps/<test>");
-    let profile = deps.parent().expect("target/<profile>/");
-    for dir in [deps, profile] {
-        if dir.join("libshmlimit.so").is_file() {
-            return dir.to_owned();
-        }
-    }
-    panic!(
-        "libshmlimit.so not found in {} or {} (the crate builds it as its cdylib before the \
-         integration tests)",
-        deps.display(),
-        profile.display()
-    );
-}
-
-const STRICT: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic", "-O1", "-g"];
-
-/// Compile `source` into `out` with gcc and `flags`, linked against libshmlimit.so.
-fn compile(flags: &[&str], source: &Path, out: &Path) {
-    let lib = lib_dir();
-    let output = Command::new("gcc")
-        .args(flags)
-        .args(STRICT)
-        .arg("-I")
-        .arg(root().join("ffi/include"))
-        .arg(source)
-        .arg("-o")
-        .arg(out)
-        .arg("-L")
-        .arg(&lib)
-        .arg("-lshmlimit")
-        .arg(format!("-Wl,-rpath,{}", lib.display()))
-        .output()
-        .unwrap_or_else(|e| panic!("running gcc: {e}"));
-    assert!(
-        output.status.success(),
-        "gcc failed on {}:\n{}",
-        source.display(),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
+use common::cbuild::{c_program, compile, root, Link};
 
 /// Build `ffi/tests/guarded.c` with `flags` and run it on a fresh directory; its stdout.
 fn build_and_run(flags: &[&str]) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
     let exe = dir.path().join("guarded");
-    compile(flags, &root().join("ffi/tests/guarded.c"), &exe);
+    compile(
+        "gcc",
+        flags,
+        &root().join("ffi/tests/guarded.c"),
+        &exe,
+        Link::Shared,
+    );
     let work = dir.path().join("work");
     std::fs::create_dir(&work).expect("work dir");
-    // `cargo test` puts `target/<profile>/` on LD_LIBRARY_PATH, searched before the run path:
-    // point it at the library of this build, so a stale copy is never loaded.
-    let output = Command::new(&exe)
+    let output = c_program(&exe)
         .arg(&work)
-        .env("LD_LIBRARY_PATH", lib_dir())
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", exe.display()));
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();

@@ -2,30 +2,14 @@
 //! processes sharing one budget with Rust processes on one file, and permits of a SIGKILLed
 //! Python holder taken over by Rust.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use common::cbuild::{library, root, RustWorker};
 use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The `libshmlimit.so` cargo built for this test run: in `target/<profile>/deps/`, next to the
-/// test executable (the copy in `target/<profile>/` is only refreshed by `cargo build`).
-fn library() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let deps = exe.parent().expect("target/<profile>/deps/<test>");
-    let profile = deps.parent().expect("target/<profile>/");
-    [deps, profile]
-        .iter()
-        .map(|dir| dir.join("libshmlimit.so"))
-        .find(|lib| lib.is_file())
-        .unwrap_or_else(|| panic!("libshmlimit.so not found in {}", deps.display()))
-}
 
 fn python() -> Command {
     let mut cmd = Command::new("python3");
@@ -45,77 +29,6 @@ fn python_unit_tests_pass() {
     eprintln!("{stderr}");
     assert!(out.status.success(), "python unit tests failed:\n{stderr}");
     assert!(stderr.contains("\nOK"), "{stderr}");
-}
-
-/// Fork a Rust worker deciding on `limit` (resolved before the fork; the child shares the
-/// parent's MAP_SHARED mapping) from `start_ns` to `until_ns`; it reports its counts in a pipe.
-fn fork_rust_worker(
-    limit: &shmlimit::Limit,
-    start_ns: u64,
-    until_ns: u64,
-    min_attempts: u64,
-) -> (i32, OwnedFd) {
-    let mut fds = [0; 2];
-    // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: pipe2 succeeded, so both are open descriptors owned by nobody else.
-    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-    // SAFETY: the child runs only code that neither allocates nor takes locks (clock reads,
-    // atomic decisions, write(2), _exit(2)), so forking a multi-threaded test process is sound.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let clock = MonotonicClock;
-        // Sleep, not spin, while waiting: the Python processes need the CPUs to start.
-        let pause = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 200_000,
-        };
-        while clock.now_ns() < start_ns {
-            // SAFETY: `pause` is a valid timespec; the remainder pointer may be NULL.
-            unsafe { libc::nanosleep(&pause, std::ptr::null_mut()) };
-        }
-        // allowed, denied, and the clock read after the last decision.
-        let mut report = [0u64; 3];
-        let mut i = 0u64;
-        loop {
-            match limit.try_acquire(1) {
-                Ok(d) => report[d.is_denied() as usize] += 1,
-                // SAFETY: _exit is async-signal-safe and ends the child at once.
-                Err(_) => unsafe { libc::_exit(3) },
-            }
-            i += 1;
-            if i % 64 == 0 {
-                report[2] = clock.now_ns();
-                if i >= min_attempts && report[2] >= until_ns {
-                    break;
-                }
-            }
-        }
-        // SAFETY: `write` is an open pipe; `report` is 24 readable bytes.
-        let n = unsafe { libc::write(write.as_raw_fd(), report.as_ptr().cast(), 24) };
-        // SAFETY: as above.
-        unsafe { libc::_exit(if n == 24 { 0 } else { 4 }) };
-    }
-    drop(write);
-    (pid, read)
-}
-
-/// `(allowed, denied, clock read after the last decision)` of a forked worker.
-fn reap_rust_worker(pid: i32, read: OwnedFd) -> (u64, u64, u64) {
-    let mut file = std::fs::File::from(read);
-    let mut bytes = [0u8; 24];
-    file.read_exact(&mut bytes)
-        .expect("worker reports its counts");
-    let mut status = 0;
-    // SAFETY: `pid` is our child; `status` is a valid int.
-    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "status {status}"
-    );
-    let word = |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
-    (word(0), word(1), word(2))
 }
 
 /// Three Python processes (multiprocessing, each attaching by path) and three Rust processes
@@ -169,13 +82,10 @@ fn python_and_rust_processes_share_one_budget() {
         let start_ns = clock.now_ns() + 100_000_000;
         let until_ns = start_ns + run_ms * 1_000_000;
         let forked: Vec<_> = (0..RUST)
-            .map(|_| fork_rust_worker(&limit, start_ns, until_ns, min_attempts))
+            .map(|_| RustWorker::fork(&limit, start_ns, until_ns, min_attempts))
             .collect();
         writeln!(script.stdin.take().expect("stdin"), "{start_ns}").expect("send the start time");
-        let rust: Vec<_> = forked
-            .into_iter()
-            .map(|(pid, fd)| reap_rust_worker(pid, fd))
-            .collect();
+        let rust: Vec<_> = forked.into_iter().map(RustWorker::reap).collect();
         let mut report = String::new();
         stdout.read_to_string(&mut report).expect("read the report");
         let out = script.wait_with_output().expect("wait for python");
@@ -190,9 +100,11 @@ fn python_and_rust_processes_share_one_budget() {
             report["allowed"].as_u64().expect("allowed"),
             report["denied"].as_u64().expect("denied"),
         );
-        let rust_end = rust.iter().map(|r| r.2).max().unwrap_or(0);
+        let rust_end = rust.iter().map(|r| r.last_ns).max().unwrap_or(0);
         let end_ns = rust_end.max(report["end_ns"].as_u64().expect("end_ns"));
-        let rust = rust.iter().fold((0, 0), |a, r| (a.0 + r.0, a.1 + r.1));
+        let rust = rust
+            .iter()
+            .fold((0, 0), |a, r| (a.0 + r.allowed, a.1 + r.denied));
         // Every decision is dated after `start_ns` (every worker waits for it) and before the
         // clock read its worker took after its last decision.
         let elapsed_ns = end_ns - start_ns;

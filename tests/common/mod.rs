@@ -4,6 +4,8 @@
 //! Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
+pub mod cbuild;
+
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
