@@ -1,0 +1,231 @@
+"""asyncio: waits on token buckets, windows, keyed limits, permits and reservations inside a real
+asyncio TCP server, with the event loop's lag measured while they wait and no thread added."""
+
+import asyncio
+import threading
+import time
+import unittest
+from typing import Any, Awaitable, Callable, List, Tuple
+
+import shmlimit
+from shmlimit import Concurrency, FixedWindow, Keyed, Limiter, SlidingLog, TokenBucket
+
+from ._support import FileTest
+
+
+class LagMeter:
+    """A task ticking every millisecond, recording how late each tick ran: the event loop is
+    blocked for as long as the largest lateness."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self._task: "asyncio.Task[None]"
+
+    async def _run(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.001)
+            self.worst = max(self.worst, time.monotonic() - before - 0.001)
+
+    def __enter__(self) -> "LagMeter":
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._task.cancel()
+
+
+async def serve(handler: Callable[[str], Awaitable[str]],
+                requests: List[str]) -> Tuple[List[str], float]:
+    """A real asyncio TCP server answering one line per connection with ``handler(line)``,
+    and one client connection per request, all at once; the replies in order and the
+    elapsed seconds."""
+
+    async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        line = (await reader.readline()).decode().strip()
+        writer.write((await handler(line) + "\n").encode())
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(on_client, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+
+    async def client(request: str) -> str:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write((request + "\n").encode())
+        await writer.drain()
+        reply = (await reader.readline()).decode().strip()
+        writer.close()
+        return reply
+
+    start = time.monotonic()
+    async with server:
+        replies = await asyncio.gather(*(client(r) for r in requests))
+    return list(replies), time.monotonic() - start
+
+
+class Asyncio(FileTest):
+    def setUp(self) -> None:
+        super().setUp()
+        self.threads = threading.active_count()
+
+    def run_async(self, coro: Awaitable[Any]) -> Any:
+        return asyncio.run(coro)  # type: ignore[arg-type]
+
+    def test_token_bucket_waiters_sleep_their_booked_delay(self) -> None:
+        # 10 tokens at once, then one every 20 ms: 20 requests need about 200 ms.
+        with Limiter.create_or_open(self.path, {
+                "api": TokenBucket(rate=50, per=1, burst=10)}) as lim:
+            api = lim.limit("api")
+
+            async def handler(_: str) -> str:
+                d = await api.aio.acquire(1, timeout=5)
+                return "ok" if d else "no"
+
+            async def main() -> Tuple[List[str], float, float]:
+                with LagMeter() as lag:
+                    replies, elapsed = await serve(handler, ["x"] * 20)
+                    self.assertEqual(threading.active_count(), self.threads)
+                return replies, elapsed, lag.worst
+
+            replies, elapsed, worst = self.run_async(main())
+            self.assertEqual(replies, ["ok"] * 20)
+            self.assertGreaterEqual(elapsed, 0.18)  # 10 waited 20..200 ms: the bucket's pace
+            self.assertEqual(api.stats().allowed, 20)
+            # Not blocked: the ticker kept running (a blocking wait would lag ~200 ms).
+            self.assertLess(worst, 0.1)
+
+    def test_a_timeout_shorter_than_the_delay_refuses_at_once_taking_nothing(self) -> None:
+        with Limiter.create_or_open(self.path, {
+                "api": TokenBucket(rate=1, per=3600, burst=1)}) as lim:
+            api = lim.limit("api")
+
+            async def main() -> List[shmlimit.Decision]:
+                return [await api.aio.acquire(1, timeout=0.5), await api.aio.acquire(1, timeout=1)]
+
+            first, second = self.run_async(main())
+            self.assertTrue(first)
+            self.assertFalse(second)
+            self.assertGreater(second.retry_after, 3000)
+            self.assertEqual(api.peek().remaining, 0)
+
+    def test_windows_and_keyed_limits_sleep_the_exact_retry_after(self) -> None:
+        with Limiter.create_or_open(self.path, {
+            "log": SlidingLog(limit=3, window=0.2),
+            "window": FixedWindow(limit=2, window=0.1, aligned="monotonic"),
+            "per_client": TokenBucket(rate=20, per=1, burst=1, keyed=Keyed(16)),
+        }) as lim:
+            log, window, per_client = (lim.limit(n) for n in ("log", "window", "per_client"))
+
+            async def main() -> Tuple[List[bool], float, float]:
+                with LagMeter() as lag:
+                    start = time.monotonic()
+                    results = await asyncio.gather(
+                        *(log.aio.acquire(1, timeout=2) for _ in range(9)),
+                        *(window.aio.acquire(1, timeout=2) for _ in range(6)),
+                        *(per_client.aio.acquire_key("alice", timeout=2) for _ in range(4)),
+                    )
+                    return [bool(r) for r in results], time.monotonic() - start, lag.worst
+
+            allowed, elapsed, worst = self.run_async(main())
+            self.assertEqual(allowed, [True] * 19)
+            # 9 on a log of 3 per 200 ms take at least two more windows.
+            self.assertGreaterEqual(elapsed, 0.39)
+            self.assertLess(worst, 0.1)
+            self.assertEqual(threading.active_count(), self.threads)
+            self.assertEqual(log.stats().allowed, 9)
+            self.assertEqual(per_client.stats().allowed, 4)
+
+            async def short() -> shmlimit.Decision:
+                await log.aio.acquire(3, timeout=1)
+                return await log.aio.acquire(1, timeout=0.001)  # retry-after beyond: at once
+
+            self.assertFalse(self.run_async(short()))
+
+    def test_permits_wait_without_threads_and_bound_concurrency(self) -> None:
+        with Limiter.create_or_open(self.path, {"db": Concurrency(permits=2)}) as lim:
+            db = lim.limit("db")
+            inside = 0
+            most = 0
+
+            async def handler(_: str) -> str:
+                nonlocal inside, most
+                async with db.aio.permit(timeout=5):
+                    inside += 1
+                    most = max(most, inside)
+                    self.assertLessEqual(len(db.permit_holders()), 2)
+                    await asyncio.sleep(0.03)
+                    inside -= 1
+                return "ok"
+
+            async def main() -> Tuple[List[str], float, float]:
+                with LagMeter() as lag:
+                    replies, elapsed = await serve(handler, ["x"] * 10)
+                    self.assertEqual(threading.active_count(), self.threads)
+                return replies, elapsed, lag.worst
+
+            replies, elapsed, worst = self.run_async(main())
+            self.assertEqual(replies, ["ok"] * 10)
+            self.assertEqual(most, 2)
+            # 10 holders of 30 ms through 2 permits: at least 5 rounds; released in this
+            # process, waiters wake at once rather than at the next poll.
+            self.assertGreaterEqual(elapsed, 0.15)
+            self.assertLess(elapsed, 2.0)
+            self.assertLess(worst, 0.1)
+            self.assertEqual(db.permit_holders(), [])
+
+    def test_a_permit_held_elsewhere_times_out_and_one_released_elsewhere_is_seen(self) -> None:
+        with Limiter.create_or_open(self.path, {"db": Concurrency(permits=1)}) as lim:
+            db = lim.limit("db")
+            other = Limiter.open(self.path).limit("db")  # another handle, as another process
+            held = other.permit()
+
+            async def main() -> Tuple[float, float]:
+                start = time.monotonic()
+                with self.assertRaises(shmlimit.PermitUnavailableError):
+                    async with db.aio.permit(timeout=0.2):
+                        pass
+                timed_out = time.monotonic() - start
+                asyncio.get_running_loop().call_later(0.1, held.release)
+                start = time.monotonic()
+                async with db.aio.permit(timeout=2):
+                    got = time.monotonic() - start
+                return timed_out, got
+
+            timed_out, got = self.run_async(main())
+            self.assertGreaterEqual(timed_out, 0.19)
+            self.assertLess(timed_out, 0.5)
+            # Seen within the poll interval (at most PERMIT_POLL_MAX after the release).
+            self.assertGreaterEqual(got, 0.09)
+            self.assertLess(got, 0.1 + shmlimit.aio.PERMIT_POLL_MAX + 0.1)
+
+    def test_reservations_are_awaited_and_cancelled_with_the_task(self) -> None:
+        with Limiter.create_or_open(self.path, {
+                "api": TokenBucket(rate=10, per=1, burst=1)}) as lim:
+            api = lim.limit("api")
+
+            async def main() -> Tuple[bool, float, int]:
+                api.try_acquire()  # empty: the next token is 100 ms away
+                start = time.monotonic()
+                grant = await api.reserve(1, max_delay=1)
+                waited = time.monotonic() - start
+                # A booking cancelled with its task is given back.
+                task = asyncio.ensure_future(api.aio.reserve(1, max_delay=1))
+                await asyncio.sleep(0.01)
+                task.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await task
+                return bool(grant), waited, api.peek().retry_after_ns
+
+            granted, waited, retry_ns = self.run_async(main())
+            self.assertTrue(granted)
+            self.assertGreaterEqual(waited, 0.08)
+            # After the cancelled booking, the next token is again at most 100 ms away.
+            self.assertLessEqual(retry_ns, 100_000_000)
+
+            refused = self.run_async(api.aio.reserve(1, max_delay=0.01))
+            self.assertFalse(refused)
+
+
+if __name__ == "__main__":
+    unittest.main()
