@@ -16,6 +16,7 @@ const NONE: shmlimit_decision = shmlimit_decision {
     retry_after_ns: 0,
     grant: [0; 2],
     reserved: [0; 2],
+    reset_after_ns: 0,
 };
 
 /// The checks of `checks` as the Rust API's: each limit checked (non-NULL, aligned), with its

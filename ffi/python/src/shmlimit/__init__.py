@@ -56,7 +56,7 @@ import errno as _errno
 import math
 import os
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, Mapping,
-                    Optional, Tuple, Type, Union)
+                    NamedTuple, Optional, Tuple, Type, Union)
 
 try:
     from . import _native
@@ -85,7 +85,7 @@ __all__ = [
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
     "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED", "Spec", "__version__",
-    "prometheus_text",
+    "prometheus_text", "Policy", "rate_limit_headers",
 ]
 
 Seconds = Union[int, float, datetime.timedelta]
@@ -320,6 +320,10 @@ class _Options(ctypes.Structure):
 _Decision = ctypes.c_char * _native.DECISION_SIZE
 
 
+class _Policy(ctypes.Structure):
+    _fields_ = [("quota", ctypes.c_uint64), ("window_secs", ctypes.c_uint64)]
+
+
 class _Stats(ctypes.Structure):
     _fields_ = [
         ("allowed", ctypes.c_uint64),
@@ -403,6 +407,7 @@ _SIGNATURES = {
     "shmlimit_limit_set_limit": (ctypes.c_int32, [_P, _U64]),
     "shmlimit_limit_live_definition": (ctypes.c_int32, [_P, ctypes.POINTER(_Def)]),
     "shmlimit_limit_reset": (ctypes.c_int32, [_P]),
+    "shmlimit_limit_policy": (ctypes.c_int32, [_P, ctypes.POINTER(_Policy)]),
     "shmlimit_acquire_key": (ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]),
     "shmlimit_peek_key": (ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]),
     "shmlimit_acquire_key_at": (
@@ -1229,6 +1234,19 @@ class Limit(_native.LimitBase):
         _check(self._lib.shmlimit_limit_stats(self._live(), ctypes.byref(out)))
         return Stats(out.allowed, out.denied, out.shadow_denied, out.near_limit)
 
+    def policy(self) -> "Policy":
+        """The limit's quota per window in the terms of the IETF ``RateLimit-Policy`` field,
+        computed by the core from the live parameters. Raises WrongKindError for a concurrency
+        limit (it bounds work in flight, not a rate)."""
+        out = _Policy()
+        _check(self._lib.shmlimit_limit_policy(self._live(), ctypes.byref(out)))
+        return Policy(out.quota, out.window_secs)
+
+    def headers(self, decision: Decision) -> Dict[str, str]:
+        """The ``RateLimit``, ``RateLimit-Policy`` and ``Retry-After`` header fields for a
+        decision of this limit, rendered by the core (see ``rate_limit_headers``)."""
+        return rate_limit_headers((self, decision))
+
     @property
     def definition(self) -> Spec:
         """The limit's definition as stored in the file (as created)."""
@@ -1378,6 +1396,35 @@ class PermitHolder:
         return (f"PermitHolder(id={self.id:#x}, pid={self.pid}, reclaimable={self.reclaimable}, "
                 f"since_ns={self.since_ns}, lease_expiry_ns={self.lease_expiry_ns}, "
                 f"key_tag={self.key_tag})")
+
+
+class Policy(NamedTuple):
+    """A limit's quota per window, as the IETF ``RateLimit-Policy`` field states it."""
+
+    #: ``q``: units granted per window.
+    quota: int
+    #: ``w``: the window in whole seconds (a token bucket's: the time it takes to refill).
+    window_secs: int
+
+
+def rate_limit_headers(*outcome: Union[Composed, Tuple[Limit, Decision]]) -> Dict[str, str]:
+    """The ``RateLimit``, ``RateLimit-Policy`` and ``Retry-After`` header fields (draft-ietf-
+    httpapi-ratelimit-headers) of one response, as the C core renders them: pass a Composed
+    (``try_acquire_all``'s outcome; a check whose grant was given back is peeked so that it
+    reports its real state) or ``(limit, decision)`` pairs. Fields the core leaves empty
+    (``Retry-After`` when everything admitted; both RateLimit fields for concurrency limits
+    alone) are left out. No arithmetic here: the values are the core's."""
+    if len(outcome) == 1 and isinstance(outcome[0], Composed):
+        values = outcome[0]._header_values()
+    else:
+        pairs: List[Tuple[Limit, Decision]] = []
+        for item in outcome:
+            if isinstance(item, Composed):
+                raise TypeError("pass one Composed alone, or (limit, decision) pairs")
+            pairs.append(item)
+        values = _native.header_values(*pairs)
+    names = ("RateLimit", "RateLimit-Policy", "Retry-After")
+    return {name: value for name, value in zip(names, values) if value}
 
 
 def _label(value: str) -> str:

@@ -211,12 +211,12 @@ static PyObject *decision_new_from(const shmlimit_decision *d) {
 
 static PyObject *Decision_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
     static char *names[] = {"allowed", "remaining", "retry_after_ns", "shadow_denied",
-                            "unavailable", NULL};
+                            "unavailable", "reset_after_ns", NULL};
     int allowed = 0, shadow = 0, unavailable = 0;
-    PyObject *remaining = NULL, *retry = NULL;
+    PyObject *remaining = NULL, *retry = NULL, *reset = NULL;
     DecisionObject *self;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "p|OOpp:Decision", names, &allowed, &remaining,
-                                     &retry, &shadow, &unavailable)) {
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "p|OOppO:Decision", names, &allowed, &remaining,
+                                     &retry, &shadow, &unavailable, &reset)) {
         return NULL;
     }
     self = (DecisionObject *)type->tp_alloc(type, 0);
@@ -228,7 +228,8 @@ static PyObject *Decision_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     self->d.shadow_denied = shadow != 0;
     self->d.reserved[0] = unavailable ? SHMLIMIT_DECISION_UNAVAILABLE : 0;
     if ((remaining != NULL && u64_arg(remaining, "remaining", &self->d.remaining) < 0) ||
-        (retry != NULL && u64_arg(retry, "retry_after_ns", &self->d.retry_after_ns) < 0)) {
+        (retry != NULL && u64_arg(retry, "retry_after_ns", &self->d.retry_after_ns) < 0) ||
+        (reset != NULL && u64_arg(reset, "reset_after_ns", &self->d.reset_after_ns) < 0)) {
         Py_DECREF(self);
         return NULL;
     }
@@ -287,6 +288,14 @@ static PyObject *Decision_retry_after(PyObject *self, void *c) {
     (void)c;
     return PyFloat_FromDouble((double)SELF_D.retry_after_ns / 1e9);
 }
+static PyObject *Decision_reset_after_ns(PyObject *self, void *c) {
+    (void)c;
+    return PyLong_FromUnsignedLongLong(SELF_D.reset_after_ns);
+}
+static PyObject *Decision_reset_after(PyObject *self, void *c) {
+    (void)c;
+    return PyFloat_FromDouble((double)SELF_D.reset_after_ns / 1e9);
+}
 static PyObject *Decision_cost(PyObject *self, void *c) {
     (void)c;
     return PyLong_FromUnsignedLongLong(SELF_D.allowed ? SELF_D.grant[0] : 0);
@@ -320,6 +329,11 @@ static PyGetSetDef Decision_getset[] = {
     {"retry_after_ns", Decision_retry_after_ns, NULL,
      "Nanoseconds until the same request could be admitted (0 when allowed).", NULL},
     {"retry_after", Decision_retry_after, NULL, "retry_after_ns in seconds (a float).", NULL},
+    {"reset_after_ns", Decision_reset_after_ns, NULL,
+     "Nanoseconds until the limit is back to its whole budget if nothing else is admitted "
+     "(the core's value: the t of the RateLimit header); 0 for permits.",
+     NULL},
+    {"reset_after", Decision_reset_after, NULL, "reset_after_ns in seconds (a float).", NULL},
     {"cost", Decision_cost, NULL, "The units this decision took (0 for denials and peeks).", NULL},
     {"_raw", Decision_raw, NULL, "The shmlimit_decision struct's bytes.", NULL},
     {NULL, NULL, NULL, NULL, NULL},
@@ -544,6 +558,18 @@ static PyTypeObject LimitType = {
     .tp_getset = Limit_getset,
 };
 
+/* The RateLimit, RateLimit-Policy and Retry-After values the core renders for `n` decisions
+ * made on `limits`: a tuple of three str (empty when the core leaves a field out). */
+static PyObject *headers_of(const shmlimit_limit *const *limits, const shmlimit_decision *ds,
+                            size_t n) {
+    shmlimit_headers h;
+    shmlimit_status status = shmlimit_ratelimit_headers(limits, ds, n, &h);
+    if (status != SHMLIMIT_OK) {
+        return raise_status(status);
+    }
+    return Py_BuildValue("(sss)", h.rate_limit, h.rate_limit_policy, h.retry_after);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Composed */
 
@@ -658,6 +684,41 @@ static PyObject *Composed_refund(PyObject *self, PyObject *unused) {
     Py_RETURN_NONE;
 }
 
+/* _header_values(): the header values of this outcome. A check whose slot holds no decision (a
+ * grant given back because a later check denied, or a failed peek) is peeked now, with its key
+ * and cost, so that every limit reports its real state. */
+static PyObject *Composed_header_values(PyObject *self, PyObject *unused) {
+    const shmlimit_limit *limits[SHMLIMIT_MAX_CHECKS];
+    shmlimit_decision ds[SHMLIMIT_MAX_CHECKS];
+    uint32_t i, n = SELF_C->out.count;
+    (void)unused;
+    if (n == 0) {
+        return Py_BuildValue("(sss)", "", "", "");
+    }
+    for (i = 0; i < n; i++) {
+        shmlimit_limit *ptr = live(SELF_C->limits[i]);
+        if (ptr == NULL) {
+            return NULL;
+        }
+        limits[i] = ptr;
+        ds[i] = SELF_C->out.decisions[i];
+        if (!ds[i].allowed && ds[i].retry_after_ns == 0) {
+            shmlimit_status status;
+            if (SELF_C->keys[i] != Py_None) {
+                status = shmlimit_peek_key(ptr, (const uint8_t *)PyBytes_AS_STRING(SELF_C->keys[i]),
+                                           (size_t)PyBytes_GET_SIZE(SELF_C->keys[i]),
+                                           SELF_C->costs[i], &ds[i]);
+            } else {
+                status = shmlimit_peek(ptr, SELF_C->costs[i], &ds[i]);
+            }
+            if (status != SHMLIMIT_OK) {
+                return raise_status(status);
+            }
+        }
+    }
+    return headers_of(limits, ds, n);
+}
+
 static PyGetSetDef Composed_getset[] = {
     {"allowed", Composed_allowed, NULL, "True when every limit admitted (and the costs were taken).",
      NULL},
@@ -675,6 +736,9 @@ static PyGetSetDef Composed_getset[] = {
 };
 
 static PyMethodDef Composed_methods[] = {
+    {"_header_values", Composed_header_values, METH_NOARGS,
+     "(RateLimit, RateLimit-Policy, Retry-After) values of this outcome, as the core renders "
+     "them."},
     {"refund", Composed_refund, METH_NOARGS,
      "Give back every grant of an allowed composed request whose work was never done (nothing "
      "for a denied one)."},
@@ -801,6 +865,38 @@ done:
     return (PyObject *)result;
 }
 
+/* header_values(*pairs): pairs of (LimitBase, Decision). */
+static PyObject *header_values(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    const shmlimit_limit *limits[SHMLIMIT_MAX_CHECKS];
+    shmlimit_decision ds[SHMLIMIT_MAX_CHECKS];
+    Py_ssize_t i;
+    (void)module;
+    if (nargs < 1 || nargs > SHMLIMIT_MAX_CHECKS) {
+        return raise_with(SHMLIMIT_INVALID_PARAMETER,
+                          "header_values: 1 to MAX_CHECKS (8) (limit, decision) pairs");
+    }
+    for (i = 0; i < nargs; i++) {
+        PyObject *pair = args[i], *limit, *decision;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_Format(PyExc_TypeError, "pair %zd: a (limit, decision) tuple, not %.100s", i,
+                         Py_TYPE(pair)->tp_name);
+            return NULL;
+        }
+        limit = PyTuple_GET_ITEM(pair, 0);
+        decision = PyTuple_GET_ITEM(pair, 1);
+        if (!PyObject_TypeCheck(limit, &LimitType) ||
+            !PyObject_TypeCheck(decision, &DecisionType)) {
+            PyErr_Format(PyExc_TypeError, "pair %zd: a (Limit, Decision) tuple", i);
+            return NULL;
+        }
+        if ((limits[i] = live(limit)) == NULL) {
+            return NULL;
+        }
+        ds[i] = ((DecisionObject *)decision)->d;
+    }
+    return headers_of(limits, ds, (size_t)nargs);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Module */
 
@@ -829,6 +925,10 @@ static PyMethodDef module_methods[] = {
      "The limits are acquired in order; when one denies, the grants already taken are given "
      "back and the rest peeked, so a denied request consumes nothing. At most MAX_CHECKS "
      "checks."},
+    {"header_values", (PyCFunction)(void (*)(void))header_values, METH_FASTCALL,
+     "header_values(*pairs) -> (rate_limit, rate_limit_policy, retry_after)\n\n"
+     "The RateLimit, RateLimit-Policy and Retry-After values the core renders for "
+     "(Limit, Decision) pairs (empty strings for fields it leaves out)."},
     {"_configure", configure, METH_VARARGS,
      "_configure(error_factory, closed_error, value_error, overflow_error): how errors are "
      "raised."},
