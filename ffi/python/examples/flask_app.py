@@ -1,0 +1,39 @@
+"""Flask behind shmlimit's WSGI middleware: every worker of a pre-fork server (gunicorn,
+uwsgi) shares the same per-client and global budgets.
+
+    gunicorn -c examples/gunicorn.conf.py --chdir examples flask_app:app
+    curl -i -H 'X-API-Key: alice' http://127.0.0.1:8000/
+
+Admitted responses carry RateLimit and RateLimit-Policy; denied ones are 429 with Retry-After.
+``/expensive`` shows the decorator instead of (here: in addition to) the middleware.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, Tuple
+
+from flask import Flask, jsonify
+
+from limits_config import make_guard
+from shmlimit.web import RateLimited, WSGIMiddleware
+
+guard = make_guard()
+app = Flask(__name__)
+app.wsgi_app = WSGIMiddleware(app.wsgi_app, guard)  # type: ignore[method-assign]
+
+
+@app.get("/")
+def index() -> Dict[str, Any]:
+    return {"ok": True, "pid": os.getpid()}
+
+
+@app.get("/expensive")
+@guard.limit()  # the decorator: raises RateLimited when denied
+def expensive() -> Dict[str, Any]:
+    return {"ok": True, "pid": os.getpid()}
+
+
+@app.errorhandler(RateLimited)
+def rate_limited(error: RateLimited) -> Tuple[Any, int, Dict[str, str]]:
+    return jsonify(error="rate limited"), 429, error.headers
