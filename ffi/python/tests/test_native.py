@@ -147,6 +147,36 @@ class Decisions(FileTest):
             self.assertEqual(b.peek().remaining, 1)
 
 
+class Headers(FileTest):
+    def test_policy_and_headers_are_the_cores(self) -> None:
+        with Limiter.create_or_open(self.path, {
+            "b": TokenBucket(rate=10, per=1, burst=10),
+            "w": shmlimit.FixedWindow(limit=5, window=60),
+            "db": shmlimit.Concurrency(permits=1),
+        }) as lim:
+            b, w, db = lim.limit("b"), lim.limit("w"), lim.limit("db")
+            self.assertEqual(b.policy(), shmlimit.Policy(quota=10, window_secs=1))
+            self.assertEqual(w.policy(), (5, 60))
+            with self.assertRaises(shmlimit.WrongKindError):
+                db.policy()
+            d = b.try_acquire(4)
+            self.assertGreater(d.reset_after_ns, 0)
+            self.assertAlmostEqual(d.reset_after, d.reset_after_ns / 1e9)
+            h = b.headers(d)
+            self.assertEqual(h["RateLimit-Policy"], '"b";q=10;w=1')
+            self.assertRegex(h["RateLimit"], r'^"b";r=6;t=1$')
+            self.assertNotIn("Retry-After", h)
+            denied = b.try_acquire(10)
+            self.assertFalse(denied)
+            self.assertIn("Retry-After", b.headers(denied))
+            both = shmlimit.rate_limit_headers((b, d), (w, w.try_acquire()))
+            self.assertEqual(both["RateLimit-Policy"], '"b";q=10;w=1, "w";q=5;w=60')
+            with self.assertRaises(TypeError):
+                shmlimit.rate_limit_headers((b, "not a decision"))  # type: ignore[arg-type]
+            b.set_rate(20)
+            self.assertEqual(b.policy().quota, 20)  # the live parameters
+
+
 class Prometheus(FileTest):
     def test_counters_of_every_limit(self) -> None:
         with Limiter.create_or_open(self.path, {
