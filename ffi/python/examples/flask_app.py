@@ -5,17 +5,19 @@ uwsgi) shares the same per-client and global budgets.
     curl -i -H 'X-API-Key: alice' http://127.0.0.1:8000/
 
 Admitted responses carry RateLimit and RateLimit-Policy; denied ones are 429 with Retry-After.
-``/expensive`` shows the decorator instead of (here: in addition to) the middleware.
+``/expensive`` shows the decorator instead of (here: in addition to) the middleware;
+``/report`` holds one of the host's few "reports" permits while it works.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any, Dict, Tuple
 
-from flask import Flask, jsonify
+from flask import Flask, jsonify, request
 
-from limits_config import make_guard
+from limits_config import make_guard, reports
 from shmlimit.web import RateLimited, WSGIMiddleware
 
 guard = make_guard()
@@ -32,6 +34,14 @@ def index() -> Dict[str, Any]:
 @guard.limit()  # the decorator: raises RateLimited when denied
 def expensive() -> Dict[str, Any]:
     return {"ok": True, "pid": os.getpid()}
+
+
+@app.get("/report")
+def report() -> Dict[str, Any]:
+    # Waits up to 5 s for a permit (PermitUnavailableError, a 500 here, after that).
+    with reports().permit(timeout=5) as permit:
+        time.sleep(float(request.args.get("hold", "0.05")))
+        return {"ok": True, "pid": os.getpid(), "permit": permit.id}
 
 
 @app.errorhandler(RateLimited)

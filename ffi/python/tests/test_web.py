@@ -280,6 +280,81 @@ class RealServers(FileTest):
                            "--bind", f"127.0.0.1:{port}", "--workers", "4", "flask_app:app"]],
                          [port])
 
+    def test_a_gunicorn_worker_killed_holding_a_permit_leaks_nothing(self) -> None:
+        """Six clients keep /report busy (two permits on the host, held 100 ms each) on 4
+        gunicorn workers; a worker is SIGKILLed while it holds one. Never more than two are
+        held, the service goes on (gunicorn replaces the worker; the next acquirer takes the
+        dead worker's permit over), and afterwards both permits are free."""
+        need("gunicorn")
+        need("flask")
+        import signal
+        port = free_port()
+        env = dict(self.env(), PER_CLIENT="100000", GLOBAL="100000", PER="1")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
+             f"127.0.0.1:{port}", "--workers", "4", "--timeout", "30", "flask_app:app"],
+            cwd=EXAMPLES, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_listening(port, proc)
+            reports = Limiter.open(self.path, mode=0o660).limit("reports")
+            stop = time.monotonic() + 4.0
+            ok: List[float] = []
+            failed: List[str] = []
+            most = 0
+
+            def client() -> None:
+                while time.monotonic() < stop:
+                    try:
+                        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                        conn.request("GET", "/report?hold=0.1")
+                        response = conn.getresponse()
+                        response.read()
+                        conn.close()
+                        if response.status == 200:
+                            ok.append(time.monotonic())
+                        else:
+                            failed.append(str(response.status))
+                    except OSError as e:  # the killed worker's connection
+                        failed.append(repr(e))
+
+            threads = [threading.Thread(target=client) for _ in range(6)]
+            for t in threads:
+                t.start()
+            killed_at = 0.0
+            victim = 0
+            while time.monotonic() < stop:
+                holders = reports.permit_holders()
+                most = max(most, len(holders))
+                if not victim and time.monotonic() > stop - 3.0:
+                    live = [h for h in holders if not h.reclaimable]
+                    if live:
+                        victim = live[0].pid
+                        os.kill(victim, signal.SIGKILL)
+                        killed_at = time.monotonic()
+                time.sleep(0.002)
+            for t in threads:
+                t.join()
+            self.assertTrue(victim, "a worker holding a permit was found and killed")
+            self.assertLessEqual(most, 2)
+            self.assertTrue(any(t > killed_at + 0.5 for t in ok), "served after the kill")
+            self.assertLessEqual(len(failed), 6, failed)  # at most the killed connections
+            # Nothing leaked: whatever the dead worker held is reclaimable, then both are free.
+            self.assertTrue(all(h.reclaimable or h.pid != victim
+                                for h in reports.permit_holders()))
+            reports.reclaim_dead_permits()
+            first, second = reports.try_acquire_permit(), reports.try_acquire_permit()
+            self.assertIsNotNone(first)
+            self.assertIsNotNone(second)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stderr:
+                proc.stderr.close()
+
     def test_fastapi_under_two_uvicorn_servers(self) -> None:
         """Two uvicorn servers (separate processes, each with its own event loop), the
         clients alternating between them: which process accepts is not left to the kernel."""
