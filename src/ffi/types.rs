@@ -296,7 +296,7 @@ impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
 }
 
 // The layout every C compiler must agree on (checked from C too, in ffi/tests/errors.c, and
-// from Python in ffi/python/test_shmlimit.py). Changing any of these breaks the ABI.
+// from Python in ffi/python/tests/test_core.py). Changing any of these breaks the ABI.
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(size_of::<shmlimit_def>() == 72);

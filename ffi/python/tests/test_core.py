@@ -1,5 +1,5 @@
-"""Tests of the Python wrapper against the real library (run: python3 -m unittest -v, with
-SHMLIMIT_LIB pointing at libshmlimit.so or a cargo build tree above this directory)."""
+"""Tests of the package against the real library: every call's success and error paths (run
+with pytest or unittest against the installed package; see ffi/README.md)."""
 
 import datetime
 import errno
