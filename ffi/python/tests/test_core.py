@@ -4,7 +4,6 @@ with pytest or unittest against the installed package; see ffi/README.md)."""
 import datetime
 import errno
 import os
-import sys
 import tempfile
 import threading
 import time

@@ -116,6 +116,15 @@ class Composed(FileTest):
         c.refund()
         self.assertEqual(self.glob.peek().remaining, 4)
 
+    def test_limits_in_reference_cycles_are_collected(self) -> None:
+        import weakref
+        g = self.lim.limit("global")
+        g.me = g  # type: ignore[attr-defined]
+        ref = weakref.ref(g)
+        del g
+        gc.collect()
+        self.assertIsNone(ref())
+
     def test_closed_handles_raise_closed_error(self) -> None:
         g = self.lim.limit("global")
         g.close()

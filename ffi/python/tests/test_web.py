@@ -16,7 +16,6 @@ import unittest
 import wsgiref.util
 from typing import Any, Dict, List, MutableMapping, Optional, Tuple
 
-import shmlimit
 from shmlimit import Keyed, Limiter, TokenBucket
 from shmlimit.web import (ASGIMiddleware, Check, Guard, RateLimited, Request, WSGIMiddleware,
                           client_ip, header)

@@ -394,9 +394,10 @@ static void Limit_dealloc(PyObject *self) {
     Py_TYPE(self)->tp_free(self);
 }
 
+/* A static type: its instances need not visit their type; a Python subclass's instances are
+ * visited by subtype_traverse, which visits the (heap) type itself before calling this. */
 static int Limit_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(((LimitObject *)self)->dict);
-    Py_VISIT(Py_TYPE(self));
     return 0;
 }
 
