@@ -18,7 +18,7 @@ from typing import Any, Dict, Tuple
 from flask import Flask, jsonify, request
 
 from limits_config import make_guard, reports
-from shmlimit.web import RateLimited, WSGIMiddleware
+from shmlimit.web import RateLimited, Request, WSGIMiddleware
 
 guard = make_guard()
 app = Flask(__name__)
@@ -30,8 +30,13 @@ def index() -> Dict[str, Any]:
     return {"ok": True, "pid": os.getpid()}
 
 
+def current_request(*args: Any, **kwargs: Any) -> Request:
+    """Flask views receive no request argument: the decorator reads Flask's context."""
+    return Request.from_wsgi(request.environ)
+
+
 @app.get("/expensive")
-@guard.limit()  # the decorator: raises RateLimited when denied
+@guard.limit(request=current_request)  # the decorator: raises RateLimited when denied
 def expensive() -> Dict[str, Any]:
     return {"ok": True, "pid": os.getpid()}
 

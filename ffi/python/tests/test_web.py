@@ -258,6 +258,25 @@ class RealServers(FileTest):
                     lim.limit("global").reset()
                     lim.limit("per_client").reset()
                     time.sleep(0.2)
+                # The decorated endpoint (the decorator finds the framework's request among
+                # the handler's arguments) answers too, then is denied by its own check once
+                # the client's budget is spent.
+                statuses = []
+                for _ in range(6):
+                    conn = http.client.HTTPConnection("127.0.0.1", ports[0], timeout=30)
+                    conn.request("GET", "/expensive", headers={"X-API-Key": "decorated"})
+                    response = conn.getresponse()
+                    body = response.read()
+                    statuses.append(response.status)
+                    if response.status == 429:
+                        self.assertIn("retry-after",
+                                      {k.lower() for k, _ in response.getheaders()})
+                    conn.close()
+                # Each call takes a unit in the middleware and one in the decorator: 4 calls
+                # use the client's 8; the fourth's decorator check is the 8th unit.
+                self.assertEqual(statuses, [200, 200, 200, 200, 429, 429], body)
+                lim.limit("global").reset()
+                lim.limit("per_client").reset()
                 self.before = lim.limit("global").stats().allowed
             self.drive(ports)
         finally:
