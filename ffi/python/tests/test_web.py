@@ -123,6 +123,19 @@ class InProcess(FileTest):
                                                      "Retry-After"})
 
         @other.limit()
+        def no_request() -> str:
+            return "never"
+
+        with self.assertRaises(TypeError):  # keyed checks are never skipped silently
+            no_request()
+
+        @other.limit(request=lambda: Request("GET", "/", {}, "10.3.3.3", {}))
+        def explicit() -> str:
+            return "ok"
+
+        self.assertEqual(explicit(), "ok")
+
+        @other.limit()
         async def async_handler(scope: Dict[str, Any]) -> str:
             return "ok"
 

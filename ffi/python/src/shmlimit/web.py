@@ -186,10 +186,22 @@ class Guard:
     def limit(self, request: Optional[Callable[..., Request]] = None) -> Callable[[_F], _F]:
         """A decorator for a function or coroutine function: decide before each call and raise
         RateLimited when denied. ``request`` builds the Request from the call's arguments
-        (default: the first argument that is a WSGI environ, an ASGI scope, or has a
-        ``scope``/``environ`` attribute, as Starlette's and Werkzeug's requests do; else an
-        empty request, which only unkeyed checks apply to)."""
-        build = request or _request_of_args
+        (default: the first argument that is a Request, a WSGI environ, an ASGI scope, or has a
+        ``scope``/``environ`` attribute, as Starlette's and Werkzeug's requests do). When none
+        is found and a check needs a key, the call raises TypeError rather than skip the keyed
+        checks (Flask views get no request argument: pass ``request=`` reading
+        ``flask.request.environ``)."""
+        keyed = any(check.key is not None for check in self.checks)
+
+        def build(*args: Any, **kwargs: Any) -> Request:
+            if request is not None:
+                return request(*args, **kwargs)
+            found = _request_of_args(*args, **kwargs)
+            if found is _EMPTY and keyed:
+                raise TypeError(
+                    "Guard.limit: no request among the arguments to derive keys from; pass "
+                    "request=<a function of the arguments returning a shmlimit.web.Request>")
+            return found
 
         def decorate(fn: _F) -> _F:
             if inspect.iscoroutinefunction(fn):
