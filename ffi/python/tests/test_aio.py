@@ -107,8 +107,16 @@ class Asyncio(FileTest):
             "log": SlidingLog(limit=3, window=0.2),
             "window": FixedWindow(limit=2, window=0.1, aligned="monotonic"),
             "per_client": TokenBucket(rate=20, per=1, burst=1, keyed=Keyed(16)),
+            "split": TokenBucket(rate=40, per=1, burst=4, split=2),
         }) as lim:
             log, window, per_client = (lim.limit(n) for n in ("log", "window", "per_client"))
+            split = lim.limit("split")
+            # A split bucket cannot book (reserve): it retries like a window.
+            async def eight() -> List[shmlimit.Decision]:
+                return list(await asyncio.gather(
+                    *(split.aio.acquire(1, timeout=2) for _ in range(8))))
+
+            self.assertTrue(all(self.run_async(eight())))
 
             async def main() -> Tuple[List[bool], float]:
                 start = time.monotonic()

@@ -10,11 +10,12 @@ Every limit has an asyncio face, ``limit.aio`` (an :class:`AsyncLimit`)::
 
 How each waits (the decisions themselves are the C library's, one non-blocking call each):
 
-- **Token buckets** (unkeyed): the tokens are booked at once (``Limit.reserve``, first come
+- **Token buckets** (unkeyed, not split): the tokens are booked at once (``Limit.reserve``, first come
   first served across processes, refused at once when the delay would exceed the timeout) and
   the task sleeps the booked delay with ``asyncio.sleep``; cancelling the task gives the booking
   back when nothing was booked after it.
-- **Windows, sliding logs and keyed limits**: try, and when denied sleep the exact retry-after
+- **Windows, sliding logs, keyed limits and split buckets**: try, and when denied sleep the
+  exact retry-after
   the library reported with ``asyncio.sleep``, then try again; a retry-after beyond what is
   left of the timeout returns the denial at once.
 - **Permits** (concurrency limits): the library's blocking wait is a futex, which needs a
@@ -99,7 +100,9 @@ class AsyncLimit:
     def _is_unkeyed_bucket(self) -> bool:
         if self._bucket is None:
             definition = self.limit.definition
-            self._bucket = isinstance(definition, TokenBucket) and definition.keyed is None
+            # Split buckets cannot book in one order across their sub-buckets: they retry.
+            self._bucket = isinstance(definition, TokenBucket) and definition.keyed is None \
+                and definition.split == 1
         return self._bucket
 
     async def acquire(self, cost: int = 1, timeout: Optional[Seconds] = None) -> Decision:
