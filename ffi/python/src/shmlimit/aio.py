@@ -15,9 +15,8 @@ How each waits (the decisions themselves are the C library's, one non-blocking c
   the task sleeps the booked delay with ``asyncio.sleep``; cancelling the task gives the booking
   back when nothing was booked after it.
 - **Windows, sliding logs, keyed limits and split buckets**: try, and when denied sleep the
-  exact retry-after
-  the library reported with ``asyncio.sleep``, then try again; a retry-after beyond what is
-  left of the timeout returns the denial at once.
+  exact retry-after the library reported with ``asyncio.sleep``, then try again; a
+  retry-after beyond what is left of the timeout returns the denial at once.
 - **Permits** (concurrency limits): the library's blocking wait is a futex, which needs a
   thread per waiter; here a waiter instead retries ``try_acquire_permit`` on a timer, starting
   at 1 ms and doubling up to the library's own recheck interval (``PERMIT_RECHECK``, 100 ms,
