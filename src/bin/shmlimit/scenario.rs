@@ -582,6 +582,7 @@ struct PhaseFigures {
     first: u64,
     retries: u64,
     busy: u64,
+    ok: u64,
     most_1s: u64,
     most_retry_1s: u64,
     in_flight: u32,
@@ -620,6 +621,7 @@ fn figures(run: &Run, p: &Phase, delay_ns: u64) -> PhaseFigures {
         first: inside.iter().filter(|a| !a.retry).count() as u64,
         retries: inside.iter().filter(|a| a.retry).count() as u64,
         busy: inside.iter().filter(|a| a.outcome == Outcome::Busy).count() as u64,
+        ok: inside.iter().filter(|a| a.outcome == Outcome::Ok).count() as u64,
         most_1s,
         most_retry_1s,
         in_flight,
@@ -665,6 +667,7 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
         "sends/s",
         "first/s",
         "retries/s",
+        "ok/s",
         "most in 1 s",
         "retries in 1 s",
         "busy",
@@ -687,6 +690,7 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
             per_s(f.sends, ns),
             per_s(f.first, ns),
             per_s(f.retries, ns),
+            per_s(f.ok, ns),
             if on {
                 format!("{} / {}", f.most_1s, TOTAL.1 + TOTAL.0)
             } else {
@@ -715,7 +719,13 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
     out.push('\n');
     let _ = writeln!(
         out,
-        "  sends/s, first/s, retries/s: arrivals at the dependency per second of the phase; most in 1 s:\n  the most in any sliding second (/ the bound B + r x 1 s); busy: refused by the dependency past\n  {DEPENDENCY_CAPACITY}/s; rejected: requests refused at once because their first attempts could not start\n  within 1 s (the intake reservation); client-limited: over {CLIENT_RATE}/s for one client; in flight: the most\n  calls the dependency held at once (/ the permits)."
+        concat!(
+            "  sends/s, first/s, retries/s: arrivals at the dependency per second of the phase; ok/s: those\n",
+            "  it answered ok; most in 1 s: the most arrivals in any sliding second (/ the bound B + r x 1 s);\n",
+            "  busy: refused by the dependency past its 300/s; rejected: requests refused at once because\n",
+            "  their first attempts could not start within 1 s (the intake reservation); client-limited:\n",
+            "  over 10/s for one client; in flight: the most calls the dependency held at once (/ the permits)."
+        )
     );
     if on {
         let all = |pick: &dyn Fn(&Arrival) -> bool| -> Vec<(u64, u64)> {
