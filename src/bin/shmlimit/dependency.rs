@@ -10,18 +10,20 @@
 //! Every arrival is recorded with its monotonic time, the caller's admission readings and the
 //! number of calls in flight at that moment (this one included). A call stops being in flight
 //! just before its answer is written, or when its caller hangs up (a killed caller's call is
-//! abandoned, as a server cancels the work of a client that went away).
+//! abandoned, as a server cancels the work of a client that went away): each arrival counts the
+//! calls in flight whose callers' sockets are still open at that instant, so a killed caller's
+//! call stops counting when the kernel closed its socket, before its permit can be reclaimed.
 //!
 //! It runs until its standard input closes (or `--seconds`); standard input also takes
 //! commands, one a line: `fail <percent>` changes the failure fraction. At the end it writes the
 //! arrivals to `--record` and prints arrivals per second and the most in any sliding 1 s window.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -178,11 +180,41 @@ struct State {
     arrivals: Vec<Arrival>,
     /// Times of accepted (not busy) arrivals in the trailing second.
     recent: VecDeque<u64>,
+    /// The calls in flight: connection number -> its socket. Entries are removed (under the
+    /// lock) before their socket can close, so every descriptor here is open.
+    in_flight: HashMap<u64, RawFd>,
+}
+
+impl State {
+    /// Calls in flight whose callers are still connected. A caller sends nothing while it
+    /// waits, so a readable socket is one whose caller hung up: a killed caller's call stops
+    /// counting the moment its socket closed, even if the thread serving it has not run yet
+    /// (its permit can only be reclaimed after that, once the process is dead).
+    fn connected_in_flight(&self) -> usize {
+        let mut fds: Vec<libc::pollfd> = self
+            .in_flight
+            .values()
+            .map(|&fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN | libc::POLLRDHUP,
+                revents: 0,
+            })
+            .collect();
+        if fds.is_empty() {
+            return 0;
+        }
+        // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the call; every descriptor
+        // is open (see `in_flight`); a zero timeout returns at once.
+        let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) };
+        if rc < 0 {
+            return fds.len();
+        }
+        fds.iter().filter(|p| p.revents == 0).count()
+    }
 }
 
 struct Shared {
     state: Mutex<State>,
-    in_flight: AtomicU64,
     fail_percent: AtomicU32,
     service: Duration,
     capacity: u64,
@@ -209,8 +241,8 @@ pub fn run(args: DependencyArgs) -> Result<(), Failure> {
         state: Mutex::new(State {
             arrivals: Vec::new(),
             recent: VecDeque::new(),
+            in_flight: HashMap::new(),
         }),
-        in_flight: AtomicU64::new(0),
         fail_percent: AtomicU32::new(args.fail_percent),
         service: Duration::from_millis(args.service_ms),
         capacity: args.capacity,
@@ -315,7 +347,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
         let seed = 0x9E37_79B9_7F4A_7C15_u64.wrapping_mul(n) | 1;
         let spawned = std::thread::Builder::new()
             .stack_size(128 * 1024)
-            .spawn(move || serve(stream, &shared, seed));
+            .spawn(move || serve(stream, &shared, n, seed));
         if spawned.is_err() {
             eprintln!("demo-dependency: cannot start a thread for connection {n}");
         }
@@ -323,7 +355,7 @@ fn accept(listener: UnixListener, shared: Arc<Shared>) {
 }
 
 /// Answer one connection's calls, one at a time, until it closes.
-fn serve(stream: UnixStream, shared: &Shared, mut seed: u64) {
+fn serve(stream: UnixStream, shared: &Shared, conn: u64, mut seed: u64) {
     let Ok(write_half) = stream.try_clone() else {
         return;
     };
@@ -379,7 +411,8 @@ fn serve(stream: UnixStream, shared: &Shared, mut seed: u64) {
                     Outcome::Ok
                 }
             };
-            let in_flight = shared.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            let in_flight = state.connected_in_flight() + 1;
+            state.in_flight.insert(conn, reader.get_ref().as_raw_fd());
             state.arrivals.push(Arrival {
                 at_ns: now,
                 retry,
@@ -391,13 +424,15 @@ fn serve(stream: UnixStream, shared: &Shared, mut seed: u64) {
             });
             outcome
         };
-        if outcome != Outcome::Busy && hung_up_within(reader.get_ref(), shared.service) {
-            shared.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let hung_up = outcome != Outcome::Busy && hung_up_within(reader.get_ref(), shared.service);
+        // No longer in flight before the answer leaves (a caller that reads it and starts
+        // another call finds this one gone), and before the socket closes.
+        if let Ok(mut state) = shared.state.lock() {
+            state.in_flight.remove(&conn);
+        }
+        if hung_up {
             return;
         }
-        // No longer in flight before the answer leaves: a caller that reads it and starts
-        // another call finds this one gone.
-        shared.in_flight.fetch_sub(1, Ordering::SeqCst);
         let answer = format!("{}\n", outcome.word());
         if writer.write_all(answer.as_bytes()).is_err() {
             return;
