@@ -16,7 +16,10 @@
 //! - work rejected by the intake deadline is counted.
 //!
 //! The run without a limiter goes through the same checker, which must find it over the budget:
-//! the checks can fail.
+//! the checks can fail. A second run puts the instances on three simulated hosts, each with its
+//! own limiter file, sharing the budget through the fleet agent and a private redis-server
+//! (which must be installed, as `.ci/run` does): every bound gains the fleet's slack of two
+//! tokens per host.
 
 use std::path::Path;
 use std::process::Command;
@@ -73,17 +76,27 @@ fn read_phases(path: &Path) -> Vec<(u64, u64, usize, String)> {
 }
 
 /// The windows over the bound of a token bucket of `rate`/s and `burst`: every pair `i <= j`
-/// of `(t0, t1)` brackets sorted by `t0`, spans widened by `allowance_ns`. Returns the number
-/// of offending pairs and the worst one (count, bound).
+/// of `(t0, t1)` brackets sorted by `t0`, spans widened by `allowance_ns`. With `slack` (a
+/// fleet of hosts whose rates add up to at most `rate`) the bound is
+/// `burst + slack + floor(rate x T)`. Returns the number of offending pairs and the worst one
+/// (count, bound).
 fn over_bound(
     dates: &mut [(u64, u64)],
     rate: u64,
     burst: u64,
     allowance_ns: u64,
+    slack: u64,
 ) -> (u64, (u64, u64)) {
     dates.sort_unstable();
     // The library rounds the emission interval up.
     let emission = SECOND_NS.div_ceil(rate);
+    let bound_of = |span: u64| {
+        if slack == 0 {
+            burst + span / emission
+        } else {
+            burst + slack + (u128::from(span) * u128::from(rate) / u128::from(SECOND_NS)) as u64
+        }
+    };
     let mut offending = 0;
     let mut worst = (0, 0);
     let mut worst_excess = i64::MIN;
@@ -92,7 +105,7 @@ fn over_bound(
         for (j, d) in dates.iter().enumerate().skip(i) {
             top = top.max(d.1);
             let count = (j - i + 1) as u64;
-            let bound = burst + (top - dates[i].0 + allowance_ns) / emission;
+            let bound = bound_of(top - dates[i].0 + allowance_ns);
             if count > bound {
                 offending += 1;
             }
@@ -114,21 +127,21 @@ fn sends(arrivals: &[Arrival], pick: impl Fn(&Arrival) -> bool) -> Vec<(u64, u64
         .collect()
 }
 
-#[test]
-fn scenario_holds_every_bound_at_the_dependency() {
-    let dir = tempfile::tempdir().unwrap();
-    let keep = dir.path().join("kept");
-    let chart = dir.path().join("chart.svg");
+/// Run the scenario with `extra` arguments and 1.5 s phases, keeping its files; returns its
+/// output and the kept directory.
+fn run_scenario(dir: &Path, extra: &[&str]) -> (String, std::path::PathBuf) {
+    let keep = dir.join("kept");
+    let chart = dir.join("chart.svg");
     let out = Command::new(env!("CARGO_BIN_EXE_shmlimit"))
-        .args(["demo", "--scenario", "dependency", "--budget", "both"])
-        .args(["--phase-seconds", "1.5"])
+        .args(["demo", "--scenario", "dependency", "--phase-seconds", "1.5"])
+        .args(extra)
         .arg("--keep")
         .arg(&keep)
         .arg("--chart")
         .arg(&chart)
         .output()
         .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
@@ -145,8 +158,12 @@ fn scenario_holds_every_bound_at_the_dependency() {
         "not a chart: {}",
         &svg[..svg.len().min(200)]
     );
+    (stdout, keep)
+}
 
-    // --- With the budget: every bound on every sample.
+/// Every bound on every sample of the run with the budget, checked from the dependency's
+/// record; `slack` is the fleet's (0 on one host).
+fn check_budget(stdout: &str, keep: &Path, slack: u64) {
     let on = read_arrivals(&keep.join("arrivals-on.txt"));
     let phases = read_phases(&keep.join("phases-on.txt"));
     assert_eq!(
@@ -169,18 +186,18 @@ fn scenario_holds_every_bound_at_the_dependency() {
         ("first", |a: &Arrival| !a.retry, 200, 20),
         ("retry", |a: &Arrival| a.retry, 40, 4),
     ] {
-        let (offending, worst) = over_bound(&mut sends(&on, pick), rate, burst, 0);
+        let (offending, worst) = over_bound(&mut sends(&on, pick), rate, burst, 0, slack);
         assert_eq!(
             offending, 0,
-            "{name}: windows over floor({burst} + {rate}/s x T); worst {worst:?}"
+            "{name}: windows over {burst} + {slack} + {rate}/s x T; worst {worst:?}"
         );
     }
     let delay = on.iter().map(|a| a.at - a.t0).max().unwrap();
     let mut at: Vec<(u64, u64)> = on.iter().map(|a| (a.at, a.at)).collect();
-    let (offending, worst) = over_bound(&mut at, 240, 24, delay);
+    let (offending, worst) = over_bound(&mut at, 240, 24, delay, slack);
     assert_eq!(
         offending, 0,
-        "arrivals over floor(24 + 240/s x (T + {delay} ns)); worst {worst:?}"
+        "arrivals over 24 + {slack} + 240/s x (T + {delay} ns); worst {worst:?}"
     );
     let most_in_flight = on.iter().map(|a| a.in_flight).max().unwrap();
     assert!(
@@ -214,9 +231,19 @@ fn scenario_holds_every_bound_at_the_dependency() {
         .and_then(|s| s.split(|c: char| !c.is_ascii_digit() && c != ',').next())
         .map(|s| s.replace(',', "").parse::<u64>().unwrap())
         .expect("the instances' count of requests rejected by deadline");
-    assert!(rejected > 0, "40 instances offer ~800 items/s against 200/s: some requests must be rejected at once\n{stdout}");
+    assert!(
+        rejected > 0,
+        "40 instances offer ~800 items/s against 200/s: some requests must be rejected at once\n{stdout}"
+    );
+}
 
-    // --- Without the limiter: the same checker finds the budget exceeded.
+#[test]
+fn scenario_holds_every_bound_at_the_dependency() {
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, keep) = run_scenario(dir.path(), &["--budget", "both"]);
+    check_budget(&stdout, &keep, 0);
+
+    // Without the limiter: the same schedule sends more than the budget's bound in some second.
     let off = read_arrivals(&keep.join("arrivals-off.txt"));
     let mut lo = 0;
     let mut most = 0;
@@ -230,4 +257,24 @@ fn scenario_holds_every_bound_at_the_dependency() {
         most > 264,
         "without a limiter the most in any second was {most}, within the budget's 24 + 240: the scenario does not load the dependency"
     );
+}
+
+/// Three hosts, each with its own limiter file, share the budget through the fleet agent and
+/// a private redis-server: the sends of all hosts together stay within `B + 2 x 3 + r T`.
+#[test]
+fn fleet_of_hosts_holds_the_shared_budget() {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join("redis-server").is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "redis-server is not on PATH: install it (Debian: redis-server), as .ci/run does"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (stdout, keep) = run_scenario(dir.path(), &["--hosts", "3", "--python", "0"]);
+    assert!(
+        stdout.contains("3 hosts, each its own limiter file"),
+        "{stdout}"
+    );
+    check_budget(&stdout, &keep, 2 * 3);
 }

@@ -31,6 +31,8 @@ mod render;
 mod scenario;
 #[path = "shmlimit/scenario_chart.rs"]
 mod scenario_chart;
+#[path = "shmlimit/scenario_fleet.rs"]
+mod scenario_fleet;
 #[path = "shmlimit/scenario_worker.rs"]
 mod scenario_worker;
 #[path = "shmlimit/watch.rs"]

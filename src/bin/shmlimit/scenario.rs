@@ -98,6 +98,14 @@ pub struct ScenarioArgs {
     /// arrivals-off.txt) and the phase times (phases-on.txt, ...) in this new directory
     #[arg(long, value_name = "DIR")]
     pub keep: Option<PathBuf>,
+    /// Simulated hosts, each with its own limiter file: the budget is shared through the fleet
+    /// agent (one per host and limit) and Redis; the permits and the intake are split evenly.
+    /// Starts a private redis-server unless --redis is given
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub hosts: u32,
+    /// The Redis for --hosts 2..4 (default: a private redis-server on a free loopback port)
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
     /// How many instances in every ten are Python processes (ffi/python, through the C ABI);
     /// 0 for Rust only. Needs python3 and the libshmlimit.so built with this binary
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
@@ -151,6 +159,11 @@ pub struct Phase {
 /// One run (budget on or off).
 struct Run {
     budget_on: bool,
+    /// Hosts sharing the budget through the fleet agent (1: one limiter file, no agent).
+    hosts: u32,
+    /// The shares the agents applied at the start and at the end.
+    shares: Option<String>,
+    redis_url: Option<String>,
     phases: Vec<Phase>,
     arrivals: Vec<Arrival>,
     instances: Vec<Instance>,
@@ -228,7 +241,14 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
     // Ctrl-C stops the children (same process group) and this process alike.
     for &on in plan {
         let python = python.as_ref().map(|p| (p, args.python));
-        runs.push(run_once(&dir.path, on, phase_ns, python)?);
+        runs.push(run_once(
+            &dir.path,
+            on,
+            phase_ns,
+            python,
+            args.hosts,
+            args.redis.as_deref(),
+        )?);
     }
 
     let mut out = String::new();
@@ -247,6 +267,7 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
             .iter()
             .map(|r| crate::scenario_chart::Series {
                 budget_on: r.budget_on,
+                hosts: r.hosts,
                 phases: &r.phases,
                 arrivals: &r.arrivals,
             })
@@ -314,14 +335,21 @@ fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
     })
 }
 
-fn create_limiter(path: &Path) -> Result<Limiter, Failure> {
+/// One host's limiter file; with several hosts the agents set the shares of `total`, `first`
+/// and `retry`, and the intake and the permits are split evenly.
+fn create_limiter(path: &Path, hosts: u64) -> Result<Limiter, Failure> {
+    let share = |(rate, burst): (u64, u64)| {
+        shmlimit::Rate::new(rate, Duration::from_secs(hosts))
+            .map(|r| TokenBucket::new(burst, r))
+            .map_err(|e| Failure::config(format!("--hosts {hosts}: {e}")))
+    };
     Limiter::builder()
-        .limit("total", TokenBucket::per_second(TOTAL.0).burst(TOTAL.1))
-        .limit("first", TokenBucket::per_second(FIRST.0).burst(FIRST.1))
-        .limit("retry", TokenBucket::per_second(RETRY.0).burst(RETRY.1))
+        .limit("total", share(TOTAL)?)
+        .limit("first", share(FIRST)?)
+        .limit("retry", share(RETRY)?)
         // The queue of first attempts: booked at their rate, at most --queue-ms ahead.
-        .limit("intake", TokenBucket::per_second(FIRST.0).burst(FIRST.1))
-        .limit("inflight", Concurrency::new(PERMITS))
+        .limit("intake", share(FIRST)?)
+        .limit("inflight", Concurrency::new(PERMITS / hosts))
         .keyed_limit(
             "clients",
             TokenBucket::per_second(CLIENT_RATE).burst(CLIENT_RATE),
@@ -336,18 +364,40 @@ fn run_once(
     on: bool,
     phase_ns: u64,
     python: Option<(&PythonSetup, u32)>,
+    hosts: u32,
+    redis: Option<&str>,
 ) -> Result<Run, Failure> {
     let tag = if on { "on" } else { "off" };
-    let file = dir.join(format!("limits-{tag}.shm"));
-    let limiter = if on {
-        Some(create_limiter(&file)?)
+    let hosts = if on { hosts.max(1) } else { 1 };
+    let files: Vec<PathBuf> = if hosts == 1 {
+        vec![dir.join(format!("limits-{tag}.shm"))]
+    } else {
+        (0..hosts)
+            .map(|h| dir.join(format!("limits-{tag}-host{h}.shm")))
+            .collect()
+    };
+    let limiters: Vec<Limiter> = if on {
+        files
+            .iter()
+            .map(|f| create_limiter(f, u64::from(hosts)))
+            .collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::file(format!("cannot find this binary: {e}")))?;
+    let fleet = if on && hosts > 1 {
+        Some(crate::scenario_fleet::start(
+            &exe, dir, &files, &limiters, redis, tag,
+        )?)
     } else {
         None
     };
+    let shares_at_start = fleet
+        .as_ref()
+        .map(|_| crate::scenario_fleet::shares(&limiters));
     let socket = dir.join(format!("dependency-{tag}.sock"));
     let record = dir.join(format!("arrivals-{tag}.txt"));
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::file(format!("cannot find this binary: {e}")))?;
     let mut dep = Command::new(&exe)
         .arg("demo-dependency")
         .arg("--socket")
@@ -377,12 +427,12 @@ fn run_once(
     let mut instances: Vec<Instance> = Vec::new();
     let mut phases: Vec<Phase> = Vec::new();
     let mut dependency_rss_kib = 0;
-    let stats = |name: &str| {
-        limiter
-            .as_ref()
-            .and_then(|l| l.limit(name).ok())
+    let stats = |name: &str| -> u64 {
+        limiters
+            .iter()
+            .filter_map(|l| l.limit(name).ok())
             .map(|l| l.stats().denied)
-            .unwrap_or(0)
+            .sum()
     };
     let spawn = |number: u32| -> Result<Instance, Failure> {
         let python_one = python.filter(|(_, share)| number % 10 < *share);
@@ -399,7 +449,7 @@ fn run_once(
             }
         };
         if on {
-            cmd.arg("--file").arg(&file);
+            cmd.arg("--file").arg(&files[number as usize % files.len()]);
         }
         let mut child = cmd
             .arg("--socket")
@@ -534,9 +584,21 @@ fn run_once(
         );
     }
     let _ = std::fs::write(dir.join(format!("phases-{tag}.txt")), phase_text);
-    drop(limiter);
+    let shares = shares_at_start.map(|start| {
+        format!(
+            "{}\n    at the end:   {}",
+            start,
+            crate::scenario_fleet::shares(&limiters)
+        )
+    });
+    let redis_url = fleet.as_ref().map(|f| f.url.clone());
+    drop(fleet);
+    drop(limiters);
     Ok(Run {
         budget_on: on,
+        hosts,
+        shares,
+        redis_url,
         phases,
         arrivals,
         instances,
@@ -554,18 +616,27 @@ pub fn fullest_window(
     rate: u64,
     burst: u64,
     allowance_ns: u64,
+    slack: u64,
 ) -> (u64, u64, bool) {
     dates.sort_unstable();
-    // The library rounds the emission interval up: never more than the rate.
+    // The library rounds the emission interval up: never more than the rate. Across a fleet
+    // the hosts' rates add up to at most the total: `B + slack + floor(r T)`.
     let emission = SECOND_NS.div_ceil(rate);
-    let mut worst: (u64, u64) = (0, burst);
+    let bound_of = |span: u64| {
+        if slack == 0 {
+            burst + span / emission
+        } else {
+            burst + slack + (u128::from(span) * u128::from(rate) / u128::from(SECOND_NS)) as u64
+        }
+    };
+    let mut worst: (u64, u64) = (0, burst + slack);
     let mut worst_excess = i128::MIN;
     for i in 0..dates.len() {
         let mut top = 0;
         for (j, d) in dates.iter().enumerate().skip(i) {
             top = top.max(d.1);
             let count = (j - i + 1) as u64;
-            let bound = burst + (top - dates[i].0 + allowance_ns) / emission;
+            let bound = bound_of(top - dates[i].0 + allowance_ns);
             let excess = count as i128 - bound as i128;
             if excess > worst_excess {
                 worst_excess = excess;
@@ -574,6 +645,18 @@ pub fn fullest_window(
         }
     }
     (worst.0, worst.1, worst_excess <= 0)
+}
+
+impl Run {
+    /// What the fleet adds to every bound: the hosts' capacities add up to at most `B + hosts`,
+    /// plus one token of rounding per host (0 on one host).
+    fn slack(&self) -> u64 {
+        if self.hosts > 1 {
+            2 * u64::from(self.hosts)
+        } else {
+            0
+        }
+    }
 }
 
 /// What the table says about one phase.
@@ -599,6 +682,7 @@ fn figures(run: &Run, p: &Phase, delay_ns: u64) -> PhaseFigures {
     let most_1s = dependency::most_in_window(&inside, SECOND_NS, |_| true);
     let most_retry_1s = dependency::most_in_window(&inside, SECOND_NS, |a| a.retry);
     let in_flight = inside.iter().map(|a| a.in_flight).max().unwrap_or(0);
+    let slack = run.slack();
     let within = if run.budget_on {
         let sends = |pick: &dyn Fn(&Arrival) -> bool| -> Vec<(u64, u64)> {
             run.arrivals
@@ -608,10 +692,10 @@ fn figures(run: &Run, p: &Phase, delay_ns: u64) -> PhaseFigures {
                 .collect()
         };
         let at: Vec<(u64, u64)> = inside.iter().map(|a| (a.at_ns, a.at_ns)).collect();
-        fullest_window(&mut sends(&|_| true), TOTAL.0, TOTAL.1, 0).2
-            && fullest_window(&mut sends(&|a| !a.retry), FIRST.0, FIRST.1, 0).2
-            && fullest_window(&mut sends(&|a| a.retry), RETRY.0, RETRY.1, 0).2
-            && fullest_window(&mut at.clone(), TOTAL.0, TOTAL.1, delay_ns).2
+        fullest_window(&mut sends(&|_| true), TOTAL.0, TOTAL.1, 0, slack).2
+            && fullest_window(&mut sends(&|a| !a.retry), FIRST.0, FIRST.1, 0, slack).2
+            && fullest_window(&mut sends(&|a| a.retry), RETRY.0, RETRY.1, 0, slack).2
+            && fullest_window(&mut at.clone(), TOTAL.0, TOTAL.1, delay_ns, slack).2
             && u64::from(in_flight) <= PERMITS
     } else {
         true
@@ -636,6 +720,15 @@ fn per_s(n: u64, ns: u64) -> String {
 fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
     let mut out = String::new();
     let on = run.budget_on;
+    let slack = run.slack();
+    // How a bound is written: "24 + 240/s x T", with the fleet's slack when there is one.
+    let formula = |burst: u64, rate: u64, t: &str| {
+        if slack == 0 {
+            format!("floor({burst} + {rate}/s x {t})")
+        } else {
+            format!("{burst} + 2 x {} hosts + floor({rate}/s x {t})", run.hosts)
+        }
+    };
     let _ = writeln!(
         out,
         "shmlimit demo --scenario dependency, budget {}: {} phases of {phase_seconds} s\n",
@@ -648,6 +741,21 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
             "  dependency  accepts {DEPENDENCY_CAPACITY}/s, {SERVICE_MS} ms per call, fails {FAIL_PERCENT}% (then {STORM_FAIL_PERCENT}%)\n  budget      total {}/s burst {}  =  first attempts {}/s burst {}  +  retries {}/s burst {}\n              checked all or nothing before every attempt; {PERMITS} calls in flight; a request\n              waits at most 1 s for its first attempts (or is rejected at once); {CLIENT_RATE}/s per client\n  instances   each ~{REQUESTS_PER_SECOND} requests/s of 1-13 items (1 in 20 oversized, rejected), retries up to 3\n",
             TOTAL.0, TOTAL.1, FIRST.0, FIRST.1, RETRY.0, RETRY.1
         );
+        if let Some(shares) = &run.shares {
+            let _ = writeln!(
+                out,
+                "  fleet       {} hosts, each its own limiter file; total, first and retry are shares kept by
+              one fleet agent per host and limit through Redis ({}); {} permits and
+              {}/s of intake per host. Every bound gains the fleet's slack of 2 x {} hosts.
+    at the start: {shares}
+",
+                run.hosts,
+                run.redis_url.as_deref().unwrap_or("?"),
+                PERMITS / u64::from(run.hosts),
+                FIRST.0 / u64::from(run.hosts),
+                run.hosts,
+            );
+        }
     } else {
         let _ = writeln!(
             out,
@@ -692,12 +800,12 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
             per_s(f.retries, ns),
             per_s(f.ok, ns),
             if on {
-                format!("{} / {}", f.most_1s, TOTAL.1 + TOTAL.0)
+                format!("{} / {}", f.most_1s, TOTAL.1 + TOTAL.0 + slack)
             } else {
                 f.most_1s.to_string()
             },
             if on {
-                format!("{} / {}", f.most_retry_1s, RETRY.1 + RETRY.0)
+                format!("{} / {}", f.most_retry_1s, RETRY.1 + RETRY.0 + slack)
             } else {
                 f.most_retry_1s.to_string()
             },
@@ -738,17 +846,17 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
         let checks = [
             (
                 "total",
-                fullest_window(&mut all(&|_| true), TOTAL.0, TOTAL.1, 0),
+                fullest_window(&mut all(&|_| true), TOTAL.0, TOTAL.1, 0, slack),
                 TOTAL,
             ),
             (
                 "first",
-                fullest_window(&mut all(&|a| !a.retry), FIRST.0, FIRST.1, 0),
+                fullest_window(&mut all(&|a| !a.retry), FIRST.0, FIRST.1, 0, slack),
                 FIRST,
             ),
             (
                 "retry",
-                fullest_window(&mut all(&|a| a.retry), RETRY.0, RETRY.1, 0),
+                fullest_window(&mut all(&|a| a.retry), RETRY.0, RETRY.1, 0, slack),
                 RETRY,
             ),
         ];
@@ -760,18 +868,18 @@ fn report(run: &Run, phase_seconds: f64) -> (String, bool) {
             within &= ok;
             let _ = writeln!(
                 out,
-                "    {name:<6} tightest window {count} sends against floor({burst} + {rate}/s x T) = {bound}: {}",
+                "    {name:<6} tightest window {count} sends against {} = {bound}: {}",
+                formula(burst, rate, "T"),
                 if ok { "within" } else { "EXCEEDED" }
             );
         }
         let mut at: Vec<(u64, u64)> = run.arrivals.iter().map(|a| (a.at_ns, a.at_ns)).collect();
-        let (count, bound, ok) = fullest_window(&mut at, TOTAL.0, TOTAL.1, delay_ns);
+        let (count, bound, ok) = fullest_window(&mut at, TOTAL.0, TOTAL.1, delay_ns, slack);
         within &= ok;
         let _ = writeln!(
             out,
-            "    at the dependency: tightest window {count} arrivals against floor({} + {}/s x (T + D)) = {bound}, D = {:.2} ms\n      (the longest a send took to arrive): {}",
-            TOTAL.1,
-            TOTAL.0,
+            "    at the dependency: tightest window {count} arrivals against {} = {bound}, D = {:.2} ms\n      (the longest a send took to arrive): {}",
+            formula(TOTAL.1, TOTAL.0, "(T + D)"),
             delay_ns as f64 / 1e6,
             if ok { "within" } else { "EXCEEDED" }
         );

@@ -15,6 +15,8 @@ const STEP_NS: u64 = 50_000_000;
 /// One run to draw.
 pub struct Series<'a> {
     pub budget_on: bool,
+    /// Hosts sharing the budget through the fleet agent (their slack widens the bounds).
+    pub hosts: u32,
     pub phases: &'a [Phase],
     pub arrivals: &'a [Arrival],
 }
@@ -75,10 +77,12 @@ fn panel(area: &Area<'_>, run: &Series<'_>, x_max: f64) -> DrawResult {
         .fold(DEPENDENCY_CAPACITY as f64, f64::max);
     // Headroom above the lines for the phase labels and the legend.
     let y_max = (y_top * 1.6 / 50.0).ceil() * 50.0;
-    let title = if run.budget_on {
-        "Arrivals per second at the dependency, with the budget"
-    } else {
-        "The same run without a limiter (note the scale)"
+    let title = match (run.budget_on, run.hosts) {
+        (true, 1) => "Arrivals per second at the dependency, with the budget".to_owned(),
+        (true, h) => {
+            format!("Arrivals per second at the dependency, with the budget shared by {h} hosts")
+        }
+        _ => "The same run without a limiter (note the scale)".to_owned(),
     };
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 22))
@@ -131,33 +135,45 @@ fn panel(area: &Area<'_>, run: &Series<'_>, x_max: f64) -> DrawResult {
         .legend(move |(x, y)| {
             PathElement::new(vec![(x, y), (x + 24, y)], capacity.stroke_width(2))
         });
-    chart
-        .draw_series(DashedLineSeries::new(
-            hline((TOTAL.0 + TOTAL.1) as f64),
-            8,
-            5,
-            budget.stroke_width(2),
-        ))?
-        .label(format!(
+    let slack = if run.hosts > 1 {
+        2 * u64::from(run.hosts)
+    } else {
+        0
+    };
+    let retry_bound = RETRY.0 + RETRY.1 + slack;
+    let budget_label = if slack == 0 {
+        format!(
             "budget bound in any 1 s: {} + {}/s x 1 s = {}",
             TOTAL.1,
             TOTAL.0,
             TOTAL.0 + TOTAL.1
-        ))
+        )
+    } else {
+        format!(
+            "budget bound in any 1 s ({} hosts): {} + {slack} + {} = {}",
+            run.hosts,
+            TOTAL.1,
+            TOTAL.0,
+            TOTAL.0 + TOTAL.1 + slack
+        )
+    };
+    chart
+        .draw_series(DashedLineSeries::new(
+            hline((TOTAL.0 + TOTAL.1 + slack) as f64),
+            8,
+            5,
+            budget.stroke_width(2),
+        ))?
+        .label(budget_label)
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], budget.stroke_width(2)));
     chart
         .draw_series(DashedLineSeries::new(
-            hline((RETRY.0 + RETRY.1) as f64),
+            hline(retry_bound as f64),
             8,
             5,
             retry_color.mix(0.6).stroke_width(1),
         ))?
-        .label(format!(
-            "retry bound in any 1 s: {} + {}/s x 1 s = {}",
-            RETRY.1,
-            RETRY.0,
-            RETRY.0 + RETRY.1
-        ))
+        .label(format!("retry bound in any 1 s: {retry_bound}"))
         .legend(move |(x, y)| {
             PathElement::new(
                 vec![(x, y), (x + 24, y)],
@@ -185,7 +201,7 @@ fn panel(area: &Area<'_>, run: &Series<'_>, x_max: f64) -> DrawResult {
     chart
         .configure_series_labels()
         // Below the row of phase labels, in the headroom above the lines.
-        .position(SeriesLabelPosition::Coordinate(plot_width - 340, 28))
+        .position(SeriesLabelPosition::Coordinate(plot_width - 370, 28))
         .background_style(WHITE.mix(0.9))
         .border_style(RGBColor(180, 180, 180))
         .label_font(("sans-serif", 13))
