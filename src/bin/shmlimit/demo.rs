@@ -62,7 +62,8 @@ const LOG_TIME_UNIT_NS: u64 = 1024;
         "Python) that fan requests out into calls and retry, under one budget of 240/s (200 first\n",
         "attempts + 40 retries) checked before every attempt. It prints, per phase, what arrived at\n",
         "the dependency against the bounds, checks every window, reports each process's memory and\n",
-        "writes an SVG chart of arrivals per second (--budget both adds the run without a limiter).\n",
+        "writes an SVG chart of arrivals per second (--budget both adds the run without a limiter;\n",
+        "--hosts 3 puts the instances on 3 hosts sharing the budget through the fleet agent and Redis).\n",
         "About 5 x --phase-seconds per run; the exit code is 3 if a bound was exceeded.\n\n",
         exit_codes!()
     )

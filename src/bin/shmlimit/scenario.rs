@@ -137,6 +137,7 @@ enum Kind {
 
 /// One instance process.
 struct Instance {
+    number: u32,
     kind: Kind,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -164,6 +165,10 @@ struct Run {
     /// The shares the agents applied at the start and at the end.
     shares: Option<String>,
     redis_url: Option<String>,
+    /// Instances that ended with an error (their messages went to standard error).
+    failed: Vec<String>,
+    /// The fleet agents' and the private redis-server's resident memory at the end (KiB).
+    fleet_rss_kib: Option<(Vec<u64>, Option<u64>)>,
     phases: Vec<Phase>,
     arrivals: Vec<Arrival>,
     instances: Vec<Instance>,
@@ -290,6 +295,17 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
         let _ = writeln!(out, "kept: {}", dir.path.display());
     }
     print!("{out}");
+    let failed: Vec<&String> = runs.iter().flat_map(|r| &r.failed).collect();
+    if let Some(first) = failed.first() {
+        return Err(Failure::file(format!(
+            "{first}{}: the run is not the scenario it describes (see the messages above)",
+            if failed.len() > 1 {
+                format!(" (and {} more)", failed.len() - 1)
+            } else {
+                String::new()
+            }
+        )));
+    }
     if !within {
         return Err(Failure::bound(
             "a bound was exceeded at the dependency: this is a bug in shmlimit; please report it with this output",
@@ -461,6 +477,7 @@ fn run_once(
             .spawn()
             .map_err(|e| Failure::file(format!("cannot start instance {number}: {e}")))?;
         Ok(Instance {
+            number,
             kind: if python_one.is_some() {
                 Kind::Python
             } else {
@@ -550,12 +567,19 @@ fn run_once(
         }
         inst.stdin = None;
     }
+    let mut failed = Vec::new();
     for inst in instances.iter_mut() {
         let mut text = String::new();
         if let Some(out) = inst.child.stdout.as_mut() {
             let _ = std::io::Read::read_to_string(out, &mut text);
         }
-        let _ = inst.child.wait();
+        let status = inst.child.wait();
+        if inst.ended != Some("SIGKILLed") && !matches!(&status, Ok(s) if s.success()) {
+            failed.push(format!(
+                "instance {} ({:?}) ended with {status:?}",
+                inst.number, inst.kind
+            ));
+        }
         if let Some(line) = text.lines().rev().find(|l| l.starts_with("counters")) {
             if let Some(c) = parse_counters(line) {
                 if let Some(rss) = c.iter().find(|(k, _)| k == "rss_kib").map(|(_, v)| *v) {
@@ -592,6 +616,7 @@ fn run_once(
         )
     });
     let redis_url = fleet.as_ref().map(|f| f.url.clone());
+    let fleet_rss_kib = fleet.as_ref().map(|f| f.rss_kib());
     drop(fleet);
     drop(limiters);
     Ok(Run {
@@ -599,6 +624,8 @@ fn run_once(
         hosts,
         shares,
         redis_url,
+        failed,
+        fleet_rss_kib,
         phases,
         arrivals,
         instances,
@@ -1006,6 +1033,30 @@ fn instances_report(run: &Run) -> String {
             mib(rss[rss.len() - 1]),
             ended.join(", "),
         ]);
+    }
+    if let Some((agents, redis)) = &run.fleet_rss_kib {
+        let mut agents = agents.clone();
+        agents.sort_unstable();
+        if let (Some(lo), Some(hi)) = (agents.first(), agents.last()) {
+            table.row(vec![
+                "fleet agents".to_owned(),
+                agents.len().to_string(),
+                mib(*lo),
+                mib(agents[agents.len() / 2]),
+                mib(*hi),
+                "at the end".to_owned(),
+            ]);
+        }
+        if let Some(r) = redis {
+            table.row(vec![
+                "redis-server".to_owned(),
+                "1".to_owned(),
+                mib(*r),
+                mib(*r),
+                mib(*r),
+                "at the end".to_owned(),
+            ]);
+        }
     }
     table.row(vec![
         "dependency".to_owned(),

@@ -62,6 +62,22 @@ fn ping(url: &str) -> bool {
         .is_some()
 }
 
+impl Fleet {
+    /// The resident memory (KiB) of each agent, and of the redis-server started here, now.
+    pub fn rss_kib(&self) -> (Vec<u64>, Option<u64>) {
+        let agents = self
+            .agents
+            .iter()
+            .filter_map(|(a, _)| crate::scenario_worker::rss_kib(a.id()))
+            .collect();
+        let redis = self
+            .redis
+            .as_ref()
+            .and_then(|r| crate::scenario_worker::rss_kib(r.id()));
+        (agents, redis)
+    }
+}
+
 /// Start a private `redis-server` on a free loopback port.
 pub fn start_redis(dir: &Path) -> Result<(Child, String), Failure> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
