@@ -470,3 +470,42 @@ fn hung_up_within(stream: &UnixStream, service: Duration) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_lines_round_trip() {
+        let a = Arrival {
+            at_ns: 42,
+            retry: true,
+            instance: 7,
+            t0_ns: 30,
+            t1_ns: 31,
+            in_flight: 3,
+            outcome: Outcome::Busy,
+        };
+        assert_eq!(Arrival::parse(a.line().trim()), Some(a));
+        assert_eq!(Arrival::parse("42 x 7 30 31 3 ok"), None);
+        assert_eq!(Arrival::parse("42 f 7 30 31 3"), None);
+    }
+
+    #[test]
+    fn most_in_a_sliding_window() {
+        let at = |t: u64| Arrival {
+            at_ns: t,
+            retry: t % 2 == 1,
+            instance: 0,
+            t0_ns: 0,
+            t1_ns: 0,
+            in_flight: 1,
+            outcome: Outcome::Ok,
+        };
+        let arrivals: Vec<Arrival> = [0, 10, 999, 1000, 1001, 1500].map(at).to_vec();
+        // (t - 1000, t]: {999, 1000, 1001, 1500} at t = 1500.
+        assert_eq!(most_in_window(&arrivals, 1000, |_| true), 4);
+        assert_eq!(most_in_window(&arrivals, 1000, |a| a.retry), 2);
+        assert_eq!(most_in_window(&[], 1000, |_| true), 0);
+    }
+}

@@ -1109,3 +1109,38 @@ fn comparison(on: &Run, off: &Run) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fullest_window_finds_a_window_over_the_bound() {
+        // 10/s burst 2 (emission 100 ms): three sends at once fill it past its burst.
+        let ms = 1_000_000;
+        let mut ok = vec![
+            (0, 10),
+            (1, 11),
+            (100 * ms, 100 * ms + 5),
+            (200 * ms, 200 * ms),
+        ];
+        // Two at once, then one every 100 ms: the bound is reached, not passed.
+        let (count, bound, within) = fullest_window(&mut ok, 10, 2, 0, 0);
+        assert!(within && count == bound, "{count} of {bound}");
+        let mut over = vec![(0, 10), (1, 11), (2, 12)];
+        let (count, bound, within) = fullest_window(&mut over, 10, 2, 0, 0);
+        assert_eq!((count, bound, within), (3, 2, false));
+        // A fleet's slack admits it; an allowance of 100 ms too.
+        assert!(fullest_window(&mut over, 10, 2, 0, 2).2);
+        assert!(fullest_window(&mut over, 10, 2, 100 * ms, 0).2);
+    }
+
+    #[test]
+    fn a_late_admission_widens_only_its_own_windows() {
+        // The bracket of the second send ends late: its window is measured to that end.
+        let ms = 1_000_000;
+        let mut dates = vec![(0, 1), (2, 150 * ms), (3, 4)];
+        let (_, _, within) = fullest_window(&mut dates, 10, 2, 0, 0);
+        assert!(within, "3 sends within [0, 150 ms] are allowed 2 + 1");
+    }
+}
