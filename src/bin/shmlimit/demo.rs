@@ -262,7 +262,17 @@ fn reason(e: shmlimit::Error) -> String {
 
 pub fn run(args: DemoArgs) -> Result<(), Failure> {
     if args.scenario.scenario.is_some() {
+        if args.mixed {
+            return Err(Failure::config(
+                "--mixed is for the bucket and log demo; the scenario's Python share is --python",
+            ));
+        }
         return crate::scenario::run(args.scenario);
+    }
+    if let Some(flag) = args.scenario.set_flag() {
+        return Err(Failure::config(format!(
+            "{flag} is a scenario flag: add --scenario dependency"
+        )));
     }
     if !(args.seconds > 0.0 && args.seconds <= 3600.0) {
         return Err(Failure::config(format!(

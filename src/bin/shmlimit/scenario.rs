@@ -112,6 +112,24 @@ pub struct ScenarioArgs {
     pub python: u32,
 }
 
+impl ScenarioArgs {
+    /// The first scenario flag given a value other than its default, if any (they mean
+    /// nothing without --scenario).
+    pub fn set_flag(&self) -> Option<&'static str> {
+        [
+            (self.phase_seconds != 5.0, "--phase-seconds"),
+            (self.budget != Budget::On, "--budget"),
+            (self.chart != Path::new("shmlimit-scenario.svg"), "--chart"),
+            (self.keep.is_some(), "--keep"),
+            (self.hosts != 1, "--hosts"),
+            (self.redis.is_some(), "--redis"),
+            (self.python != 2, "--python"),
+        ]
+        .into_iter()
+        .find_map(|(set, flag)| set.then_some(flag))
+    }
+}
+
 /// What happens at the start of a phase.
 #[derive(Debug, Clone, Copy)]
 enum Action {
