@@ -261,7 +261,9 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
         Budget::Off => &[false],
         Budget::Both => &[true, false],
     };
-    // Ctrl-C stops the children (same process group) and this process alike.
+    // Ctrl-C reaches the children (same process group); this process notices it, stops what
+    // is left of the run and removes its temporary directory.
+    let stop = shmlimit::fleet::cli::stop_on_signals();
     for &on in plan {
         let python = python.as_ref().map(|p| (p, args.python));
         runs.push(run_once(
@@ -271,6 +273,7 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
             python,
             args.hosts,
             args.redis.as_deref(),
+            stop,
         )?);
     }
 
@@ -400,6 +403,7 @@ fn run_once(
     python: Option<(&PythonSetup, u32)>,
     hosts: u32,
     redis: Option<&str>,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> Result<Run, Failure> {
     let tag = if on { "on" } else { "off" };
     let hosts = if on { hosts.max(1) } else { 1 };
@@ -562,6 +566,17 @@ fn run_once(
             }
             if let Some(rss) = rss_kib(dep.id()) {
                 dependency_rss_kib = dependency_rss_kib.max(rss);
+            }
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for inst in instances.iter_mut() {
+                    let _ = inst.child.kill();
+                    let _ = inst.child.wait();
+                }
+                let _ = dep.kill();
+                let _ = dep.wait();
+                return Err(Failure::file(
+                    "interrupted (Ctrl-C or SIGTERM): every process of the run was stopped; run it again to see the tables",
+                ));
             }
             let now = MonotonicClock.now_ns();
             if now >= end_ns {
