@@ -150,6 +150,10 @@ class Decisions(FileTest):
             self.assertIn("allowed=False", repr(no))
             b.refund(d)
             self.assertEqual(b.peek().remaining, 1)
+            import pickle
+            copy = pickle.loads(pickle.dumps(no))
+            self.assertEqual((copy.allowed, copy.retry_after_ns, copy._raw),
+                             (no.allowed, no.retry_after_ns, no._raw))
             made = shmlimit.Decision(False, remaining=0, retry_after_ns=5)
             self.assertEqual((made.allowed, made.retry_after_ns, made.cost), (False, 5, 0))
             b.refund(made)  # a decision without a grant gives nothing back

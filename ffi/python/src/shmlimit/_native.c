@@ -339,9 +339,27 @@ static PyGetSetDef Decision_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
+/* Pickling (multiprocessing returns decisions across processes): the struct's bytes. */
+static PyObject *Decision_reduce(PyObject *self, PyObject *unused) {
+    PyObject *from_raw, *raw, *result;
+    (void)unused;
+    from_raw = PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_from_raw");
+    if (from_raw == NULL) {
+        return NULL;
+    }
+    raw = PyBytes_FromStringAndSize((const char *)&SELF_D, sizeof SELF_D);
+    if (raw == NULL) {
+        Py_DECREF(from_raw);
+        return NULL;
+    }
+    result = Py_BuildValue("(N(N))", from_raw, raw);
+    return result;
+}
+
 static PyMethodDef Decision_methods[] = {
     {"_from_raw", Decision_from_raw, METH_O | METH_CLASS,
      "A Decision from a shmlimit_decision struct's bytes."},
+    {"__reduce__", Decision_reduce, METH_NOARGS, "Pickle support."},
     {NULL, NULL, 0, NULL},
 };
 
