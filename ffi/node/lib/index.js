@@ -208,6 +208,7 @@ const ON_FULL_NAME = ['deny', 'allow', 'error'];
 const ALIGNED = { wall: 0, monotonic: 1 };
 const FLAG_SHADOW = 1;
 const FLAG_NEAR_LIMIT = 2;
+const DEFAULT_NEAR_LIMIT = 6554;
 
 function count(value, what) {
   if (!Number.isSafeInteger(value) || value < 1) {
@@ -352,7 +353,8 @@ function specOf(d) {
   }
   if (d.keyCapacity) spec.keyed = { capacity: d.keyCapacity, onFull: ON_FULL_NAME[d.onFull] || 'deny' };
   if (d.flags & FLAG_SHADOW) spec.shadow = true;
-  if (d.flags & FLAG_NEAR_LIMIT) spec.nearLimit = d.nearLimit / 65536;
+  // The library reports the near-limit fraction on every definition; only a non-default one is shown.
+  if ((d.flags & FLAG_NEAR_LIMIT) && d.nearLimit !== DEFAULT_NEAR_LIMIT) spec.nearLimit = d.nearLimit / 65536;
   if (d.split > 1) spec.split = d.split;
   if (d.fleetWeight) spec.fleet = { rate: 1, per: d.fleetEmissionNs / 1e6, weight: d.fleetWeight };
   return spec;

@@ -50,8 +50,11 @@ _Static_assert(offsetof(shmlimit_decision, reset_after_ns) == 56, "reset_after_n
 /* ---------------------------------------------------------------------------------------- */
 /* Handles: reference counted so that a permit wait thread keeps its limit alive.            */
 
+/* The memory of a box lives while its JavaScript external or a wait holds it (`refs`); the C
+ * handle in it lives while its JavaScript owner has not closed it or a wait uses it (`users`). */
 typedef struct {
     atomic_int refs;
+    atomic_int users;
     atomic_bool closed;
     int is_limiter;
     void *ptr; /* shmlimit_limiter * or shmlimit_limit * */
@@ -59,27 +62,35 @@ typedef struct {
 
 static void box_unref(box_t *b) {
     if (atomic_fetch_sub(&b->refs, 1) == 1) {
+        free(b);
+    }
+}
+
+static void box_unuse(box_t *b) {
+    if (atomic_fetch_sub(&b->users, 1) == 1) {
         if (b->is_limiter) {
             shmlimit_limiter_free((shmlimit_limiter *)b->ptr);
         } else {
             shmlimit_limit_free((shmlimit_limit *)b->ptr);
         }
-        free(b);
+        b->ptr = NULL;
     }
 }
 
-/* Drop the JavaScript owner's reference once (close() or the garbage collector). */
+/* Drop the JavaScript owner's use of the handle once (close(), else the finalizer). */
 static void box_close(box_t *b) {
     bool expected = false;
     if (atomic_compare_exchange_strong(&b->closed, &expected, true)) {
-        box_unref(b);
+        box_unuse(b);
     }
 }
 
 static void box_finalize(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
-    box_close((box_t *)data);
+    box_t *b = (box_t *)data;
+    box_close(b);
+    box_unref(b);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -185,12 +196,14 @@ static napi_value wrap_box(napi_env env, void *ptr, int is_limiter) {
         return NULL;
     }
     atomic_init(&b->refs, 1);
+    atomic_init(&b->users, 1);
     atomic_init(&b->closed, false);
     b->is_limiter = is_limiter;
     b->ptr = ptr;
     napi_value out;
     if (napi_create_external(env, b, box_finalize, NULL, &out) != napi_ok) {
         box_close(b);
+        box_unref(b);
         throw_napi(env, "napi_create_external");
         return NULL;
     }
@@ -998,7 +1011,7 @@ typedef struct wait_job {
     uint32_t id;
     napi_env env;
     atomic_bool cancel;
-    box_t *box;           /* a reference held for the wait */
+    box_t *box;           /* a reference and a use held for the wait */
     uint8_t *key;         /* NULL: unkeyed */
     size_t key_len;
     uint64_t timeout_ns;  /* UINT64_MAX: no timeout */
@@ -1072,6 +1085,7 @@ static void *wait_thread(void *arg) {
             }
         }
         pthread_mutex_unlock(&jobs_lock);
+        box_unuse(job->box);
         box_unref(job->box);
         free(job->key);
         free(job);
@@ -1112,6 +1126,7 @@ static void wait_deliver(napi_env env, napi_value callback, void *context, void 
             shmlimit_permit_release(l, job->permit, &released);
         }
     }
+    box_unuse(job->box);
     box_unref(job->box);
     free(job->key);
     free(job);
@@ -1164,6 +1179,7 @@ static napi_value js_permit_wait(napi_env env, napi_callback_info info) {
     atomic_init(&job->cancel, false);
     job->env = env;
     atomic_fetch_add(&b->refs, 1);
+    atomic_fetch_add(&b->users, 1);
     job->box = b;
     pthread_mutex_lock(&jobs_lock);
     job->id = next_job_id++;
@@ -1192,6 +1208,7 @@ static napi_value js_permit_wait(napi_env env, napi_callback_info info) {
         }
         pthread_mutex_unlock(&jobs_lock);
         napi_release_threadsafe_function(job->tsfn, napi_tsfn_abort);
+        box_unuse(b);
         box_unref(b);
         free(job->key);
         free(job);
