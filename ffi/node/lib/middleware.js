@@ -9,6 +9,14 @@ function defaultKey(req) {
   return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
 }
 
+// A key function's answer: a string or bytes; null or undefined falls back to the client's
+// address.
+function keyOf(fn, req) {
+  const k = fn(req);
+  if (k === undefined || k === null) return defaultKey(req);
+  return typeof k === 'string' || k instanceof Uint8Array ? k : String(k);
+}
+
 // Normalise `limits` to [{limit, key, cost}], with keyed-ness read once from the definitions.
 function entriesOf(opts) {
   let limits = opts.limits !== undefined ? opts.limits : opts.limit;
@@ -42,7 +50,7 @@ function decide(entries, req) {
     allowed = c.allowed;
     decisions = c.decisions;
   } else {
-    const keys = entries.map((e) => (e.keyed ? String(e.key(req)) : null));
+    const keys = entries.map((e) => (e.keyed ? keyOf(e.key, req) : null));
     decisions = new Array(n);
     allowed = true;
     for (let i = 0; i < n; i++) {
