@@ -7,9 +7,8 @@
 //   1. libshmlimit.a: from SHMLIMIT_LIB_DIR when set (a directory holding it), else
 //      `cargo build --release --lib` in the crate this package sits in (../.. or
 //      SHMLIMIT_CRATE_DIR), in cargo's own target directory.
-//   2. The Node-API headers: from the `node-api-headers` package (npm registry), else from the
-//      running Node's own include/node. Never downloaded from nodejs.org, which node-gyp would
-//      need: the headers of the stable Node-API are the same for every Node version.
+//   2. The Node-API headers: include/node-api/ (a copy of the node-api-headers package; see
+//      napiInclude below). Nothing is downloaded.
 //   3. `cc` (or $CC) compiles and links the shared object.
 //
 // SHMLIMIT_NODE_STRICT=1 makes compiler warnings errors (the test suite sets it).
@@ -61,20 +60,19 @@ function libraryDir(crate) {
   return path.join(meta.target_directory, 'release');
 }
 
+// The Node-API headers: include/node-api/, a copy of the node-api-headers package 1.9.0 (MIT,
+// from the npm registry). Not a dependency: `npm install <checkout>/ffi/node` links the folder
+// and installs none of its dependencies, and node-gyp would fetch Node's headers from
+// nodejs.org. Node-API is a stable C ABI, so these headers build an addon that loads in every
+// Node with Node-API 8 (16 and later). SHMLIMIT_NAPI_INCLUDE names another directory.
 function napiInclude() {
-  try {
-    const dir = require('node-api-headers').include_dir;
-    if (fs.existsSync(path.join(dir, 'node_api.h'))) {
-      return dir;
-    }
-  } catch (_) {
-    // not installed: try the running Node's headers
+  const dir = process.env.SHMLIMIT_NAPI_INCLUDE
+    ? path.resolve(process.env.SHMLIMIT_NAPI_INCLUDE)
+    : path.join(here, 'include', 'node-api');
+  if (!fs.existsSync(path.join(dir, 'node_api.h'))) {
+    fail(`no node_api.h in ${dir}`);
   }
-  const own = path.resolve(path.dirname(process.execPath), '..', 'include', 'node');
-  if (fs.existsSync(path.join(own, 'node_api.h'))) {
-    return own;
-  }
-  fail('no Node-API headers: the node-api-headers package is missing and this Node has no include/node');
+  return dir;
 }
 
 const crate = crateDir();
