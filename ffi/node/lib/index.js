@@ -462,7 +462,11 @@ function waitPermit(limit, key, opts, what) {
     let onAbort = null;
     const id = native.permitWait(limit._h, key, timeoutNs, (status, permit, message, osError) => {
       if (signal) signal.removeEventListener('abort', onAbort);
-      if (status === 0) {
+      if (status === 0 && signal && signal.aborted) {
+        // Aborted while the permit was being taken: give it back.
+        if (permit !== 0n) new Permit(limit, permit, key).release();
+        reject(abortError(signal));
+      } else if (status === 0) {
         resolve(permit === 0n ? null : new Permit(limit, permit, key));
       } else if (status === CLOSED && signal && signal.aborted) {
         reject(abortError(signal));

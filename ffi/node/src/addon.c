@@ -1004,7 +1004,15 @@ static napi_value js_key_tag(napi_env env, napi_callback_info info) {
     return out;
 }
 
-/* ---- Permit waits on threads of their own. ---- */
+/* ---- Permit waits on threads of their own. ----
+ *
+ * Lifetime of a wait: js_permit_wait creates the job, its thread-safe function (tsfn) and a
+ * joinable thread. The thread waits, queues its result on the tsfn and releases the tsfn.
+ * wait_deliver runs the JavaScript callback on the event loop (or, when the environment is
+ * being torn down, only gives the permit back). The tsfn's finalizer, which Node runs once the
+ * thread has released it or when the environment is torn down, whichever comes first, cancels
+ * and joins the thread (at most one wait slice, 100 ms) and only then frees the job: a thread
+ * never calls into a tsfn Node has destroyed. */
 
 typedef struct wait_job {
     struct wait_job *next;
@@ -1016,13 +1024,17 @@ typedef struct wait_job {
     size_t key_len;
     uint64_t timeout_ns;  /* UINT64_MAX: no timeout */
     napi_threadsafe_function tsfn;
+    pthread_t thread;
+    bool started;
+    /* Written by the thread before it queues the result, read by wait_deliver. */
     int32_t status;
-    uint64_t permit;
+    uint64_t permit;      /* 0 once delivered or given back */
     char message[512];
     int os_error;
 } wait_job;
 
-/* Every running wait, so that an environment's teardown (or an AbortSignal) can cancel it. */
+/* Every wait not yet finalized, so that an environment's teardown (or an AbortSignal) can
+ * cancel it. */
 static pthread_mutex_t jobs_lock = PTHREAD_MUTEX_INITIALIZER;
 static wait_job *jobs = NULL;
 static uint32_t next_job_id = 1;
@@ -1031,6 +1043,14 @@ static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static void give_back(wait_job *job) {
+    if (job->permit != 0) {
+        bool released;
+        shmlimit_permit_release((const shmlimit_limit *)job->box->ptr, job->permit, &released);
+        job->permit = 0;
+    }
 }
 
 static void *wait_thread(void *arg) {
@@ -1063,41 +1083,45 @@ static void *wait_thread(void *arg) {
         snprintf(job->message, sizeof job->message, "%s", shmlimit_last_error());
         job->os_error = shmlimit_last_os_error();
     }
-    if (st == CLOSED && permit != 0) {
-        bool released;
-        shmlimit_permit_release(l, permit, &released);
-        permit = 0;
-    }
     job->status = st;
     job->permit = permit;
-    napi_threadsafe_function tsfn = job->tsfn;
-    if (napi_call_threadsafe_function(tsfn, job, napi_tsfn_blocking) != napi_ok) {
-        /* The environment is going away: nobody will take this permit, so give it back. */
-        if (job->permit != 0) {
-            bool released;
-            shmlimit_permit_release(l, job->permit, &released);
-        }
-        pthread_mutex_lock(&jobs_lock);
-        for (wait_job **p = &jobs; *p; p = &(*p)->next) {
-            if (*p == job) {
-                *p = job->next;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&jobs_lock);
-        box_unuse(job->box);
-        box_unref(job->box);
-        free(job->key);
-        free(job);
+    if (napi_call_threadsafe_function(job->tsfn, job, napi_tsfn_blocking) != napi_ok) {
+        /* The environment is going away: nobody will take this permit. */
+        give_back(job);
     }
-    napi_release_threadsafe_function(tsfn, napi_tsfn_release);
+    napi_release_threadsafe_function(job->tsfn, napi_tsfn_release);
     return NULL;
 }
 
-/* On the event loop: resolve the wait's callback(status, permit, message, osError). */
+/* On the event loop: callback(status, permit, message, osError). */
 static void wait_deliver(napi_env env, napi_value callback, void *context, void *data) {
     (void)context;
     wait_job *job = (wait_job *)data;
+    if (env == NULL || callback == NULL) {
+        give_back(job);
+        return;
+    }
+    napi_value argv[4], undefined;
+    napi_get_undefined(env, &undefined);
+    napi_create_int32(env, job->status, &argv[0]);
+    napi_create_bigint_uint64(env, job->permit, &argv[1]);
+    napi_create_string_utf8(env, job->message, NAPI_AUTO_LENGTH, &argv[2]);
+    napi_create_int32(env, job->os_error, &argv[3]);
+    if (napi_call_function(env, undefined, callback, 4, argv, NULL) != napi_ok) {
+        /* The callback could not take it (an exception is pending): give it back. */
+        give_back(job);
+    }
+    job->permit = 0; /* delivered: the JavaScript Permit owns it */
+}
+
+static void wait_finalize(napi_env env, void *data, void *hint) {
+    (void)env;
+    (void)hint;
+    wait_job *job = (wait_job *)data;
+    atomic_store(&job->cancel, true);
+    if (job->started) {
+        pthread_join(job->thread, NULL);
+    }
     pthread_mutex_lock(&jobs_lock);
     for (wait_job **p = &jobs; *p; p = &(*p)->next) {
         if (*p == job) {
@@ -1106,81 +1130,60 @@ static void wait_deliver(napi_env env, napi_value callback, void *context, void 
         }
     }
     pthread_mutex_unlock(&jobs_lock);
-    const shmlimit_limit *l = (const shmlimit_limit *)job->box->ptr;
-    if (env == NULL || callback == NULL) {
-        if (job->permit != 0) {
-            bool released;
-            shmlimit_permit_release(l, job->permit, &released);
-        }
-    } else {
-        napi_value argv[4], undefined;
-        napi_get_undefined(env, &undefined);
-        napi_create_int32(env, job->status, &argv[0]);
-        napi_create_bigint_uint64(env, job->permit, &argv[1]);
-        napi_create_string_utf8(env, job->message, NAPI_AUTO_LENGTH, &argv[2]);
-        napi_create_int32(env, job->os_error, &argv[3]);
-        if (napi_call_function(env, undefined, callback, 4, argv, NULL) != napi_ok &&
-            job->permit != 0) {
-            /* The callback could not take it (an exception is pending): give it back. */
-            bool released;
-            shmlimit_permit_release(l, job->permit, &released);
-        }
-    }
     box_unuse(job->box);
     box_unref(job->box);
     free(job->key);
     free(job);
 }
 
-/* permitWait(limit, key | undefined, timeoutNs | -1, callback) -> wait id, or a status
- * number <= 0... (negative) when the wait could not start. */
+/* permitWait(limit, key | undefined, timeoutNs | -1, callback) -> a wait id (> 0), or a status
+ * (< 0) when the wait could not start. */
 static napi_value js_permit_wait(napi_env env, napi_callback_info info) {
     ARGS(4);
     box_t *b = get_box(env, argv[0]);
     if (b == NULL || b->is_limiter || atomic_load(&b->closed)) {
         return int32_value(env, CLOSED);
     }
+    double t = -1;
+    NAPI(napi_get_value_double(env, argv[2], &t));
+    napi_valuetype kt;
+    NAPI(napi_typeof(env, argv[1], &kt));
+    keybuf_t k;
+    if (kt != napi_undefined && !get_key(env, argv[1], &k)) {
+        return int32_value(env, BAD_ARG);
+    }
     wait_job *job = (wait_job *)calloc(1, sizeof *job);
-    if (job == NULL) {
+    if (job != NULL && kt != napi_undefined) {
+        job->key = (uint8_t *)malloc(k.len ? k.len : 1);
+        if (job->key != NULL) {
+            memcpy(job->key, k.ptr, k.len);
+            job->key_len = k.len;
+        }
+    }
+    if (kt != napi_undefined) {
+        key_free(&k);
+    }
+    if (job == NULL || (kt != napi_undefined && job->key == NULL)) {
+        free(job);
         napi_throw_error(env, NULL, "shmlimit addon: out of memory");
         return NULL;
     }
-    napi_valuetype kt;
-    NAPI(napi_typeof(env, argv[1], &kt));
-    if (kt != napi_undefined) {
-        keybuf_t k;
-        if (!get_key(env, argv[1], &k)) {
-            free(job);
-            return int32_value(env, BAD_ARG);
-        }
-        job->key = (uint8_t *)malloc(k.len ? k.len : 1);
-        if (job->key == NULL) {
-            key_free(&k);
-            free(job);
-            napi_throw_error(env, NULL, "shmlimit addon: out of memory");
-            return NULL;
-        }
-        memcpy(job->key, k.ptr, k.len);
-        job->key_len = k.len;
-        key_free(&k);
-    }
-    double t = -1;
-    NAPI(napi_get_value_double(env, argv[2], &t));
     job->timeout_ns = t < 0 ? UINT64_MAX : (t >= 1.8e19 ? UINT64_MAX - 1 : (uint64_t)t);
+    atomic_init(&job->cancel, false);
+    job->env = env;
+    job->box = b;
     napi_value name;
-    NAPI(napi_create_string_utf8(env, "shmlimit permit wait", NAPI_AUTO_LENGTH, &name));
-    if (napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, NULL, NULL, NULL,
+    if (napi_create_string_utf8(env, "shmlimit permit wait", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+        napi_create_threadsafe_function(env, argv[3], NULL, name, 0, 1, job, wait_finalize, NULL,
                                         wait_deliver, &job->tsfn) != napi_ok) {
         free(job->key);
         free(job);
         throw_napi(env, "napi_create_threadsafe_function");
         return NULL;
     }
-    atomic_init(&job->cancel, false);
-    job->env = env;
+    /* From here on the finalizer owns the job (and drops these). */
     atomic_fetch_add(&b->refs, 1);
     atomic_fetch_add(&b->users, 1);
-    job->box = b;
     pthread_mutex_lock(&jobs_lock);
     job->id = next_job_id++;
     if (job->id == 0) {
@@ -1193,31 +1196,18 @@ static napi_value js_permit_wait(napi_env env, napi_callback_info info) {
 
     pthread_attr_t attr;
     pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    pthread_t thread;
-    int err = pthread_create(&thread, &attr, wait_thread, job);
+    int err = pthread_create(&job->thread, &attr, wait_thread, job);
     pthread_attr_destroy(&attr);
     if (err != 0) {
-        pthread_mutex_lock(&jobs_lock);
-        for (wait_job **p = &jobs; *p; p = &(*p)->next) {
-            if (*p == job) {
-                *p = job->next;
-                break;
-            }
-        }
-        pthread_mutex_unlock(&jobs_lock);
         napi_release_threadsafe_function(job->tsfn, napi_tsfn_abort);
-        box_unuse(b);
-        box_unref(b);
-        free(job->key);
-        free(job);
         char msg[128];
         snprintf(msg, sizeof msg, "shmlimit: could not start a permit wait thread: %s",
                  strerror(err));
         napi_throw_error(env, NULL, msg);
         return NULL;
     }
+    job->started = true;
     napi_value out;
     NAPI(napi_create_uint32(env, id, &out));
     return out;

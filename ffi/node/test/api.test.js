@@ -353,3 +353,33 @@ test('ES modules import the same API, every export named', async () => {
   assert.equal(m.default, shmlimit);
   for (const name of Object.keys(shmlimit)) assert.equal(m[name], shmlimit[name], name);
 });
+
+test('a worker thread terminated while it waits for a permit leaves nothing held', { timeout: 20000 }, async (t) => {
+  const { file, limiter } = open(t, { db: shmlimit.concurrency({ permits: 1 }) });
+  const db = limiter.limit('db');
+  const mine = db.tryAcquirePermit();
+  const code = `
+    const { parentPort, workerData } = require('node:worker_threads');
+    const shmlimit = require(${JSON.stringify(path.join(__dirname, '..'))});
+    const db = shmlimit.Limiter.open(workerData).limit('db');
+    db.acquirePermit().then((p) => parentPort.postMessage('got ' + (p && p.id)));
+    parentPort.postMessage('waiting');`;
+  const w = new Worker(code, { eval: true, workerData: file });
+  const messages = [];
+  w.on('message', (m) => messages.push(m));
+  while (!messages.includes('waiting')) await new Promise((r) => setTimeout(r, 5));
+  await new Promise((r) => setTimeout(r, 50));
+  await w.terminate();
+  // Released after the waiter's environment is gone: its wait thread must not keep it.
+  assert.equal(mine.release(), true);
+  let holders = db.permitHolders();
+  for (let i = 0; i < 100 && holders.length > 0; i++) {
+    await new Promise((r) => setTimeout(r, 20));
+    holders = db.permitHolders();
+  }
+  assert.deepEqual(holders, []);
+  assert.deepEqual(messages, ['waiting']);
+  const again = db.tryAcquirePermit();
+  assert.ok(again);
+  again.release();
+});
