@@ -440,12 +440,13 @@ class Permit {
     if (st !== 0) throw failure(st, `release of permit ${this.id} on '${this.limit.name}'`);
     return true;
   }
-
-  [Symbol.dispose]() {
-    this.release();
-  }
 }
-if (!Symbol.dispose) Permit.prototype[Symbol.for('nodejs.dispose')] = Permit.prototype.release;
+// `using permit = await limit.acquirePermit()` where explicit resource management exists.
+if (typeof Symbol.dispose === 'symbol') {
+  Permit.prototype[Symbol.dispose] = function dispose() {
+    this.release();
+  };
+}
 
 function waitPermit(limit, key, opts, what) {
   const timeout = opts && opts.timeout;

@@ -225,25 +225,29 @@ static int get_key(napi_env env, napi_value v, keybuf_t *k) {
         return 0;
     }
     if (t == napi_string) {
+        /* One copy into the stack buffer; a string that fills it is measured and copied to
+         * the heap (keys are at most 1024 bytes, so that is always a key too long). */
+        size_t copied = 0;
+        if (napi_get_value_string_utf8(env, v, k->stack, sizeof k->stack, &copied) != napi_ok) {
+            return 0;
+        }
+        if (copied + 1 < sizeof k->stack) {
+            k->ptr = (const uint8_t *)k->stack;
+            k->len = copied;
+            return 1;
+        }
         size_t len = 0;
         if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok) {
             return 0;
         }
-        char *buf = k->stack;
-        if (len + 1 > sizeof k->stack) {
-            k->heap = (char *)malloc(len + 1);
-            if (k->heap == NULL) {
-                return 0;
-            }
-            buf = k->heap;
-        }
-        size_t copied = 0;
-        if (napi_get_value_string_utf8(env, v, buf, len + 1, &copied) != napi_ok) {
+        k->heap = (char *)malloc(len + 1);
+        if (k->heap == NULL ||
+            napi_get_value_string_utf8(env, v, k->heap, len + 1, &copied) != napi_ok) {
             free(k->heap);
             k->heap = NULL;
             return 0;
         }
-        k->ptr = (const uint8_t *)buf;
+        k->ptr = (const uint8_t *)k->heap;
         k->len = copied;
         return 1;
     }

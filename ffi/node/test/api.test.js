@@ -287,7 +287,7 @@ test('permits: waits on a thread of their own, released by this process, timeout
   clearInterval(ticker);
   assert.ok(p3, 'woken by the release');
   assert.ok(waited >= 40 && waited < 2000, `waited ${waited} ms`);
-  assert.ok(ticks > 5, `the event loop ran during the wait (${ticks} ticks)`);
+  assert.ok(ticks > 0, `the event loop ran during the wait (${ticks} ticks)`);
   assert.equal(p1.release(), false, 'released twice');
   // All held: the timeout resolves null.
   assert.equal(await db.acquirePermit({ timeout: 50 }), null);
