@@ -151,6 +151,19 @@ export class Permit {
   release(): boolean;
 }
 
+/** Tokens of a token bucket booked in turn across processes. */
+export class Reservation {
+  private constructor();
+  readonly limit: Limit;
+  readonly delayMs: number;
+  /** When the caller may proceed, on CLOCK_MONOTONIC (as process.hrtime.bigint()). */
+  readonly readyAtNs: bigint;
+  /** Sleeps on timers until the booking's time; resolves its grant. */
+  wait(options?: { signal?: AbortSignal }): Promise<Decision>;
+  /** Gives the tokens back if nothing was booked after them. */
+  cancel(): boolean;
+}
+
 /** One limit of a limiter file. */
 export class Limit {
   private constructor();
@@ -162,6 +175,10 @@ export class Limit {
   /** Waits on timers for each denial's retry-after; resolves the denial if the timeout would pass first. */
   acquire(cost?: number, options?: WaitOptions): Promise<Decision>;
   acquireKey(key: Key, cost?: number, options?: WaitOptions): Promise<Decision>;
+  /** Books `cost` tokens of an unkeyed token bucket if ready within `maxDelay` ms (default 0). */
+  reserve(cost?: number, options?: { maxDelay?: number }): Reservation | null;
+  /** Waits in turn with every other process (a reservation); null when it would exceed the timeout. */
+  acquireInTurn(cost?: number, options?: WaitOptions): Promise<Decision | null>;
   refund(decision: Decision, units?: number): void;
   refundKey(key: Key, decision: Decision): void;
   stats(): Stats;

@@ -489,6 +489,42 @@ function waitPermit(limit, key, opts, what) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Reservations.
+
+/** Tokens of a token bucket booked in turn across processes, to be used at `readyAtNs`. */
+class Reservation {
+  constructor(limit, handle, delayNs, readyAtNs) {
+    this.limit = limit;
+    /** How long after booking the caller may proceed, in ms. */
+    this.delayMs = Number(delayNs) / 1e6;
+    /** When the caller may proceed, on CLOCK_MONOTONIC (process.hrtime.bigint()). */
+    this.readyAtNs = readyAtNs;
+    Object.defineProperty(this, '_r', { value: handle });
+  }
+
+  /** Sleep on timers until the booking's time, then resolve its grant (a Decision). */
+  async wait(opts = {}) {
+    const signal = opts.signal;
+    for (;;) {
+      const left = this.readyAtNs - process.hrtime.bigint();
+      if (left <= 0n) break;
+      await sleep(Math.max(1, Math.ceil(Number(left) / 1e6)), signal);
+    }
+    const st = native.reservationWait(this._r);
+    if (st !== 0) throw failure(st, `reservation on '${this.limit.name}'`);
+    return readDecision();
+  }
+
+  /** Give the tokens back if nothing was booked after them; false when they stay used. */
+  cancel() {
+    const st = native.reservationCancel(this._r);
+    if (st === NOT_HELD) return false;
+    if (st !== 0) throw failure(st, `cancel of a reservation on '${this.limit.name}'`);
+    return true;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Limits.
 
 const RETUNE = { setRate: 0, setTokenBucket: 1, setLimit: 2, reset: 3 };
@@ -536,6 +572,30 @@ class Limit {
 
   acquireKey(key, cost = 1, opts = {}) {
     return waitFor(() => this.tryAcquireKey(key, cost), opts, `acquireKey on '${this.name}'`);
+  }
+
+  /** Book `cost` tokens of this (unkeyed) token bucket now, first come first served across
+   *  processes, if they are ready within `maxDelay` ms (default 0); null otherwise (nothing
+   *  taken). `await reservation.wait()` then sleeps on timers until their turn. */
+  reserve(cost = 1, opts = {}) {
+    const maxDelay = opts.maxDelay === undefined ? 0 : opts.maxDelay;
+    const [st, granted, delayNs, readyAtNs, handle] = native.reserve(this._h, cost, msToNs(maxDelay, 'maxDelay', { zero: true }));
+    if (st !== 0) throw failure(st, `reserve on '${this.name}'`);
+    return granted ? new Reservation(this, handle, delayNs, readyAtNs) : null;
+  }
+
+  /** Wait for `cost` tokens in turn with every other process waiting (a reservation), for at
+   *  most `timeout` ms; resolves the grant, or null when the wait would exceed the timeout. */
+  async acquireInTurn(cost = 1, opts = {}) {
+    const timeout = opts.timeout === undefined ? 2 ** 40 : opts.timeout;
+    const r = this.reserve(cost, { maxDelay: timeout });
+    if (!r) return null;
+    try {
+      return await r.wait(opts);
+    } catch (err) {
+      r.cancel();
+      throw err;
+    }
   }
 
   /** Give back what `decision` admitted (all of it, or `units` of it). A denial, peek or
@@ -872,6 +932,7 @@ module.exports = {
   Decision,
   Composed,
   Permit,
+  Reservation,
   tokenBucket,
   fixedWindow,
   slidingWindow,

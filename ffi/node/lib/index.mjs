@@ -8,6 +8,7 @@ export const {
   Decision,
   Composed,
   Permit,
+  Reservation,
   tokenBucket,
   fixedWindow,
   slidingWindow,

@@ -383,3 +383,31 @@ test('a worker thread terminated while it waits for a permit leaves nothing held
   assert.ok(again);
   again.release();
 });
+
+test('reservations book tokens in turn and wait for them on timers', async (t) => {
+  const { limiter } = open(t, {
+    api: shmlimit.tokenBucket({ rate: 20, per: 1000, burst: 1 }),
+    win: shmlimit.fixedWindow({ limit: 1, window: 1000 }),
+  });
+  const api = limiter.limit('api');
+  const start = process.hrtime.bigint();
+  const rs = [0, 1, 2].map(() => api.reserve(1, { maxDelay: 500 }));
+  assert.ok(rs.every((r) => r instanceof shmlimit.Reservation));
+  // Booked one emission interval (50 ms) apart, in order.
+  assert.equal(rs[0].delayMs, 0);
+  assert.ok(rs[1].delayMs > 40 && rs[1].delayMs <= 50, `${rs[1].delayMs}`);
+  assert.ok(rs[2].delayMs > 90 && rs[2].delayMs <= 100, `${rs[2].delayMs}`);
+  assert.ok(rs[0].readyAtNs < rs[1].readyAtNs && rs[1].readyAtNs < rs[2].readyAtNs);
+  // Too long a wait: refused, nothing taken.
+  assert.equal(api.reserve(1, { maxDelay: 10 }), null);
+  const ds = await Promise.all(rs.map((r) => r.wait()));
+  assert.ok(ds.every((d) => d.allowed));
+  assert.ok(process.hrtime.bigint() >= rs[2].readyAtNs, 'the last one waited for its turn');
+  assert.ok(Number(process.hrtime.bigint() - start) / 1e6 >= rs[2].delayMs - 1);
+  // The last booking can be cancelled; once only.
+  const r = api.reserve(1, { maxDelay: 1000 });
+  assert.equal(r.cancel(), true);
+  assert.equal(r.cancel(), false);
+  assert.equal((await api.acquireInTurn(1, { timeout: 1000 })).allowed, true);
+  assert.throws(() => limiter.limit('win').reserve(1), shmlimit.WrongKindError);
+});

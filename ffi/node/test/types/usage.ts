@@ -19,6 +19,8 @@ async function main(): Promise<void> {
   const k = limiter.limit('per_user').tryAcquireKey(Buffer.from('u1'), 2);
   limiter.limit('per_user').refundKey('u1', k);
   const waited: Decision = await api.acquire(1, { timeout: 100, signal: AbortSignal.timeout(1000) });
+  const booked = api.reserve(1, { maxDelay: 200 });
+  const inTurn: Decision | null = booked ? await booked.wait() : await api.acquireInTurn(1, { timeout: 200 });
   const c = shmlimit.tryAcquireAll([[api, 1], limiter.limit('search')]);
   if (!c.allowed) console.log(c.deniedBy, c.retryAfterMs, c.decisions[0]?.remaining);
   c.refund();
@@ -31,7 +33,7 @@ async function main(): Promise<void> {
   const def = api.liveDefinition();
   if (def.kind === 'tokenBucket') console.log(def.burst, def.per);
   const h = shmlimit.rateLimitHeaders([[api, d]]);
-  console.log(n, waited.allowed, r, s.allowed, p.quota, h.RateLimit, h['Retry-After']);
+  console.log(n, waited.allowed, inTurn?.allowed, r, s.allowed, p.quota, h.RateLimit, h['Retry-After']);
   try {
     api.tryAcquire(0);
   } catch (e) {
