@@ -206,6 +206,36 @@ export class Limit {
   close(): void;
 }
 
+/** A decision of a guarded limit. */
+export interface GuardedDecision extends Decision {
+  /** The file (or the limit's state) was unavailable: the policy decided. */
+  readonly unavailable: boolean;
+}
+
+export type UnavailablePolicy = 'failOpen' | 'failClosed';
+
+/** One limit of a guarded limiter. */
+export class GuardedLimit {
+  private constructor();
+  readonly name: string;
+  readonly policy: UnavailablePolicy;
+  tryAcquire(cost?: number): GuardedDecision;
+  peek(cost?: number): GuardedDecision;
+  tryAcquireKey(key: Key, cost?: number): GuardedDecision;
+  refund(decision: Decision): void;
+  close(): void;
+}
+
+/** A limiter file attached when it can be opened; each limit's policy decides until then. */
+export class GuardedLimiter {
+  private constructor();
+  readonly path: string;
+  static open(path: string, options?: { reopenEvery?: number }): GuardedLimiter;
+  attached(): boolean;
+  limit(name: string, policy: UnavailablePolicy): GuardedLimit;
+  close(): void;
+}
+
 export interface OpenOptions {
   /** Permission bits of a created file (default 0o600), and the most an opened one may grant. */
   mode?: number;
@@ -219,6 +249,8 @@ export class Limiter {
   readonly path: string;
   static createOrOpen(path: string, definitions: Record<string, Definition>, options?: OpenOptions): Limiter;
   static open(path: string, options?: OpenOptions): Limiter;
+  /** Attach when the file can be opened (retrying every `reopenEvery` ms, default 1000). */
+  static openGuarded(path: string, options?: { reopenEvery?: number }): GuardedLimiter;
   limit(name: string): Limit;
   definitions(): Record<string, Definition>;
   close(): void;

@@ -9,6 +9,8 @@ export const {
   Composed,
   Permit,
   Reservation,
+  GuardedLimiter,
+  GuardedLimit,
   tokenBucket,
   fixedWindow,
   slidingWindow,

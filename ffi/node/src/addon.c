@@ -56,9 +56,11 @@ typedef struct {
     atomic_int refs;
     atomic_int users;
     atomic_bool closed;
-    int is_limiter;
-    void *ptr; /* shmlimit_limiter * or shmlimit_limit * */
+    int is_limiter; /* a box_kind */
+    void *ptr;
 } box_t;
+
+enum box_kind { BOX_LIMIT = 0, BOX_LIMITER = 1, BOX_GUARDED_LIMITER = 2, BOX_GUARDED_LIMIT = 3 };
 
 static void box_unref(box_t *b) {
     if (atomic_fetch_sub(&b->refs, 1) == 1) {
@@ -68,10 +70,13 @@ static void box_unref(box_t *b) {
 
 static void box_unuse(box_t *b) {
     if (atomic_fetch_sub(&b->users, 1) == 1) {
-        if (b->is_limiter) {
-            shmlimit_limiter_free((shmlimit_limiter *)b->ptr);
-        } else {
-            shmlimit_limit_free((shmlimit_limit *)b->ptr);
+        switch (b->is_limiter) {
+        case BOX_LIMITER: shmlimit_limiter_free((shmlimit_limiter *)b->ptr); break;
+        case BOX_GUARDED_LIMITER:
+            shmlimit_guarded_limiter_free((shmlimit_guarded_limiter *)b->ptr);
+            break;
+        case BOX_GUARDED_LIMIT: shmlimit_guarded_limit_free((shmlimit_guarded_limit *)b->ptr); break;
+        default: shmlimit_limit_free((shmlimit_limit *)b->ptr);
         }
         b->ptr = NULL;
     }
@@ -170,7 +175,8 @@ static box_t *get_box(napi_env env, napi_value v) {
 /* The live limit of a handle argument, or NULL (closed or not a handle). */
 static const shmlimit_limit *get_limit(napi_env env, napi_value v) {
     box_t *b = get_box(env, v);
-    if (b == NULL || b->is_limiter || atomic_load_explicit(&b->closed, memory_order_relaxed)) {
+    if (b == NULL || b->is_limiter != BOX_LIMIT ||
+        atomic_load_explicit(&b->closed, memory_order_relaxed)) {
         return NULL;
     }
     return (const shmlimit_limit *)b->ptr;
@@ -178,20 +184,31 @@ static const shmlimit_limit *get_limit(napi_env env, napi_value v) {
 
 static const shmlimit_limiter *get_limiter(napi_env env, napi_value v) {
     box_t *b = get_box(env, v);
-    if (b == NULL || !b->is_limiter || atomic_load_explicit(&b->closed, memory_order_relaxed)) {
+    if (b == NULL || b->is_limiter != BOX_LIMITER ||
+        atomic_load_explicit(&b->closed, memory_order_relaxed)) {
         return NULL;
     }
     return (const shmlimit_limiter *)b->ptr;
 }
 
+/* The live guarded limiter (kind BOX_GUARDED_LIMITER) or guarded limit of a handle argument. */
+static const void *get_kind(napi_env env, napi_value v, int kind) {
+    box_t *b = get_box(env, v);
+    if (b == NULL || b->is_limiter != kind ||
+        atomic_load_explicit(&b->closed, memory_order_relaxed)) {
+        return NULL;
+    }
+    return b->ptr;
+}
+
 static napi_value wrap_box(napi_env env, void *ptr, int is_limiter) {
     box_t *b = (box_t *)calloc(1, sizeof *b);
     if (b == NULL) {
-        if (is_limiter) {
-            shmlimit_limiter_free((shmlimit_limiter *)ptr);
-        } else {
-            shmlimit_limit_free((shmlimit_limit *)ptr);
-        }
+        box_t tmp = {0};
+        atomic_init(&tmp.users, 1);
+        tmp.is_limiter = is_limiter;
+        tmp.ptr = ptr;
+        box_unuse(&tmp);
         napi_throw_error(env, NULL, "shmlimit addon: out of memory");
         return NULL;
     }
@@ -452,7 +469,7 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     if (st != SHMLIMIT_OK) {
         return int32_value(env, st);
     }
-    return wrap_box(env, lim, 1);
+    return wrap_box(env, lim, BOX_LIMITER);
 }
 
 /* close(handle): drop the JavaScript owner's reference now rather than at collection. */
@@ -519,7 +536,7 @@ static napi_value js_limit(napi_env env, napi_callback_info info) {
     if (st != SHMLIMIT_OK) {
         return int32_value(env, st);
     }
-    return wrap_box(env, l, 0);
+    return wrap_box(env, l, BOX_LIMIT);
 }
 
 /* definition(limit, live) -> raw def, or a status number. */
@@ -1145,7 +1162,7 @@ static void wait_finalize(napi_env env, void *data, void *hint) {
 static napi_value js_permit_wait(napi_env env, napi_callback_info info) {
     ARGS(4);
     box_t *b = get_box(env, argv[0]);
-    if (b == NULL || b->is_limiter || atomic_load(&b->closed)) {
+    if (b == NULL || b->is_limiter != BOX_LIMIT || atomic_load(&b->closed)) {
         return int32_value(env, CLOSED);
     }
     double t = -1;
@@ -1318,6 +1335,118 @@ static napi_value js_reservation_cancel(napi_env env, napi_callback_info info) {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* Guarded limiters: attached when the file can be opened, each limit's policy deciding until */
+/* then (fail open or fail closed).                                                           */
+
+/* guardedOpen(path, reopenEveryNs) -> guarded limiter handle, or a status number. */
+static napi_value js_guarded_open(napi_env env, napi_callback_info info) {
+    ARGS(2);
+    size_t len = 0;
+    NAPI(napi_get_value_string_utf8(env, argv[0], NULL, 0, &len));
+    char *path = (char *)malloc(len + 1);
+    if (path == NULL) {
+        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
+        return NULL;
+    }
+    uint64_t every = 0;
+    if (napi_get_value_string_utf8(env, argv[0], path, len + 1, &len) != napi_ok ||
+        strlen(path) != len || !get_u64(env, argv[1], &every)) {
+        free(path);
+        return int32_value(env, BAD_ARG);
+    }
+    shmlimit_guarded_limiter *g = NULL;
+    int32_t st = shmlimit_guarded_limiter_open(path, every, &g);
+    free(path);
+    if (st != SHMLIMIT_OK) {
+        return int32_value(env, st);
+    }
+    return wrap_box(env, g, BOX_GUARDED_LIMITER);
+}
+
+/* guardedAttached(g) -> boolean, or a status number. */
+static napi_value js_guarded_attached(napi_env env, napi_callback_info info) {
+    ARGS(1);
+    const shmlimit_guarded_limiter *g =
+        (const shmlimit_guarded_limiter *)get_kind(env, argv[0], BOX_GUARDED_LIMITER);
+    if (g == NULL) {
+        return int32_value(env, CLOSED);
+    }
+    bool attached = false;
+    int32_t st = shmlimit_guarded_limiter_attached(g, &attached);
+    if (st != SHMLIMIT_OK) {
+        return int32_value(env, st);
+    }
+    napi_value out;
+    NAPI(napi_get_boolean(env, attached, &out));
+    return out;
+}
+
+/* guardedLimit(g, name, policy) -> guarded limit handle, or a status number. */
+static napi_value js_guarded_limit(napi_env env, napi_callback_info info) {
+    ARGS(3);
+    const shmlimit_guarded_limiter *g =
+        (const shmlimit_guarded_limiter *)get_kind(env, argv[0], BOX_GUARDED_LIMITER);
+    if (g == NULL) {
+        return int32_value(env, CLOSED);
+    }
+    uint32_t policy = 0;
+    NAPI(napi_get_value_uint32(env, argv[2], &policy));
+    size_t len = 0;
+    NAPI(napi_get_value_string_utf8(env, argv[1], NULL, 0, &len));
+    char *name = (char *)malloc(len + 1);
+    if (name == NULL) {
+        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
+        return NULL;
+    }
+    if (napi_get_value_string_utf8(env, argv[1], name, len + 1, &len) != napi_ok ||
+        strlen(name) != len) {
+        free(name);
+        return int32_value(env, BAD_ARG);
+    }
+    shmlimit_guarded_limit *l = NULL;
+    int32_t st = shmlimit_guarded_limiter_limit(g, name, policy, &l);
+    free(name);
+    if (st != SHMLIMIT_OK) {
+        return int32_value(env, st);
+    }
+    return wrap_box(env, l, BOX_GUARDED_LIMIT);
+}
+
+/* guardedDecide(gl, op, cost, key) -> status; the decision is in the shared buffer (refund:
+ * the grant is read from it). op: 0 acquire, 1 peek, 2 acquire key, 3 refund. */
+static napi_value js_guarded_decide(napi_env env, napi_callback_info info) {
+    ARGS(4);
+    const shmlimit_guarded_limit *l =
+        (const shmlimit_guarded_limit *)get_kind(env, argv[0], BOX_GUARDED_LIMIT);
+    if (l == NULL) {
+        return int32_value(env, CLOSED);
+    }
+    int32_t op = 0;
+    NAPI(napi_get_value_int32(env, argv[1], &op));
+    uint64_t cost = 0;
+    if (op != 3 && !get_u64(env, argv[2], &cost)) {
+        return int32_value(env, BAD_ARG);
+    }
+    int32_t st;
+    if (op == 0) {
+        st = shmlimit_guarded_acquire(l, cost, in->decision);
+    } else if (op == 1) {
+        st = shmlimit_guarded_peek(l, cost, in->decision);
+    } else if (op == 2) {
+        keybuf_t k;
+        if (!get_key(env, argv[3], &k)) {
+            return int32_value(env, BAD_ARG);
+        }
+        st = shmlimit_guarded_acquire_key(l, k.ptr, k.len, cost, in->decision);
+        key_free(&k);
+    } else {
+        shmlimit_decision grant = *in->decision;
+        st = shmlimit_guarded_refund(l, &grant);
+    }
+    return int32_value(env, st);
+}
+
+/* ---------------------------------------------------------------------------------------- */
 /* Module registration.                                                                     */
 
 NAPI_MODULE_INIT() {
@@ -1373,6 +1502,10 @@ NAPI_MODULE_INIT() {
         {"cancelWait", js_cancel_wait},
         {"keyTag", js_key_tag},
         {"reserve", js_reserve},
+        {"guardedOpen", js_guarded_open},
+        {"guardedAttached", js_guarded_attached},
+        {"guardedLimit", js_guarded_limit},
+        {"guardedDecide", js_guarded_decide},
         {"reservationWait", js_reservation_wait},
         {"reservationCancel", js_reservation_cancel},
     };

@@ -411,3 +411,36 @@ test('reservations book tokens in turn and wait for them on timers', async (t) =
   assert.equal((await api.acquireInTurn(1, { timeout: 1000 })).allowed, true);
   assert.throws(() => limiter.limit('win').reserve(1), shmlimit.WrongKindError);
 });
+
+test('guarded limiters fail open or closed until the file appears, then decide for real', async (t) => {
+  const file = path.join(tmpdir(t), 'later.shm');
+  const guarded = shmlimit.Limiter.openGuarded(file, { reopenEvery: 20 });
+  t.after(() => guarded.close());
+  const open = guarded.limit('api', 'failOpen');
+  const closed = guarded.limit('api', 'failClosed');
+  assert.throws(() => guarded.limit('api'), RangeError);
+  assert.equal(guarded.attached(), false);
+  const o = open.tryAcquire();
+  assert.equal(o.allowed, true);
+  assert.equal(o.unavailable, true);
+  const c = closed.tryAcquire();
+  assert.equal(c.allowed, false);
+  assert.equal(c.unavailable, true);
+  assert.ok(c.retryAfterMs > 0 && c.retryAfterMs <= 20, `retry after the next attempt to open: ${c.retryAfterMs} ms`);
+  closed.refund(o); // a policy's decision recorded nothing: a no-op
+
+  // The file appears (a primary starting after its workers): the next attempt attaches.
+  const limiter = shmlimit.Limiter.createOrOpen(file, { api: shmlimit.tokenBucket({ rate: 1, per: HOUR, burst: 2 }) });
+  t.after(() => limiter.close());
+  await new Promise((r) => setTimeout(r, 30));
+  const real = closed.tryAcquire();
+  assert.equal(guarded.attached(), true);
+  assert.equal(real.allowed, true);
+  assert.equal(real.unavailable, false);
+  assert.equal(open.tryAcquire().allowed, true);
+  assert.equal(closed.tryAcquire().allowed, false, 'the real bucket of 2 is empty');
+  closed.refund(real);
+  assert.equal(limiter.limit('api').peek().allowed, true, 'the refund reached the file');
+  assert.equal(limiter.limit('api').stats().allowed, 2);
+  assert.throws(() => closed.tryAcquire(0), shmlimit.ZeroCostError);
+});

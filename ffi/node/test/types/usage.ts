@@ -27,6 +27,9 @@ async function main(): Promise<void> {
   const permit = await limiter.limit('db').acquirePermit({ timeout: 50 });
   permit?.release();
   const r: number = await limiter.limit('db').withPermit(async (p) => (p.id > 0n ? 1 : 0), { timeout: 10 });
+  const guarded = Limiter.openGuarded('/tmp/y.shm', { reopenEvery: 500 });
+  const gd = guarded.limit('payments', 'failClosed').tryAcquire();
+  if (gd.unavailable && guarded.attached()) console.log(gd.retryAfterMs);
   const s: shmlimit.Stats = api.stats();
   const p: shmlimit.Policy = api.policy();
   api.setRate(200, 1000);
