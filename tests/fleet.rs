@@ -57,7 +57,9 @@ fn mono_ns() -> u64 {
 // ---------------------------------------------------------------------------------------------
 // Child processes: the test binary re-executed with FLEET_CHILD set.
 
+/// The entry point of the agent and worker child processes (not a test of its own).
 #[test]
+#[ignore = "child-process entry point of the fleet tests (run by them with FLEET_CHILD set)"]
 fn fleet_child() {
     let Ok(role) = std::env::var("FLEET_CHILD") else {
         return;
@@ -128,11 +130,17 @@ fn worker(path: &Path, sink: &Path, host: u8) {
 
 fn spawn_child(role: &str, vars: &[(&str, String)], log: &Path) -> Child {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["fleet_child", "--exact", "--nocapture", "--test-threads=1"])
-        .env("FLEET_CHILD", role)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap());
+    cmd.args([
+        "fleet_child",
+        "--exact",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("FLEET_CHILD", role)
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(log).unwrap());
     for (k, v) in vars {
         cmd.env(k, v);
     }
@@ -606,15 +614,18 @@ fn watch_kill(url: &str, killed: &[usize]) -> u64 {
 
 // ---------------------------------------------------------------------------------------------
 
+/// The `redis-server` binary; a test that needs it and runs without it fails (it is ignored by
+/// default, so it only runs when asked to: `--include-ignored`, as `.ci/run` does).
+fn need_redis() -> PathBuf {
+    redis_binary().expect(
+        "redis-server not found: install it (apt-get install redis-server) to run the fleet tests",
+    )
+}
+
 #[test]
+#[ignore = "needs redis-server; run: cargo test --test fleet -- --include-ignored"]
 fn fleet_budgets() {
-    if std::env::var("FLEET_CHILD").is_ok() {
-        return;
-    }
-    let Some(bin) = redis_binary() else {
-        println!("fleet: redis-server not found (install Debian's redis-server); skipping");
-        return;
-    };
+    let bin = need_redis();
     let t0 = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let mut redis = Redis::start(&bin, free_port());
