@@ -59,7 +59,7 @@ pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use keyed::MAX_KEY_LEN;
-pub use limiter::{Builder, FileInfo, Limit, Limiter, Stats};
+pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,

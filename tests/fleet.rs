@@ -380,10 +380,19 @@ struct Sampler {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// The share a decision on `l` uses now: a fleet-managed bucket's share while its lease
+/// deadline runs, its fence (minimum or floor) after; a plain bucket's live rate.
+fn applied_share(l: &Limit) -> Option<u64> {
+    match l.fleet_lease().ok()? {
+        Some(lease) => share::applied_units(&lease.applied()),
+        None => share::applied_units(&l.live_algorithm().ok()?),
+    }
+}
+
 fn read_shares(limits: &[Limit]) -> Option<[u64; HOSTS]> {
     let mut s = [0u64; HOSTS];
     for (i, l) in limits.iter().enumerate() {
-        s[i] = share::applied_units(&l.live_algorithm().ok()?)?;
+        s[i] = applied_share(l)?;
     }
     Some(s)
 }
@@ -622,10 +631,14 @@ fn need_redis() -> PathBuf {
     )
 }
 
+/// The scenarios run one at a time (each starts a dozen processes on a 2-core machine).
+static SCENARIO: Mutex<()> = Mutex::new(());
+
 #[test]
 #[ignore = "needs redis-server; run: cargo test --test fleet -- --include-ignored"]
 fn fleet_budgets() {
     let bin = need_redis();
+    let _one = SCENARIO.lock().unwrap_or_else(|p| p.into_inner());
     let t0 = Instant::now();
     let dir = tempfile::tempdir().unwrap();
     let mut redis = Redis::start(&bin, free_port());
@@ -920,14 +933,7 @@ fn fleet_budgets() {
     // 2. No interval over-admitted at the sink: with f(k) = k - total x t_k, admissions in
     // [t_i, t_j] exceed total x (t_j - t_i) by f(j) - f(i) + 1.
     let slack = (BURST + 2 * HOSTS as u64) as f64;
-    let emission = 1e9 / TOTAL_PER_S as f64;
-    let mut min_f = f64::INFINITY;
-    let mut worst = f64::NEG_INFINITY;
-    for (k, &t) in dates.iter().enumerate() {
-        let f = k as f64 - (t - dates[0]) as f64 / emission;
-        min_f = min_f.min(f);
-        worst = worst.max(f - min_f + 1.0);
-    }
+    let worst = worst_excess(&dates);
     let span = (dates.last().unwrap() - dates[0]) as f64 / 1e9;
     println!(
         "fleet: sink: {} admissions over {span:.1} s ({:.0}/s on average, total {TOTAL_PER_S}/s); worst interval excess over total x T: {worst:.1} (bound {slack})",
@@ -947,6 +953,270 @@ fn fleet_budgets() {
         );
     }
     println!("fleet: scenario took {:.1} s", t0.elapsed().as_secs_f64());
+}
+
+/// The most any interval `[t_i, t_j]` of the sorted admission dates exceeds `total x (t_j -
+/// t_i)` by: with `f(k) = k - total x t_k`, admissions in `[t_i, t_j]` are `f(j) - f(i) + 1`
+/// above it. Every interval is checked (every admission is a sample).
+fn worst_excess(dates: &[u64]) -> f64 {
+    let emission = 1e9 / TOTAL_PER_S as f64;
+    let mut min_f = f64::INFINITY;
+    let mut worst = f64::NEG_INFINITY;
+    for (k, &t) in dates.iter().enumerate() {
+        let f = k as f64 - (t - dates[0]) as f64 / emission;
+        min_f = min_f.min(f);
+        worst = worst.max(f - min_f + 1.0);
+    }
+    worst
+}
+
+/// The guard's pid, from the agent's log.
+fn guard_pid(log: &Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(pid) = text.lines().find_map(|l| {
+            l.split("guard pid=")
+                .nth(1)?
+                .split(' ')
+                .next()?
+                .parse()
+                .ok()
+        }) {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no guard pid in {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn signal_pid(pid: i32, sig: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap();
+}
+
+/// Stalls and deaths that no process can fence by itself: the data plane does (each decision
+/// compares its clock read with the lease deadline in the file). Three hosts (weights 2, 1, 1,
+/// host 0 with a 50/s minimum), total 1000/s, lease 1.5 s, one worker per host hammering its
+/// limit into the counting sink:
+///
+/// 1. host 1's agent SIGSTOPped for 4 s (its guard alive: nothing notices);
+/// 2. host 2's agent and guard SIGSTOPped together for 4 s, then both resumed;
+/// 3. host 1's agent and guard SIGKILLed together (a process-group or container kill).
+///
+/// On every sample the shares that decisions use add up to at most the total; at the sink,
+/// every interval stays within `total x T + burst + 2 x hosts`; the stalled or dead host's
+/// applied share is at its fence from its deadline on, and the others take its share once its
+/// lease ended on the server.
+#[test]
+#[ignore = "needs redis-server; run: cargo test --test fleet -- --include-ignored"]
+fn fleet_stalls_are_fenced_in_the_data_plane() {
+    use nix::sys::signal::Signal;
+    let bin = need_redis();
+    let _one = SCENARIO.lock().unwrap_or_else(|p| p.into_inner());
+    let t0 = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(&bin, free_port());
+    let sink = Sink::start(&dir.path().join("sink.sock"));
+    let paths: Vec<PathBuf> = (0..HOSTS)
+        .map(|i| dir.path().join(format!("host{i}.shm")))
+        .collect();
+    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
+    let limits: Vec<Limit> = paths
+        .iter()
+        .map(|p| {
+            Limiter::builder()
+                .limit(LIMIT, TokenBucket::new(1, floor))
+                .create_or_open(p)
+                .unwrap()
+                .limit(LIMIT)
+                .unwrap()
+        })
+        .collect();
+    let sampler = Sampler::start(limits.clone());
+    const N: usize = 3;
+    let workers: Vec<Child> = (0..N)
+        .map(|i| {
+            spawn_child(
+                "worker",
+                &[
+                    ("FLEET_PATH", paths[i].display().to_string()),
+                    (
+                        "FLEET_SINK",
+                        dir.path().join("sink.sock").display().to_string(),
+                    ),
+                    ("FLEET_HOST", i.to_string()),
+                ],
+                &dir.path().join(format!("worker{i}.log")),
+            )
+        })
+        .collect();
+    let logs: Vec<PathBuf> = (0..N)
+        .map(|i| dir.path().join(format!("agent{i}.log")))
+        .collect();
+    let agent = |i: usize| {
+        spawn_child(
+            "agent",
+            &[
+                ("FLEET_REDIS", redis.url()),
+                ("FLEET_PATH", paths[i].display().to_string()),
+                ("FLEET_MEMBER", member(i)),
+                ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
+                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
+                ("FLEET_MIN", MINS[i].to_string()),
+            ],
+            &logs[i],
+        )
+    };
+    let mut agents: Vec<Option<Child>> = (0..N).map(|i| Some(agent(i))).collect();
+    let mut transitions = Vec::new();
+    await_split(
+        &sampler,
+        mono_ns(),
+        (&[0, 1, 2], &[]),
+        "start",
+        &mut transitions,
+    );
+
+    // The host's applied share reaches its fence within the fence point after its last
+    // renewal: at most `ttl - margin` after the stall began (plus the sampler's period).
+    let fenced_within = |host: usize, since: u64, fence: u64, what: &str| {
+        let bound = since + (TTL - TTL / 4).as_nanos() as u64 + 50_000_000;
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let samples = sampler.since(since);
+            if let Some(s) = samples.iter().find(|s| s.shares[host] <= fence) {
+                let ms = (s.at_ns - since) as f64 / 1e6;
+                println!("fleet: {what}: host{host} at its fence {ms:.0} ms after the stall");
+                assert!(s.at_ns <= bound, "{what}: fenced only after {ms} ms");
+                return;
+            }
+            assert!(Instant::now() < deadline, "{what}: host{host} never fenced");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    // 1. Host 1's agent stopped past its lease: its guard sees nothing, the file fences it.
+    let t = mono_ns();
+    signal(agents[1].as_ref().unwrap(), Signal::SIGSTOP);
+    fenced_within(1, t, 0, "agent SIGSTOPped");
+    await_split(
+        &sampler,
+        t,
+        (&[0, 2], &[]),
+        "agent 1 stopped",
+        &mut transitions,
+    );
+    hold(Duration::from_millis(4000).saturating_sub(Duration::from_nanos(mono_ns() - t)));
+    let t = mono_ns();
+    signal(agents[1].as_ref().unwrap(), Signal::SIGCONT);
+    await_split(
+        &sampler,
+        t,
+        (&[0, 1, 2], &[]),
+        "agent 1 resumed",
+        &mut transitions,
+    );
+
+    // 2. Host 2's agent and guard stopped together, then resumed.
+    let g2 = guard_pid(&logs[2]);
+    let t = mono_ns();
+    signal(agents[2].as_ref().unwrap(), Signal::SIGSTOP);
+    signal_pid(g2, Signal::SIGSTOP);
+    fenced_within(2, t, 0, "agent and guard SIGSTOPped");
+    await_split(
+        &sampler,
+        t,
+        (&[0, 1], &[]),
+        "agent+guard 2 stopped",
+        &mut transitions,
+    );
+    hold(Duration::from_millis(4000).saturating_sub(Duration::from_nanos(mono_ns() - t)));
+    let t = mono_ns();
+    signal_pid(g2, Signal::SIGCONT);
+    signal(agents[2].as_ref().unwrap(), Signal::SIGCONT);
+    await_split(
+        &sampler,
+        t,
+        (&[0, 1, 2], &[]),
+        "agent+guard 2 resumed",
+        &mut transitions,
+    );
+
+    // 3. Host 1's agent and guard killed together: no process is left to fence it.
+    let g1 = guard_pid(&logs[1]);
+    let t = mono_ns();
+    let a1 = agents[1].take().unwrap();
+    signal(&a1, Signal::SIGKILL);
+    signal_pid(g1, Signal::SIGKILL);
+    reap(a1, Duration::from_secs(5));
+    fenced_within(1, t, 0, "agent and guard SIGKILLed");
+    await_split(
+        &sampler,
+        t,
+        (&[0, 2], &[]),
+        "agent+guard 1 killed",
+        &mut transitions,
+    );
+    // It stays fenced (nothing will ever renew it): check for a while.
+    hold(Duration::from_millis(1500));
+    let lease = limits[1].fleet_lease().unwrap().unwrap();
+    assert!(
+        !lease.leased,
+        "a dead host's share is still leased: {lease:?}"
+    );
+
+    for a in agents.iter_mut().filter_map(Option::take) {
+        signal(&a, Signal::SIGTERM);
+        assert!(reap(a, Duration::from_secs(5)).success());
+    }
+    for w in workers {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w.id() as i32), Signal::SIGKILL);
+        reap(w, Duration::from_secs(5));
+    }
+    let samples = sampler.finish();
+    let dates = sink.finish();
+    let max = samples.iter().map(Sample::sum).max().unwrap();
+    println!(
+        "fleet: stalls: {} snapshots; max sum of applied shares {} of {}",
+        samples.len(),
+        share::fmt_units(max),
+        share::fmt_units(TOTAL_UNITS)
+    );
+    for s in &samples {
+        assert!(
+            s.sum() <= TOTAL_UNITS,
+            "applied shares {:?} exceed the total",
+            s.shares
+        );
+    }
+    let slack = (BURST + 2 * N as u64) as f64;
+    let worst = worst_excess(&dates);
+    let span = (dates.last().unwrap() - dates[0]) as f64 / 1e9;
+    println!(
+        "fleet: stalls: sink: {} admissions over {span:.1} s ({:.0}/s); worst interval excess over total x T: {worst:.1} (bound {slack})",
+        dates.len(),
+        dates.len() as f64 / span
+    );
+    assert!(
+        worst <= slack,
+        "over-admission: {worst} > {slack} above total x T"
+    );
+    for t in &transitions {
+        println!(
+            "fleet: figure: {} | {:.0} ms | {:.1}%",
+            t.name,
+            t.converge_ms,
+            t.utilization * 100.0
+        );
+    }
+    println!(
+        "fleet: stalls scenario took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT};
 use super::share::{self, LocalShare};
-use crate::{Limit, Limiter, Rate};
+use crate::{Clock, Limit, Limiter, Rate};
 
 /// What can stop an agent.
 #[derive(Debug)]
@@ -174,8 +174,17 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
     if min > total {
         return Err(conf("the minimum share exceeds the total".into()));
     }
-    if cfg.ttl < Duration::from_millis(100) || cfg.ttl.as_millis() > (1 << 40) {
-        return Err(conf("ttl must be at least 100 ms".into()));
+    if cfg.ttl < Duration::from_millis(100) || cfg.ttl > Duration::from_secs(20 * 60) {
+        return Err(conf(format!(
+            "ttl {} ms: must be between 100 ms and 20 minutes",
+            cfg.ttl.as_millis()
+        )));
+    }
+    // The deadline written to the file must be within the longest lease a decision accepts.
+    if cfg.fence_after().as_nanos() >= crate::file::layout::bucket::MAX_LEASE_NS as u128 {
+        return Err(conf(
+            "the fence point must be under 2^40 ns (18 minutes)".into(),
+        ));
     }
     if cfg.renew_every.is_zero() || cfg.renew_every * 2 > cfg.fence_after() {
         return Err(conf(format!(
@@ -196,6 +205,8 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
 struct Local {
     /// The share applied to the limit (units).
     applied: u64,
+    /// The fence in the file (units): what decisions use once the lease deadline has passed.
+    fence: u64,
     /// Fence at this instant unless a renewal succeeds before (None: nothing to fence).
     fence_at: Option<Instant>,
     /// The epoch of the last grant.
@@ -233,7 +244,16 @@ impl Shared {
     }
 
     /// Apply `units` to the limit (with the lock held) and log the change.
+    ///
+    /// The fence (what decisions use past the lease) follows `min(reserved minimum, share)`:
+    /// the part of the minimum the server holds for this member (a record keeps
+    /// `min(grant, minimum)` once its lease ends, and its grant is never below the share
+    /// applied). It is lowered before the share and raised after it.
     fn apply(&self, l: &mut Local, units: u64, reason: &str) -> bool {
+        let fence = self.res.min.min(units);
+        if fence < l.fence && !self.set_fence(l, fence) {
+            return false;
+        }
         let new = self.local_share(units);
         let live = self.limit.live_algorithm().ok();
         let holds = live
@@ -242,7 +262,7 @@ impl Shared {
                 emission_ns: new.emission_ns,
             });
         if l.applied == units && holds {
-            return true;
+            return fence <= l.fence || self.set_fence(l, fence);
         }
         // Someone else retuned the limit (another agent or an operator): put the share back.
         let reason = if l.applied == units { "repair" } else { reason };
@@ -251,12 +271,46 @@ impl Shared {
             Ok(()) => {
                 log_change(&self.cfg, &old, &new, reason, l.last.as_ref());
                 l.applied = units;
-                true
+                fence <= l.fence || self.set_fence(l, fence)
             }
             Err(e) => {
                 eprintln!(
                     "fleet[{}/{}] cannot apply share {}: {e}",
                     self.cfg.fleet, self.cfg.member, new
+                );
+                false
+            }
+        }
+    }
+
+    /// Set the fence bucket to `units`.
+    fn set_fence(&self, l: &mut Local, units: u64) -> bool {
+        let f = self.local_share(units);
+        match Rate::from_emission_ns(f.emission_ns)
+            .and_then(|r| self.limit.fleet_manage(f.capacity, r))
+        {
+            Ok(()) => {
+                l.fence = units;
+                true
+            }
+            Err(e) => {
+                eprintln!(
+                    "fleet[{}/{}] cannot set the fence to {f}: {e}",
+                    self.cfg.fleet, self.cfg.member
+                );
+                false
+            }
+        }
+    }
+
+    /// Write the lease deadline (ns on the file's clock) next to the share.
+    fn set_deadline(&self, deadline_ns: u64) -> bool {
+        match self.limit.set_fleet_deadline(deadline_ns) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "fleet[{}/{}] cannot write the lease deadline: {e}",
+                    self.cfg.fleet, self.cfg.member
                 );
                 false
             }
@@ -351,9 +405,15 @@ impl Agent {
         }
         let res = resolve(&cfg, &limit)?;
         let client = redis::Client::open(cfg.redis_url.as_str())?;
-        // Nothing is granted yet: the minimum first (what is reserved for this host, or the
-        // floor), whatever the file was configured with.
+        // Nothing is granted yet: the floor first, whatever the file was configured with. The
+        // bucket becomes fleet-managed: every decision compares its clock read with the lease
+        // deadline written below, and past it decides with the fence (the reserved minimum, or
+        // the floor), however long this process or its guard stall or whether they live.
+        // The fence starts at the floor too: the reserved minimum is not held for this member
+        // before the server recorded a grant of it.
         let floor = LocalShare::of(0, res.total, res.burst);
+        limit.fleet_manage(floor.capacity, Rate::from_emission_ns(floor.emission_ns)?)?;
+        limit.set_fleet_deadline(0)?;
         floor.apply(&limit)?;
         eprintln!(
             "fleet[{}/{}] start: total={} weight={} min={} burst={} ttl={:?} renew={:?} fence_after={:?}; share {}",
@@ -369,7 +429,15 @@ impl Agent {
             floor
         );
         let guard = if cfg.guard {
-            Some(spawn_guard(&limit, floor, &cfg)?)
+            let g = spawn_guard(&limit, floor, &cfg)?;
+            eprintln!(
+                "fleet[{}/{}] guard pid={} agent pid={}",
+                cfg.fleet,
+                cfg.member,
+                g.pid(),
+                std::process::id()
+            );
+            Some(g)
         } else {
             None
         };
@@ -381,6 +449,7 @@ impl Agent {
             instance,
             local: Mutex::new(Local {
                 applied: 0,
+                fence: 0,
                 fence_at: None,
                 epoch: String::new(),
                 last: None,
@@ -514,7 +583,10 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
     // unreachable, the grant returns when the lease expires).
     let epoch = {
         let mut l = s.lock();
+        // The reserved minimum returns to the fleet with the record: share and fence at the
+        // floor first (the fence before the share), and no lease.
         s.apply(&mut l, 0, "leave");
+        s.set_deadline(0);
         l.fence_at = None;
         l.epoch.clone()
     };
@@ -547,6 +619,8 @@ fn renew_once(
     // The lease runs on the server from the script's execution, which comes after this instant:
     // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
     let sent = Instant::now();
+    // The same instant on the file's clock (the clock its decisions compare the deadline with).
+    let sent_file_ns = s.limit.clock().now_ns();
     let result = match con.as_mut() {
         Some(c) => protocol::renew(c, &s.request(held, &epoch)),
         None => connect(client, io).and_then(|mut c| {
@@ -603,7 +677,17 @@ fn renew_once(
     } else {
         "shrink"
     };
-    let applied = s.apply(&mut l, desired, reason);
+    // The pair (share, deadline) in the file is safe at every instant: the deadline of this
+    // renewal covers a share at most `granted`, so it is written after a lowering and before
+    // a raise (a decision sees the old share with the new deadline only when the old share is
+    // the smaller one; see FLEET.md).
+    let deadline = sent_file_ns.saturating_add(s.cfg.fence_after().as_nanos() as u64);
+    let applied = if desired < l.applied {
+        let ok = s.apply(&mut l, desired, reason);
+        ok && s.set_deadline(deadline)
+    } else {
+        s.set_deadline(deadline) && s.apply(&mut l, desired, reason)
+    };
     l.fence_at = Some(fence_at);
     // Release a grant above the target (after lowering locally) right away.
     applied && (r.granted > desired || new_epoch)
@@ -707,6 +791,11 @@ fn guard_main(read: std::os::fd::OwnedFd, limit: &Limit, floor: LocalShare, mess
         break;
     }
     let _ = floor.apply(limit);
+    // The fence too: a dead agent's host spends nothing past its lease (its reserved minimum
+    // stays reserved on the server until the member rejoins, unused).
+    if let Ok(rate) = Rate::from_emission_ns(floor.emission_ns) {
+        let _ = limit.fleet_manage(floor.capacity, rate);
+    }
     // SAFETY: `message` is a valid buffer of its length; fd 2 may be closed (write fails).
     unsafe {
         libc::write(2, message.as_ptr().cast(), message.len());
