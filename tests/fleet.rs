@@ -493,8 +493,27 @@ fn await_split(
     name: &str,
     out: &mut Vec<Transition>,
 ) {
-    let e = expected(live, reserved);
-    let deadline = Instant::now() + CONVERGE_WITHIN + Duration::from_secs(2);
+    await_shares(
+        sampler,
+        since_ns,
+        expected(live, reserved),
+        CONVERGE_WITHIN,
+        name,
+        out,
+    )
+}
+
+/// Wait (bounded) until the applied shares are `e` (within 0.1%), and assert it took at most
+/// `within`.
+fn await_shares(
+    sampler: &Sampler,
+    since_ns: u64,
+    e: [u64; HOSTS],
+    within: Duration,
+    name: &str,
+    out: &mut Vec<Transition>,
+) {
+    let deadline = Instant::now() + within + Duration::from_secs(2);
     loop {
         let samples = sampler.since(since_ns);
         if let Some(pos) = samples.iter().position(|s| converged(s, &e)) {
@@ -511,8 +530,8 @@ fn await_split(
                 util * 100.0
             );
             assert!(
-                Duration::from_nanos(at - since_ns) <= CONVERGE_WITHIN,
-                "{name}: converged after {ms} ms, stated bound {CONVERGE_WITHIN:?}"
+                Duration::from_nanos(at - since_ns) <= within,
+                "{name}: converged after {ms} ms, stated bound {within:?}"
             );
             out.push(Transition {
                 name: name.into(),
@@ -523,7 +542,7 @@ fn await_split(
         }
         if Instant::now() > deadline {
             let last = samples.last().map(|s| s.shares);
-            panic!("{name}: no convergence to {e:?} within {CONVERGE_WITHIN:?}; last {last:?}");
+            panic!("{name}: no convergence to {e:?} within {within:?}; last {last:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -1215,6 +1234,171 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
     }
     println!(
         "fleet: stalls scenario took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// Shares follow demand within the total. Six hosts (weights 2, 1, 1, 1, 1, 3, no minimums),
+/// total 1000/s, lease 1.5 s; no worker at first (every host idle: the weighted split). Then
+/// workers start on hosts 1 and 2: within 3 leases their shares add up to the whole total
+/// (the idle hosts keep nothing) and the sink receives at least 95% of the total over a
+/// second; then a worker starts on host 0 (weight 2): within 3 leases it holds its fair share
+/// of the busy hosts (500/s, and 250/s each for hosts 1 and 2). On every sample the applied
+/// shares add up to at most the total; at the sink every interval stays within
+/// `total x T + burst + 2 x hosts`.
+#[test]
+#[ignore = "needs redis-server; run: cargo test --test fleet -- --include-ignored"]
+fn fleet_shares_follow_demand() {
+    let bin = need_redis();
+    let _one = SCENARIO.lock().unwrap_or_else(|p| p.into_inner());
+    let t0 = Instant::now();
+    let within = 3 * TTL;
+    let dir = tempfile::tempdir().unwrap();
+    let redis = Redis::start(&bin, free_port());
+    let sink_path = dir.path().join("sink.sock");
+    let sink = Sink::start(&sink_path);
+    let paths: Vec<PathBuf> = (0..HOSTS)
+        .map(|i| dir.path().join(format!("host{i}.shm")))
+        .collect();
+    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
+    let limits: Vec<Limit> = paths
+        .iter()
+        .map(|p| {
+            Limiter::builder()
+                .limit(LIMIT, TokenBucket::new(1, floor))
+                .create_or_open(p)
+                .unwrap()
+                .limit(LIMIT)
+                .unwrap()
+        })
+        .collect();
+    let sampler = Sampler::start(limits);
+    let mut agents: Vec<Child> = (0..HOSTS)
+        .map(|i| {
+            spawn_child(
+                "agent",
+                &[
+                    ("FLEET_REDIS", redis.url()),
+                    ("FLEET_PATH", paths[i].display().to_string()),
+                    ("FLEET_MEMBER", member(i)),
+                    ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
+                    ("FLEET_TTL_MS", TTL.as_millis().to_string()),
+                    ("FLEET_MIN", "0".into()),
+                ],
+                &dir.path().join(format!("agent{i}.log")),
+            )
+        })
+        .collect();
+    let worker = |i: usize| {
+        spawn_child(
+            "worker",
+            &[
+                ("FLEET_PATH", paths[i].display().to_string()),
+                ("FLEET_SINK", sink_path.display().to_string()),
+                ("FLEET_HOST", i.to_string()),
+            ],
+            &dir.path().join(format!("worker{i}.log")),
+        )
+    };
+    let weighted = |busy: &[usize]| {
+        let w: u64 = busy.iter().map(|&i| WEIGHTS[i] as u64).sum();
+        let mut e = [0u64; HOSTS];
+        for &i in busy {
+            e[i] = TOTAL_UNITS * WEIGHTS[i] as u64 / w;
+        }
+        e
+    };
+    let mut transitions = Vec::new();
+    let all: Vec<usize> = (0..HOSTS).collect();
+    await_shares(
+        &sampler,
+        mono_ns(),
+        weighted(&all),
+        CONVERGE_WITHIN,
+        "6 idle hosts",
+        &mut transitions,
+    );
+    hold(Duration::from_millis(600));
+
+    // Demand on hosts 1 and 2.
+    let t1 = mono_ns();
+    let mut workers = vec![worker(1), worker(2)];
+    await_shares(
+        &sampler,
+        t1,
+        weighted(&[1, 2]),
+        within,
+        "2 of 6 hosts busy",
+        &mut transitions,
+    );
+    hold(Duration::from_millis(1500));
+    let dates = sink.dates.lock().unwrap().clone();
+    let mut dates: Vec<u64> = dates.into_iter().filter(|&d| d >= t1).collect();
+    dates.sort_unstable();
+    // The first second-long window (ending at an admission) holding 95% of the total.
+    let need = (TOTAL_PER_S * 95 / 100) as usize;
+    let reached = (need..dates.len())
+        .find(|&k| dates[k] - dates[k - need] <= 1_000_000_000)
+        .map(|k| dates[k] - t1)
+        .expect("the sink never received 95% of the total over a second");
+    println!(
+        "fleet: demand: 95% of the total reached the sink over a second ending {} ms after the demand started",
+        reached / 1_000_000
+    );
+    assert!(
+        Duration::from_nanos(reached) <= within,
+        "95% of the total reached the sink only {reached} ns after the demand started"
+    );
+
+    // A newly busy host: its fair share among the busy ones.
+    let t2 = mono_ns();
+    workers.push(worker(0));
+    await_shares(
+        &sampler,
+        t2,
+        weighted(&[0, 1, 2]),
+        within,
+        "host 0 becomes busy",
+        &mut transitions,
+    );
+    hold(Duration::from_millis(300));
+
+    for a in agents.drain(..) {
+        signal(&a, nix::sys::signal::Signal::SIGTERM);
+        assert!(reap(a, Duration::from_secs(5)).success());
+    }
+    for w in workers {
+        signal(&w, nix::sys::signal::Signal::SIGKILL);
+        reap(w, Duration::from_secs(5));
+    }
+    let samples = sampler.finish();
+    let dates = sink.finish();
+    for s in &samples {
+        assert!(
+            s.sum() <= TOTAL_UNITS,
+            "applied shares {:?} exceed the total",
+            s.shares
+        );
+    }
+    let slack = (BURST + 2 * HOSTS as u64) as f64;
+    let worst = worst_excess(&dates);
+    println!(
+        "fleet: demand: {} snapshots, max sum {}; sink: {} admissions; worst interval excess {worst:.1} (bound {slack})",
+        samples.len(),
+        share::fmt_units(samples.iter().map(Sample::sum).max().unwrap()),
+        dates.len()
+    );
+    assert!(worst <= slack, "over-admission: {worst} > {slack}");
+    for t in &transitions {
+        println!(
+            "fleet: figure: {} | {:.0} ms | {:.1}%",
+            t.name,
+            t.converge_ms,
+            t.utilization * 100.0
+        );
+    }
+    println!(
+        "fleet: demand scenario took {:.1} s",
         t0.elapsed().as_secs_f64()
     );
 }

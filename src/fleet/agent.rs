@@ -317,7 +317,7 @@ impl Shared {
         }
     }
 
-    fn request<'a>(&'a self, held: u64, epoch: &'a str) -> Request<'a> {
+    fn request<'a>(&'a self, held: u64, epoch: &'a str, demand: u64) -> Request<'a> {
         Request {
             fleet: &self.cfg.fleet,
             member: &self.cfg.member,
@@ -328,6 +328,7 @@ impl Shared {
             total: self.res.total,
             epoch,
             instance: &self.instance,
+            demand,
         }
     }
 }
@@ -562,10 +563,11 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
     let io = s.cfg.renew_every;
     let mut con: Option<redis::Connection> = None;
     let mut failing = false;
+    let mut meter = Meter::default();
     // Relaxed: polled flag.
     while !stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
-        let again = renew_once(s, client, io, &mut con, &mut failing);
+        let again = renew_once(s, client, io, &mut con, &mut failing, &mut meter);
         if again {
             continue;
         }
@@ -594,7 +596,7 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
         Some(c) => Ok(c),
         None => connect(client, io),
     };
-    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch)));
+    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch, 0)));
     match done {
         Ok(()) => eprintln!("fleet[{}/{}] left", s.cfg.fleet, s.cfg.member),
         Err(e) => eprintln!(
@@ -605,26 +607,63 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
 }
 
 /// One renewal. Returns true to renew again at once (a share to release, or a new epoch).
+/// The host's demand on the limit: decisions per second (admitted or denied, from the file's
+/// counters, all processes), in units, over the time since the previous renewal; smoothed so
+/// that it rises at once and decays by half per renewal.
+#[derive(Debug, Default)]
+struct Meter {
+    last: Option<(Instant, u64)>,
+    smoothed: Option<u64>,
+}
+
+impl Meter {
+    fn demand(&mut self, s: &Shared) -> u64 {
+        let st = s.limit.stats();
+        let count = st.allowed.saturating_add(st.denied);
+        let now = Instant::now();
+        let latest = match self.last {
+            Some((at, before)) if now > at => {
+                let ns = (now - at).as_nanos().max(1);
+                let per_s = count.saturating_sub(before) as u128
+                    * protocol::UNITS_PER_TOKEN as u128
+                    * 1_000_000_000
+                    / ns;
+                Some(per_s.min(MAX_TOTAL_UNITS as u128) as u64)
+            }
+            _ => None,
+        };
+        self.last = Some((now, count));
+        self.smoothed = match (latest, self.smoothed) {
+            (Some(l), Some(p)) => Some(l.max(p / 2 + l / 2)),
+            (l, p) => l.or(p),
+        };
+        // Not known yet (the first renewal): as busy as it can be.
+        self.smoothed.unwrap_or(s.res.total)
+    }
+}
+
 fn renew_once(
     s: &Shared,
     client: &redis::Client,
     io: Duration,
     con: &mut Option<redis::Connection>,
     failing: &mut bool,
+    meter: &mut Meter,
 ) -> bool {
     let (held, epoch) = {
         let l = s.lock();
         (l.applied, l.epoch.clone())
     };
+    let demand = meter.demand(s);
     // The lease runs on the server from the script's execution, which comes after this instant:
     // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
     let sent = Instant::now();
     // The same instant on the file's clock (the clock its decisions compare the deadline with).
     let sent_file_ns = s.limit.clock().now_ns();
     let result = match con.as_mut() {
-        Some(c) => protocol::renew(c, &s.request(held, &epoch)),
+        Some(c) => protocol::renew(c, &s.request(held, &epoch, demand)),
         None => connect(client, io).and_then(|mut c| {
-            let r = protocol::renew(&mut c, &s.request(held, &epoch));
+            let r = protocol::renew(&mut c, &s.request(held, &epoch, demand));
             *con = Some(c);
             r
         }),

@@ -41,12 +41,13 @@ local ttl = tonumber(ARGV[6])
 local total = tonumber(ARGV[7])
 local agent_epoch = ARGV[8]
 local inst = ARGV[9]
-local function enc(w, g, mn, exp, j, i)
-  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i
+local mydemand = tonumber(ARGV[10]) or total
+local function enc(w, g, mn, exp, j, i, d)
+  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i .. string.format(' %d', d)
 end
 if op == 'leave' then
   local cur = redis.call('HGET', KEYS[1], me)
-  if cur and string.match(cur, ' (%w+)$') == inst then redis.call('HDEL', KEYS[1], me) end
+  if cur and string.match(cur, '^%d+ %d+ %d+ %d+ %d+ (%w+)') == inst then redis.call('HDEL', KEYS[1], me) end
   return {'left', 0, 0, now, 0, 0, 0}
 end
 -- Expire leases: a dead member keeps only min(grant, its minimum) (its reserved minimum),
@@ -55,9 +56,9 @@ local recs = {}
 local nlive = 0
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  local w, g, mn, exp, j, ins = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+)$')
+  local w, g, mn, exp, j, ins, d = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+) ?(%d*)$')
   if w then
-    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins}
+    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins, d = tonumber(d) or total}
     r.live = r.exp >= now
     if r.live then
       recs[all[i]] = r
@@ -67,7 +68,7 @@ for i = 1, #all, 2 do
       if keep > 0 then
         if keep ~= r.g then
           r.g = keep
-          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins))
+          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins, r.d))
         end
         recs[all[i]] = r
       else
@@ -129,14 +130,46 @@ if reserved > total then
   return redis.error_reply('FLEETMIN the reserved minimums (' .. reserved .. ' units) exceed the total (' .. total .. ')')
 end
 local avail = total - reserved
-local target = mymin + math.floor(avail * weight / sum_w)
+-- Max-min fair targets, weighted, capped by demand: each live member wants its reported demand
+-- plus a quarter (headroom to be seen growing) above its minimum; members that want less than
+-- their weighted part of what is left get what they want, the others share the rest by weight;
+-- what nobody wants is spread by weight over everyone. The targets add up to at most `avail`
+-- plus the minimums: they only steer, the grants below stay within `free` whatever they are.
+local ms = {{w = weight, e = math.max(0, mydemand + math.floor(mydemand / 4) - mymin), me = true}}
+for _, r in pairs(recs) do
+  if r.live then
+    table.insert(ms, {w = r.w, e = math.max(0, r.d + math.floor(r.d / 4) - r.mn)})
+  end
+end
+local rem = avail
+local open_w = sum_w
+local mine = nil
+local changed = true
+while changed and open_w > 0 do
+  changed = false
+  for _, m in ipairs(ms) do
+    if not m.done and m.e * open_w <= rem * m.w then
+      m.done = true
+      rem = rem - m.e
+      open_w = open_w - m.w
+      if m.me then mine = m.e end
+      changed = true
+    end
+  end
+end
+if mine == nil then
+  mine = math.floor(rem * weight / open_w)
+elseif open_w == 0 then
+  mine = mine + math.floor(rem * weight / sum_w)
+end
+local target = mymin + mine
 -- The agent applies at most `held`: what it does not use is released now.
 if held < g then g = held end
 if now >= quiet and g < target then
   local free = total - sum_g - g
   if free > 0 then g = g + math.min(target - g, free) end
 end
-redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst))
+redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst, mydemand))
 return {epoch, g, target, now, now + ttl, live_after, sum_w}
 "#;
 
@@ -181,6 +214,9 @@ pub struct Request<'a> {
     /// This agent process's instance id (alphanumeric): a second agent with the same member
     /// id is refused while the first one's lease runs.
     pub instance: &'a str,
+    /// The host's demand (units: decisions per second on the limit, admitted or denied,
+    /// smoothed; the total when not yet known): shares follow demand, max-min fair by weight.
+    pub demand: u64,
 }
 
 /// The members hash of fleet `name`.
@@ -210,6 +246,7 @@ fn invoke(con: &mut dyn ConnectionLike, op: &str, r: &Request<'_>) -> redis::Red
         .arg(r.total)
         .arg(r.epoch)
         .arg(r.instance)
+        .arg(r.demand)
         .invoke(con)
 }
 
@@ -276,6 +313,47 @@ pub struct MemberStatus {
     pub lease_expiry_ms: u64,
     /// Time since it joined (ms).
     pub member_for_ms: i64,
+    /// The demand it reported last (units; the total when unknown).
+    pub demand: u64,
+}
+
+/// The script's split of `avail` (units) among members `(weight, wanted above the minimum)`:
+/// max-min fair by weight (water-filling). Members that want less than their weighted part of
+/// what is left get what they want; the others share the rest by weight; what nobody wants is
+/// spread by weight over everyone. The parts add up to at most `avail`.
+///
+/// ```
+/// use shmlimit::fleet::protocol::fair_parts;
+/// // Two busy members and an idle one: the busy ones share what the idle one leaves.
+/// assert_eq!(fair_parts(1000, &[(1, 5000), (1, 5000), (1, 0)]), vec![500, 500, 0]);
+/// // Nobody wants much: what is left is spread by weight.
+/// assert_eq!(fair_parts(1000, &[(3, 100), (1, 100)]), vec![100 + 600, 100 + 200]);
+/// ```
+pub fn fair_parts(avail: u64, members: &[(u64, u64)]) -> Vec<u64> {
+    let sum_w: u128 = members.iter().map(|m| m.0 as u128).sum();
+    let mut done: Vec<Option<u64>> = vec![None; members.len()];
+    let (mut rem, mut open_w) = (avail as u128, sum_w);
+    let mut changed = true;
+    while changed && open_w > 0 {
+        changed = false;
+        for (i, &(w, e)) in members.iter().enumerate() {
+            if done[i].is_none() && e as u128 * open_w <= rem * w as u128 {
+                done[i] = Some(e);
+                rem -= e as u128;
+                open_w -= w as u128;
+                changed = true;
+            }
+        }
+    }
+    members
+        .iter()
+        .zip(done)
+        .map(|(&(w, _), d)| match d {
+            None => (rem * w as u128 / open_w) as u64,
+            Some(e) if open_w == 0 => e + (rem * w as u128 / sum_w.max(1)) as u64,
+            Some(e) => e,
+        })
+        .collect()
 }
 
 /// The fleet as the server records it.
@@ -326,14 +404,16 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
     let ttl = num("ttl");
     let mut members = Vec::new();
     for (id, rec) in raw {
-        let f: Vec<u64> = rec
-            .split(' ')
+        let fields: Vec<&str> = rec.split(' ').collect();
+        let f: Vec<u64> = fields
+            .iter()
             .take(5)
             .filter_map(|x| x.parse().ok())
             .collect();
         if f.len() != 5 {
             continue;
         }
+        let demand = fields.get(6).and_then(|d| d.parse().ok()).unwrap_or(total);
         let (w, g, mn, exp, joined) = (f[0], f[1], f[2], f[3], f[4]);
         let live = exp >= now;
         members.push(MemberStatus {
@@ -347,17 +427,23 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
             expires_in_ms: exp as i64 - now as i64,
             lease_expiry_ms: exp,
             member_for_ms: now as i64 - joined as i64,
+            demand,
         });
     }
     members.sort_by(|a, b| a.id.cmp(&b.id));
-    let weights: u64 = members.iter().filter(|m| m.live).map(|m| m.weight).sum();
     let reserved: u64 = members
         .iter()
         .map(|m| if m.live { m.min } else { m.granted })
         .sum();
     let avail = total.saturating_sub(reserved);
-    for m in members.iter_mut().filter(|m| m.live) {
-        m.target = m.min + (avail as u128 * m.weight as u128 / weights.max(1) as u128) as u64;
+    let live: Vec<(u64, u64)> = members
+        .iter()
+        .filter(|m| m.live)
+        .map(|m| (m.weight, (m.demand + m.demand / 4).saturating_sub(m.min)))
+        .collect();
+    let parts = fair_parts(avail, &live);
+    for (m, part) in members.iter_mut().filter(|m| m.live).zip(parts) {
+        m.target = m.min + part;
     }
     Ok(FleetStatus {
         fleet: fleet.to_string(),
