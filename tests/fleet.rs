@@ -902,6 +902,56 @@ fn fleet_budgets() {
         &mut transitions,
     );
     print!("{}", fleet::cli::status_table(&status(&redis.url())));
+    hold(Duration::from_millis(300));
+
+    // Redis restarted at once, empty (a crash and restart without persistence): the hosts keep
+    // their shares until their own deadlines (the new epoch's quarantine covers them), then
+    // hold the floor until the quarantine ends, then grow.
+    let old_epoch = status(&redis.url()).epoch;
+    let t = mono_ns();
+    redis.stop();
+    redis.restart();
+    // Until the new epoch granted the whole total (bounded).
+    let deadline = Instant::now() + CONVERGE_WITHIN;
+    loop {
+        let st = status(&redis.url());
+        if st.epoch != old_epoch && st.granted() >= TOTAL_UNITS - TOTAL_UNITS / 1000 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new epoch did not grant the total"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    hold(Duration::from_millis(700));
+    let during = sampler.since(t);
+    let e = expected(&[0, 1], &[]);
+    let low: Vec<&Sample> = during
+        .iter()
+        .filter(|s| s.sum() < TOTAL_UNITS / 10)
+        .collect();
+    let (kept_ms, at_floor_ms, back_ms) = match (low.first(), low.last()) {
+        (Some(a), Some(b)) => {
+            let back = during
+                .iter()
+                .find(|s| s.at_ns > b.at_ns && converged(s, &e))
+                .expect("no convergence after the quick restart");
+            (
+                (a.at_ns - t) as f64 / 1e6,
+                (b.at_ns - a.at_ns) as f64 / 1e6,
+                (back.at_ns - t) as f64 / 1e6,
+            )
+        }
+        _ => (f64::NAN, 0.0, 0.0),
+    };
+    println!(
+        "fleet: quick restart: shares kept {kept_ms:.0} ms after the restart began, then under 10% of the total for {at_floor_ms:.0} ms, back at the split {back_ms:.0} ms after it"
+    );
+    assert!(
+        Duration::from_nanos(back_ms as u64 * 1_000_000) <= CONVERGE_WITHIN,
+        "quick restart: back at the split only after {back_ms} ms"
+    );
     // The CLI's status subcommand on the same fleet.
     let status_cmd = fleet::cli::FleetArgs {
         command: fleet::cli::FleetCommand::Status(fleet::cli::StatusArgs {
@@ -1273,6 +1323,9 @@ fn fleet_shares_follow_demand() {
         })
         .collect();
     let sampler = Sampler::start(limits);
+    // The server has been up for longer than a lease before the fleet's first renewal.
+    hold(TTL + Duration::from_millis(1100));
+    let t_agents = mono_ns();
     let mut agents: Vec<Child> = (0..HOSTS)
         .map(|i| {
             spawn_child(
@@ -1310,12 +1363,14 @@ fn fleet_shares_follow_demand() {
     };
     let mut transitions = Vec::new();
     let all: Vec<usize> = (0..HOSTS).collect();
+    // A new fleet on a server that has been a primary for longer than a lease: no quarantine,
+    // the first renewals grant (within one lease, not after it).
     await_shares(
         &sampler,
-        mono_ns(),
+        t_agents,
         weighted(&all),
-        CONVERGE_WITHIN,
-        "6 idle hosts",
+        TTL,
+        "6 idle hosts, new fleet (no quarantine)",
         &mut transitions,
     );
     hold(Duration::from_millis(600));

@@ -207,6 +207,9 @@ struct Local {
     applied: u64,
     /// The fence in the file (units): what decisions use once the lease deadline has passed.
     fence: u64,
+    /// After a new epoch: the share of the lost state is kept until this instant (its own
+    /// fence point), without a new deadline.
+    carry_until: Option<Instant>,
     /// Fence at this instant unless a renewal succeeds before (None: nothing to fence).
     fence_at: Option<Instant>,
     /// The epoch of the last grant.
@@ -451,6 +454,7 @@ impl Agent {
             local: Mutex::new(Local {
                 applied: 0,
                 fence: 0,
+                carry_until: None,
                 fence_at: None,
                 epoch: String::new(),
                 last: None,
@@ -702,13 +706,31 @@ fn renew_once(
     }
     if new_epoch && !l.epoch.is_empty() {
         eprintln!(
-            "fleet[{}/{}] new epoch {} (the server lost the fleet's state)",
-            s.cfg.fleet, s.cfg.member, r.epoch
+            "fleet[{}/{}] new epoch {} (the server lost the fleet's state); keeping share {} until its lease deadline",
+            s.cfg.fleet,
+            s.cfg.member,
+            r.epoch,
+            s.local_share(l.applied)
         );
+        // The share of the lost state is kept until its own deadline, never extended: the
+        // new epoch grants nothing during its quarantine (one lease from its start), and every
+        // lease of the lost state ended on the server before that, so the kept share and the
+        // new epoch's grants never overlap.
+        l.carry_until = l.fence_at;
     }
     l.epoch = r.epoch.clone();
+    // The fence never above what the server holds for this member once its lease ends.
+    let held_on_server = s.res.min.min(r.granted);
+    if l.fence > held_on_server && !s.set_fence(&mut l, held_on_server) {
+        return false;
+    }
     // Raising is covered by the grant just recorded; lowering is always safe.
     let desired = r.granted.min(r.target);
+    if desired < l.applied && l.carry_until.is_some_and(|until| Instant::now() < until) {
+        // Carrying the lost epoch's share: no new deadline for it; the old one fences it.
+        return false;
+    }
+    l.carry_until = None;
     let reason = if desired > l.applied {
         "grant"
     } else if new_epoch {

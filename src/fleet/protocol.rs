@@ -83,11 +83,29 @@ local epoch = redis.call('HGET', KEYS[2], 'epoch')
 if not epoch then
   -- No state (first start, or a restart or failover that lost it): a new epoch, and no grant
   -- for one lease so that every grant of the lost state has been fenced first.
+  -- The quarantine ends one lease after the last instant a lease of the lost state can have
+  -- been granted: at the latest now. When the server can show more (it is a primary that was
+  -- never promoted from a replica and never evicts keys without a TTL, which the fleet's keys
+  -- are), the lost state's leases were granted before this server started (the fleet's keys
+  -- were never here, or died with the previous process), so the quarantine ends one lease
+  -- after its start (`uptime_in_seconds` rounds down: the start is at most now - uptime): a
+  -- new fleet on a server up for longer than a lease has none (see FLEET.md).
+  local quiet_len = ttl
+  local srv = redis.call('INFO', 'server')
+  local rep = redis.call('INFO', 'replication')
+  local mem = redis.call('INFO', 'memory')
+  local uptime = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)') or '0')
+  local role = string.match(rep, 'role:(%w+)')
+  local second = string.match(rep, 'second_repl_offset:(%-?%d+)')
+  local policy = string.match(mem, 'maxmemory_policy:([%w%-]+)') or ''
+  if role == 'master' and second == '-1' and string.sub(policy, 1, 8) ~= 'allkeys-' then
+    quiet_len = math.max(0, ttl - uptime * 1000)
+  end
   epoch = t[1] .. '.' .. t[2]
   redis.call('DEL', KEYS[1])
   recs = {}
   nlive = 0
-  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + ttl)
+  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + quiet_len)
 else
   local ctotal = redis.call('HGET', KEYS[2], 'total')
   local cttl = redis.call('HGET', KEYS[2], 'ttl')
