@@ -1418,6 +1418,50 @@ fn fleet_shares_follow_demand() {
     );
     hold(Duration::from_millis(300));
 
+    // Duplicates exit with a clear error: a second agent on host 0's file (refused before it
+    // touches the file), and an agent of another file that claims host 0's member id (refused
+    // by the server). Host 0 keeps its share throughout.
+    let dup_path = dir.path().join("dup.shm");
+    Limiter::builder()
+        .limit(LIMIT, TokenBucket::new(1, floor))
+        .create_or_open(&dup_path)
+        .unwrap();
+    for (i, path) in [(0, &paths[0]), (1, &dup_path)] {
+        let log = dir.path().join(format!("dup{i}.log"));
+        let dup = spawn_child(
+            "agent",
+            &[
+                ("FLEET_REDIS", redis.url()),
+                ("FLEET_PATH", path.display().to_string()),
+                ("FLEET_MEMBER", member(0)),
+                ("FLEET_WEIGHT", "1".into()),
+                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
+                ("FLEET_MIN", "0".into()),
+            ],
+            &log,
+        );
+        let status = reap(dup, Duration::from_secs(5));
+        let text = std::fs::read_to_string(&log).unwrap();
+        let why = if i == 0 {
+            "another fleet agent runs on"
+        } else {
+            "is held by another running agent"
+        };
+        assert!(
+            !status.success() && text.contains(why),
+            "duplicate {i}: {status:?}, log: {text}"
+        );
+        println!(
+            "fleet: duplicate {i} exited: {}",
+            text.lines().find(|l| l.contains(why)).unwrap()
+        );
+    }
+    let last = sampler.since(mono_ns() - 200_000_000);
+    assert!(
+        last.iter().all(|s| converged(s, &weighted(&[0, 1, 2]))),
+        "a duplicate disturbed the fleet"
+    );
+
     for a in agents.drain(..) {
         signal(&a, nix::sys::signal::Signal::SIGTERM);
         assert!(reap(a, Duration::from_secs(5)).success());
@@ -1465,7 +1509,13 @@ fn rates_parse_as_the_cli_reads_them() {
     assert_eq!(parse_rate("2/ms").unwrap().emission_ns(), 500_000);
     assert_eq!(parse_rate("60/min").unwrap().emission_ns(), 1_000_000_000);
     assert_eq!(parse_rate("0.5/s").unwrap().emission_ns(), 2_000_000_000);
-    assert!(parse_rate("300").is_err());
+    // The grammar of `shmlimit create --rate`: a bare number is per second; N per duration.
+    assert_eq!(parse_rate("300").unwrap().emission_ns(), 3_333_334);
+    assert_eq!(parse_rate("5/10s").unwrap().emission_ns(), 2_000_000_000);
+    assert_eq!(parse_rate("1/500ms").unwrap().emission_ns(), 500_000_000);
+    assert!(parse_rate("300/").is_err());
+    assert!(parse_rate("-3/s").is_err());
+    assert!(parse_rate("x/s").is_err());
     assert!(parse_rate("0/s").is_err());
     assert!(parse_rate("5/week").is_err());
     assert_eq!(

@@ -86,18 +86,20 @@ pub struct AgentConfig {
 impl AgentConfig {
     /// A configuration with the defaults: lease [`DEFAULT_TTL`], renewal every `ttl / 5`, fence
     /// margin `ttl / 4`, total, burst and weight from the limit's definition, no minimum, the
-    /// host name as member id, guard on.
+    /// member id `HOSTNAME:PATH` (unique per agent on a host: one agent per limiter file),
+    /// guard on.
     pub fn new(
         redis_url: impl Into<String>,
         fleet: impl Into<String>,
         path: impl Into<PathBuf>,
         limit: impl Into<String>,
     ) -> AgentConfig {
+        let path: PathBuf = path.into();
         AgentConfig {
             redis_url: redis_url.into(),
             fleet: fleet.into(),
-            member: host_name(),
-            path: path.into(),
+            member: default_member(&path),
+            path,
             limit: limit.into(),
             total: None,
             burst: None,
@@ -124,7 +126,14 @@ impl AgentConfig {
     }
 }
 
-/// The machine's host name (the default member id).
+/// The default member id of the agent of the limiter file at `path`: `HOSTNAME:PATH` (the
+/// absolute path when it resolves), so two agents on one host differ.
+pub fn default_member(path: &std::path::Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    format!("{}:{}", host_name(), path.display())
+}
+
+/// The machine's host name.
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -152,8 +161,9 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
     let total = share::units_of(total);
     if total == 0 || total > MAX_TOTAL_UNITS {
         return Err(conf(format!(
-            "total {} units/s: must be in 1..=2^40 micro-tokens per second",
-            total
+            "total {}: must be between 0.000001/s and {}",
+            share::fmt_units(total),
+            share::fmt_units(MAX_TOTAL_UNITS)
         )));
     }
     let weight = cfg.weight.or(def.fleet.map(|f| f.weight)).unwrap_or(1);
@@ -172,7 +182,11 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
     }
     let min = cfg.min_share.map(share::units_of).unwrap_or(0);
     if min > total {
-        return Err(conf("the minimum share exceeds the total".into()));
+        return Err(conf(format!(
+            "the minimum share {} exceeds the total {}",
+            share::fmt_units(min),
+            share::fmt_units(total)
+        )));
     }
     if cfg.ttl < Duration::from_millis(100) || cfg.ttl > Duration::from_secs(20 * 60) {
         return Err(conf(format!(
@@ -235,6 +249,8 @@ struct Shared {
     limit: Limit,
     instance: String,
     local: Mutex<Local>,
+    /// Why the agent cannot go on (the server refused its configuration or its member id).
+    fatal: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -378,6 +394,40 @@ pub struct Agent {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     _guard: Option<Guard>,
+    _lock: Option<std::fs::File>,
+}
+
+/// Hold `PATH.agent.lock` (an exclusive `flock`) for the agent's life; `None` when the lock file
+/// cannot be created (a read-only directory: no protection against a second agent then).
+fn agent_lock(cfg: &AgentConfig) -> Result<Option<std::fs::File>, FleetError> {
+    use std::os::fd::AsRawFd;
+    let path = PathBuf::from(format!("{}.agent.lock", cfg.path.display()));
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "fleet[{}/{}] no agent lock ({}: {e}); make sure one agent runs per file",
+                cfg.fleet,
+                cfg.member,
+                path.display()
+            );
+            return Ok(None);
+        }
+    };
+    // SAFETY: `file` is an open descriptor we own; flock has no memory preconditions.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(FleetError::Config(format!(
+            "another fleet agent runs on {} (it holds {})",
+            cfg.path.display(),
+            path.display()
+        )));
+    }
+    Ok(Some(file))
 }
 
 impl fmt::Debug for Agent {
@@ -400,6 +450,9 @@ impl Agent {
     /// (an unreachable server is not an error: the agent keeps trying, at the minimum).
     pub fn start(cfg: AgentConfig) -> Result<Agent, FleetError> {
         let limiter = Limiter::open(&cfg.path)?;
+        // One agent per limiter file: a second one would knock the first one's share down
+        // before the server refuses it.
+        let lock = agent_lock(&cfg)?;
         let limit = limiter.limit(&cfg.limit)?;
         if !matches!(limit.algorithm(), crate::Algorithm::TokenBucket { .. }) {
             return Err(FleetError::Config(format!(
@@ -459,6 +512,7 @@ impl Agent {
                 epoch: String::new(),
                 last: None,
             }),
+            fatal: Mutex::new(None),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
@@ -485,6 +539,7 @@ impl Agent {
             stop,
             threads,
             _guard: guard,
+            _lock: lock,
         })
     }
 
@@ -496,6 +551,18 @@ impl Agent {
             leased: l.fence_at.is_some(),
             last: l.last.clone(),
         }
+    }
+
+    /// Why the agent stopped renewing, if the server refused it for good: another running
+    /// agent holds its member id (`FLEETDUP`), the fleet runs with another total or lease
+    /// (`FLEETCONFIG`), or the reserved minimums exceed the total (`FLEETMIN`). The host is at
+    /// its floor by then.
+    pub fn failure(&self) -> Option<String> {
+        self.shared
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Leave cleanly: the minimum locally first, then the grant released on the server.
@@ -528,6 +595,10 @@ pub fn run(cfg: AgentConfig, stop: &AtomicBool) -> Result<(), FleetError> {
     let agent = Agent::start(cfg)?;
     // Relaxed: a flag polled in a loop; nothing else is published through it.
     while !stop.load(Ordering::Relaxed) {
+        if let Some(why) = agent.failure() {
+            agent.leave();
+            return Err(FleetError::Config(why));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     agent.leave();
@@ -572,6 +643,9 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
         let again = renew_once(s, client, io, &mut con, &mut failing, &mut meter);
+        if s.fatal.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            break;
+        }
         if again {
             continue;
         }
@@ -674,6 +748,17 @@ fn renew_once(
     };
     let r = match result {
         Ok(r) => r,
+        Err(e) if matches!(e.code(), Some("FLEETDUP" | "FLEETCONFIG" | "FLEETMIN")) => {
+            // Refused for good: renewing again cannot help. The floor, and stop.
+            let why = format!("fleet {}: {}", s.cfg.fleet, e.detail().unwrap_or("refused"));
+            eprintln!("fleet[{}/{}] {why}", s.cfg.fleet, s.cfg.member);
+            let mut l = s.lock();
+            s.apply(&mut l, 0, "refused");
+            s.set_deadline(0);
+            l.fence_at = None;
+            *s.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+            return false;
+        }
         Err(e) => {
             *con = None;
             if !*failing {

@@ -79,8 +79,8 @@ pub mod protocol;
 pub mod share;
 
 pub use agent::{
-    host_name, run, spawn_guard, status, Agent, AgentConfig, AgentSnapshot, FleetError, Guard,
-    DEFAULT_TTL,
+    default_member, host_name, run, spawn_guard, status, Agent, AgentConfig, AgentSnapshot,
+    FleetError, Guard, DEFAULT_TTL,
 };
 pub use protocol::{FleetStatus, MemberStatus, Renewal};
 pub use share::LocalShare;

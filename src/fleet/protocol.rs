@@ -42,6 +42,12 @@ local total = tonumber(ARGV[7])
 local agent_epoch = ARGV[8]
 local inst = ARGV[9]
 local mydemand = tonumber(ARGV[10]) or total
+local function rate(u)
+  local s = string.format('%d', math.floor(u / 1000000))
+  local f = u % 1000000
+  if f > 0 then s = s .. (string.gsub(string.format('.%06d', f), '0+$', '')) end
+  return s .. '/s'
+end
 local function enc(w, g, mn, exp, j, i, d)
   return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i .. string.format(' %d', d)
 end
@@ -113,7 +119,7 @@ else
     local others = nlive
     if recs[me] and recs[me].live then others = others - 1 end
     if others > 0 then
-      return redis.error_reply('FLEETCONFIG the fleet runs with total ' .. tostring(ctotal) .. ' units and ttl ' .. tostring(cttl) .. ' ms; this agent has ' .. ARGV[7] .. ' and ' .. ARGV[6])
+      return redis.error_reply('FLEETCONFIG the fleet runs with total ' .. rate(tonumber(ctotal) or 0) .. ' and ttl ' .. tostring(cttl) .. ' ms; this agent has total ' .. rate(total) .. ' and ttl ' .. ARGV[6] .. ' ms')
     end
     redis.call('HSET', KEYS[2], 'total', ARGV[7], 'ttl', ARGV[6])
   end
@@ -124,7 +130,7 @@ local g = 0
 local joined = now
 if old then
   if old.live and old.ins ~= inst then
-    return redis.error_reply('FLEETDUP member ' .. me .. ' is held by another agent (instance ' .. old.ins .. ') until its lease ends in ' .. (old.exp - now) .. ' ms')
+    return redis.error_reply('FLEETDUP member ' .. me .. ' is held by another running agent (instance ' .. old.ins .. ', its lease ends in ' .. (old.exp - now) .. ' ms): give each agent its own --member')
   end
   if agent_epoch == epoch and old.ins == inst then g = old.g end
   if old.live then joined = old.j end
@@ -145,7 +151,7 @@ for _, r in pairs(recs) do
   end
 end
 if reserved > total then
-  return redis.error_reply('FLEETMIN the reserved minimums (' .. reserved .. ' units) exceed the total (' .. total .. ')')
+  return redis.error_reply('FLEETMIN the reserved minimums (' .. rate(reserved) .. ') exceed the total (' .. rate(total) .. ')')
 end
 local avail = total - reserved
 -- Max-min fair targets, weighted, capped by demand: each live member wants its reported demand
