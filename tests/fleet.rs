@@ -1418,6 +1418,39 @@ fn fleet_shares_follow_demand() {
     );
     hold(Duration::from_millis(300));
 
+    // The operator's view of host 0: its share, lease and the live rate decisions use.
+    let bin_out = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_shmlimit"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "shmlimit {args:?}: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let p0 = paths[0].display().to_string();
+    let j: serde_json::Value = serde_json::from_str(&bin_out(&["inspect", &p0, "--json"])).unwrap();
+    let l0 = &j["limits"][0];
+    let fleet_json = &l0["fleet"];
+    assert_eq!(fleet_json["fenced"], false, "{l0}");
+    assert!(fleet_json["deadline_in_ms"].as_f64().unwrap() > 0.0, "{l0}");
+    let live = l0["live_rate_per_s"].as_f64().unwrap();
+    assert!((live - 500.0).abs() < 1.0, "live rate {live}: {l0}");
+    let prom = bin_out(&["stats", &p0, "--prometheus"]);
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("shmlimit_fleet_fenced{") && l.ends_with(" 0")),
+        "{prom}"
+    );
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("shmlimit_live_rate_per_second{")),
+        "{prom}"
+    );
+    let table = fleet::cli::status_table(&status(&redis.url()));
+    print!("{table}");
+    assert!(table.contains("applied"), "{table}");
+    println!("fleet: inspect host0: fleet {fleet_json}, live_rate_per_s {live}");
+
     // Duplicates exit with a clear error: a second agent on host 0's file (refused before it
     // touches the file), and an agent of another file that claims host 0's member id (refused
     // by the server). Host 0 keeps its share throughout.

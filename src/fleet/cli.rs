@@ -220,23 +220,34 @@ pub fn status_table(st: &super::FleetStatus) -> String {
         }
     );
     out.push_str(&format!(
-        "{:<24} {:>6} {:>14} {:>14} {:>14} {:>10} {:>10} {}\n",
-        "member", "weight", "target", "granted", "min", "lease_age", "expires_in", "state"
+        "{:<24} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>10} {:>10} {}\n",
+        "member",
+        "weight",
+        "demand",
+        "target",
+        "granted",
+        "applied",
+        "min",
+        "lease_age",
+        "expires_in",
+        "state"
     ));
     for m in &st.members {
         out.push_str(&format!(
-            "{:<24} {:>6} {:>14} {:>14} {:>14} {:>8}ms {:>8}ms {}\n",
+            "{:<24} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>8}ms {:>8}ms {}\n",
             m.id,
             m.weight,
+            fmt_units(m.demand),
             fmt_units(m.target),
             fmt_units(m.granted),
+            fmt_units(m.applied),
             fmt_units(m.min),
             m.lease_age_ms,
             m.expires_in_ms,
             if m.live {
                 "live"
             } else {
-                "expired (minimum reserved)"
+                "fenced: lease ended (minimum kept)"
             }
         ));
     }
@@ -254,6 +265,7 @@ pub fn status_json(st: &super::FleetStatus) -> String {
                 "granted_units": m.granted, "min_units": m.min, "live": m.live,
                 "lease_age_ms": m.lease_age_ms, "expires_in_ms": m.expires_in_ms,
                 "lease_expiry_ms": m.lease_expiry_ms, "member_for_ms": m.member_for_ms,
+                "demand_units": m.demand, "applied_units": m.applied, "fenced": !m.live,
             })
         })
         .collect();

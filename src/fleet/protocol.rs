@@ -4,7 +4,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms instance"` |
+//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms instance demand applied"` |
 //! | `{fleet:NAME}:config` | hash | `epoch`, `total` (units), `ttl` (ms), `quiet_until` (ms) |
 //!
 //! Shares are integers in [`UNITS_PER_TOKEN`] units per second (micro-tokens per second), so the
@@ -48,8 +48,8 @@ local function rate(u)
   if f > 0 then s = s .. (string.gsub(string.format('.%06d', f), '0+$', '')) end
   return s .. '/s'
 end
-local function enc(w, g, mn, exp, j, i, d)
-  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i .. string.format(' %d', d)
+local function enc(w, g, mn, exp, j, i, d, h)
+  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i .. string.format(' %d %d', d, h)
 end
 if op == 'leave' then
   local cur = redis.call('HGET', KEYS[1], me)
@@ -62,9 +62,9 @@ local recs = {}
 local nlive = 0
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  local w, g, mn, exp, j, ins, d = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+) ?(%d*)$')
+  local w, g, mn, exp, j, ins, d, h = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+) ?(%d*) ?(%d*)$')
   if w then
-    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins, d = tonumber(d) or total}
+    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins, d = tonumber(d) or total, h = tonumber(h) or 0}
     r.live = r.exp >= now
     if r.live then
       recs[all[i]] = r
@@ -74,7 +74,7 @@ for i = 1, #all, 2 do
       if keep > 0 then
         if keep ~= r.g then
           r.g = keep
-          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins, r.d))
+          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins, r.d, math.min(r.h, keep)))
         end
         recs[all[i]] = r
       else
@@ -193,7 +193,7 @@ if now >= quiet and g < target then
   local free = total - sum_g - g
   if free > 0 then g = g + math.min(target - g, free) end
 end
-redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst, mydemand))
+redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst, mydemand, math.min(held, g)))
 return {epoch, g, target, now, now + ttl, live_after, sum_w}
 "#;
 
@@ -339,6 +339,9 @@ pub struct MemberStatus {
     pub member_for_ms: i64,
     /// The demand it reported last (units; the total when unknown).
     pub demand: u64,
+    /// The share its host applied when it last renewed (units; a host whose lease has
+    /// ended is at its fence, at most its kept minimum).
+    pub applied: u64,
 }
 
 /// The script's split of `avail` (units) among members `(weight, wanted above the minimum)`:
@@ -438,6 +441,7 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
             continue;
         }
         let demand = fields.get(6).and_then(|d| d.parse().ok()).unwrap_or(total);
+        let applied: u64 = fields.get(7).and_then(|d| d.parse().ok()).unwrap_or(0);
         let (w, g, mn, exp, joined) = (f[0], f[1], f[2], f[3], f[4]);
         let live = exp >= now;
         members.push(MemberStatus {
@@ -452,6 +456,11 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
             lease_expiry_ms: exp,
             member_for_ms: now as i64 - joined as i64,
             demand,
+            applied: if live {
+                applied
+            } else {
+                applied.min(g.min(mn))
+            },
         });
     }
     members.sort_by(|a, b| a.id.cmp(&b.id));
