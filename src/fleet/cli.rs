@@ -219,8 +219,15 @@ pub fn status_table(st: &super::FleetStatus) -> String {
             String::new()
         }
     );
+    let w = st
+        .members
+        .iter()
+        .map(|m| m.id.len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     out.push_str(&format!(
-        "{:<24} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>10} {:>10} {}\n",
+        "{:<w$} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>10} {:>10} {}\n",
         "member",
         "weight",
         "demand",
@@ -234,7 +241,7 @@ pub fn status_table(st: &super::FleetStatus) -> String {
     ));
     for m in &st.members {
         out.push_str(&format!(
-            "{:<24} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>8}ms {:>8}ms {}\n",
+            "{:<w$} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>8}ms {:>8}ms {}\n",
             m.id,
             m.weight,
             fmt_units(m.demand),
