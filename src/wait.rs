@@ -269,7 +269,10 @@ impl<C: Clock> Limit<C> {
                 max_delay.min(at.horizon_ns),
             ) {
                 Booking::Refused { delay } => {
-                    let decision = Decision::denied(delay, 0, g.emission_ns).of(g.tolerance_ns);
+                    let tat = current & !PARAM_TAG;
+                    let decision = Decision::denied(delay, 0, g.emission_ns)
+                        .of(g.tolerance_ns)
+                        .resetting(tat.saturating_sub(now));
                     return Ok(self.reservation(decision, n, None, now, delay));
                 }
                 Booking::Granted { new_tat, delay } => {
@@ -280,8 +283,9 @@ impl<C: Clock> Limit<C> {
                     {
                         Ok(_) => {
                             let slack = g.tolerance_ns.saturating_sub(new_tat - now);
-                            let decision =
-                                Decision::allowed(slack, g.emission_ns).of(g.tolerance_ns);
+                            let decision = Decision::allowed(slack, g.emission_ns)
+                                .of(g.tolerance_ns)
+                                .resetting(new_tat - now);
                             return Ok(self.reservation(decision, n, Some(word), now, delay));
                         }
                         Err(actual) => current = actual,
