@@ -1556,3 +1556,67 @@ fn rates_parse_as_the_cli_reads_them() {
         "1000/s"
     );
 }
+
+/// The data plane of a fleet-managed bucket, without Redis: the share while the deadline
+/// covers a decision's clock value, the fence after it (and for a deadline too far ahead);
+/// a reset zeroes the deadline; ending management makes the share a plain rate.
+#[test]
+fn a_fleet_share_holds_only_until_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("share.shm");
+    let fast = shmlimit::Rate::per_second(1000).unwrap();
+    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
+    let limiter = Limiter::builder()
+        .limit(LIMIT, TokenBucket::new(10, fast))
+        .create_or_open(&path)
+        .unwrap();
+    let l = limiter.limit(LIMIT).unwrap();
+    assert!(l.fleet_lease().unwrap().is_none(), "a plain bucket");
+    assert!(matches!(
+        l.set_fleet_deadline(1),
+        Err(shmlimit::Error::WrongKind { .. })
+    ));
+    // Managed: starts fenced (deadline 0) at the fence.
+    l.fleet_manage(2, floor).unwrap();
+    l.set_token_bucket(10, fast).unwrap();
+    let lease = l.fleet_lease().unwrap().unwrap();
+    assert!(!lease.leased);
+    let now = mono_ns();
+    let admitted = |at: u64| {
+        (0..20)
+            .filter(|_| l.try_acquire_at(1, at).unwrap().is_allowed())
+            .count()
+    };
+    assert_eq!(admitted(now), 2, "fenced: the fence's burst");
+    // Leased for 100 ms: the share (the tokens the fence took are used on the same state).
+    l.reset().unwrap();
+    let now = mono_ns();
+    l.set_fleet_deadline(now + 100_000_000).unwrap();
+    assert_eq!(admitted(now), 10, "leased: the share's burst");
+    // Past the deadline: the fence, whatever the share's refill.
+    let later = now + 200_000_000;
+    assert!(admitted(later) <= 2, "past the deadline: at most the fence");
+    assert!(l.peek(1).is_ok());
+    // A cost the fence can never grant is denied (not an error) while fenced.
+    assert!(l.try_acquire_at(5, later).unwrap().is_denied());
+    // A deadline further ahead than 2^40 ns is damage: fenced.
+    l.reset().unwrap();
+    let now = mono_ns();
+    l.set_fleet_deadline(now + (1 << 41)).unwrap();
+    assert!(admitted(now) <= 2);
+    assert!(!l.fleet_lease().unwrap().unwrap().leased);
+    // A reset zeroes the deadline.
+    l.set_fleet_deadline(mono_ns() + 1_000_000_000).unwrap();
+    assert!(l.fleet_lease().unwrap().unwrap().leased);
+    l.reset().unwrap();
+    let lease = l.fleet_lease().unwrap().unwrap();
+    assert!(!lease.leased && lease.deadline_ns == 0, "{lease:?}");
+    // Another handle (another process would be the same) sees the same lease.
+    let other = Limiter::open(&path).unwrap().limit(LIMIT).unwrap();
+    assert_eq!(other.fleet_lease().unwrap().unwrap().fence, lease.fence);
+    // The end of management: a plain rate again, no deadline.
+    l.end_fleet_management().unwrap();
+    assert!(l.fleet_lease().unwrap().is_none());
+    l.reset().unwrap();
+    assert_eq!(admitted(mono_ns() + (1 << 41)), 10);
+}
