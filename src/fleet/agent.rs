@@ -397,11 +397,24 @@ pub struct Agent {
     _lock: Option<std::fs::File>,
 }
 
-/// Hold `PATH.agent.lock` (an exclusive `flock`) for the agent's life; `None` when the lock file
-/// cannot be created (a read-only directory: no protection against a second agent then).
+/// Hold `PATH.LIMIT.agent.lock` (an exclusive `flock`; the limit's name with every character
+/// but ASCII letters, digits, `-` and `_` as `_`) for the agent's life: one agent per limit of a
+/// file. `None` when the lock file cannot be created (a read-only directory: no protection
+/// against a second agent then).
 fn agent_lock(cfg: &AgentConfig) -> Result<Option<std::fs::File>, FleetError> {
     use std::os::fd::AsRawFd;
-    let path = PathBuf::from(format!("{}.agent.lock", cfg.path.display()));
+    let limit: String = cfg
+        .limit
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = PathBuf::from(format!("{}.{limit}.agent.lock", cfg.path.display()));
     let file = match std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -422,7 +435,8 @@ fn agent_lock(cfg: &AgentConfig) -> Result<Option<std::fs::File>, FleetError> {
     // SAFETY: `file` is an open descriptor we own; flock has no memory preconditions.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
         return Err(FleetError::Config(format!(
-            "another fleet agent runs on {} (it holds {})",
+            "another fleet agent runs on limit `{}` of {} (it holds {})",
+            cfg.limit,
             cfg.path.display(),
             path.display()
         )));
@@ -450,7 +464,7 @@ impl Agent {
     /// (an unreachable server is not an error: the agent keeps trying, at the minimum).
     pub fn start(cfg: AgentConfig) -> Result<Agent, FleetError> {
         let limiter = Limiter::open(&cfg.path)?;
-        // One agent per limiter file: a second one would knock the first one's share down
+        // One agent per limit of a file: a second one would knock the first one's share down
         // before the server refuses it.
         let lock = agent_lock(&cfg)?;
         let limit = limiter.limit(&cfg.limit)?;
