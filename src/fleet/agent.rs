@@ -911,11 +911,11 @@ pub fn spawn_guard(
         cfg.fleet, cfg.member
     );
     let limit = limit.clone();
-    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation and
-    // takes no lock that another thread of the parent could hold at the fork: it blocks in
-    // read(2), retunes the limit (its own process-local retune mutex, cloned unlocked: the
-    // parent took no retune after opening it, and an flock), writes a preformatted message
-    // with write(2) and calls _exit(2).
+    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation (but
+    // on an error path it ignores) and takes no lock that another thread of the parent could
+    // hold at the fork: it blocks in read(2), retunes the limit's share and fence (its own
+    // process-local retune mutex, cloned unlocked: the parent took no retune after opening
+    // it, and an flock), writes a preformatted message with write(2) and calls _exit(2).
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(write);
