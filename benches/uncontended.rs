@@ -2,6 +2,8 @@
 //!
 //! `uncontended_token_bucket_admit/*` decides on a bucket that always admits (every decision
 //! writes), `uncontended_token_bucket_deny/*` on an empty bucket (every decision denies).
+//! `shmlimit_fleet` is the same bucket managed by a fleet agent (a share under a lease: one more
+//! compare and the deadline's load and compare per decision).
 
 use criterion::{Criterion, Throughput};
 
@@ -23,6 +25,9 @@ pub fn bench(c: &mut Criterion) {
         let g = &mut group;
         bench_single(g, "shmlimit", workload, 1, || {
             Shmlimit::token_bucket(workload)
+        });
+        bench_single(g, "shmlimit_fleet", workload, 1, || {
+            Shmlimit::fleet_token_bucket(workload)
         });
         bench_single(g, "c_reference", workload, 1, || CReference::new(workload));
         bench_single(g, "governor_quanta", workload, 1, || {

@@ -61,7 +61,7 @@ pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use headers::{Policy, RateLimitHeaders};
 pub use keyed::MAX_KEY_LEN;
-pub use limiter::{Builder, FileInfo, Limit, Limiter, Stats};
+pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,

@@ -439,6 +439,46 @@ pub(crate) enum StepError {
     Cost(u64),
     /// The limit has no single-word state.
     NoWord,
+    /// A fleet-managed bucket past its lease whose fence cannot grant the cost.
+    Fenced,
+}
+
+/// The lease of a fleet-managed token bucket (see [`Limit::fleet_lease`] and `FLEET.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FleetLease {
+    /// The share: the bucket decisions use while the lease runs.
+    pub share: Algorithm,
+    /// The fence: the bucket decisions use once it has passed (the reserved minimum or the
+    /// floor).
+    pub fence: Algorithm,
+    /// The lease deadline, ns on the limit's clock (0: never leased, or reset).
+    pub deadline_ns: u64,
+    /// When this was read, ns on the limit's clock.
+    pub now_ns: u64,
+    /// Whether the deadline covered `now_ns`: the share applies; else the fence does.
+    pub leased: bool,
+}
+
+impl FleetLease {
+    /// The bucket a decision at `now_ns` used: the share or the fence.
+    pub fn applied(&self) -> Algorithm {
+        if self.leased {
+            self.share
+        } else {
+            self.fence
+        }
+    }
+}
+
+/// What a decision at some instant decides with (see [`Limit::bucket_at`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BucketAt {
+    /// The parameters.
+    pub g: Gcra,
+    /// They are the fence's: a fleet share past its lease.
+    pub fenced: bool,
+    /// How long they hold from that instant (a fleet share: until its deadline).
+    pub horizon_ns: u64,
 }
 
 /// A handle's copy of one parameter slot, valid while the slot's check word equals `check`.
@@ -652,10 +692,18 @@ impl<C: Clock> Limit<C> {
         self.params
     }
 
-    /// The token bucket's parameters in slot `tag`, validated against the slot's check word.
+    /// The token bucket's parameters in slot `tag`, validated against the slot's check word
+    /// (a fleet share's too: these are the slot's parameters, not what a fenced decision uses;
+    /// see [`Limit::bucket_at`]).
     #[inline(always)]
     pub(crate) fn bucket_params(&self, tag: usize) -> Result<Gcra> {
-        let base = bucket::PARAMS[tag & 1];
+        self.slot_params(bucket::PARAMS[tag & 1]).map(|(g, _)| g)
+    }
+
+    /// The parameters in the slot at control word `base` (emission, capacity, check), and
+    /// whether the slot is a fleet share (its check carries [`bucket::FLEET`]).
+    #[inline(always)]
+    fn slot_params(&self, base: usize) -> Result<(Gcra, bool)> {
         for _ in 0..64 {
             // Acquire on the check word: pairs with the Release store a retune ends with, so the
             // two parameter words read after it are at least as new. A torn read fails the check.
@@ -664,22 +712,62 @@ impl<C: Clock> Limit<C> {
             let capacity = self.control(base + 1).load(Ordering::Relaxed);
             // A retune writes the two words, then the check: a read that mixes versions fails
             // the check and is retried.
-            if check == bucket::check(emission_ns, capacity) {
+            let mark = bucket::check(emission_ns, capacity) ^ check;
+            if mark == 0 || mark == bucket::FLEET {
                 if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
                     break;
                 }
                 return match capacity.checked_mul(emission_ns) {
-                    Some(tol) if tol <= 1 << 62 => Ok(Gcra {
-                        emission_ns,
-                        tolerance_ns: tol,
-                        capacity,
-                    }),
+                    Some(tol) if tol <= 1 << 62 => Ok((
+                        Gcra {
+                            emission_ns,
+                            tolerance_ns: tol,
+                            capacity,
+                        },
+                        mark != 0,
+                    )),
                     _ => break,
                 };
             }
             std::hint::spin_loop();
         }
         Err(self.fault(Fault::Corrupt))
+    }
+
+    /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
+    /// share whose lease deadline does not cover `now` (then the fence's).
+    pub(crate) fn bucket_at(&self, tag: usize, now: u64) -> Result<BucketAt> {
+        let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1])?;
+        if !fleet {
+            return Ok(BucketAt {
+                g,
+                fenced: false,
+                horizon_ns: u64::MAX,
+            });
+        }
+        // Acquire: pairs with the Release store of a deadline (after the check load above).
+        let deadline = self.control(bucket::DEADLINE).load(Ordering::Acquire);
+        if bucket::leased(deadline, now) {
+            return Ok(BucketAt {
+                g,
+                fenced: false,
+                horizon_ns: deadline - now,
+            });
+        }
+        Ok(BucketAt {
+            g: self.fence_params()?,
+            fenced: true,
+            horizon_ns: u64::MAX,
+        })
+    }
+
+    /// The fence slot: what a fleet-managed bucket decides with once its lease has passed.
+    fn fence_params(&self) -> Result<Gcra> {
+        match self.slot_params(bucket::FENCE)? {
+            (g, false) => Ok(g),
+            // A fence slot is never itself a fleet share.
+            (_, true) => Err(self.fault(Fault::Corrupt)),
+        }
     }
 
     /// A window's live limit.
@@ -704,7 +792,14 @@ impl<C: Clock> Limit<C> {
         match self.params {
             Params::TokenBucket => {
                 let tag = word & bucket::PARAM_TAG;
-                let g = self.bucket_cached((tag >> 63) as usize)?;
+                let g = match self.bucket_cached((tag >> 63) as usize, now, cost) {
+                    Ok(g) => g,
+                    // Fenced, and the fence's bucket can never grant this much: deny.
+                    Err(StepError::Fenced) => {
+                        return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1)))
+                    }
+                    Err(e) => return Err(e),
+                };
                 if cost > g.capacity {
                     return Err(StepError::Cost(g.capacity));
                 }
@@ -742,14 +837,20 @@ impl<C: Clock> Limit<C> {
             StepError::Corrupt => self.fault(Fault::Corrupt),
             StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
             StepError::NoWord => self.wrong_kind("has no single-word state"),
+            // `step_fast` turns it into a denial; it never gets here.
+            StepError::Fenced => self.fault(Fault::Corrupt),
         }
     }
 
     /// The bucket's parameters in slot `tag`, from this handle's cache while the slot's check
     /// word is the one the cache was filled for: one load of the (already fetched) control line
     /// and a compare, instead of reading and re-validating three words on every decision.
+    ///
+    /// A fleet share's slot (its check carries [`bucket::FLEET`]) costs one more compare, one
+    /// load of the deadline word on the same 64 bytes and one compare with `now`; once the
+    /// deadline has passed the decision uses the fence slot instead (cold path).
     #[inline(always)]
-    fn bucket_cached(&self, tag: usize) -> Result<Gcra, StepError> {
+    fn bucket_cached(&self, tag: usize, now: u64, cost: u64) -> Result<Gcra, StepError> {
         let tag = tag & 1;
         // Acquire: pairs with the Release store that ends a retune of this slot.
         let check = self
@@ -766,24 +867,55 @@ impl<C: Clock> Limit<C> {
             };
             // Two threads refilling for different retunes could interleave their stores: the
             // values must still be the ones the check word names.
-            if bucket::check(g.emission_ns, g.capacity) == check {
+            let mark = bucket::check(g.emission_ns, g.capacity) ^ check;
+            if mark == 0 {
                 return Ok(g);
             }
+            if mark == bucket::FLEET {
+                return self.fleet_gate(g, now, cost);
+            }
         }
-        self.fill_cache(tag)
+        self.fill_cache(tag, now, cost)
+    }
+
+    /// A fleet share `g` at `now`: `g` while the lease deadline covers `now`, else the fence.
+    #[inline(always)]
+    fn fleet_gate(&self, g: Gcra, now: u64, cost: u64) -> Result<Gcra, StepError> {
+        // Acquire: pairs with the agent's Release store of the deadline, after the check load.
+        if bucket::leased(self.control(bucket::DEADLINE).load(Ordering::Acquire), now) {
+            Ok(g)
+        } else {
+            self.fenced(cost)
+        }
     }
 
     #[cold]
     #[inline(never)]
-    fn fill_cache(&self, tag: usize) -> Result<Gcra, StepError> {
-        let g = self.bucket_params(tag).map_err(|_| StepError::Corrupt)?;
+    fn fenced(&self, cost: u64) -> Result<Gcra, StepError> {
+        let g = self.fence_params().map_err(|_| StepError::Corrupt)?;
+        if cost > g.capacity {
+            return Err(StepError::Fenced);
+        }
+        Ok(g)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fill_cache(&self, tag: usize, now: u64, cost: u64) -> Result<Gcra, StepError> {
+        let (g, fleet) = self
+            .slot_params(bucket::PARAMS[tag & 1])
+            .map_err(|_| StepError::Corrupt)?;
         let c = &self.cache[tag];
+        let check =
+            bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 };
         // Relaxed: published by the Release store of the check word below.
         c.emission.store(g.emission_ns, Ordering::Relaxed);
         c.tolerance.store(g.tolerance_ns, Ordering::Relaxed);
         c.capacity.store(g.capacity, Ordering::Relaxed);
-        c.check
-            .store(bucket::check(g.emission_ns, g.capacity), Ordering::Release);
+        c.check.store(check, Ordering::Release);
+        if fleet {
+            return self.fleet_gate(g, now, cost);
+        }
         Ok(g)
     }
 
@@ -949,7 +1081,7 @@ impl<C: Clock> Limit<C> {
             let i = (home + j) % self.split;
             let d = try_decide(self.sub_state(i), &now, commit, |t, w| {
                 let tag = w & bucket::PARAM_TAG;
-                let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
+                let sub = self.sub_params(self.bucket_at((tag >> 63) as usize, t)?.g, i);
                 if cost > sub.capacity {
                     // Only the larger sub-buckets can grant this much: deny here, try a sibling.
                     return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1)));
@@ -1187,7 +1319,16 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// As [`Limit::set_rate`].
+    ///
+    /// A fleet-managed bucket ([`Limit::fleet_manage`]) stays fleet-managed: the new rate holds
+    /// until its lease deadline, like the share it replaces.
     pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
+        self.retune_bucket(capacity, rate, None)
+    }
+
+    /// Retune a token bucket; `fleet`: mark the new slot a fleet share (`Some(true)`), a plain
+    /// rate (`Some(false)`), or as the active slot is (`None`).
+    fn retune_bucket(&self, capacity: u64, rate: Rate, fleet: Option<bool>) -> Result<()> {
         if !matches!(self.params, Params::TokenBucket) {
             return Err(self.wrong_kind("is not a token bucket"));
         }
@@ -1198,7 +1339,12 @@ impl<C: Clock> Limit<C> {
         algo.validate(self.name())?;
         let _guard = self.retune_lock()?;
         let active = (self.control(bucket::ACTIVE).load(Ordering::Acquire) & 1) as usize;
-        let old = self.bucket_params(active)?;
+        let (old, was_fleet) = self.slot_params(bucket::PARAMS[active])?;
+        let mark = if fleet.unwrap_or(was_fleet) {
+            bucket::FLEET
+        } else {
+            0
+        };
         let next = 1 - active;
         let base = bucket::PARAMS[next];
         // Relaxed: the slot is inactive (no state word is tagged with it); the Release stores
@@ -1207,7 +1353,7 @@ impl<C: Clock> Limit<C> {
             .store(rate.emission_ns(), Ordering::Relaxed);
         self.control(base + 1).store(capacity, Ordering::Relaxed);
         self.control(base + 2).store(
-            bucket::check(rate.emission_ns(), capacity),
+            bucket::check(rate.emission_ns(), capacity) ^ mark,
             Ordering::Release,
         );
         let new = self.bucket_params(next)?;
@@ -1229,6 +1375,124 @@ impl<C: Clock> Limit<C> {
         self.control(bucket::ACTIVE)
             .store(next as u64, Ordering::Release);
         Ok(())
+    }
+
+    /// Make this token bucket fleet-managed (see `FLEET.md`): its rate becomes a share that
+    /// holds only until the lease deadline ([`Limit::set_fleet_deadline`]); a decision past it
+    /// decides with the fence bucket `fence_capacity`, `fence_rate` (the host's reserved
+    /// minimum, or the floor) instead. The share is set to the fence and the deadline to 0, so
+    /// the bucket starts fenced. Calling it again changes the fence (the share and deadline are
+    /// then left as they are); the fence must never be above what the host may spend without a
+    /// lease.
+    ///
+    /// The cost on each decision: one compare, one load of the deadline on the 64 bytes the
+    /// decision already reads, and one compare with its `now`. Plain buckets pay nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::set_token_bucket`].
+    pub fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
+        if !matches!(self.params, Params::TokenBucket) {
+            return Err(self.wrong_kind("is not a token bucket"));
+        }
+        Algorithm::TokenBucket {
+            capacity: fence_capacity,
+            emission_ns: fence_rate.emission_ns(),
+        }
+        .validate(self.name())?;
+        let managed = {
+            let _guard = self.retune_lock()?;
+            let active = (self.control(bucket::ACTIVE).load(Ordering::Acquire) & 1) as usize;
+            let managed = self.slot_params(bucket::PARAMS[active])?.1;
+            if !managed {
+                // Release: a decision that reads the deadline sees 0 (fenced) or a later one.
+                self.control(bucket::DEADLINE).store(0, Ordering::Release);
+            }
+            let e = fence_rate.emission_ns();
+            // The check first, so that a decision reading the slot mid-write fails its check
+            // (and retries) rather than mixing two fences; Release on the final check: the
+            // words are published with it.
+            self.control(bucket::FENCE + 2).store(0, Ordering::Relaxed);
+            self.control(bucket::FENCE).store(e, Ordering::Relaxed);
+            self.control(bucket::FENCE + 1)
+                .store(fence_capacity, Ordering::Relaxed);
+            self.control(bucket::FENCE + 2)
+                .store(bucket::check(e, fence_capacity), Ordering::Release);
+            managed
+        };
+        if managed {
+            return Ok(());
+        }
+        self.retune_bucket(fence_capacity, fence_rate, Some(true))
+    }
+
+    /// Set a fleet-managed bucket's lease deadline, in nanoseconds on this limit's clock (its
+    /// [`Clock::now_ns`]): its share holds for decisions dated before it. A deadline more than
+    /// 2^40 ns (about 18 minutes) ahead of a decision is treated as damage, and fences.
+    ///
+    /// Keep the pair (share, deadline) safe at every instant: extend the deadline after a share
+    /// is lowered, and before a share is raised.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if the bucket is not fleet-managed.
+    pub fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
+        if self.fleet_lease()?.is_none() {
+            return Err(self.wrong_kind("is not fleet-managed (see fleet_manage)"));
+        }
+        // Release: pairs with the decisions' Acquire load of the deadline; a share published
+        // after it (a raise) is only seen with this deadline or a later one.
+        self.control(bucket::DEADLINE)
+            .store(deadline_ns, Ordering::Release);
+        Ok(())
+    }
+
+    /// End fleet management: the current share becomes a plain rate, with no deadline.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limit::set_token_bucket`].
+    pub fn end_fleet_management(&self) -> Result<()> {
+        match self.live_algorithm()? {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => self.retune_bucket(capacity, Rate::from_emission_ns(emission_ns)?, Some(false)),
+            _ => Err(self.wrong_kind("is not a token bucket")),
+        }
+    }
+
+    /// The fleet lease of a fleet-managed token bucket at this instant (`None` for any other
+    /// limit).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`] when the parameters or the fence are damaged.
+    pub fn fleet_lease(&self) -> Result<Option<FleetLease>> {
+        if !matches!(self.params, Params::TokenBucket) {
+            return Ok(None);
+        }
+        // Acquire: pairs with the Release store that ends a retune.
+        let active = self.control(bucket::ACTIVE).load(Ordering::Acquire) as usize & 1;
+        let (g, fleet) = self.slot_params(bucket::PARAMS[active])?;
+        if !fleet {
+            return Ok(None);
+        }
+        let now = self.clock.now_ns();
+        // Acquire: as a decision reads it.
+        let deadline_ns = self.control(bucket::DEADLINE).load(Ordering::Acquire);
+        let fence = self.fence_params()?;
+        let algo = |g: Gcra| Algorithm::TokenBucket {
+            capacity: g.capacity,
+            emission_ns: g.emission_ns,
+        };
+        Ok(Some(FleetLease {
+            share: algo(g),
+            fence: algo(fence),
+            deadline_ns,
+            now_ns: now,
+            leased: bucket::leased(deadline_ns, now),
+        }))
     }
 
     /// Move one bucket state from parameters `old` to `new` (slot `tag`), keeping its tokens.

@@ -247,15 +247,27 @@ impl<C: Clock> Limit<C> {
         let mut current = state.load(Ordering::Acquire);
         loop {
             let tag = current & PARAM_TAG;
-            let g = self.bucket_params((tag >> 63) as usize)?;
+            let now = self.clock().now_ns();
+            // A fleet share books only within its lease; past it, the fence decides.
+            let at = self.bucket_at((tag >> 63) as usize, now)?;
+            let g = at.g;
+            if n > g.capacity && at.fenced {
+                let decision = Decision::denied(u64::MAX, 0, g.emission_ns).of(g.tolerance_ns);
+                return Ok(self.reservation(decision, n, None, now, u64::MAX));
+            }
             if n > g.capacity {
                 return Err(Error::CostExceedsCapacity {
                     cost: n,
                     capacity: g.capacity,
                 });
             }
-            let now = self.clock().now_ns();
-            match book(&g, now, current & !PARAM_TAG, n, max_delay) {
+            match book(
+                &g,
+                now,
+                current & !PARAM_TAG,
+                n,
+                max_delay.min(at.horizon_ns),
+            ) {
                 Booking::Refused { delay } => {
                     let tat = current & !PARAM_TAG;
                     let decision = Decision::denied(delay, 0, g.emission_ns)

@@ -32,7 +32,7 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header words of format version 2 (see the layout table of the file format).
+/// Header words of format version 3 (see the layout table of the file format).
 const HEADER_WORDS: u64 = 21;
 const DEFS_OFFSET: u64 = 4096;
 const DEF_SIZE: u64 = 128;
@@ -586,4 +586,110 @@ fn truncated_or_extended_while_mapped() {
         libc::close(ready_r);
         libc::close(ready_w);
     }
+}
+
+/// A fleet-managed token bucket (its rate a share under a lease): whatever its deadline word
+/// holds, a decision outside `(now, now + 2^40 ns]` uses the fence (here the floor: one token),
+/// and a damaged fence is `CorruptState`. A damaged deadline never opens the share.
+#[test]
+fn damaged_fleet_deadline_fails_closed() {
+    const DEADLINE_WORD: u64 = 7;
+    const FENCE_WORD: u64 = 9;
+    let (_dir, path) = temp_path("fleet.shm");
+    let floor = Rate::from_emission_ns(1 << 42).unwrap();
+    let fast = Rate::per_second(1000).unwrap();
+    let make = || {
+        let _ = fs::remove_file(&path);
+        let limiter = Limiter::builder()
+            .limit("tb", TokenBucket::new(CAP, fast))
+            .create_or_open(&path)
+            .unwrap();
+        let tb = limiter.limit("tb").unwrap();
+        tb.fleet_manage(1, floor).unwrap();
+        tb.set_token_bucket(CAP, fast).unwrap();
+        limiter
+    };
+    let now = now_ns();
+    let admitted = |l: &Limit| {
+        (0..2 * CAP)
+            .filter(|_| matches!(l.try_acquire_at(1, now), Ok(d) if d.is_allowed()))
+            .count() as u64
+    };
+    // Leased: the share (CAP at one instant).
+    let limiter = make();
+    let tb = limiter.limit("tb").unwrap();
+    tb.set_fleet_deadline(now + 1_000 * MS).unwrap();
+    assert_eq!(admitted(&tb), CAP);
+    // Every deadline that does not cover `now`: the floor, one token.
+    let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+    let mut bad = vec![
+        0,
+        1,
+        now - 1,
+        now,
+        now + (1 << 40) + 1,
+        now.wrapping_add(1 << 63),
+        u64::MAX,
+        1 << 63,
+    ];
+    for _ in 0..64 {
+        // xorshift: arbitrary words (a word in the 2^40-wide window has odds 2^-24).
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        if rng.wrapping_sub(now).wrapping_sub(1) >= 1 << 40 {
+            bad.push(rng);
+        }
+    }
+    for d in bad {
+        let limiter = make();
+        drop(limiter);
+        let (at, _) = slot_of(&path, 0);
+        write_word(&path, at + DEADLINE_WORD * 8, d);
+        let limiter = Limiter::open(&path).unwrap();
+        let tb = limiter.limit("tb").unwrap();
+        assert!(
+            admitted(&tb) <= 1,
+            "deadline {d:#x} admitted beyond the fence"
+        );
+        let lease = tb.fleet_lease().unwrap().unwrap();
+        let covers = d.wrapping_sub(lease.now_ns).wrapping_sub(1) < 1 << 40;
+        assert_eq!(lease.leased, covers, "deadline {d:#x} at {}", lease.now_ns);
+        // Reservations book nothing beyond the fence either.
+        let booked = (0..CAP)
+            .filter(|_| {
+                tb.reserve(1, Duration::from_secs(1))
+                    .is_ok_and(|r| r.is_granted())
+            })
+            .count();
+        assert!(booked <= 1, "deadline {d:#x}: {booked} reservations");
+    }
+    // Past the deadline with the fence slot damaged: CorruptState, never the share.
+    for (k, v) in [(0, 0), (1, 1_000_000), (2, 12345)] {
+        let limiter = make();
+        drop(limiter);
+        let (at, _) = slot_of(&path, 0);
+        write_word(&path, at + (FENCE_WORD + k) * 8, v);
+        let limiter = Limiter::open(&path).unwrap();
+        let tb = limiter.limit("tb").unwrap();
+        assert!(matches!(
+            tb.try_acquire_at(1, now),
+            Err(Error::CorruptState { .. })
+        ));
+    }
+    // A share's check word with the fleet mark damaged: CorruptState (never a plain share).
+    let limiter = make();
+    let active_slot_check = {
+        let (at, _) = slot_of(&path, 0);
+        let active = read_word(&path, at + 8 * 8) & 1;
+        at + (1 + 3 * active + 2) * 8
+    };
+    drop(limiter);
+    let c = read_word(&path, active_slot_check);
+    write_word(&path, active_slot_check, c ^ 1);
+    let limiter = Limiter::open(&path).unwrap();
+    assert!(matches!(
+        limiter.limit("tb").unwrap().try_acquire_at(1, now),
+        Err(Error::CorruptState { .. })
+    ));
 }

@@ -33,6 +33,25 @@ pub fn token_bucket(workload: Workload) -> Algorithm {
 }
 
 impl Shmlimit<MonotonicClock> {
+    /// The token bucket of `workload` managed by a fleet agent: its rate is a share whose lease
+    /// deadline every decision compares with its clock read. The lease runs for the longest
+    /// allowed (2^40 ns, about 18 minutes, far beyond a measurement); the fence is the floor.
+    pub fn fleet_token_bucket(workload: Workload) -> Self {
+        let s = Shmlimit::token_bucket(workload);
+        let p = workload.bucket();
+        let floor = Rate::from_emission_ns(1 << 42).expect("the floor's rate");
+        s.limit
+            .fleet_manage(1, floor)
+            .expect("fleet-manage the bucket");
+        let rate = Rate::from_emission_ns(p.emission_ns).expect("valid emission interval");
+        s.limit
+            .set_token_bucket(p.capacity, rate)
+            .expect("the share");
+        let deadline = s.clock.now_ns() + (1 << 40) - 1;
+        s.limit.set_fleet_deadline(deadline).expect("the lease");
+        s
+    }
+
     /// The token bucket of `workload` split into `k` sub-buckets (`k = 1`: not split).
     pub fn split(workload: Workload, k: u16) -> Self {
         Shmlimit::with_options(token_bucket(workload), MonotonicClock, |d| d.split(k))

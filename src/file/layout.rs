@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 2)
+//! # Layout (format version 3)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -45,7 +45,7 @@
 //! | limit | control line | state area |
 //! |---|---|---|
 //! | split token bucket (k) | as a token bucket; its state is sub-bucket 0's | k - 1 lines, sub-bucket i's state in word 0 of line i |
-//! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 active slot | - |
+//! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 fleet lease deadline (monotonic ns), w8 active slot, w9-11 fleet fence slot (emission ns, capacity, check) | - |
 //! | fixed / sliding window | w0 state, w1 live limit `L` | - |
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
@@ -58,14 +58,23 @@
 //! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
 //! words, which are zero in files of the current version, and still bump the version.
 //! Version 2: key tags became 63 bits with bit 63 marking a pending claim (version 1 used the
-//! full 64-bit hash and merged duplicate slots).
+//! full 64-bit hash and merged duplicate slots). Version 3: fleet-managed token buckets: a
+//! parameter slot's check word may carry [`bucket::FLEET`] (the share of a fleet agent), the
+//! lease deadline took word 7 (on the first 64 bytes of the control line, which every decision
+//! fetches) and the active-slot word moved to word 8; words 9-11 hold the fence slot.
+//!
+//! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
+//! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
+//! the floor) unless `0 < d - now <= `[`bucket::MAX_LEASE_NS`] (wrapping): a deadline that has
+//! passed, a zero one (never leased, or reset) and a damaged one (anything further ahead than
+//! the longest lease) all fence. Unmarked slots never read it.
 
 use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef, Rate};
 
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -181,10 +190,27 @@ pub(crate) mod bucket {
     /// Bit 63 of a token-bucket state word: which parameter slot it was computed with.
     pub const PARAM_TAG: u64 = 1 << 63;
     pub const PARAMS: [usize; 2] = [1, 4];
-    pub const ACTIVE: usize = 7;
+    /// The fleet lease deadline (monotonic ns on the file's clock), on the decisions' 64 bytes.
+    pub const DEADLINE: usize = 7;
+    pub const ACTIVE: usize = 8;
+    /// The fence slot (emission ns, capacity, check): what a fleet-managed bucket decides with
+    /// once its lease deadline has passed.
+    pub const FENCE: usize = 9;
+    /// XORed into a parameter slot's check word: the slot is a fleet share, valid only until the
+    /// deadline word.
+    pub const FLEET: u64 = 0x0F1E_E7F1_EE70_F1EE;
+    /// The longest lease a deadline may be ahead of a decision's clock: a deadline further ahead
+    /// is damage, and fences.
+    pub const MAX_LEASE_NS: u64 = 1 << 40;
     /// The check word of a parameter slot, so a torn read is detected.
     pub fn check(emission_ns: u64, capacity: u64) -> u64 {
         emission_ns.rotate_left(17) ^ capacity ^ 0x5A17_C0DE_5A17_C0DE
+    }
+    /// Whether a deadline word still covers a decision at `now`: one subtraction and one
+    /// compare (a deadline in the past, zero, or further ahead than [`MAX_LEASE_NS`] does not).
+    #[inline(always)]
+    pub fn leased(deadline: u64, now: u64) -> bool {
+        deadline.wrapping_sub(now).wrapping_sub(1) < MAX_LEASE_NS
     }
 }
 

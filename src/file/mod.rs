@@ -595,6 +595,9 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
             }
             line(layout::bucket::ACTIVE).store(0, Ordering::Relaxed);
         }
+        // A fleet share's deadline is on the monotonic clock of the boot that wrote it: a reset
+        // (a reboot, or an operator's) fences the share until its agent renews.
+        line(layout::bucket::DEADLINE).store(0, Ordering::Relaxed);
     }
     match def.algorithm {
         Algorithm::Concurrency { .. } => {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT};
 use super::share::{self, LocalShare};
-use crate::{Limit, Limiter, Rate};
+use crate::{Clock, Limit, Limiter, Rate};
 
 /// What can stop an agent.
 #[derive(Debug)]
@@ -86,18 +86,20 @@ pub struct AgentConfig {
 impl AgentConfig {
     /// A configuration with the defaults: lease [`DEFAULT_TTL`], renewal every `ttl / 5`, fence
     /// margin `ttl / 4`, total, burst and weight from the limit's definition, no minimum, the
-    /// host name as member id, guard on.
+    /// member id `HOSTNAME:PATH` (unique per agent on a host: one agent per limiter file),
+    /// guard on.
     pub fn new(
         redis_url: impl Into<String>,
         fleet: impl Into<String>,
         path: impl Into<PathBuf>,
         limit: impl Into<String>,
     ) -> AgentConfig {
+        let path: PathBuf = path.into();
         AgentConfig {
             redis_url: redis_url.into(),
             fleet: fleet.into(),
-            member: host_name(),
-            path: path.into(),
+            member: default_member(&path),
+            path,
             limit: limit.into(),
             total: None,
             burst: None,
@@ -124,7 +126,14 @@ impl AgentConfig {
     }
 }
 
-/// The machine's host name (the default member id).
+/// The default member id of the agent of the limiter file at `path`: `HOSTNAME:PATH` (the
+/// absolute path when it resolves), so two agents on one host differ.
+pub fn default_member(path: &std::path::Path) -> String {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    format!("{}:{}", host_name(), path.display())
+}
+
+/// The machine's host name.
 pub fn host_name() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
@@ -152,8 +161,9 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
     let total = share::units_of(total);
     if total == 0 || total > MAX_TOTAL_UNITS {
         return Err(conf(format!(
-            "total {} units/s: must be in 1..=2^40 micro-tokens per second",
-            total
+            "total {}: must be between 0.000001/s and {}",
+            share::fmt_units(total),
+            share::fmt_units(MAX_TOTAL_UNITS)
         )));
     }
     let weight = cfg.weight.or(def.fleet.map(|f| f.weight)).unwrap_or(1);
@@ -172,10 +182,23 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
     }
     let min = cfg.min_share.map(share::units_of).unwrap_or(0);
     if min > total {
-        return Err(conf("the minimum share exceeds the total".into()));
+        return Err(conf(format!(
+            "the minimum share {} exceeds the total {}",
+            share::fmt_units(min),
+            share::fmt_units(total)
+        )));
     }
-    if cfg.ttl < Duration::from_millis(100) || cfg.ttl.as_millis() > (1 << 40) {
-        return Err(conf("ttl must be at least 100 ms".into()));
+    if cfg.ttl < Duration::from_millis(100) || cfg.ttl > Duration::from_secs(20 * 60) {
+        return Err(conf(format!(
+            "ttl {} ms: must be between 100 ms and 20 minutes",
+            cfg.ttl.as_millis()
+        )));
+    }
+    // The deadline written to the file must be within the longest lease a decision accepts.
+    if cfg.fence_after().as_nanos() >= crate::file::layout::bucket::MAX_LEASE_NS as u128 {
+        return Err(conf(
+            "the fence point must be under 2^40 ns (18 minutes)".into(),
+        ));
     }
     if cfg.renew_every.is_zero() || cfg.renew_every * 2 > cfg.fence_after() {
         return Err(conf(format!(
@@ -196,6 +219,11 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
 struct Local {
     /// The share applied to the limit (units).
     applied: u64,
+    /// The fence in the file (units): what decisions use once the lease deadline has passed.
+    fence: u64,
+    /// After a new epoch: the share of the lost state is kept until this instant (its own
+    /// fence point), without a new deadline.
+    carry_until: Option<Instant>,
     /// Fence at this instant unless a renewal succeeds before (None: nothing to fence).
     fence_at: Option<Instant>,
     /// The epoch of the last grant.
@@ -221,6 +249,8 @@ struct Shared {
     limit: Limit,
     instance: String,
     local: Mutex<Local>,
+    /// Why the agent cannot go on (the server refused its configuration or its member id).
+    fatal: Mutex<Option<String>>,
 }
 
 impl Shared {
@@ -233,7 +263,16 @@ impl Shared {
     }
 
     /// Apply `units` to the limit (with the lock held) and log the change.
+    ///
+    /// The fence (what decisions use past the lease) follows `min(reserved minimum, share)`:
+    /// the part of the minimum the server holds for this member (a record keeps
+    /// `min(grant, minimum)` once its lease ends, and its grant is never below the share
+    /// applied). It is lowered before the share and raised after it.
     fn apply(&self, l: &mut Local, units: u64, reason: &str) -> bool {
+        let fence = self.res.min.min(units);
+        if fence < l.fence && !self.set_fence(l, fence) {
+            return false;
+        }
         let new = self.local_share(units);
         let live = self.limit.live_algorithm().ok();
         let holds = live
@@ -242,7 +281,7 @@ impl Shared {
                 emission_ns: new.emission_ns,
             });
         if l.applied == units && holds {
-            return true;
+            return fence <= l.fence || self.set_fence(l, fence);
         }
         // Someone else retuned the limit (another agent or an operator): put the share back.
         let reason = if l.applied == units { "repair" } else { reason };
@@ -251,7 +290,7 @@ impl Shared {
             Ok(()) => {
                 log_change(&self.cfg, &old, &new, reason, l.last.as_ref());
                 l.applied = units;
-                true
+                fence <= l.fence || self.set_fence(l, fence)
             }
             Err(e) => {
                 eprintln!(
@@ -263,7 +302,41 @@ impl Shared {
         }
     }
 
-    fn request<'a>(&'a self, held: u64, epoch: &'a str) -> Request<'a> {
+    /// Set the fence bucket to `units`.
+    fn set_fence(&self, l: &mut Local, units: u64) -> bool {
+        let f = self.local_share(units);
+        match Rate::from_emission_ns(f.emission_ns)
+            .and_then(|r| self.limit.fleet_manage(f.capacity, r))
+        {
+            Ok(()) => {
+                l.fence = units;
+                true
+            }
+            Err(e) => {
+                eprintln!(
+                    "fleet[{}/{}] cannot set the fence to {f}: {e}",
+                    self.cfg.fleet, self.cfg.member
+                );
+                false
+            }
+        }
+    }
+
+    /// Write the lease deadline (ns on the file's clock) next to the share.
+    fn set_deadline(&self, deadline_ns: u64) -> bool {
+        match self.limit.set_fleet_deadline(deadline_ns) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!(
+                    "fleet[{}/{}] cannot write the lease deadline: {e}",
+                    self.cfg.fleet, self.cfg.member
+                );
+                false
+            }
+        }
+    }
+
+    fn request<'a>(&'a self, held: u64, epoch: &'a str, demand: u64) -> Request<'a> {
         Request {
             fleet: &self.cfg.fleet,
             member: &self.cfg.member,
@@ -274,6 +347,7 @@ impl Shared {
             total: self.res.total,
             epoch,
             instance: &self.instance,
+            demand,
         }
     }
 }
@@ -320,6 +394,54 @@ pub struct Agent {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     _guard: Option<Guard>,
+    _lock: Option<std::fs::File>,
+}
+
+/// Hold `PATH.LIMIT.agent.lock` (an exclusive `flock`; the limit's name with every character
+/// but ASCII letters, digits, `-` and `_` as `_`) for the agent's life: one agent per limit of a
+/// file. `None` when the lock file cannot be created (a read-only directory: no protection
+/// against a second agent then).
+fn agent_lock(cfg: &AgentConfig) -> Result<Option<std::fs::File>, FleetError> {
+    use std::os::fd::AsRawFd;
+    let limit: String = cfg
+        .limit
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = PathBuf::from(format!("{}.{limit}.agent.lock", cfg.path.display()));
+    let file = match std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!(
+                "fleet[{}/{}] no agent lock ({}: {e}); make sure one agent runs per file",
+                cfg.fleet,
+                cfg.member,
+                path.display()
+            );
+            return Ok(None);
+        }
+    };
+    // SAFETY: `file` is an open descriptor we own; flock has no memory preconditions.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(FleetError::Config(format!(
+            "another fleet agent runs on limit `{}` of {} (it holds {})",
+            cfg.limit,
+            cfg.path.display(),
+            path.display()
+        )));
+    }
+    Ok(Some(file))
 }
 
 impl fmt::Debug for Agent {
@@ -342,6 +464,9 @@ impl Agent {
     /// (an unreachable server is not an error: the agent keeps trying, at the minimum).
     pub fn start(cfg: AgentConfig) -> Result<Agent, FleetError> {
         let limiter = Limiter::open(&cfg.path)?;
+        // One agent per limit of a file: a second one would knock the first one's share down
+        // before the server refuses it.
+        let lock = agent_lock(&cfg)?;
         let limit = limiter.limit(&cfg.limit)?;
         if !matches!(limit.algorithm(), crate::Algorithm::TokenBucket { .. }) {
             return Err(FleetError::Config(format!(
@@ -351,9 +476,15 @@ impl Agent {
         }
         let res = resolve(&cfg, &limit)?;
         let client = redis::Client::open(cfg.redis_url.as_str())?;
-        // Nothing is granted yet: the minimum first (what is reserved for this host, or the
-        // floor), whatever the file was configured with.
+        // Nothing is granted yet: the floor first, whatever the file was configured with. The
+        // bucket becomes fleet-managed: every decision compares its clock read with the lease
+        // deadline written below, and past it decides with the fence (the reserved minimum, or
+        // the floor), however long this process or its guard stall or whether they live.
+        // The fence starts at the floor too: the reserved minimum is not held for this member
+        // before the server recorded a grant of it.
         let floor = LocalShare::of(0, res.total, res.burst);
+        limit.fleet_manage(floor.capacity, Rate::from_emission_ns(floor.emission_ns)?)?;
+        limit.set_fleet_deadline(0)?;
         floor.apply(&limit)?;
         eprintln!(
             "fleet[{}/{}] start: total={} weight={} min={} burst={} ttl={:?} renew={:?} fence_after={:?}; share {}",
@@ -369,7 +500,15 @@ impl Agent {
             floor
         );
         let guard = if cfg.guard {
-            Some(spawn_guard(&limit, floor, &cfg)?)
+            let g = spawn_guard(&limit, floor, &cfg)?;
+            eprintln!(
+                "fleet[{}/{}] guard pid={} agent pid={}",
+                cfg.fleet,
+                cfg.member,
+                g.pid(),
+                std::process::id()
+            );
+            Some(g)
         } else {
             None
         };
@@ -381,10 +520,13 @@ impl Agent {
             instance,
             local: Mutex::new(Local {
                 applied: 0,
+                fence: 0,
+                carry_until: None,
                 fence_at: None,
                 epoch: String::new(),
                 last: None,
             }),
+            fatal: Mutex::new(None),
         });
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
@@ -411,6 +553,7 @@ impl Agent {
             stop,
             threads,
             _guard: guard,
+            _lock: lock,
         })
     }
 
@@ -422,6 +565,18 @@ impl Agent {
             leased: l.fence_at.is_some(),
             last: l.last.clone(),
         }
+    }
+
+    /// Why the agent stopped renewing, if the server refused it for good: another running
+    /// agent holds its member id (`FLEETDUP`), the fleet runs with another total or lease
+    /// (`FLEETCONFIG`), or the reserved minimums exceed the total (`FLEETMIN`). The host is at
+    /// its floor by then.
+    pub fn failure(&self) -> Option<String> {
+        self.shared
+            .fatal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Leave cleanly: the minimum locally first, then the grant released on the server.
@@ -454,6 +609,10 @@ pub fn run(cfg: AgentConfig, stop: &AtomicBool) -> Result<(), FleetError> {
     let agent = Agent::start(cfg)?;
     // Relaxed: a flag polled in a loop; nothing else is published through it.
     while !stop.load(Ordering::Relaxed) {
+        if let Some(why) = agent.failure() {
+            agent.leave();
+            return Err(FleetError::Config(why));
+        }
         std::thread::sleep(Duration::from_millis(20));
     }
     agent.leave();
@@ -493,10 +652,14 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
     let io = s.cfg.renew_every;
     let mut con: Option<redis::Connection> = None;
     let mut failing = false;
+    let mut meter = Meter::default();
     // Relaxed: polled flag.
     while !stop.load(Ordering::Relaxed) {
         let tick = Instant::now();
-        let again = renew_once(s, client, io, &mut con, &mut failing);
+        let again = renew_once(s, client, io, &mut con, &mut failing, &mut meter);
+        if s.fatal.lock().unwrap_or_else(|p| p.into_inner()).is_some() {
+            break;
+        }
         if again {
             continue;
         }
@@ -514,7 +677,10 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
     // unreachable, the grant returns when the lease expires).
     let epoch = {
         let mut l = s.lock();
+        // The reserved minimum returns to the fleet with the record: share and fence at the
+        // floor first (the fence before the share), and no lease.
         s.apply(&mut l, 0, "leave");
+        s.set_deadline(0);
         l.fence_at = None;
         l.epoch.clone()
     };
@@ -522,7 +688,7 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
         Some(c) => Ok(c),
         None => connect(client, io),
     };
-    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch)));
+    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch, 0)));
     match done {
         Ok(()) => eprintln!("fleet[{}/{}] left", s.cfg.fleet, s.cfg.member),
         Err(e) => eprintln!(
@@ -533,30 +699,80 @@ fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) {
 }
 
 /// One renewal. Returns true to renew again at once (a share to release, or a new epoch).
+/// The host's demand on the limit: decisions per second (admitted or denied, from the file's
+/// counters, all processes), in units, over the time since the previous renewal; smoothed so
+/// that it rises at once and decays by half per renewal.
+#[derive(Debug, Default)]
+struct Meter {
+    last: Option<(Instant, u64)>,
+    smoothed: Option<u64>,
+}
+
+impl Meter {
+    fn demand(&mut self, s: &Shared) -> u64 {
+        let st = s.limit.stats();
+        let count = st.allowed.saturating_add(st.denied);
+        let now = Instant::now();
+        let latest = match self.last {
+            Some((at, before)) if now > at => {
+                let ns = (now - at).as_nanos().max(1);
+                let per_s = count.saturating_sub(before) as u128
+                    * protocol::UNITS_PER_TOKEN as u128
+                    * 1_000_000_000
+                    / ns;
+                Some(per_s.min(MAX_TOTAL_UNITS as u128) as u64)
+            }
+            _ => None,
+        };
+        self.last = Some((now, count));
+        self.smoothed = match (latest, self.smoothed) {
+            (Some(l), Some(p)) => Some(l.max(p / 2 + l / 2)),
+            (l, p) => l.or(p),
+        };
+        // Not known yet (the first renewal): as busy as it can be.
+        self.smoothed.unwrap_or(s.res.total)
+    }
+}
+
 fn renew_once(
     s: &Shared,
     client: &redis::Client,
     io: Duration,
     con: &mut Option<redis::Connection>,
     failing: &mut bool,
+    meter: &mut Meter,
 ) -> bool {
     let (held, epoch) = {
         let l = s.lock();
         (l.applied, l.epoch.clone())
     };
+    let demand = meter.demand(s);
     // The lease runs on the server from the script's execution, which comes after this instant:
     // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
     let sent = Instant::now();
+    // The same instant on the file's clock (the clock its decisions compare the deadline with).
+    let sent_file_ns = s.limit.clock().now_ns();
     let result = match con.as_mut() {
-        Some(c) => protocol::renew(c, &s.request(held, &epoch)),
+        Some(c) => protocol::renew(c, &s.request(held, &epoch, demand)),
         None => connect(client, io).and_then(|mut c| {
-            let r = protocol::renew(&mut c, &s.request(held, &epoch));
+            let r = protocol::renew(&mut c, &s.request(held, &epoch, demand));
             *con = Some(c);
             r
         }),
     };
     let r = match result {
         Ok(r) => r,
+        Err(e) if matches!(e.code(), Some("FLEETDUP" | "FLEETCONFIG" | "FLEETMIN")) => {
+            // Refused for good: renewing again cannot help. The floor, and stop.
+            let why = format!("fleet {}: {}", s.cfg.fleet, e.detail().unwrap_or("refused"));
+            eprintln!("fleet[{}/{}] {why}", s.cfg.fleet, s.cfg.member);
+            let mut l = s.lock();
+            s.apply(&mut l, 0, "refused");
+            s.set_deadline(0);
+            l.fence_at = None;
+            *s.fatal.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+            return false;
+        }
         Err(e) => {
             *con = None;
             if !*failing {
@@ -589,13 +805,31 @@ fn renew_once(
     }
     if new_epoch && !l.epoch.is_empty() {
         eprintln!(
-            "fleet[{}/{}] new epoch {} (the server lost the fleet's state)",
-            s.cfg.fleet, s.cfg.member, r.epoch
+            "fleet[{}/{}] new epoch {} (the server lost the fleet's state); keeping share {} until its lease deadline",
+            s.cfg.fleet,
+            s.cfg.member,
+            r.epoch,
+            s.local_share(l.applied)
         );
+        // The share of the lost state is kept until its own deadline, never extended: the
+        // new epoch grants nothing during its quarantine (one lease from its start), and every
+        // lease of the lost state ended on the server before that, so the kept share and the
+        // new epoch's grants never overlap.
+        l.carry_until = l.fence_at;
     }
     l.epoch = r.epoch.clone();
+    // The fence never above what the server holds for this member once its lease ends.
+    let held_on_server = s.res.min.min(r.granted);
+    if l.fence > held_on_server && !s.set_fence(&mut l, held_on_server) {
+        return false;
+    }
     // Raising is covered by the grant just recorded; lowering is always safe.
     let desired = r.granted.min(r.target);
+    if desired < l.applied && l.carry_until.is_some_and(|until| Instant::now() < until) {
+        // Carrying the lost epoch's share: no new deadline for it; the old one fences it.
+        return false;
+    }
+    l.carry_until = None;
     let reason = if desired > l.applied {
         "grant"
     } else if new_epoch {
@@ -603,7 +837,17 @@ fn renew_once(
     } else {
         "shrink"
     };
-    let applied = s.apply(&mut l, desired, reason);
+    // The pair (share, deadline) in the file is safe at every instant: the deadline of this
+    // renewal covers a share at most `granted`, so it is written after a lowering and before
+    // a raise (a decision sees the old share with the new deadline only when the old share is
+    // the smaller one; see FLEET.md).
+    let deadline = sent_file_ns.saturating_add(s.cfg.fence_after().as_nanos() as u64);
+    let applied = if desired < l.applied {
+        let ok = s.apply(&mut l, desired, reason);
+        ok && s.set_deadline(deadline)
+    } else {
+        s.set_deadline(deadline) && s.apply(&mut l, desired, reason)
+    };
     l.fence_at = Some(fence_at);
     // Release a grant above the target (after lowering locally) right away.
     applied && (r.granted > desired || new_epoch)
@@ -667,11 +911,11 @@ pub fn spawn_guard(
         cfg.fleet, cfg.member
     );
     let limit = limit.clone();
-    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation and
-    // takes no lock that another thread of the parent could hold at the fork: it blocks in
-    // read(2), retunes the limit (its own process-local retune mutex, cloned unlocked: the
-    // parent took no retune after opening it, and an flock), writes a preformatted message
-    // with write(2) and calls _exit(2).
+    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation (but
+    // on an error path it ignores) and takes no lock that another thread of the parent could
+    // hold at the fork: it blocks in read(2), retunes the limit's share and fence (its own
+    // process-local retune mutex, cloned unlocked: the parent took no retune after opening
+    // it, and an flock), writes a preformatted message with write(2) and calls _exit(2).
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(write);
@@ -707,6 +951,11 @@ fn guard_main(read: std::os::fd::OwnedFd, limit: &Limit, floor: LocalShare, mess
         break;
     }
     let _ = floor.apply(limit);
+    // The fence too: a dead agent's host spends nothing past its lease (its reserved minimum
+    // stays reserved on the server until the member rejoins, unused).
+    if let Ok(rate) = Rate::from_emission_ns(floor.emission_ns) {
+        let _ = limit.fleet_manage(floor.capacity, rate);
+    }
     // SAFETY: `message` is a valid buffer of its length; fd 2 may be closed (write fails).
     unsafe {
         libc::write(2, message.as_ptr().cast(), message.len());

@@ -39,7 +39,7 @@ pub struct RunArgs {
     /// The token-bucket limit in the file that is this host's share.
     #[arg(long)]
     pub limit: String,
-    /// Fleet-wide rate (`300/s`, `20/ms`, `1000/min`; default: the limit's fleet share).
+    /// Fleet-wide rate (`300`, `300/s`, `1000/min`, `5/10s`; default: the limit's fleet share).
     #[arg(long, value_parser = parse_rate)]
     pub total: Option<Rate>,
     /// This host's weight (default: the limit's fleet weight, else 1).
@@ -51,7 +51,8 @@ pub struct RunArgs {
     /// Fleet-wide burst, split in proportion to the shares (default: the limit's capacity).
     #[arg(long)]
     pub burst: Option<u64>,
-    /// This host's member id (default: the host name).
+    /// This host's member id, unique in the fleet (default: `HOSTNAME:PATH`, the host name and
+    /// the limiter file's absolute path).
     #[arg(long)]
     pub member: Option<String>,
     /// Lease in milliseconds (renewal every ttl/5, fencing ttl/4 before expiry).
@@ -78,23 +79,62 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
-/// Parse `N/s`, `N/ms`, `N/min`, `N/h` (N may be fractional for `/s`).
-pub fn parse_rate(s: &str) -> Result<Rate, String> {
-    let (n, unit) = s
-        .split_once('/')
-        .ok_or_else(|| format!("`{s}`: expected N/s, N/ms, N/min or N/h"))?;
-    let n: f64 = n
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}`: `{n}` is not a number"))?;
-    let per_second = match unit.trim() {
-        "s" | "sec" => n,
-        "ms" => n * 1e3,
-        "min" | "m" => n / 60.0,
-        "h" => n / 3600.0,
-        u => return Err(format!("`{s}`: unknown unit `{u}`")),
+/// Parse a rate as `shmlimit create --rate` does: `300` (per second), `300/s`, `100/min`,
+/// `0.5/s`, `20/ms`, `5/10s` (tokens per duration); units `ns`, `us`, `ms`, `s`, `min`, `h`,
+/// `d`. A fractional count rounds the interval between tokens up (never looser).
+pub fn parse_rate(text: &str) -> Result<Rate, String> {
+    let s = text.trim();
+    let (tokens, period) = match s.split_once('/') {
+        Some((tokens, period)) => (tokens.trim(), period.trim()),
+        None => (s, "s"),
     };
-    Rate::per_second_f64(per_second).map_err(|e| e.to_string())
+    let hint = "write tokens per period, e.g. \"300\", \"300/s\", \"100/min\", \"5/10s\"";
+    let count: f64 = tokens
+        .parse()
+        .map_err(|_| format!("\"{text}\" is not a rate: {hint}"))?;
+    if !count.is_finite() || count <= 0.0 {
+        return Err(format!("\"{text}\": the rate must be positive and finite"));
+    }
+    let split = period
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(period.len());
+    let (n, unit) = (&period[..split], period[split..].trim());
+    let n: f64 = if n.is_empty() {
+        1.0
+    } else {
+        n.parse()
+            .map_err(|_| format!("\"{text}\": \"{period}\" is not a period: {hint}"))?
+    };
+    let unit_ns: f64 = match unit {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" | "sec" | "second" | "seconds" => 1e9,
+        "m" | "min" | "minute" | "minutes" => 60e9,
+        "h" | "hour" | "hours" => 3600e9,
+        "d" | "day" | "days" => 86400e9,
+        u => {
+            return Err(format!(
+                "\"{text}\": unknown unit \"{u}\" (use ns, us, ms, s, min, h, d or a duration like 10s)"
+            ))
+        }
+    };
+    let period_ns = n * unit_ns;
+    if !period_ns.is_finite() || period_ns <= 0.0 {
+        return Err(format!("\"{text}\": the period must be longer than zero"));
+    }
+    let emission = (period_ns / count).ceil();
+    if emission < 1.0 {
+        return Err(format!(
+            "\"{text}\" is faster than one token per nanosecond"
+        ));
+    }
+    if emission > (1u64 << 62) as f64 {
+        return Err(format!(
+            "\"{text}\" is too slow (more than 2^62 ns per token)"
+        ));
+    }
+    Rate::from_emission_ns(emission as u64).map_err(|e| format!("\"{text}\": {e}"))
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -179,24 +219,42 @@ pub fn status_table(st: &super::FleetStatus) -> String {
             String::new()
         }
     );
+    let w = st
+        .members
+        .iter()
+        .map(|m| m.id.len())
+        .max()
+        .unwrap_or(0)
+        .max(24);
     out.push_str(&format!(
-        "{:<24} {:>6} {:>14} {:>14} {:>14} {:>10} {:>10} {}\n",
-        "member", "weight", "target", "granted", "min", "lease_age", "expires_in", "state"
+        "{:<w$} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>10} {:>10} {}\n",
+        "member",
+        "weight",
+        "demand",
+        "target",
+        "granted",
+        "applied",
+        "min",
+        "lease_age",
+        "expires_in",
+        "state"
     ));
     for m in &st.members {
         out.push_str(&format!(
-            "{:<24} {:>6} {:>14} {:>14} {:>14} {:>8}ms {:>8}ms {}\n",
+            "{:<w$} {:>6} {:>14} {:>14} {:>14} {:>14} {:>14} {:>8}ms {:>8}ms {}\n",
             m.id,
             m.weight,
+            fmt_units(m.demand),
             fmt_units(m.target),
             fmt_units(m.granted),
+            fmt_units(m.applied),
             fmt_units(m.min),
             m.lease_age_ms,
             m.expires_in_ms,
             if m.live {
                 "live"
             } else {
-                "expired (minimum reserved)"
+                "fenced: lease ended (minimum kept)"
             }
         ));
     }
@@ -214,6 +272,7 @@ pub fn status_json(st: &super::FleetStatus) -> String {
                 "granted_units": m.granted, "min_units": m.min, "live": m.live,
                 "lease_age_ms": m.lease_age_ms, "expires_in_ms": m.expires_in_ms,
                 "lease_expiry_ms": m.lease_expiry_ms, "member_for_ms": m.member_for_ms,
+                "demand_units": m.demand, "applied_units": m.applied, "fenced": !m.live,
             })
         })
         .collect();

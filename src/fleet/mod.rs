@@ -27,12 +27,18 @@
 //! ## Fencing
 //!
 //! The lease on the server starts when the script runs, after the agent sent the request at
-//! `sent` (its monotonic clock). The agent fences, lowering its share to its minimum, at
-//! `sent + ttl - margin` (margin `ttl / 4` by default) unless a later renewal succeeded: before
-//! the lease can end on the server, if the host's clock runs no more than `margin / ttl` (25%)
-//! slower than the server's over one lease and the watchdog thread wakes within the rest of the
-//! margin (it polls every 5 ms). A [`Guard`] process sets the floor when the agent dies, so
-//! workers never keep a dead agent's grant.
+//! `sent` (its monotonic clock). A renewal that succeeded gives the lease deadline
+//! `sent + ttl - margin` (margin `ttl / 4` by default), which the agent writes into the limiter
+//! file next to the share ([`crate::Limit::set_fleet_deadline`]; the bucket is made
+//! fleet-managed with [`crate::Limit::fleet_manage`]). Every decision on the bucket compares
+//! its clock read with the deadline and past it decides with the fence (the part of the
+//! reserved minimum the server holds for the host, or the floor): no stall or death of the
+//! agent or of its [`Guard`] keeps a share past its lease. The share and the deadline are
+//! written in a safe order: a lowered share before the new deadline, a raised one after it.
+//! The deadline ends the share before the lease can end on the server if the host's clock runs
+//! no more than `margin / ttl` (25%) slower than the server's over one lease. A watchdog thread
+//! also retunes the share to the fence at that point (for observers), and a guard process sets
+//! the floor when the agent dies.
 //!
 //! ## States of one host
 //!
@@ -67,12 +73,14 @@
 
 mod agent;
 pub mod cli;
+#[cfg(test)]
+mod loom_models;
 pub mod protocol;
 pub mod share;
 
 pub use agent::{
-    host_name, run, spawn_guard, status, Agent, AgentConfig, AgentSnapshot, FleetError, Guard,
-    DEFAULT_TTL,
+    default_member, host_name, run, spawn_guard, status, Agent, AgentConfig, AgentSnapshot,
+    FleetError, Guard, DEFAULT_TTL,
 };
 pub use protocol::{FleetStatus, MemberStatus, Renewal};
 pub use share::LocalShare;

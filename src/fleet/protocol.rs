@@ -4,7 +4,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms instance"` |
+//! | `{fleet:NAME}:members` | hash | member id -> `"weight grant min lease_expiry_ms joined_ms instance demand applied"` |
 //! | `{fleet:NAME}:config` | hash | `epoch`, `total` (units), `ttl` (ms), `quiet_until` (ms) |
 //!
 //! Shares are integers in [`UNITS_PER_TOKEN`] units per second (micro-tokens per second), so the
@@ -41,12 +41,19 @@ local ttl = tonumber(ARGV[6])
 local total = tonumber(ARGV[7])
 local agent_epoch = ARGV[8]
 local inst = ARGV[9]
-local function enc(w, g, mn, exp, j, i)
-  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i
+local mydemand = tonumber(ARGV[10]) or total
+local function rate(u)
+  local s = string.format('%d', math.floor(u / 1000000))
+  local f = u % 1000000
+  if f > 0 then s = s .. (string.gsub(string.format('.%06d', f), '0+$', '')) end
+  return s .. '/s'
+end
+local function enc(w, g, mn, exp, j, i, d, h)
+  return string.format('%d %d %d %d %d ', w, g, mn, exp, j) .. i .. string.format(' %d %d', d, h)
 end
 if op == 'leave' then
   local cur = redis.call('HGET', KEYS[1], me)
-  if cur and string.match(cur, ' (%w+)$') == inst then redis.call('HDEL', KEYS[1], me) end
+  if cur and string.match(cur, '^%d+ %d+ %d+ %d+ %d+ (%w+)') == inst then redis.call('HDEL', KEYS[1], me) end
   return {'left', 0, 0, now, 0, 0, 0}
 end
 -- Expire leases: a dead member keeps only min(grant, its minimum) (its reserved minimum),
@@ -55,9 +62,9 @@ local recs = {}
 local nlive = 0
 local all = redis.call('HGETALL', KEYS[1])
 for i = 1, #all, 2 do
-  local w, g, mn, exp, j, ins = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+)$')
+  local w, g, mn, exp, j, ins, d, h = string.match(all[i + 1], '^(%d+) (%d+) (%d+) (%d+) (%d+) (%w+) ?(%d*) ?(%d*)$')
   if w then
-    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins}
+    local r = {w = tonumber(w), g = tonumber(g), mn = tonumber(mn), exp = tonumber(exp), j = tonumber(j), ins = ins, d = tonumber(d) or total, h = tonumber(h) or 0}
     r.live = r.exp >= now
     if r.live then
       recs[all[i]] = r
@@ -67,7 +74,7 @@ for i = 1, #all, 2 do
       if keep > 0 then
         if keep ~= r.g then
           r.g = keep
-          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins))
+          redis.call('HSET', KEYS[1], all[i], enc(r.w, keep, r.mn, r.exp, r.j, r.ins, r.d, math.min(r.h, keep)))
         end
         recs[all[i]] = r
       else
@@ -82,11 +89,29 @@ local epoch = redis.call('HGET', KEYS[2], 'epoch')
 if not epoch then
   -- No state (first start, or a restart or failover that lost it): a new epoch, and no grant
   -- for one lease so that every grant of the lost state has been fenced first.
+  -- The quarantine ends one lease after the last instant a lease of the lost state can have
+  -- been granted: at the latest now. When the server can show more (it is a primary that was
+  -- never promoted from a replica and never evicts keys without a TTL, which the fleet's keys
+  -- are), the lost state's leases were granted before this server started (the fleet's keys
+  -- were never here, or died with the previous process), so the quarantine ends one lease
+  -- after its start (`uptime_in_seconds` rounds down: the start is at most now - uptime): a
+  -- new fleet on a server up for longer than a lease has none (see FLEET.md).
+  local quiet_len = ttl
+  local srv = redis.call('INFO', 'server')
+  local rep = redis.call('INFO', 'replication')
+  local mem = redis.call('INFO', 'memory')
+  local uptime = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)') or '0')
+  local role = string.match(rep, 'role:(%w+)')
+  local second = string.match(rep, 'second_repl_offset:(%-?%d+)')
+  local policy = string.match(mem, 'maxmemory_policy:([%w%-]+)') or ''
+  if role == 'master' and second == '-1' and string.sub(policy, 1, 8) ~= 'allkeys-' then
+    quiet_len = math.max(0, ttl - uptime * 1000)
+  end
   epoch = t[1] .. '.' .. t[2]
   redis.call('DEL', KEYS[1])
   recs = {}
   nlive = 0
-  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + ttl)
+  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + quiet_len)
 else
   local ctotal = redis.call('HGET', KEYS[2], 'total')
   local cttl = redis.call('HGET', KEYS[2], 'ttl')
@@ -94,7 +119,7 @@ else
     local others = nlive
     if recs[me] and recs[me].live then others = others - 1 end
     if others > 0 then
-      return redis.error_reply('FLEETCONFIG the fleet runs with total ' .. tostring(ctotal) .. ' units and ttl ' .. tostring(cttl) .. ' ms; this agent has ' .. ARGV[7] .. ' and ' .. ARGV[6])
+      return redis.error_reply('FLEETCONFIG the fleet runs with total ' .. rate(tonumber(ctotal) or 0) .. ' and ttl ' .. tostring(cttl) .. ' ms; this agent has total ' .. rate(total) .. ' and ttl ' .. ARGV[6] .. ' ms')
     end
     redis.call('HSET', KEYS[2], 'total', ARGV[7], 'ttl', ARGV[6])
   end
@@ -105,7 +130,7 @@ local g = 0
 local joined = now
 if old then
   if old.live and old.ins ~= inst then
-    return redis.error_reply('FLEETDUP member ' .. me .. ' is held by another agent (instance ' .. old.ins .. ') until its lease ends in ' .. (old.exp - now) .. ' ms')
+    return redis.error_reply('FLEETDUP member ' .. me .. ' is held by another running agent (instance ' .. old.ins .. ', its lease ends in ' .. (old.exp - now) .. ' ms): give each agent its own --member')
   end
   if agent_epoch == epoch and old.ins == inst then g = old.g end
   if old.live then joined = old.j end
@@ -126,17 +151,49 @@ for _, r in pairs(recs) do
   end
 end
 if reserved > total then
-  return redis.error_reply('FLEETMIN the reserved minimums (' .. reserved .. ' units) exceed the total (' .. total .. ')')
+  return redis.error_reply('FLEETMIN the reserved minimums (' .. rate(reserved) .. ') exceed the total (' .. rate(total) .. ')')
 end
 local avail = total - reserved
-local target = mymin + math.floor(avail * weight / sum_w)
+-- Max-min fair targets, weighted, capped by demand: each live member wants its reported demand
+-- plus a quarter (headroom to be seen growing) above its minimum; members that want less than
+-- their weighted part of what is left get what they want, the others share the rest by weight;
+-- what nobody wants is spread by weight over everyone. The targets add up to at most `avail`
+-- plus the minimums: they only steer, the grants below stay within `free` whatever they are.
+local ms = {{w = weight, e = math.max(0, mydemand + math.floor(mydemand / 4) - mymin), me = true}}
+for _, r in pairs(recs) do
+  if r.live then
+    table.insert(ms, {w = r.w, e = math.max(0, r.d + math.floor(r.d / 4) - r.mn)})
+  end
+end
+local rem = avail
+local open_w = sum_w
+local mine = nil
+local changed = true
+while changed and open_w > 0 do
+  changed = false
+  for _, m in ipairs(ms) do
+    if not m.done and m.e * open_w <= rem * m.w then
+      m.done = true
+      rem = rem - m.e
+      open_w = open_w - m.w
+      if m.me then mine = m.e end
+      changed = true
+    end
+  end
+end
+if mine == nil then
+  mine = math.floor(rem * weight / open_w)
+elseif open_w == 0 then
+  mine = mine + math.floor(rem * weight / sum_w)
+end
+local target = mymin + mine
 -- The agent applies at most `held`: what it does not use is released now.
 if held < g then g = held end
 if now >= quiet and g < target then
   local free = total - sum_g - g
   if free > 0 then g = g + math.min(target - g, free) end
 end
-redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst))
+redis.call('HSET', KEYS[1], me, enc(weight, g, mymin, now + ttl, joined, inst, mydemand, math.min(held, g)))
 return {epoch, g, target, now, now + ttl, live_after, sum_w}
 "#;
 
@@ -181,6 +238,9 @@ pub struct Request<'a> {
     /// This agent process's instance id (alphanumeric): a second agent with the same member
     /// id is refused while the first one's lease runs.
     pub instance: &'a str,
+    /// The host's demand (units: decisions per second on the limit, admitted or denied,
+    /// smoothed; the total when not yet known): shares follow demand, max-min fair by weight.
+    pub demand: u64,
 }
 
 /// The members hash of fleet `name`.
@@ -210,6 +270,7 @@ fn invoke(con: &mut dyn ConnectionLike, op: &str, r: &Request<'_>) -> redis::Red
         .arg(r.total)
         .arg(r.epoch)
         .arg(r.instance)
+        .arg(r.demand)
         .invoke(con)
 }
 
@@ -276,6 +337,50 @@ pub struct MemberStatus {
     pub lease_expiry_ms: u64,
     /// Time since it joined (ms).
     pub member_for_ms: i64,
+    /// The demand it reported last (units; the total when unknown).
+    pub demand: u64,
+    /// The share its host applied when it last renewed (units; a host whose lease has
+    /// ended is at its fence, at most its kept minimum).
+    pub applied: u64,
+}
+
+/// The script's split of `avail` (units) among members `(weight, wanted above the minimum)`:
+/// max-min fair by weight (water-filling). Members that want less than their weighted part of
+/// what is left get what they want; the others share the rest by weight; what nobody wants is
+/// spread by weight over everyone. The parts add up to at most `avail`.
+///
+/// ```
+/// use shmlimit::fleet::protocol::fair_parts;
+/// // Two busy members and an idle one: the busy ones share what the idle one leaves.
+/// assert_eq!(fair_parts(1000, &[(1, 5000), (1, 5000), (1, 0)]), vec![500, 500, 0]);
+/// // Nobody wants much: what is left is spread by weight.
+/// assert_eq!(fair_parts(1000, &[(3, 100), (1, 100)]), vec![100 + 600, 100 + 200]);
+/// ```
+pub fn fair_parts(avail: u64, members: &[(u64, u64)]) -> Vec<u64> {
+    let sum_w: u128 = members.iter().map(|m| m.0 as u128).sum();
+    let mut done: Vec<Option<u64>> = vec![None; members.len()];
+    let (mut rem, mut open_w) = (avail as u128, sum_w);
+    let mut changed = true;
+    while changed && open_w > 0 {
+        changed = false;
+        for (i, &(w, e)) in members.iter().enumerate() {
+            if done[i].is_none() && e as u128 * open_w <= rem * w as u128 {
+                done[i] = Some(e);
+                rem -= e as u128;
+                open_w -= w as u128;
+                changed = true;
+            }
+        }
+    }
+    members
+        .iter()
+        .zip(done)
+        .map(|(&(w, _), d)| match d {
+            None => (rem * w as u128 / open_w) as u64,
+            Some(e) if open_w == 0 => e + (rem * w as u128 / sum_w.max(1)) as u64,
+            Some(e) => e,
+        })
+        .collect()
 }
 
 /// The fleet as the server records it.
@@ -326,14 +431,17 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
     let ttl = num("ttl");
     let mut members = Vec::new();
     for (id, rec) in raw {
-        let f: Vec<u64> = rec
-            .split(' ')
+        let fields: Vec<&str> = rec.split(' ').collect();
+        let f: Vec<u64> = fields
+            .iter()
             .take(5)
             .filter_map(|x| x.parse().ok())
             .collect();
         if f.len() != 5 {
             continue;
         }
+        let demand = fields.get(6).and_then(|d| d.parse().ok()).unwrap_or(total);
+        let applied: u64 = fields.get(7).and_then(|d| d.parse().ok()).unwrap_or(0);
         let (w, g, mn, exp, joined) = (f[0], f[1], f[2], f[3], f[4]);
         let live = exp >= now;
         members.push(MemberStatus {
@@ -347,17 +455,28 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
             expires_in_ms: exp as i64 - now as i64,
             lease_expiry_ms: exp,
             member_for_ms: now as i64 - joined as i64,
+            demand,
+            applied: if live {
+                applied
+            } else {
+                applied.min(g.min(mn))
+            },
         });
     }
     members.sort_by(|a, b| a.id.cmp(&b.id));
-    let weights: u64 = members.iter().filter(|m| m.live).map(|m| m.weight).sum();
     let reserved: u64 = members
         .iter()
         .map(|m| if m.live { m.min } else { m.granted })
         .sum();
     let avail = total.saturating_sub(reserved);
-    for m in members.iter_mut().filter(|m| m.live) {
-        m.target = m.min + (avail as u128 * m.weight as u128 / weights.max(1) as u128) as u64;
+    let live: Vec<(u64, u64)> = members
+        .iter()
+        .filter(|m| m.live)
+        .map(|m| (m.weight, (m.demand + m.demand / 4).saturating_sub(m.min)))
+        .collect();
+    let parts = fair_parts(avail, &live);
+    for (m, part) in members.iter_mut().filter(|m| m.live).zip(parts) {
+        m.target = m.min + part;
     }
     Ok(FleetStatus {
         fleet: fleet.to_string(),

@@ -356,7 +356,7 @@ fn options(
 
 fn field_err(label: &str, limit: &str, field: &str, problem: &str) -> Failure {
     let field = if label == COMMAND_LINE {
-        format!("--{field}")
+        format!("--{}", field.replace('_', "-"))
     } else {
         field.to_owned()
     };

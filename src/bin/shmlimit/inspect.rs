@@ -29,7 +29,7 @@ pub struct CreateArgs {
     /// The limiter file to create
     path: PathBuf,
     /// A TOML file of [[limit]] tables (see `shmlimit check --help`)
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["name", "algorithm", "rate", "burst", "limit", "window", "alignment"], required_unless_present = "name")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["name", "algorithm", "rate", "burst", "limit", "window", "alignment", "fleet_total", "fleet_weight"], required_unless_present = "name")]
     config: Option<PathBuf>,
     /// Name of the one limit defined by flags
     #[arg(long, requires = "algorithm")]
@@ -52,6 +52,18 @@ pub struct CreateArgs {
     /// Window boundaries: wall_clock (default) or monotonic
     #[arg(long)]
     alignment: Option<String>,
+    /// A token bucket that is one host's share of a fleet-wide rate (same grammar as --rate:
+    /// "300", "300/s", "5/10s"): the total `shmlimit fleet run` uses when it has no --total
+    #[arg(long, value_name = "RATE", requires = "name")]
+    fleet_total: Option<String>,
+    /// This host's weight in the fleet (with --fleet-total; default 1)
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "fleet_total",
+        allow_hyphen_values = true
+    )]
+    fleet_weight: Option<i64>,
     /// Permission bits (octal) of the created file; 660 shares it with the group
     #[arg(long, value_name = "MODE", default_value = "600", value_parser = crate::parse_mode)]
     mode: u32,
@@ -165,6 +177,35 @@ pub struct LimitState {
     pub keys: Option<(usize, usize)>,
     /// A concurrency limit's permit holders.
     pub holders: Option<Vec<PermitHolder>>,
+    /// A fleet-managed token bucket's lease: its share, fence, deadline and whether fenced.
+    pub fleet: Option<shmlimit::FleetLease>,
+}
+
+/// The rate (tokens per second) an algorithm refills or admits at: a token bucket's refill
+/// rate, a window's limit per window; none for logs' and concurrency limits' capacities.
+pub fn rate_per_s(a: &Algorithm) -> Option<f64> {
+    match *a {
+        Algorithm::TokenBucket { emission_ns, .. } => Some(1e9 / emission_ns as f64),
+        Algorithm::FixedWindow {
+            limit, window_ns, ..
+        }
+        | Algorithm::SlidingWindow {
+            limit, window_ns, ..
+        }
+        | Algorithm::SlidingLog { limit, window_ns } => Some(limit as f64 * 1e9 / window_ns as f64),
+        Algorithm::Concurrency { .. } => None,
+    }
+}
+
+impl LimitState {
+    /// The parameters decisions use right now: a fleet share's fence once its lease has
+    /// passed, else the live (possibly retuned) parameters.
+    pub fn applied(&self) -> Algorithm {
+        match &self.fleet {
+            Some(f) => f.applied(),
+            None => self.live.unwrap_or(self.algorithm),
+        }
+    }
 }
 
 /// What a request could get from a limit right now.
@@ -232,6 +273,7 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
                 .ok()
                 .filter(|live| live != limit.algorithm());
             let keys = limit.def().keyed.map(|_| limit.key_occupancy());
+            let fleet = limit.fleet_lease().ok().flatten();
             LimitState {
                 name: limit.name().to_owned(),
                 algorithm: *limit.algorithm(),
@@ -240,6 +282,7 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
                 live,
                 keys,
                 holders,
+                fleet,
             }
         })
         .collect()
@@ -375,6 +418,8 @@ fn inline_def(args: &CreateArgs) -> Result<Vec<Definition>, Failure> {
     put("limit", args.limit.map(Value::Integer));
     put("window", args.window.clone().map(Value::String));
     put("alignment", args.alignment.clone().map(Value::String));
+    put("fleet_total", args.fleet_total.clone().map(Value::String));
+    put("fleet_weight", args.fleet_weight.map(Value::Integer));
     let def = config::limit_def(config::COMMAND_LINE, 0, &table)?;
     Ok(vec![def])
 }
@@ -520,6 +565,29 @@ pub struct LimitJson {
     keys: Option<KeysJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     holders: Option<Vec<HolderJson>>,
+    /// The rate decisions use now (tokens per second): the live (retuned) rate, or a fleet
+    /// share's fence once its lease has passed; absent for concurrency limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live_rate_per_s: Option<f64>,
+    /// A fleet-managed token bucket's lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<FleetJson>,
+}
+
+#[derive(Serialize)]
+struct FleetJson {
+    /// The share's rate (tokens per second), in force while the lease runs.
+    share_per_s: f64,
+    /// The fence's rate (the reserved minimum, or the floor), in force once it has passed.
+    fence_per_s: f64,
+    /// The rate decisions use now.
+    applied_per_s: f64,
+    /// The lease deadline, ns on the file's monotonic clock (0: never leased).
+    deadline_ns: u64,
+    /// Time left on the lease (negative once it has passed).
+    deadline_in_ms: f64,
+    /// Whether decisions use the fence now.
+    fenced: bool,
 }
 
 impl LimitJson {
@@ -537,6 +605,15 @@ impl LimitJson {
             near_limit: state.stats.near_limit,
             live: state.live.map(|a| DefinitionJson::of(&state.name, &a)),
             keys: state.keys.map(|(used, slots)| KeysJson { used, slots }),
+            live_rate_per_s: rate_per_s(&state.applied()),
+            fleet: state.fleet.map(|f| FleetJson {
+                share_per_s: rate_per_s(&f.share).unwrap_or(0.0),
+                fence_per_s: rate_per_s(&f.fence).unwrap_or(0.0),
+                applied_per_s: rate_per_s(&f.applied()).unwrap_or(0.0),
+                deadline_ns: f.deadline_ns,
+                deadline_in_ms: (f.deadline_ns as f64 - f.now_ns as f64) / 1e6,
+                fenced: !f.leased,
+            }),
             holders: state.holders.as_ref().map(|hs| {
                 hs.iter()
                     .map(|h| HolderJson {
@@ -667,6 +744,27 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         if let Err(e) = &s.peek {
             println!("  {}: {e}", s.name);
         }
+    }
+    let managed: Vec<_> = states.iter().filter(|s| s.fleet.is_some()).collect();
+    if !managed.is_empty() {
+        println!();
+        println!("fleet shares (see FLEET.md: past its lease deadline a share is fenced)");
+        let mut table = TextTable::new(
+            &["limit", "applied", "share", "fence", "lease left", "fenced"],
+            1,
+        );
+        for s in managed {
+            let f = s.fleet.expect("filtered");
+            table.row(vec![
+                s.name.clone(),
+                render::parameters(&f.applied()),
+                render::parameters(&f.share),
+                render::parameters(&f.fence),
+                format!("{:.0}ms", (f.deadline_ns as f64 - f.now_ns as f64) / 1e6),
+                if f.leased { "no" } else { "yes" }.into(),
+            ]);
+        }
+        print!("{}", table.render());
     }
     let retuned: Vec<_> = states.iter().filter(|s| s.live.is_some()).collect();
     if !retuned.is_empty() {
@@ -850,6 +948,31 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
                 )
             })
             .collect(),
+    );
+    family(
+        "shmlimit_live_rate_per_second",
+        "gauge",
+        "The rate a limit decides with now (tokens per second): its live (retuned) rate, or a fleet share's fence once its lease has passed.",
+        each(&|s| rate_per_s(&s.applied()).map(|r| (base(s), format!("{r}")))),
+    );
+    family(
+        "shmlimit_fleet_lease_seconds",
+        "gauge",
+        "Seconds left on a fleet-managed bucket's lease (negative once it has passed: fenced).",
+        each(&|s| {
+            s.fleet.map(|f| {
+                (
+                    base(s),
+                    format!("{}", (f.deadline_ns as f64 - f.now_ns as f64) / 1e9),
+                )
+            })
+        }),
+    );
+    family(
+        "shmlimit_fleet_fenced",
+        "gauge",
+        "1 while a fleet-managed bucket decides with its fence (its lease has passed), else 0.",
+        each(&|s| s.fleet.map(|f| (base(s), u8::from(!f.leased).to_string()))),
     );
     family(
         "shmlimit_remaining",
