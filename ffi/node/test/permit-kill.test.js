@@ -50,6 +50,9 @@ test('a worker SIGKILLed holding a permit gives it back to a waiting primary', {
   const ticker = setInterval(() => { ticks++; }, 5);
   const waited = db.acquirePermit({ timeout: 10000 });
   const exited = new Promise((resolve) => worker.once('exit', (code, signal) => resolve(signal)));
+  // The holder lives for 50 ms of the wait: timers can only fire then if the wait does not
+  // block the event loop (a wait that ends right after the kill may leave no tick after it).
+  await new Promise((resolve) => setTimeout(resolve, 50));
   const killedAt = monotonicMs();
   process.kill(worker.process.pid, 'SIGKILL');
   assert.equal(await exited, 'SIGKILL');
