@@ -519,6 +519,19 @@ def _count(value: int, what: str) -> int:
     return value
 
 
+def _date(now_ns: int) -> int:
+    """A date for the dated calls: an int on CLOCK_MONOTONIC. A negative one (which ctypes
+    would wrap to a date in the far future) or one beyond 64 bits is refused here; the library
+    refuses dates ahead of the clock (beyond 1 ms) and beyond what the state encodes."""
+    if isinstance(now_ns, bool) or not isinstance(now_ns, int):
+        raise TypeError(f"now_ns must be an int, not {type(now_ns).__name__}")
+    if now_ns < 0 or now_ns >= 2**64:
+        raise ClockOutOfRangeError(
+            f"now_ns: {now_ns} is not a time on CLOCK_MONOTONIC", ClockOutOfRangeError.code
+        )
+    return now_ns
+
+
 def _timeout_ns(timeout: Optional[Seconds]) -> int:
     """A timeout for the waiting calls: None waits as long as it takes; 0 does not wait."""
     if timeout is None:
@@ -829,7 +842,14 @@ def _spec_of(d: _Def) -> _Spec:
 def _options(mode: Optional[int], allow_other_owner: bool) -> _Options:
     options = _Options()
     if mode is not None:
-        # Out-of-range bits are refused by the library (InvalidParameterError).
+        # The C struct reads 0 as "the default 0600"; an explicit mode 0 is a mistake (a file
+        # nobody may read), refused here. Out-of-range bits, modes without owner read and
+        # write, and world-writable modes are refused by the library (InvalidParameterError).
+        if mode == 0 and not isinstance(mode, bool):
+            raise InvalidParameterError(
+                "mode 000 does not let the owner read and write the file: it must include 0o600",
+                InvalidParameterError.code,
+            )
         options.mode = min(_count(mode, "mode"), 2**32 - 1)
     options.allow_other_owner = 1 if allow_other_owner else 0
     return options
@@ -980,8 +1000,12 @@ class Limit(_Handle):
         return self._decide(self._lib.shmlimit_peek, cost)
 
     def try_acquire_at(self, cost: int, now_ns: int) -> Decision:
-        """``try_acquire`` dated at ``now_ns`` on CLOCK_MONOTONIC (``time.monotonic_ns()``)."""
-        return self._decide(self._lib.shmlimit_acquire_at, cost, now_ns)
+        """``try_acquire`` dated at ``now_ns`` on CLOCK_MONOTONIC (``time.monotonic_ns()``).
+
+        Raises ClockOutOfRangeError, consuming nothing, for a date ahead of the clock by more
+        than 1 ms, beyond what the state encodes (2**61 ns), or negative.
+        """
+        return self._decide(self._lib.shmlimit_acquire_at, cost, _date(now_ns))
 
     def acquire(self, cost: int = 1, timeout: Optional[Seconds] = None) -> Decision:
         """Admit ``cost`` units, waiting up to ``timeout`` seconds for them (None: as long as it
@@ -1055,7 +1079,9 @@ class Limit(_Handle):
     def try_acquire_key_at(self, key: Union[str, bytes], cost: int, now_ns: int) -> Decision:
         """``try_acquire_key`` dated at ``now_ns`` on CLOCK_MONOTONIC."""
         raw = _key(key)
-        return self._decide(self._lib.shmlimit_acquire_key_at, raw, len(raw), cost, now_ns)
+        return self._decide(
+            self._lib.shmlimit_acquire_key_at, raw, len(raw), cost, _date(now_ns)
+        )
 
     def refund_key(self, key: Union[str, bytes], decision: Decision) -> None:
         """Give back what ``decision`` (a grant of ``try_acquire_key`` for ``key``) took."""
