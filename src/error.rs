@@ -7,6 +7,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use crate::limiter::MAX_DATE_NS;
+
 /// Everything that can go wrong when defining, creating, opening or using a limiter file.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -101,7 +103,9 @@ pub enum Error {
         /// The limit whose state is damaged.
         limit: String,
     },
-    /// The clock reads a value outside the range the state encoding can hold.
+    /// The clock reads a value outside the range the state encoding can hold, or a dated call
+    /// ([`crate::Limit::try_acquire_at`]) names a time beyond [`crate::MAX_DATE_NS`] or ahead
+    /// of the limit's clock by more than [`crate::DATE_TOLERANCE`]. Nothing was consumed.
     ClockOutOfRange(u64),
     /// A keyed limit's table has no slot for a new key and its policy is [`crate::FullPolicy::Error`].
     TableFull {
@@ -126,45 +130,64 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Io { op, path, source } => write!(f, "{}: {op} failed: {source}", path.display()),
+            Error::Io { op, path, source } => write!(f, "{}: {op} failed: {source}", Clip::path(path)),
             Error::Symlink(p) => write!(
                 f,
                 "{}: is a symbolic link; limiter files are never opened through a link",
-                p.display()
+                Clip::path(p)
             ),
-            Error::NotRegularFile(p) => write!(f, "{}: not a regular file", p.display()),
-            Error::Permission { path, reason } => write!(f, "{}: refused: {reason}", path.display()),
-            Error::Foreign(p) => write!(f, "{}: not a shmlimit file (bad magic)", p.display()),
+            Error::NotRegularFile(p) => write!(f, "{}: not a regular file", Clip::path(p)),
+            Error::Permission { path, reason } => {
+                write!(f, "{}: refused: {}", Clip::path(path), Clip::reason(reason))
+            }
+            Error::Foreign(p) => write!(f, "{}: not a shmlimit file (bad magic)", Clip::path(p)),
             Error::Version { path, found, expected } => write!(
                 f,
                 "{}: format version {found}, this build reads version {expected}",
-                path.display()
+                Clip::path(path)
             ),
+            Error::Size { path, actual: 0, .. } => {
+                write!(f, "{}: empty file: not a limiter file", Clip::path(path))
+            }
             Error::Size { path, expected, actual } => write!(
                 f,
                 "{}: file is {actual} bytes, its header requires {expected} (truncated or extended?)",
-                path.display()
+                Clip::path(path)
             ),
-            Error::Corrupt { path, reason } => write!(f, "{}: corrupt: {reason}", path.display()),
+            Error::Corrupt { path, reason } => {
+                write!(f, "{}: corrupt: {}", Clip::path(path), Clip::reason(reason))
+            }
             Error::NotInitialized(p) => {
-                write!(f, "{}: the file was never fully initialised", p.display())
+                write!(f, "{}: the file was never fully initialised", Clip::path(p))
             }
             Error::ClockMismatch { path, file_offset_ns, our_offset_ns } => write!(
                 f,
                 "{}: created in a time namespace with monotonic offset {file_offset_ns} ns, \
                  this process has {our_offset_ns} ns: the clocks disagree",
-                path.display()
+                Clip::path(path)
             ),
             Error::DefinitionConflict { path, reason } => {
-                write!(f, "{}: conflicting limit definitions: {reason}", path.display())
+                write!(
+                    f,
+                    "{}: conflicting limit definitions: {}",
+                    Clip::path(path),
+                    Clip::reason(reason)
+                )
             }
             Error::InvalidParameter { limit, reason } if limit.is_empty() => {
-                write!(f, "invalid parameter: {reason}")
+                write!(f, "invalid parameter: {}", Clip::reason(reason))
             }
             Error::InvalidParameter { limit, reason } => {
-                write!(f, "limit `{limit}`: invalid parameter: {reason}")
+                write!(
+                    f,
+                    "limit `{}`: invalid parameter: {}",
+                    Clip::name(limit),
+                    Clip::reason(reason)
+                )
             }
-            Error::UnknownLimit(name) => write!(f, "no limit named `{name}` in the file"),
+            Error::UnknownLimit(name) => {
+                write!(f, "no limit named `{}` in the file", Clip::name(name))
+            }
             Error::ZeroCost => write!(f, "a cost must be at least 1"),
             Error::CostExceedsCapacity { cost, capacity } => write!(
                 f,
@@ -172,17 +195,27 @@ impl fmt::Display for Error {
             ),
             Error::CorruptState { limit } => write!(
                 f,
-                "limit `{limit}`: the shared state holds an impossible value; failing closed \
-                 until it is reset"
+                "limit `{}`: the shared state holds an impossible value; failing closed \
+                 until it is reset",
+                Clip::name(limit)
             ),
-            Error::ClockOutOfRange(ns) => {
-                write!(f, "clock value {ns} ns is outside the representable range")
-            }
+            Error::ClockOutOfRange(ns) => write!(
+                f,
+                "time {ns} ns is beyond what the state can encode ({MAX_DATE_NS} ns) or ahead \
+                 of the limit's clock by more than {} ms",
+                crate::limiter::DATE_TOLERANCE.as_millis()
+            ),
             Error::TableFull { limit } => {
-                write!(f, "limit `{limit}`: the key table is full (raise the key capacity)")
+                write!(
+                    f,
+                    "limit `{}`: the key table is full (raise the key capacity)",
+                    Clip::name(limit)
+                )
             }
-            Error::InvalidKey { reason } => write!(f, "invalid key: {reason}"),
-            Error::WrongKind { limit, reason } => write!(f, "limit `{limit}`: {reason}"),
+            Error::InvalidKey { reason } => write!(f, "invalid key: {}", Clip::reason(reason)),
+            Error::WrongKind { limit, reason } => {
+                write!(f, "limit `{}`: {}", Clip::name(limit), Clip::reason(reason))
+            }
         }
     }
 }
@@ -193,6 +226,57 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// The most bytes of a name or path (and, with room for the text around them, of a reason) a
+/// message echoes: a longer input is cut at a character boundary and marked with an ellipsis and
+/// its length, so that a message stays readable and bounded whatever the caller passed.
+pub const MAX_ECHO: usize = 120;
+
+/// A string echoed in a message, cut to a bounded length.
+pub(crate) struct Clip<'a> {
+    text: std::borrow::Cow<'a, str>,
+    max: usize,
+}
+
+impl<'a> Clip<'a> {
+    /// A limit name or other short input: at most [`MAX_ECHO`] bytes.
+    pub(crate) fn name(text: &'a str) -> Clip<'a> {
+        Clip {
+            text: text.into(),
+            max: MAX_ECHO,
+        }
+    }
+
+    /// A path, shown lossily as UTF-8: at most twice [`MAX_ECHO`] bytes (paths run long).
+    pub(crate) fn path(path: &'a std::path::Path) -> Clip<'a> {
+        Clip {
+            text: path.to_string_lossy(),
+            max: 2 * MAX_ECHO,
+        }
+    }
+
+    /// A composed reason that may itself echo input: at most four times [`MAX_ECHO`].
+    pub(crate) fn reason(text: &'a str) -> Clip<'a> {
+        Clip {
+            text: text.into(),
+            max: 4 * MAX_ECHO,
+        }
+    }
+}
+
+impl fmt::Display for Clip<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text: &str = &self.text;
+        if text.len() <= self.max {
+            return f.write_str(text);
+        }
+        let mut cut = self.max;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        write!(f, "{}… ({} bytes)", &text[..cut], text.len())
     }
 }
 

@@ -57,11 +57,13 @@ mod wait;
 pub use algo::Decision;
 pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
-pub use error::{Error, Result};
+pub use error::{Error, Result, MAX_ECHO};
 pub use file::layout::MAX_LIMITS;
 pub use headers::{Policy, RateLimitHeaders};
 pub use keyed::MAX_KEY_LEN;
-pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
+pub use limiter::{
+    Builder, FileInfo, FleetLease, Limit, Limiter, Stats, DATE_TOLERANCE, MAX_DATE_NS,
+};
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,

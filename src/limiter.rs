@@ -101,19 +101,27 @@ impl<C: Clock> Builder<C> {
 
     /// Permission bits for a created file (default `0o600`; `0o660` shares it with the group).
     /// An opened file may not be writable by more users than these bits allow.
+    ///
+    /// The mode must include `0o600` (the owner reads and writes the file; mode 0 would make an
+    /// unusable file) and must not include `0o002` (every user could truncate the file and
+    /// crash every process using it): `create_or_open` and `open` refuse such a mode with
+    /// [`Error::InvalidParameter`] before touching the path.
     pub fn mode(mut self, mode: u32) -> Self {
         self.access.mode = mode & 0o777;
         self
     }
 
-    /// Accept a file owned by another user (refused by default).
+    /// Accept a file owned by another user, in a directory owned by another user (both refused
+    /// by default).
     pub fn allow_other_owner(mut self, allow: bool) -> Self {
         self.access.allow_other_owner = allow;
         self
     }
 
-    /// Accept a file in a directory that other users may write without the sticky bit (refused
-    /// by default: anyone who can write such a directory can replace the file).
+    /// Accept a file in a directory that other users may write without the sticky bit, owned
+    /// by another (non-root) user, or reached through a symbolic link in its directory path
+    /// (all refused by default: whoever can write such a directory, or change such a link, can
+    /// replace the file).
     pub fn allow_unsafe_directory(mut self, allow: bool) -> Self {
         self.access.allow_unsafe_directory = allow;
         self
@@ -155,6 +163,24 @@ impl<C: Clock> Builder<C> {
         }
         let expected = (!self.defs.is_empty()).then_some(self.defs.as_slice());
         let mapped = file::open(path.as_ref(), expected, &self.access)?;
+        Limiter::from_mapped(mapped, self.clock)
+    }
+
+    /// A private, read-only snapshot of an existing file, for inspection tools: validated as
+    /// [`Builder::open`] does, opened read-only (read permission suffices), and copied into
+    /// this process's memory with `pread`, never mapped. Holes of a sparse file are neither
+    /// read nor allocated, so inspecting a file on a tmpfs never grows it. Statistics, peeks,
+    /// key occupancy and permit holders show the file as it was when copied (after the reset a
+    /// new boot implies); decisions and retunes on a snapshot change only the copy.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::open`].
+    pub fn open_snapshot(self, path: impl AsRef<Path>) -> Result<Limiter<C>> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let mapped = file::open_snapshot(path.as_ref(), &self.access)?;
         Limiter::from_mapped(mapped, self.clock)
     }
 }
@@ -352,6 +378,20 @@ impl<C: Clock> Limiter<C> {
         }
     }
 }
+
+/// How far ahead of the limit's clock a dated call ([`Limit::try_acquire_at`],
+/// [`Limit::try_acquire_key_at`], and the C and Python equivalents) may be: 1 ms. A date read
+/// from the same clock is never ahead; a later one could let its caller take tomorrow's budget
+/// today, or move a window's or a log's state past every other process's clock. Dates in the
+/// past are always accepted (the state never moves back: they only see less).
+pub const DATE_TOLERANCE: Duration = Duration::from_millis(1);
+const DATE_TOLERANCE_NS: u64 = 1_000_000;
+
+/// The latest date any state encodes: 2^61 ns (73 years of uptime). A token bucket's TAT runs
+/// at most 2^62 ns ahead of its date and must stay below bit 63 (its parameter tag); the
+/// windows and the log have room to spare. Dated calls beyond it are refused with
+/// [`Error::ClockOutOfRange`].
+pub const MAX_DATE_NS: u64 = 1 << 61;
 
 /// This thread's counter lane: spread by pid over processes and by a per-process sequence over
 /// threads, so that threads and processes rarely share a counter line.
@@ -986,11 +1026,27 @@ impl<C: Clock> Limit<C> {
     /// (for replaying traces and for tests). A `now_ns` older than the stored state is clamped
     /// as any stale read is.
     ///
+    /// A date is checked against the limit's clock (one clock read, on this dated path only): a
+    /// date ahead of it by more than [`DATE_TOLERANCE`], or beyond what the state can encode
+    /// ([`MAX_DATE_NS`]), is refused, so that no date can leave a state that locks other
+    /// processes out, opens the limit to them, or fails their decisions.
+    ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire`].
+    /// As [`Limit::try_acquire`]; [`Error::ClockOutOfRange`] for a date ahead of the clock by
+    /// more than [`DATE_TOLERANCE`] or beyond [`MAX_DATE_NS`], consuming nothing.
     pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+        self.check_date(now_ns)?;
         self.run(cost, true, Some(now_ns))
+    }
+
+    /// Refuse a caller's date that the state cannot encode or that runs ahead of the clock.
+    #[inline]
+    pub(crate) fn check_date(&self, now_ns: u64) -> Result<()> {
+        if now_ns > MAX_DATE_NS || now_ns > self.clock.now_ns().saturating_add(DATE_TOLERANCE_NS) {
+            return Err(Error::ClockOutOfRange(now_ns));
+        }
+        Ok(())
     }
 
     #[inline(always)]

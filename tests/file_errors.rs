@@ -291,12 +291,71 @@ fn an_empty_file_is_refused() {
     fs::write(&path, b"").unwrap();
     fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
     for e in open_both(&path) {
+        assert!(matches!(e, Error::Size { actual: 0, .. }), "{e:?}");
+        // Says what the user needs: the file is empty, so it is no limiter file.
+        let message = e.to_string();
         assert!(
-            matches!(e, Error::Size { actual: 0, .. } | Error::Foreign(_)),
-            "{e:?}"
+            message.ends_with("empty file: not a limiter file"),
+            "{message}"
         );
+        assert!(!message.contains("requires"), "{message}");
     }
     assert_eq!(file_len(&path), 0);
+}
+
+/// An input echoed in a message is cut to a bounded length, in Rust `Display` and in the C
+/// ABI's last-error message: a 10,000-byte name, key or path makes a message of a few hundred
+/// bytes that still shows the start of the input and its length.
+#[test]
+fn long_inputs_are_cut_in_messages() {
+    let (_dir, path) = valid_file();
+    let limiter = Limiter::open(&path).unwrap();
+    let long = "n".repeat(10_000);
+    let bound = 4 * shmlimit::MAX_ECHO + 200;
+    let mut messages = vec![
+        limiter.limit(&long).unwrap_err().to_string(),
+        builder()
+            .limit(&long, TokenBucket::per_second(1))
+            .create_or_open(&path)
+            .unwrap_err()
+            .to_string(),
+        Limiter::open(path.with_file_name(&long[..250]).join(&long[..250]))
+            .unwrap_err()
+            .to_string(),
+    ];
+    // The C ABI: the thread's last-error message.
+    let c_name = std::ffi::CString::new(long.clone()).unwrap();
+    let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    let mut handle = std::ptr::null_mut();
+    // SAFETY: valid NUL-terminated strings and out-pointers that live across the calls; the
+    // handle is freed once, and the last-error string is copied before any further call.
+    unsafe {
+        use shmlimit::ffi::*;
+        assert_eq!(
+            shmlimit_limiter_open(c_path.as_ptr(), std::ptr::null(), &mut handle) as i32,
+            0
+        );
+        let mut limit = std::ptr::null_mut();
+        assert_ne!(
+            shmlimit_limiter_limit(handle, c_name.as_ptr(), &mut limit) as i32,
+            0
+        );
+        messages.push(
+            std::ffi::CStr::from_ptr(shmlimit_last_error())
+                .to_string_lossy()
+                .into_owned(),
+        );
+        shmlimit_limiter_free(handle);
+    }
+    for m in &messages {
+        assert!(m.len() <= bound, "{} bytes: {m}", m.len());
+        assert!(
+            m.contains("nnnnnnnn"),
+            "the start of the input is shown: {m}"
+        );
+        assert!(m.contains('…'), "the cut is marked: {m}");
+    }
+    assert!(messages[0].contains("(10000 bytes)"), "{}", messages[0]);
 }
 
 #[test]

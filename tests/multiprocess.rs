@@ -863,8 +863,13 @@ fn processes_killed_mid_decision_leave_every_limit_consistent() {
             let _ = limit.try_acquire(1).expect("a decision after the kills");
         }
         // ...and a second after the last kill every window has passed: exactly the capacity.
+        // (A handle whose clock reads that second: a date may not run ahead of the clock.)
         let later = now_ns() + SEC;
-        for limit in &limits {
+        let ahead = shmlimit::Limiter::builder()
+            .clock(shmlimit::ManualClock::new(later))
+            .open(&path)
+            .unwrap();
+        for limit in &ahead.limits() {
             let mut granted = 0;
             while limit.try_acquire_at(1, later).unwrap().is_allowed() {
                 granted += 1;
@@ -921,7 +926,12 @@ fn identical_timestamps_across_processes_admit_exact_counts() {
     let mut expected_total = [0u64; 4];
     for (at, expected) in phases {
         let results = fork_workers(WORKERS, |_| {
-            let limiter = Limiter::open(&path).expect("open by path");
+            // The clock reads `at` (dates may not run ahead of the clock; a fresh machine's
+            // uptime may be shorter than 20 minutes).
+            let limiter = Limiter::builder()
+                .clock(shmlimit::ManualClock::new(at))
+                .open(&path)
+                .expect("open by path");
             limiter
                 .limits()
                 .iter()

@@ -9,6 +9,7 @@
 
 mod common;
 
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -349,4 +350,81 @@ fn a_forked_child_owns_its_own_permits() {
     );
     assert_eq!(db.reclaim_dead_permits(), 1);
     assert!(mine.is_held());
+}
+
+/// A child made with a raw `fork` system call (no `pthread_atfork` handler runs, so nothing in
+/// the library learns of the fork) records its permits under its own pid all the same: killed
+/// while it holds one, its parent gets the permit back.
+///
+/// The raw fork happens in a single-threaded middle process (a child of the test), so the
+/// grandchild cannot inherit a lock another test thread held.
+#[test]
+fn a_raw_fork_child_killed_holding_a_permit_gives_it_back() {
+    let _g = fork_lock();
+    let (_dir, path) = temp_path("raw-fork.shm");
+    Limiter::builder()
+        .limit("db", Concurrency::new(2))
+        .create_or_open(&path)
+        .unwrap();
+    let (r, w) = pipe();
+    let middle = fork_child(|| {
+        let limiter = Limiter::open(&path).unwrap();
+        let db = limiter.limit("db").unwrap();
+        // The middle process's identity is now cached by the library.
+        let mine = db.try_acquire_permit().unwrap().expect("a first permit");
+        // SAFETY: a raw clone with SIGCHLD and no new stack is fork without the libc wrapper:
+        // no atfork handler runs. This process is single-threaded, so the child inherits no
+        // held lock; the child only takes a permit, writes to a pipe and sleeps until killed.
+        let child =
+            unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0, 0, 0, 0) };
+        if child < 0 {
+            return 10;
+        }
+        if child == 0 {
+            let held = db.try_acquire_permit();
+            // SAFETY: getpid has no preconditions.
+            let me = unsafe { libc::syscall(libc::SYS_getpid) } as i32;
+            let named_me = db.permit_holders().iter().any(|h| h.pid == me as u32);
+            let report: i32 = if matches!(held, Ok(Some(_))) && named_me {
+                me
+            } else {
+                -me
+            };
+            // SAFETY: writes four bytes from a valid buffer to an open descriptor.
+            unsafe { libc::write(w.as_raw_fd(), (&report as *const i32).cast(), 4) };
+            loop {
+                std::thread::sleep(Duration::from_secs(1));
+                std::hint::black_box(&held);
+            }
+        }
+        // The test process kills the grandchild; reap it here.
+        let mut status = 0;
+        // SAFETY: `child` is this process's own unreaped child; `status` is a valid int.
+        let reaped = unsafe { libc::waitpid(child as libc::pid_t, &mut status, 0) };
+        if reaped != child as libc::pid_t || !libc::WIFSIGNALED(status) {
+            return 11;
+        }
+        // Both permits were held (ours and the dead child's): the child's comes back.
+        let back = db.try_acquire_permit().unwrap();
+        if back.is_none() {
+            return 12;
+        }
+        drop((back, mine));
+        0
+    });
+    let mut f = std::fs::File::from(r.try_clone().unwrap());
+    let mut b = [0u8; 4];
+    std::io::Read::read_exact(&mut f, &mut b).unwrap();
+    let report = i32::from_ne_bytes(b);
+    assert!(report != 0);
+    sigkill(report.abs());
+    assert!(
+        report > 0,
+        "the raw-fork child's permit names its parent, not itself"
+    );
+    assert_eq!(
+        reap(middle),
+        0,
+        "10: clone failed, 11: the child was not killed, 12: its permit did not come back"
+    );
 }

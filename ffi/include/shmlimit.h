@@ -28,6 +28,10 @@
 // Most limits one file may define.
 #define SHMLIMIT_MAX_LIMITS 4096
 
+// How far ahead of the clock a dated call (`shmlimit_acquire_at`, `shmlimit_acquire_key_at`)
+// may be, in nanoseconds: 1 ms. Later dates are refused with `SHMLIMIT_CLOCK_OUT_OF_RANGE`.
+#define SHMLIMIT_DATE_TOLERANCE_NS 1000000
+
 // Policy of a guarded limit (the `unavailable` argument of `shmlimit_guarded_limiter_limit`):
 // admit every request, unlimited, while the file is unavailable. For limits that protect against
 // overload, where refusing all traffic is worse than none.
@@ -304,7 +308,9 @@ typedef struct shmlimit_def {
 // means all defaults, and so does a zero-initialised struct.
 typedef struct shmlimit_options {
     // Permission bits of a created file (and the most an opened one may grant); 0 means the
-    // default `0600`. `0660` shares the file with the group. Bits above `0777` are invalid.
+    // default `0600` (so that a zero-initialised struct is all defaults). `0660` shares the
+    // file with the group. Bits above `0777`, a mode without `0600` (owner read and write) and
+    // a world-writable mode (`0002`) are refused with `SHMLIMIT_INVALID_PARAMETER`.
     uint32_t mode;
     // 1 accepts a file owned by another user; 0 (the default) refuses it.
     uint32_t allow_other_owner;
@@ -624,7 +630,12 @@ shmlimit_status shmlimit_peek(const struct shmlimit_limit *limit,
 // reading the clock (for replaying traces and for tests). A `now_ns` older than the shared
 // state is clamped, as any stale clock read is: time never moves backwards.
 //
-// Errors: as `shmlimit_acquire`.
+// The date is checked against the clock (read once, on this dated call only): a `now_ns`
+// ahead of it by more than 1 ms (`SHMLIMIT_DATE_TOLERANCE_NS`), or beyond 2^61 ns (what the
+// state encodes), is refused with `SHMLIMIT_CLOCK_OUT_OF_RANGE`, consuming nothing: no date
+// can lock other processes out, open the limit to them, or damage the shared state.
+//
+// Errors: as `shmlimit_acquire`, and `SHMLIMIT_CLOCK_OUT_OF_RANGE` for a date refused as above.
 //
 // Thread-safety: as `shmlimit_acquire`.
 //
@@ -974,8 +985,10 @@ shmlimit_status shmlimit_peek_key(const struct shmlimit_limit *limit,
                                   struct shmlimit_decision *decision_out);
 
 // `shmlimit_acquire_key` dated at `now_ns` on `CLOCK_MONOTONIC` instead of reading the clock.
+// Dates are checked as by `shmlimit_acquire_at`: at most `SHMLIMIT_DATE_TOLERANCE_NS` ahead of
+// the clock, and at most 2^61 ns.
 //
-// Errors: as `shmlimit_acquire_key`.
+// Errors: as `shmlimit_acquire_key`, and `SHMLIMIT_CLOCK_OUT_OF_RANGE` for a refused date.
 //
 // Thread-safety: as `shmlimit_acquire`.
 //

@@ -339,8 +339,17 @@ static void use_and_errors(const char *dir) {
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_limit_stats(limit, &stats));
     CHECK(stats.allowed == 0 && stats.denied == 0);
 
-    /* Decisions at explicit times: a bucket of 2 refilled at one per second. */
-    t0 = monotonic_ns();
+    /* Dates ahead of the clock by more than SHMLIMIT's 1 ms tolerance, or beyond what the
+     * state encodes, are refused and decide nothing (counted nowhere: see the stats below). */
+    EXPECT_CODE(SHMLIMIT_CLOCK_OUT_OF_RANGE, "shmlimit_acquire_at",
+                shmlimit_acquire_at(limit, 1, monotonic_ns() + 3600 * SECOND, &decision));
+    EXPECT_CODE(SHMLIMIT_CLOCK_OUT_OF_RANGE, "shmlimit_acquire_at",
+                shmlimit_acquire_at(limit, 1, UINT64_MAX, &decision));
+    EXPECT_CODE(SHMLIMIT_CLOCK_OUT_OF_RANGE, "shmlimit_acquire_at",
+                shmlimit_acquire_at(limit, 1, UINT64_C(1) << 63, &decision));
+    /* Decisions at explicit times (in the past: never ahead of the clock): a bucket of 2
+     * refilled at one per second. */
+    t0 = monotonic_ns() - 2 * SECOND;
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_peek(limit, 2, &decision));
     CHECK(decision.allowed && decision.retry_after_ns == 0);
     EXPECT_CODE(SHMLIMIT_OK, "", shmlimit_acquire_at(limit, 1, t0, &decision));

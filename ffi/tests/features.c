@@ -492,11 +492,14 @@ static void keyed(const char *dir) {
     OK(shmlimit_refund_key(per_user, (const uint8_t *)"alice", 5, &a));
     OK(shmlimit_acquire_key(per_user, (const uint8_t *)"alice", 5, 2, &d));
     CHECK(d.allowed);
-    /* Explicit times: a key dated later than its refill. */
+    /* Explicit times (the past: never ahead of the clock): 1 per hour, burst 2. */
     OK(shmlimit_acquire_key_at(per_user, (const uint8_t *)"carol", 5, 2, t0, &d));
     CHECK(d.allowed);
-    OK(shmlimit_acquire_key_at(per_user, (const uint8_t *)"carol", 5, 1, t0 + HOUR / 2, &d));
-    CHECK(!d.allowed && d.retry_after_ns == HOUR / 2);
+    OK(shmlimit_acquire_key_at(per_user, (const uint8_t *)"carol", 5, 1, t0, &d));
+    CHECK(!d.allowed && d.retry_after_ns == HOUR);
+    /* A date half an hour ahead of the clock is refused, consuming nothing. */
+    CHECK(shmlimit_acquire_key_at(per_user, (const uint8_t *)"carol", 5, 1,
+                                  monotonic_ns() + HOUR / 2, &d) == SHMLIMIT_CLOCK_OUT_OF_RANGE);
     OK(shmlimit_limit_reclaim_idle_keys(per_user, &reclaimed));
     CHECK(reclaimed == 0); /* every key still holds state */
     OK(shmlimit_limit_key_occupancy(per_user, &used, &slots));

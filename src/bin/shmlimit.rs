@@ -156,6 +156,11 @@ impl Failure {
             E::Io { source, .. } if source.raw_os_error() == Some(libc::EISDIR) => {
                 "pass the path of a limiter file, not a directory".to_owned()
             }
+            E::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC) => {
+                "the filesystem is full: free space there (or use a larger one), then retry; \
+                 nothing was left at the path"
+                    .to_owned()
+            }
             E::Io { .. } => "check the path and the directory it is in".to_owned(),
             E::Symlink(_) => "pass the real path of the limiter file, not a link".to_owned(),
             E::NotRegularFile(_) => "pass the path of a limiter file".to_owned(),

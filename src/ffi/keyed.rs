@@ -136,8 +136,10 @@ pub unsafe extern "C" fn shmlimit_peek_key(
 }
 
 /// `shmlimit_acquire_key` dated at `now_ns` on `CLOCK_MONOTONIC` instead of reading the clock.
+/// Dates are checked as by `shmlimit_acquire_at`: at most `SHMLIMIT_DATE_TOLERANCE_NS` ahead of
+/// the clock, and at most 2^61 ns.
 ///
-/// Errors: as `shmlimit_acquire_key`.
+/// Errors: as `shmlimit_acquire_key`, and `SHMLIMIT_CLOCK_OUT_OF_RANGE` for a refused date.
 ///
 /// Thread-safety: as `shmlimit_acquire`.
 ///

@@ -61,6 +61,11 @@ pub const SHMLIMIT_MAX_NAME_LEN: usize = 63;
 /// Most limits one file may define.
 pub const SHMLIMIT_MAX_LIMITS: usize = 4096;
 
+/// How far ahead of the clock a dated call (`shmlimit_acquire_at`, `shmlimit_acquire_key_at`)
+/// may be, in nanoseconds: 1 ms. Later dates are refused with `SHMLIMIT_CLOCK_OUT_OF_RANGE`.
+pub const SHMLIMIT_DATE_TOLERANCE_NS: u64 = 1_000_000;
+const _: () = assert!(SHMLIMIT_DATE_TOLERANCE_NS as u128 == crate::DATE_TOLERANCE.as_nanos());
+
 const _: () = assert!(SHMLIMIT_MAX_NAME_LEN == crate::spec::MAX_NAME_LEN);
 const _: () = assert!(SHMLIMIT_MAX_LIMITS == crate::file::layout::MAX_LIMITS);
 
@@ -473,7 +478,12 @@ pub unsafe extern "C" fn shmlimit_peek(
 /// reading the clock (for replaying traces and for tests). A `now_ns` older than the shared
 /// state is clamped, as any stale clock read is: time never moves backwards.
 ///
-/// Errors: as `shmlimit_acquire`.
+/// The date is checked against the clock (read once, on this dated call only): a `now_ns`
+/// ahead of it by more than 1 ms (`SHMLIMIT_DATE_TOLERANCE_NS`), or beyond 2^61 ns (what the
+/// state encodes), is refused with `SHMLIMIT_CLOCK_OUT_OF_RANGE`, consuming nothing: no date
+/// can lock other processes out, open the limit to them, or damage the shared state.
+///
+/// Errors: as `shmlimit_acquire`, and `SHMLIMIT_CLOCK_OUT_OF_RANGE` for a date refused as above.
 ///
 /// Thread-safety: as `shmlimit_acquire`.
 ///

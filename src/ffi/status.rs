@@ -219,7 +219,18 @@ thread_local! {
 
 /// Record `failure`, raised by the function `function`, as this thread's last error.
 pub(crate) fn set_last_error(function: &str, failure: &Failure) {
-    let text = format!("{function}: {}", failure.message);
+    let mut text = format!("{function}: {}", failure.message);
+    // Messages echo input cut to a bounded length already (`crate::MAX_ECHO`); this bounds
+    // any message the boundary composes itself as well.
+    const MAX_MESSAGE: usize = 16 * crate::MAX_ECHO;
+    if text.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push('…');
+    }
     // A message never holds a NUL in practice; if one does, cut it there rather than lose it.
     let text = match CString::new(text) {
         Ok(c) => c,

@@ -153,7 +153,9 @@ pub struct shmlimit_def {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct shmlimit_options {
     /// Permission bits of a created file (and the most an opened one may grant); 0 means the
-    /// default `0600`. `0660` shares the file with the group. Bits above `0777` are invalid.
+    /// default `0600` (so that a zero-initialised struct is all defaults). `0660` shares the
+    /// file with the group. Bits above `0777`, a mode without `0600` (owner read and write) and
+    /// a world-writable mode (`0002`) are refused with `SHMLIMIT_INVALID_PARAMETER`.
     pub mode: u32,
     /// 1 accepts a file owned by another user; 0 (the default) refuses it.
     pub allow_other_owner: u32,

@@ -19,7 +19,15 @@
 //! **SIGBUS.** A process that truncates a mapped file makes the next access to the lost pages raise
 //! SIGBUS in every process that maps it. Opens refuse any file whose size differs from its
 //! header's; nothing in this crate ever resizes a file after publication. Protect the directory
-//! (the default `/dev/shm` is sticky, and files are created 0600).
+//! (the default `/dev/shm` is sticky, and files are created 0600; world-writable modes are
+//! refused).
+//!
+//! A write to a page of a *hole* raises SIGBUS too when the filesystem is full. So every block
+//! of a new file is allocated (`fallocate`) before the file is linked into place: a full
+//! filesystem is `ENOSPC` at creation, with nothing at the path. An open of a file that still
+//! has holes (made by an older build, or copied sparse) allocates them the same way before it
+//! maps the file, or fails with `ENOSPC` having touched no page. A snapshot
+//! ([`open_snapshot`]) reads the data extents with `pread` and allocates nothing.
 
 pub(crate) mod layout;
 
@@ -224,7 +232,9 @@ fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
     let dir = parent_dir(path);
     let fill = |file: &File| -> io::Result<()> {
         file.set_permissions(fs::Permissions::from_mode(access.mode))?;
-        file.set_len(geometry.file_size as u64)?;
+        // Every block reserved before the file has a name: a full filesystem is ENOSPC here,
+        // never a SIGBUS later in a process that touches a page nobody could allocate.
+        reserve_new(file, geometry.file_size as u64)?;
         file.write_all_at(&bytes, 0)?;
         for (offset, line) in &lines {
             file.write_all_at(line, *offset as u64)?;
@@ -309,6 +319,139 @@ fn link_fd(file: &File, path: &Path) -> Result<bool> {
     Err(io_err("linking the new file into place", path, e))
 }
 
+/// Give the new, still unnamed `file` all `len` bytes as allocated blocks (`fallocate`), so that
+/// no page of its mapping can ever fault for lack of space. Where the filesystem has no
+/// `fallocate`, writing zeros allocates them as well (safe here: nobody else sees the file yet).
+fn reserve_new(file: &File, len: u64) -> io::Result<()> {
+    match fallocate(file, len) {
+        Ok(()) => Ok(()),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => {
+            file.set_len(len)?;
+            let zeros = vec![0u8; 1 << 20];
+            let mut at = 0;
+            while at < len {
+                let n = (len - at).min(zeros.len() as u64) as usize;
+                file.write_all_at(&zeros[..n], at)?;
+                at += n as u64;
+            }
+            file.sync_data()
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `fallocate(fd, 0, 0, len)`: allocate every block of `[0, len)`, keeping blocks that exist and
+/// their contents. The system call itself, never glibc's `posix_fallocate` emulation, which
+/// writes bytes and so could overwrite a live word of a shared file.
+fn fallocate(file: &File, len: u64) -> io::Result<()> {
+    loop {
+        // SAFETY: fallocate on a descriptor we own; it has no memory arguments.
+        let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// The first hole of `file` below `len`, if any (`SEEK_HOLE`); `Some(0)` when the filesystem
+/// cannot tell.
+fn first_hole(file: &File, len: u64) -> Option<u64> {
+    // SAFETY: lseek on a descriptor we own; it has no memory arguments.
+    let at = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_HOLE) };
+    match at {
+        at if at < 0 => Some(0),
+        at if (at as u64) < len => Some(at as u64),
+        _ => None,
+    }
+}
+
+/// An existing file with holes (made by an older build that only sized it, or copied sparse)
+/// gets its blocks allocated before any page is touched, or the open is refused with ENOSPC:
+/// a write to a hole of a full filesystem would otherwise raise SIGBUS.
+fn allocate_holes(file: &File, path: &Path, len: u64) -> Result<()> {
+    if first_hole(file, len).is_none() {
+        return Ok(());
+    }
+    match fallocate(file, len) {
+        Ok(()) => Ok(()),
+        // A filesystem without fallocate (and without SEEK_HOLE): nothing can be reserved.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOSYS)) => Ok(()),
+        Err(e) => Err(io_err(
+            "allocating the blocks of a sparse file (every page must exist before it is mapped)",
+            path,
+            e,
+        )),
+    }
+}
+
+/// Copy the whole file into `dst` (an anonymous mapping of its size) with `pread`, reading
+/// only its data extents (`SEEK_DATA` / `SEEK_HOLE`): the anonymous pages under holes stay the
+/// untouched zero page, and reading a tmpfs file never allocates its holes (a fault through a
+/// shared mapping would).
+fn copy_data(file: &File, path: &Path, dst: &mut [u8]) -> Result<()> {
+    let len = dst.len() as u64;
+    let fd = file.as_raw_fd();
+    let mut at = 0u64;
+    while at < len {
+        // SAFETY: lseek on a descriptor we own; no memory arguments.
+        let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+        let (start, end) = if data < 0 {
+            if io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+                break; // only holes from `at` to the end
+            }
+            (at, len) // no SEEK_DATA: read everything
+        } else {
+            let start = (data as u64).min(len);
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, start as libc::off_t, libc::SEEK_HOLE) };
+            let end = if hole < 0 {
+                len
+            } else {
+                (hole as u64).min(len)
+            };
+            (start, end.max(start))
+        };
+        if start >= len {
+            break;
+        }
+        file.read_exact_at(&mut dst[start as usize..end as usize], start)
+            .map_err(|e| io_err("reading", path, e))?;
+        at = end.max(start + 1);
+    }
+    Ok(())
+}
+
+/// Refuse modes no file should have: without owner read and write (the library maps the file
+/// read-write; mode 0 would make an unusable file), or writable by every user (any of them
+/// could truncate the file and crash every process that maps it with SIGBUS). Group write
+/// stays allowed: it is how a group of users shares a file.
+fn check_mode(access: &Access) -> Result<()> {
+    let mode = access.mode;
+    if mode & 0o600 != 0o600 {
+        return Err(crate::error::invalid(
+            "",
+            format!(
+                "mode {mode:03o} does not let the owner read and write the file: it must \
+                 include 600 (600 is the default, 660 shares it with the group)"
+            ),
+        ));
+    }
+    if mode & 0o002 != 0 {
+        return Err(crate::error::invalid(
+            "",
+            format!(
+                "mode {mode:03o} lets every user write the file: any of them could truncate it \
+                 and crash every process using it (use 660 and a group to share it)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn parent_dir(path: &Path) -> PathBuf {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
@@ -323,7 +466,46 @@ fn check_directory(path: &Path, access: &Access) -> Result<()> {
         return Ok(());
     }
     let dir = parent_dir(path);
-    let meta = fs::metadata(&dir).map_err(|e| io_err("inspecting the directory", &dir, e))?;
+    // Every directory component as written, without following links: a link anywhere in the
+    // path lets whoever can change it point the path at a file of their choosing.
+    let mut prefix = PathBuf::new();
+    for component in dir.components() {
+        prefix.push(component);
+        if matches!(
+            component,
+            std::path::Component::RootDir | std::path::Component::CurDir
+        ) {
+            continue;
+        }
+        let meta = fs::symlink_metadata(&prefix)
+            .map_err(|e| io_err("inspecting the directory", &prefix, e))?;
+        if meta.file_type().is_symlink() {
+            return Err(Error::Permission {
+                path: path.to_owned(),
+                reason: format!(
+                    "its directory path goes through the symbolic link {}: whoever controls \
+                     the link chooses the file (name the real directory, or opt in)",
+                    crate::error::Clip::path(&prefix)
+                ),
+            });
+        }
+    }
+    let meta =
+        fs::symlink_metadata(&dir).map_err(|e| io_err("inspecting the directory", &dir, e))?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != 0 && meta.uid() != euid && !access.allow_other_owner {
+        return Err(Error::Permission {
+            path: path.to_owned(),
+            reason: format!(
+                "its directory {} is owned by uid {}, not by this user (uid {euid}) or root: \
+                 its owner can rename the file away and plant another (use a directory of \
+                 your own, or opt in)",
+                crate::error::Clip::path(&dir),
+                meta.uid()
+            ),
+        });
+    }
     let mode = meta.mode();
     let sticky = mode & 0o1000 != 0;
     // Group write is acceptable when the file itself is shared with the group.
@@ -335,7 +517,7 @@ fn check_directory(path: &Path, access: &Access) -> Result<()> {
             reason: format!(
                 "its directory {} (mode {:o}) is writable by {} without the sticky bit: anyone \
                  who can write it can replace the file (use a private directory, or opt in)",
-                dir.display(),
+                crate::error::Clip::path(&dir),
                 mode & 0o7777,
                 if writable & 0o002 != 0 {
                     "every user"
@@ -351,17 +533,18 @@ fn check_directory(path: &Path, access: &Access) -> Result<()> {
 /// Create the file with `defs` unless it exists, then attach; an existing file must hold the
 /// same definitions.
 pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) -> Result<Mapped> {
+    check_mode(access)?;
     check_defs(defs)?;
     check_directory(path, access)?;
     for _ in 0..64 {
         match open_existing(path) {
-            Ok(file) => return attach(file, path, Some(defs), access),
+            Ok(file) => return attach(file, path, Some(defs), access, false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("opening", path, e)),
         }
         if create_new(path, defs, access)? {
             let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-            return attach(file, path, Some(defs), access);
+            return attach(file, path, Some(defs), access, false);
         }
     }
     Err(Error::NotInitialized(path.to_owned()))
@@ -369,12 +552,27 @@ pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) ->
 
 /// Attach to an existing file, taking its definitions as they are.
 pub(crate) fn open(path: &Path, expected: Option<&[LimitDef]>, access: &Access) -> Result<Mapped> {
+    check_mode(access)?;
     if let Some(defs) = expected {
         check_defs(defs)?;
     }
     check_directory(path, access)?;
     let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, expected, access)
+    attach(file, path, expected, access, false)
+}
+
+/// A private copy of an existing file, for reading its state: validated as [`open`] does,
+/// opened read-only, and copied with `pread` into anonymous memory, never mapped. Holes are not
+/// read (nor allocated); nothing written to the copy reaches the file.
+pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
+    check_mode(access)?;
+    check_directory(path, access)?;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| io_err("opening", path, e))?;
+    attach(file, path, None, access, true)
 }
 
 fn check_defs(defs: &[LimitDef]) -> Result<()> {
@@ -423,6 +621,7 @@ fn attach(
     path: &Path,
     expected: Option<&[LimitDef]>,
     access: &Access,
+    snapshot: bool,
 ) -> Result<Mapped> {
     let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
     if !meta.file_type().is_file() {
@@ -562,10 +761,20 @@ fn attach(
     if let Some(expected) = expected {
         compare_defs(path, expected, &defs)?;
     }
-    let map = MmapOptions::new()
-        .len(geometry.file_size)
-        .map_raw(&file)
-        .map_err(|e| io_err("mmap", path, e))?;
+    let map = if snapshot {
+        let mut copy = MmapOptions::new()
+            .len(geometry.file_size)
+            .map_anon()
+            .map_err(|e| io_err("mmap (anonymous, for a copy)", path, e))?;
+        copy_data(&file, path, &mut copy)?;
+        MmapRaw::from(copy)
+    } else {
+        allocate_holes(&file, path, actual)?;
+        MmapOptions::new()
+            .len(geometry.file_size)
+            .map_raw(&file)
+            .map_err(|e| io_err("mmap", path, e))?
+    };
     let mapped = Mapped {
         map,
         len: geometry.file_size,

@@ -328,7 +328,8 @@ impl<C: Clock> Limit<C> {
     }
 
     /// [`Limit::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
-    /// clock (for replaying traces and for tests).
+    /// clock (for replaying traces and for tests). Dates are checked as by
+    /// [`Limit::try_acquire_at`]: at most [`crate::DATE_TOLERANCE`] ahead of the clock.
     ///
     /// # Example
     ///
@@ -336,13 +337,14 @@ impl<C: Clock> Limit<C> {
     /// # fn main() -> Result<(), shmlimit::Error> {
     /// # let dir = tempfile::tempdir().unwrap();
     /// # let path = dir.path().join("at.shm");
-    /// use shmlimit::{Keyed, Limiter, TokenBucket};
+    /// use shmlimit::{Clock, Keyed, Limiter, MonotonicClock, TokenBucket};
     ///
     /// let limiter = Limiter::builder()
     ///     .keyed_limit("k", TokenBucket::per_second(1).burst(1), Keyed::new(16))
     ///     .create_or_open(&path)?;
     /// let k = limiter.limit("k")?;
-    /// let t = 1_000_000_000_000;
+    /// // Replaying: dates in the past (never ahead of the clock).
+    /// let t = MonotonicClock.now_ns().saturating_sub(5_000_000_000);
     /// assert!(k.try_acquire_key_at(b"a", 1, t)?.is_allowed());
     /// let denied = k.try_acquire_key_at(b"a", 1, t + 400_000_000)?;
     /// assert_eq!(denied.retry_after_ns(), 600_000_000);
@@ -352,8 +354,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_key`].
+    /// As [`Limit::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Limit::try_acquire_at`].
     pub fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
+        self.check_date(now_ns)?;
         self.run_key(key, cost, true, Some(now_ns))
     }
 

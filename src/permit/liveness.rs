@@ -10,48 +10,26 @@
 //!
 //! Checks cost system calls and run only on the slow path (no permit free).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::slot::{self, OwnerWord, START_MASK};
 
 /// This process's owner identity and the pid it was read for (`pid << 46 | identity`), or 0.
 static OWN: AtomicU64 = AtomicU64::new(0);
-/// Whether the fork handler that clears [`OWN`] in a child is installed.
-static FORK_HANDLER: AtomicBool = AtomicBool::new(false);
-/// Set by the one thread that installs the handler. Not a `Once`: a child forked while another
-/// thread is inside `call_once` would wait for it forever. A swap never blocks.
-static INSTALLING: AtomicBool = AtomicBool::new(false);
-
-/// Runs in the child after `fork`: the cached identity is the parent's.
-extern "C" fn forget_identity() {
-    // Relaxed: the child has one thread at this point. An atomic store is async-signal-safe.
-    OWN.store(0, Ordering::Relaxed);
-}
 
 /// This process's owner identity, read from `/proc/self/stat` once per process.
 ///
-/// A `pthread_atfork` child handler clears the cache, so a child after `fork` reads its own
-/// (without a `getpid` system call on every acquisition, which costs more than the rest of
-/// it). Until the handler is installed (and if it cannot be), every call compares the cached
-/// pid with `getpid`.
+/// The cache is keyed by pid and checked against `getpid` (a system call: glibc no longer
+/// caches it) on every call, so a child made by any kind of fork (`fork`, `vfork` + work, a raw
+/// `syscall(SYS_fork)` or `clone`, none of which need run `pthread_atfork` handlers) reads its
+/// own identity on its first acquisition. This is the permit path, not the rate hot path: an
+/// acquisition already writes the owner word and may read `/proc`.
 pub(crate) fn own_identity() -> std::io::Result<u64> {
-    // Acquire: pairs with the Release store below; a thread that sees the handler installed
-    // also sees that it was registered before any later fork.
-    let handler = FORK_HANDLER.load(Ordering::Acquire);
-    // Relaxed: only which thread installs the handler is decided here.
-    if !handler && !INSTALLING.swap(true, Ordering::Relaxed) {
-        // SAFETY: registers a handler with no preconditions; `forget_identity` only stores to
-        // an atomic, which is allowed in a child after fork.
-        let rc = unsafe { libc::pthread_atfork(None, None, Some(forget_identity)) };
-        // Release: see the load above.
-        FORK_HANDLER.store(rc == 0, Ordering::Release);
-    }
+    // SAFETY: getpid has no preconditions and cannot fail. The raw system call, not a wrapper
+    // that might cache: the point is to see a pid changed by a fork no library saw.
+    let pid = unsafe { libc::syscall(libc::SYS_getpid) } as u32;
     // Relaxed: the cached value is keyed by pid and idempotent to compute.
     let cached = OWN.load(Ordering::Relaxed);
-    if cached != 0 && handler {
-        return Ok(cached & slot::OWNER_MASK);
-    }
-    let pid = std::process::id();
     if cached != 0 && (cached >> 46) as u32 == pid {
         return Ok(cached & slot::OWNER_MASK);
     }
@@ -144,35 +122,6 @@ mod tests {
         assert_eq!(s.state, b'S');
         assert_eq!(s.start_ticks, 987654);
         assert_eq!(parse_stat("12 (x) R 1 2"), None);
-    }
-
-    /// A child forked while another thread of its parent was installing the fork handler
-    /// (simulated: the install flag set, the handler not known to be installed) gets its own
-    /// identity at once instead of waiting for an install that will never finish in it.
-    #[test]
-    fn a_child_forked_mid_install_reads_its_own_identity() {
-        // SAFETY: the child only touches atomics, reads /proc and leaves through `_exit`; the
-        // alarm ends it if it ever blocks.
-        let pid = unsafe { libc::fork() };
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            // SAFETY: alarm and _exit have no preconditions.
-            unsafe { libc::alarm(10) };
-            OWN.store(0, Ordering::Relaxed);
-            INSTALLING.store(true, Ordering::Relaxed);
-            FORK_HANDLER.store(false, Ordering::Relaxed);
-            let ok =
-                own_identity().is_ok_and(|id| (id & slot::PID_MASK) as u32 == std::process::id());
-            // SAFETY: as above.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        let mut status = 0;
-        // SAFETY: our own child; `status` is a valid int to fill.
-        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "the child blocked or read another identity: status {status:#x}"
-        );
     }
 
     #[test]

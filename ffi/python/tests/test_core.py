@@ -72,12 +72,22 @@ class WrapperTest(unittest.TestCase):
     def test_acquire_at_explicit_time(self):
         with Limiter.create_or_open(self.path, {"b": TokenBucket(rate=1, per=1.0, burst=2)}) as lim:
             b = lim.limit("b")
-            t0 = time.monotonic_ns()
+            # Dates in the past: a date ahead of the clock (beyond 1 ms) is refused.
+            t0 = time.monotonic_ns() - 2 * 10**9
             self.assertEqual(b.try_acquire_at(2, t0).remaining, 0)
             d = b.try_acquire_at(1, t0 + 250_000_000)
             self.assertFalse(d)
             self.assertEqual(d.retry_after_ns, 750_000_000)
             self.assertTrue(b.try_acquire_at(1, t0 + 10**9))
+            for bad in (time.monotonic_ns() + 3600 * 10**9, 2**63, 2**64 - 1):
+                with self.assertRaises(shmlimit.ClockOutOfRangeError):
+                    b.try_acquire_at(1, bad)
+            # Out of u64 altogether: refused before any call (never wrapped).
+            with self.assertRaises(ValueError):
+                b.try_acquire_at(1, -1)
+            with self.assertRaises(OverflowError):
+                b.try_acquire_at(1, 2**64)
+            self.assertEqual(b.stats().allowed, 2)
 
     def test_definitions_round_trip(self):
         limits = {
@@ -124,6 +134,11 @@ class WrapperTest(unittest.TestCase):
             Limiter.create_or_open(self.path, {"x": FixedWindow(10, 0.0001)})
         with self.assertRaises(shmlimit.InvalidParameterError):
             Limiter.create_or_open(self.path, {"x": SlidingLog(1, 1)}, mode=0o1777)
+        # World-writable modes, and modes the owner cannot read and write (0 above all).
+        for mode in (0o666, 0o606, 0o777, 0o002, 0, 0o400, 0o200):
+            with self.assertRaises(shmlimit.InvalidParameterError, msg=oct(mode)):
+                Limiter.create_or_open(self.path, {"x": SlidingLog(1, 1)}, mode=mode)
+            self.assertFalse(os.path.exists(self.path), oct(mode))
         with self.assertRaises(TypeError):  # names are str
             Limiter.create_or_open(self.path, {b"\xff": SlidingLog(1, 1)})
         with self.assertRaises(TypeError):

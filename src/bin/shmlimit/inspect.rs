@@ -162,6 +162,16 @@ pub fn open(path: &Path, options: &OpenArgs) -> Result<Limiter, Failure> {
         .map_err(|e| Failure::library(e, path))
 }
 
+/// A read-only snapshot of an existing file: copied with `pread`, never mapped, so that reading
+/// it never allocates memory of its filesystem (a sparse file on a tmpfs stays sparse).
+pub fn open_snapshot(path: &Path, options: &OpenArgs) -> Result<Limiter, Failure> {
+    Limiter::builder()
+        .mode(options.mode)
+        .allow_other_owner(options.allow_other_owner)
+        .open_snapshot(path)
+        .map_err(|e| Failure::library(e, path))
+}
+
 /// What one limit holds right now.
 pub struct LimitState {
     pub name: String,
@@ -669,7 +679,7 @@ pub fn state_table(states: &[LimitState]) -> String {
 }
 
 pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
-    let limiter = open(&args.path, &args.open)?;
+    let limiter = open_snapshot(&args.path, &args.open)?;
     let meta = std::fs::metadata(limiter.path()).map_err(|e| {
         Failure::file(format!(
             "{}: cannot stat the file: {e}; check the path",
@@ -855,7 +865,7 @@ struct StatsJson {
 }
 
 pub fn stats(args: StatsArgs) -> Result<(), Failure> {
-    let limiter = open(&args.path, &args.open)?;
+    let limiter = open_snapshot(&args.path, &args.open)?;
     let states = states(&limiter);
     if args.prometheus {
         print!(

@@ -930,6 +930,14 @@ def _spec_of(d: _Def) -> Spec:
 def _options(mode: Optional[int], allow_other_owner: bool) -> _Options:
     options = _Options()
     if mode is not None:
+        # The C struct reads 0 as "the default 0600"; an explicit mode 0 is a mistake (a file
+        # nobody may read), refused here. Bits above 0o777, modes without owner read and write,
+        # and world-writable modes are refused by the library (InvalidParameterError).
+        if mode == 0 and not isinstance(mode, bool):
+            raise InvalidParameterError(
+                "mode 000 does not let the owner read and write the file: it must include 0o600",
+                InvalidParameterError.code,
+            )
         # Bits above 0o777 are refused by the library (InvalidParameterError).
         options.mode = _u64(mode, "mode", high=2**32 - 1)
     if not isinstance(allow_other_owner, bool):
@@ -1039,7 +1047,11 @@ class Limit(_native.LimitBase):
         return self._aio
 
     def try_acquire_at(self, cost: int, now_ns: int) -> Decision:
-        """``try_acquire`` dated at ``now_ns`` on CLOCK_MONOTONIC (``time.monotonic_ns()``)."""
+        """``try_acquire`` dated at ``now_ns`` on CLOCK_MONOTONIC (``time.monotonic_ns()``).
+
+        Raises ClockOutOfRangeError, consuming nothing, for a date ahead of the clock by more
+        than 1 ms or beyond what the state encodes (2**61 ns).
+        """
         return self._decide(self._lib.shmlimit_acquire_at, _u64(cost, "cost"),
                             _u64(now_ns, "now_ns"))
 
