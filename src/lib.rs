@@ -48,6 +48,7 @@ pub mod fleet;
 mod keyed;
 mod limiter;
 mod permit;
+mod reconcile;
 mod spec;
 mod sync;
 mod unavailable;
@@ -59,8 +60,9 @@ pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
 pub use keyed::MAX_KEY_LEN;
-pub use limiter::{Builder, FileInfo, Limit, Limiter, Stats};
+pub use limiter::{Builder, FileInfo, Limit, Limiter, Stats, REPLACEMENT_CHECK};
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
+pub use reconcile::OnConflict;
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,

@@ -32,8 +32,9 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header words of format version 2 (see the layout table of the file format).
-const HEADER_WORDS: u64 = 21;
+/// Header words of format version 3 (see the layout table of the file format): word 21 is the
+/// file id, which is checksummed like the layout words.
+const HEADER_WORDS: u64 = 22;
 const DEFS_OFFSET: u64 = 4096;
 const DEF_SIZE: u64 = 128;
 const CAP: u64 = 10;
@@ -158,7 +159,7 @@ fn every_header_word_corrupted_in_turn_is_refused_or_harmless() {
     let pristine = fs::read(&path).unwrap();
     let mut refused = 0;
     // The validated words, and the reserved words after them (a sample).
-    let words = (0..HEADER_WORDS).chain([21, 22, 100, 511]);
+    let words = (0..HEADER_WORDS).chain([22, 23, 100, 511]);
     for w in words {
         let original = u64::from_ne_bytes(pristine[w as usize * 8..][..8].try_into().unwrap());
         for (how, value) in [

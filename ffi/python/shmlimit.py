@@ -250,7 +250,8 @@ class _Options(ctypes.Structure):
     _fields_ = [
         ("mode", ctypes.c_uint32),
         ("allow_other_owner", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("on_conflict", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 3),
     ]
 
 
@@ -826,12 +827,19 @@ def _spec_of(d: _Def) -> _Spec:
     return spec
 
 
-def _options(mode: Optional[int], allow_other_owner: bool) -> _Options:
+_ON_CONFLICT = {"refuse": 0, "adopt": 1}
+
+
+def _options(mode: Optional[int], allow_other_owner: bool,
+             on_conflict: str = "refuse") -> _Options:
     options = _Options()
     if mode is not None:
         # Out-of-range bits are refused by the library (InvalidParameterError).
         options.mode = min(_count(mode, "mode"), 2**32 - 1)
     options.allow_other_owner = 1 if allow_other_owner else 0
+    if on_conflict not in _ON_CONFLICT:
+        raise ValueError(f"on_conflict must be 'refuse' or 'adopt', not {on_conflict!r:.80}")
+    options.on_conflict = _ON_CONFLICT[on_conflict]
     return options
 
 
@@ -1402,11 +1410,17 @@ class Limiter(_Handle):
         *,
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
+        on_conflict: str = "refuse",
     ) -> "Limiter":
         """Create the file with these limits, or attach to it if it exists with the same ones.
 
         ``mode`` sets the permission bits of a created file (default 0o600; 0o660 shares it with
-        the group). Raises InvalidParameterError, DefinitionConflictError, or any error of open().
+        the group). An existing file is compared using its live parameters (a retuned rate
+        counts). When it differs, ``on_conflict="refuse"`` (the default) raises
+        DefinitionConflictError naming every differing field; ``on_conflict="adopt"`` retunes
+        the file live when its layout can hold the new limits (usage kept), else replaces it
+        atomically with a new file that attached processes move to within about a second.
+        Raises InvalidParameterError, DefinitionConflictError, or any error of open().
         """
         lib = _lib()
         names = [name.encode("utf-8") if isinstance(name, str) else name for name in limits]
@@ -1419,7 +1433,7 @@ class Limiter(_Handle):
             d.name, d.kind = name, spec._kind
             spec._fill(d)
             spec._fill_options(d)
-        options = _options(mode, allow_other_owner)
+        options = _options(mode, allow_other_owner, on_conflict)
         out = _P()
         _check(lib.shmlimit_limiter_create_or_open(
             _path(path), defs, len(names), ctypes.byref(options), ctypes.byref(out)))

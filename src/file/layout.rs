@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 2)
+//! # Layout (format version 3)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -25,7 +25,7 @@
 //! | 5, 6 | definitions offset, length | |
 //! | 7, 8 | slots offset, length | |
 //! | 9, 10 | stats offset, length | |
-//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20 and the definitions |
+//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=21 and the definitions |
 //! | 12, 13 | boot id (16 bytes) | a mismatch on open resets the state (not in the checksum) |
 //! | 14 | clock id | 1 = `CLOCK_MONOTONIC` |
 //! | 15 | creator's time-namespace monotonic offset, ns (i64) | |
@@ -33,6 +33,7 @@
 //! | 17 | creation time, Unix ns | informational |
 //! | 18 | reset count | incremented by each boot-id reset |
 //! | 19, 20 | keyed-hash seed | reserved for keyed limits |
+//! | 21 | file id | random, non-zero, written at creation: attached handles compare it (with the path's device and inode) to notice a file replaced under them |
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
@@ -58,14 +59,15 @@
 //! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
 //! words, which are zero in files of the current version, and still bump the version.
 //! Version 2: key tags became 63 bits with bit 63 marking a pending claim (version 1 used the
-//! full 64-bit hash and merged duplicate slots).
+//! full 64-bit hash and merged duplicate slots). Version 3: header word 21 holds a random file
+//! id (version 2 left it zero), so that a file copied over another in place is told apart.
 
 use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef, Rate};
 
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -101,6 +103,7 @@ pub(crate) mod word {
     pub const CREATED: usize = 17;
     pub const RESET_COUNT: usize = 18;
     pub const HASH_SEED: usize = 19;
+    pub const FILE_ID: usize = 21;
 }
 
 const KIND_TOKEN_BUCKET: u64 = 1;
@@ -286,6 +289,7 @@ pub(crate) fn checksum(header: &[u64], defs: &[u8]) -> u64 {
         word::STATS_LEN,
         word::HASH_SEED,
         word::HASH_SEED + 1,
+        word::FILE_ID,
     ] {
         h = fnv1a(h, &header[i].to_ne_bytes());
     }
