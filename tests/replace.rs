@@ -500,3 +500,52 @@ fn a_zeroed_file_id_is_refused() {
     let err = Limiter::open(&path).unwrap_err();
     assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
 }
+
+#[test]
+fn shmlimit_create_refuses_or_adopts() {
+    let (_dir, path) = temp_path("cli.shm");
+    let create = |rate: &str, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_shmlimit"))
+            .arg("create")
+            .arg(&path)
+            .args([
+                "--name",
+                "api",
+                "--algorithm",
+                "token_bucket",
+                "--rate",
+                rate,
+            ])
+            .args(["--burst", "20"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(create("200/s", &[]).status.success());
+    let out = create("300/s", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`api`: rate 200/s in the file, 300/s requested; burst 20 in both"),
+        "{err}"
+    );
+    let out = create("300/s", &["--on-conflict", "adopt"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("existed with other definitions; adopted these"),
+        "{text}"
+    );
+    let l = Limiter::open(&path).unwrap();
+    assert_eq!(
+        l.limit("api").unwrap().live_algorithm().unwrap(),
+        Algorithm::TokenBucket {
+            capacity: 20,
+            emission_ns: Rate::per_second(300).unwrap().emission_ns()
+        }
+    );
+    // Now the same request is left as it is.
+    let out = create("300/s", &[]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("left as it is"));
+}
