@@ -1105,16 +1105,12 @@ impl<C: Clock> Limit<C> {
     fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         // The clock read of the decision doubles as the time of the replacement check (a dated
         // call reads the clock for it).
+        // A CAS retry reuses it: an older time only sees less refill (stricter), and is clamped
+        // to the stored state as any stale read is.
         let t = self.clock.now_ns();
         let this = self.current_at(t)?;
-        let first = std::cell::Cell::new(true);
-        this.run_on(cost, commit, move || {
-            if first.replace(false) {
-                at.unwrap_or(t)
-            } else {
-                at.unwrap_or_else(|| this.clock.now_ns())
-            }
-        })
+        let now = at.unwrap_or(t);
+        this.run_on(cost, commit, move || now)
     }
 
     #[inline(always)]
