@@ -82,6 +82,12 @@
 // not exceed 2^26 either.
 #define SHMLIMIT_MAX_KEY_PERMITS 64
 
+// `shmlimit_options.on_conflict`: refuse other definitions (the default).
+#define SHMLIMIT_ON_CONFLICT_REFUSE 0
+
+// `shmlimit_options.on_conflict`: adopt the requested definitions.
+#define SHMLIMIT_ON_CONFLICT_ADOPT 1
+
 // Most limits one composed check may hold.
 #define SHMLIMIT_MAX_CHECKS 8
 
@@ -314,8 +320,14 @@ typedef struct shmlimit_options {
     uint32_t mode;
     // 1 accepts a file owned by another user; 0 (the default) refuses it.
     uint32_t allow_other_owner;
+    // What `shmlimit_limiter_create_or_open` does when the file exists with other
+    // definitions: `SHMLIMIT_ON_CONFLICT_REFUSE` (0, the default) fails with
+    // `SHMLIMIT_DEFINITION_CONFLICT`; `SHMLIMIT_ON_CONFLICT_ADOPT` retunes the file live when
+    // its layout can hold the new definitions, else atomically replaces it with a new file
+    // (attached processes move to it within about a second). Ignored by `shmlimit_limiter_open`.
+    uint64_t on_conflict;
     // Must be zero.
-    uint64_t reserved[4];
+    uint64_t reserved[3];
 } shmlimit_options;
 
 // The outcome of one decision.

@@ -133,7 +133,8 @@ unsafe fn builder_with(
     let (mode, allow_other_owner) = options.validate()?;
     Ok(Limiter::builder()
         .mode(mode)
-        .allow_other_owner(allow_other_owner))
+        .allow_other_owner(allow_other_owner)
+        .on_conflict(options.on_conflict()?))
 }
 
 /// The library's version, for example `"0.1.0"`: a static NUL-terminated string (never free it).

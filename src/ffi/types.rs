@@ -159,9 +159,20 @@ pub struct shmlimit_options {
     pub mode: u32,
     /// 1 accepts a file owned by another user; 0 (the default) refuses it.
     pub allow_other_owner: u32,
+    /// What `shmlimit_limiter_create_or_open` does when the file exists with other
+    /// definitions: `SHMLIMIT_ON_CONFLICT_REFUSE` (0, the default) fails with
+    /// `SHMLIMIT_DEFINITION_CONFLICT`; `SHMLIMIT_ON_CONFLICT_ADOPT` retunes the file live when
+    /// its layout can hold the new definitions, else atomically replaces it with a new file
+    /// (attached processes move to it within about a second). Ignored by `shmlimit_limiter_open`.
+    pub on_conflict: u64,
     /// Must be zero.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 3],
 }
+
+/// `shmlimit_options.on_conflict`: refuse other definitions (the default).
+pub const SHMLIMIT_ON_CONFLICT_REFUSE: u64 = 0;
+/// `shmlimit_options.on_conflict`: adopt the requested definitions.
+pub const SHMLIMIT_ON_CONFLICT_ADOPT: u64 = 1;
 
 /// The outcome of one decision.
 ///
@@ -404,9 +415,24 @@ fn invalid(name: &str, reason: impl Into<String>) -> Failure {
 }
 
 impl shmlimit_options {
+    /// The reconcile policy of `create_or_open`.
+    pub(crate) fn on_conflict(&self) -> Result<crate::OnConflict, Failure> {
+        match self.on_conflict {
+            SHMLIMIT_ON_CONFLICT_REFUSE => Ok(crate::OnConflict::Refuse),
+            SHMLIMIT_ON_CONFLICT_ADOPT => Ok(crate::OnConflict::Adopt),
+            n => Err(invalid(
+                "",
+                format!(
+                    "on_conflict is {n}: must be SHMLIMIT_ON_CONFLICT_REFUSE (0) or \
+                     SHMLIMIT_ON_CONFLICT_ADOPT (1)"
+                ),
+            )),
+        }
+    }
+
     /// Check the fields; `(mode, allow_other_owner)`.
     pub(crate) fn validate(&self) -> Result<(u32, bool), Failure> {
-        if self.reserved != [0; 4] {
+        if self.reserved != [0; 3] {
             return Err(invalid("", "shmlimit_options.reserved must be zero"));
         }
         if self.mode > 0o777 {

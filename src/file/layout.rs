@@ -25,7 +25,7 @@
 //! | 5, 6 | definitions offset, length | |
 //! | 7, 8 | slots offset, length | |
 //! | 9, 10 | stats offset, length | |
-//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20 and the definitions |
+//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20, 28 and the definitions |
 //! | 12, 13 | boot id (16 bytes) | a mismatch on open resets the state (not in the checksum) |
 //! | 14 | clock id | 1 = `CLOCK_MONOTONIC` |
 //! | 15 | creator's time-namespace monotonic offset, ns (i64) | |
@@ -33,6 +33,7 @@
 //! | 17 | creation time, Unix ns | informational |
 //! | 18 | reset count | incremented by each boot-id reset |
 //! | 19, 20 | keyed-hash seed | reserved for keyed limits |
+//! | 28 | file id | random, non-zero, written at creation: attached handles compare it (with the path's device and inode) to notice a file replaced under them |
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
@@ -61,7 +62,9 @@
 //! full 64-bit hash and merged duplicate slots). Version 3: fleet-managed token buckets: a
 //! parameter slot's check word may carry [`bucket::FLEET`] (the share of a fleet agent), the
 //! lease deadline took word 7 (on the first 64 bytes of the control line, which every decision
-//! fetches) and the active-slot word moved to word 8; words 9-11 hold the fence slot.
+//! fetches) and the active-slot word moved to word 8; words 9-11 hold the fence slot. Version 4:
+//! header word 28 holds a random file id (earlier versions left it zero), so that a file copied
+//! over another in place is told apart.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -74,7 +77,7 @@ use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef,
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 3;
+pub(crate) const FORMAT_VERSION: u32 = 4;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -110,6 +113,7 @@ pub(crate) mod word {
     pub const CREATED: usize = 17;
     pub const RESET_COUNT: usize = 18;
     pub const HASH_SEED: usize = 19;
+    pub const FILE_ID: usize = 28;
 }
 
 const KIND_TOKEN_BUCKET: u64 = 1;
@@ -312,6 +316,7 @@ pub(crate) fn checksum(header: &[u64], defs: &[u8]) -> u64 {
         word::STATS_LEN,
         word::HASH_SEED,
         word::HASH_SEED + 1,
+        word::FILE_ID,
     ] {
         h = fnv1a(h, &header[i].to_ne_bytes());
     }

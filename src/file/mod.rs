@@ -68,6 +68,15 @@ impl Default for Access {
     }
 }
 
+/// What names one limiter file: the device and inode it was opened as, and the random id its
+/// creator wrote in its header. A path that stops naming both is a replaced file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ident {
+    pub dev: u64,
+    pub ino: u64,
+    pub file_id: u64,
+}
+
 /// A validated, mapped limiter file.
 pub(crate) struct Mapped {
     map: MmapRaw,
@@ -76,6 +85,10 @@ pub(crate) struct Mapped {
     pub geometry: Geometry,
     pub defs: Vec<LimitDef>,
     pub file: File,
+    /// The file as it was opened.
+    pub ident: Ident,
+    /// The access checks it was opened with (a re-attach uses them again).
+    pub access: Access,
 }
 
 // The mapping is only ever accessed through atomics at validated offsets.
@@ -186,6 +199,7 @@ fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
     let seed = random_seed();
     header[word::HASH_SEED] = seed[0];
     header[word::HASH_SEED + 1] = seed[1];
+    header[word::FILE_ID] = random_seed()[0].max(1);
     let mut def_bytes = Vec::with_capacity(defs.len() * DEF_SIZE);
     for (def, &slot) in defs.iter().zip(&geometry.slots) {
         for w in layout::encode_def(def, slot) {
@@ -530,35 +544,32 @@ fn check_directory(path: &Path, access: &Access) -> Result<()> {
     Ok(())
 }
 
-/// Create the file with `defs` unless it exists, then attach; an existing file must hold the
-/// same definitions.
+/// Create the file with `defs` unless it exists, then attach, taking an existing file's
+/// definitions as they are (the caller reconciles them with `defs`, see [`crate::reconcile`]).
 pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) -> Result<Mapped> {
     check_mode(access)?;
     check_defs(defs)?;
     check_directory(path, access)?;
     for _ in 0..64 {
         match open_existing(path) {
-            Ok(file) => return attach(file, path, Some(defs), access, false),
+            Ok(file) => return attach(file, path, access, false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("opening", path, e)),
         }
         if create_new(path, defs, access)? {
             let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-            return attach(file, path, Some(defs), access, false);
+            return attach(file, path, access, false);
         }
     }
     Err(Error::NotInitialized(path.to_owned()))
 }
 
 /// Attach to an existing file, taking its definitions as they are.
-pub(crate) fn open(path: &Path, expected: Option<&[LimitDef]>, access: &Access) -> Result<Mapped> {
+pub(crate) fn open(path: &Path, access: &Access) -> Result<Mapped> {
     check_mode(access)?;
-    if let Some(defs) = expected {
-        check_defs(defs)?;
-    }
     check_directory(path, access)?;
     let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, expected, access, false)
+    attach(file, path, access, false)
 }
 
 /// A private copy of an existing file, for reading its state: validated as [`open`] does,
@@ -572,10 +583,44 @@ pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, None, access, true)
+    attach(file, path, access, true)
 }
 
-fn check_defs(defs: &[LimitDef]) -> Result<()> {
+/// Replace the file at `path` with a new one holding `defs`: the new file is complete (written
+/// and linked under a temporary name in the same directory) before `rename` puts it at `path`
+/// in one step. Processes attached to the old file keep it mapped until they notice.
+pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access) -> Result<()> {
+    check_defs(defs)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent_dir(path).join(format!(
+        ".{name}.{}.{:x}.new",
+        std::process::id(),
+        random_seed()[0]
+    ));
+    if !create_new(&tmp, defs, access)? {
+        return Err(io_err(
+            "creating the replacement file",
+            &tmp,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
+    }
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err("renaming the replacement file into place", path, e)
+    })
+}
+
+/// What `path` names now: its device and inode (without following a final symlink).
+pub(crate) fn path_ident(path: &Path) -> io::Result<(u64, u64)> {
+    let meta = fs::symlink_metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Check the definitions as creating a file would.
+pub(crate) fn check_defs(defs: &[LimitDef]) -> Result<()> {
     if defs.len() > MAX_LIMITS {
         return Err(crate::error::invalid(
             "",
@@ -616,13 +661,7 @@ fn read_words(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u
 }
 
 /// Validate an open file completely, then map it.
-fn attach(
-    file: File,
-    path: &Path,
-    expected: Option<&[LimitDef]>,
-    access: &Access,
-    snapshot: bool,
-) -> Result<Mapped> {
+fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -> Result<Mapped> {
     let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
     if !meta.file_type().is_file() {
         return Err(Error::NotRegularFile(path.to_owned()));
@@ -758,9 +797,14 @@ fn attach(
             our_offset_ns: ours,
         });
     }
-    if let Some(expected) = expected {
-        compare_defs(path, expected, &defs)?;
+    if header[word::FILE_ID] == 0 {
+        return Err(corrupt(path, "file id is zero"));
     }
+    let ident = Ident {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        file_id: header[word::FILE_ID],
+    };
     let map = if snapshot {
         let mut copy = MmapOptions::new()
             .len(geometry.file_size)
@@ -782,6 +826,8 @@ fn attach(
         geometry,
         defs,
         file,
+        ident,
+        access: access.clone(),
     };
     reset_if_rebooted(&mapped)?;
     Ok(mapped)
@@ -821,40 +867,6 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
             }
         }
     }
-}
-
-fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Result<()> {
-    let conflict = |reason: String| Error::DefinitionConflict {
-        path: path.to_owned(),
-        reason,
-    };
-    for want in expected {
-        match found.iter().find(|d| d.name == want.name) {
-            None => {
-                return Err(conflict(format!(
-                    "limit `{}` is not defined in the file",
-                    want.name
-                )))
-            }
-            Some(have) if have != want => {
-                return Err(conflict(format!(
-                    "limit `{}` is {:?} in the file, {:?} requested",
-                    want.name, have, want
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some(extra) = found
-        .iter()
-        .find(|d| !expected.iter().any(|w| w.name == d.name))
-    {
-        return Err(conflict(format!(
-            "the file also defines `{}`, which was not requested",
-            extra.name
-        )));
-    }
-    Ok(())
 }
 
 /// If the file's boot id is not this boot's, every stored time belongs to a dead clock: reset all

@@ -392,6 +392,10 @@ impl<C: Clock> Limit<C> {
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] as for
     /// [`Limit::try_acquire_key`].
     pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+        let maker = self.maker_of(grant);
+        if !std::ptr::eq(maker, self) {
+            return maker.refund_key(key, grant);
+        }
         self.keyed_only()?;
         let tag = self.key_tag(key)?;
         self.check_origin(grant)?;
@@ -500,13 +504,33 @@ impl<C: Clock> Limit<C> {
 
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        // The clock read of the decision doubles as the time of the replacement check.
+        let t = self.clock().now_ns();
+        let this = self.current_at(t)?;
+        let first = std::cell::Cell::new(true);
+        this.run_key_on(key, cost, commit, &mut || {
+            if first.replace(false) {
+                at.unwrap_or(t)
+            } else {
+                at.unwrap_or_else(|| this.clock().now_ns())
+            }
+        })
+    }
+
+    #[inline(always)]
+    fn run_key_on(
+        &self,
+        key: &[u8],
+        cost: u64,
+        commit: bool,
+        mut now: impl FnMut() -> u64,
+    ) -> Result<Decision> {
         if cost == 0 {
             return Err(Error::ZeroCost);
         }
         let on_full = self.keyed_only()?;
         let tag = self.key_tag(key)?;
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
-        let mut now = || at.unwrap_or_else(|| self.clock().now_ns());
         let shadow = self.def().shadow;
         let decision = match Table::new(slots).decide(self, tag, cost, commit, &mut now)? {
             Outcome::Decided(d) => d,

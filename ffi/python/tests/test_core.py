@@ -36,6 +36,7 @@ class WrapperTest(unittest.TestCase):
         self.assertEqual(shmlimit._Def.near_limit.offset, 56)
         self.assertEqual(shmlimit._Def.fleet_emission_ns.offset, 64)
         self.assertEqual(ctypes.sizeof(shmlimit._Options), 40)
+        self.assertEqual(shmlimit._Options.on_conflict.offset, 8)
         # Decisions cross ctypes as opaque bytes of the extension's sizeof(shmlimit_decision).
         self.assertEqual(ctypes.sizeof(shmlimit._Decision), _native.DECISION_SIZE)
         self.assertEqual(ctypes.sizeof(shmlimit._Stats), 64)
@@ -301,6 +302,36 @@ class LaterFeaturesTest(unittest.TestCase):
                 b.set_limit(5)
             with self.assertRaises(shmlimit.InvalidParameterError):
                 b.set_rate(0)
+
+    def test_deploy_that_changes_a_limit(self):
+        # Release 1: 200/s. A worker uses 15 of the 20 tokens.
+        old = Limiter.create_or_open(self.path, {"api": TokenBucket(rate=200, burst=20)})
+        api = old.limit("api")
+        self.assertTrue(api.try_acquire(15))
+        # Release 2 asks for 300/s: refused by default, naming the fields...
+        new = {"api": TokenBucket(rate=300, burst=20)}
+        with self.assertRaises(shmlimit.DefinitionConflictError) as cm:
+            Limiter.create_or_open(self.path, new)
+        self.assertTrue(str(cm.exception).endswith(
+            "`api`: rate 200/s in the file, 300/s requested; burst 20 in both"), str(cm.exception))
+        with self.assertRaises(ValueError):
+            Limiter.create_or_open(self.path, new, on_conflict="replace")
+        # ... adopted live with on_conflict="adopt": same file, usage kept, old handle retuned.
+        with Limiter.create_or_open(self.path, new, on_conflict="adopt") as lim:
+            self.assertEqual(lim.limit("api").live_definition.emission_ns, 3_333_334)
+        self.assertEqual(api.live_definition.emission_ns, 3_333_334)
+        # A file retuned to 300/s matches a request for 300/s (refuse, the default).
+        Limiter.create_or_open(self.path, new).close()
+        # A new limit needs a new file: it replaces the old one, and the old handle moves to
+        # it within about a second.
+        newer = {"api": TokenBucket(rate=300, burst=20), "log": SlidingLog(3, HOUR)}
+        with Limiter.create_or_open(self.path, newer, on_conflict="adopt") as lim:
+            self.assertEqual(set(lim.definitions()), {"api", "log"})
+            self.assertEqual(lim.limit("api").stats().allowed, 0)
+            time.sleep(1.1)
+            self.assertTrue(api.try_acquire(20))  # the new file's full bucket
+            self.assertEqual(lim.limit("api").stats().allowed, 1)
+        old.close()
 
     def test_acquire_with_timeout(self):
         with Limiter.create_or_open(self.path, {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use shmlimit::{Algorithm, Decision, Limiter, PermitHolder, Stats};
+use shmlimit::{Algorithm, Decision, Limiter, OnConflict, PermitHolder, Stats};
 use toml::{Table, Value};
 
 use crate::config::{self, Definition};
@@ -20,8 +20,11 @@ use crate::{Failure, OpenArgs};
         "  shmlimit create /dev/shm/app.shm --config limits.toml\n",
         "  shmlimit create /dev/shm/api.shm --name api --algorithm token_bucket --rate 100/s --burst 20\n",
         "  shmlimit create /dev/shm/search.shm --name search --algorithm sliding_log --limit 100 --window 60s\n\n",
-        "If the file exists with the same definitions, it is left as it is; with other definitions,\n",
-        "it is an error (exit 2).\n\n",
+        "If the file exists with the same definitions (its live, possibly retuned, parameters), it is\n",
+        "left as it is. With other definitions it is an error (exit 2) naming every differing field,\n",
+        "unless --on-conflict adopt: then a rate, burst or window limit is retuned live (usage kept),\n",
+        "and any other change makes a new file that atomically replaces the old one (processes\n",
+        "attached to it move to the new file within about a second).\n\n",
         exit_codes!()
     )
 )]
@@ -67,6 +70,9 @@ pub struct CreateArgs {
     /// Permission bits (octal) of the created file; 660 shares it with the group
     #[arg(long, value_name = "MODE", default_value = "600", value_parser = crate::parse_mode)]
     mode: u32,
+    /// When the file exists with other definitions: refuse (default) or adopt
+    #[arg(long, value_name = "POLICY", default_value = "refuse", value_parser = ["refuse", "adopt"])]
+    on_conflict: String,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
@@ -438,6 +444,7 @@ fn inline_def(args: &CreateArgs) -> Result<Vec<Definition>, Failure> {
 struct CreateJson {
     path: String,
     created: bool,
+    adopted: bool,
     limits: Vec<DefinitionJson>,
 }
 
@@ -447,25 +454,47 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
         None => inline_def(&args)?,
     };
     let existed = std::fs::symlink_metadata(&args.path).is_ok();
-    let mut builder = Limiter::builder().mode(args.mode);
-    for def in &defs {
-        builder = builder.define(def.def.clone());
-    }
-    let limiter = builder
+    let adopt = args.on_conflict == "adopt";
+    let builder = |policy| {
+        let mut b = Limiter::builder().mode(args.mode).on_conflict(policy);
+        for def in &defs {
+            b = b.define(def.def.clone());
+        }
+        b
+    };
+    // Whether adopting changes anything: the file as it is, compared without changing it.
+    let differed = existed
+        && adopt
+        && matches!(
+            builder(OnConflict::Refuse).open(&args.path),
+            Err(shmlimit::Error::DefinitionConflict { .. })
+        );
+    let policy = if adopt {
+        OnConflict::Adopt
+    } else {
+        OnConflict::Refuse
+    };
+    let limiter = builder(policy)
         .create_or_open(&args.path)
         .map_err(|e| Failure::library(e, &args.path))?;
+    let live = limiter.live_definitions();
     if args.json {
         print_json(&CreateJson {
             path: args.path.display().to_string(),
             created: !existed,
-            limits: limiter
-                .definitions()
+            adopted: differed,
+            limits: live
                 .iter()
                 .map(|d| DefinitionJson::of(&d.name, &d.algorithm))
                 .collect(),
         });
     } else {
-        if existed {
+        if differed {
+            println!(
+                "{}: existed with other definitions; adopted these",
+                args.path.display()
+            );
+        } else if existed {
             println!(
                 "{}: exists with these definitions; left as it is",
                 args.path.display()
@@ -481,14 +510,9 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
         }
         print!(
             "{}",
-            render::definitions(
-                limiter
-                    .definitions()
-                    .iter()
-                    .map(|d| (d.name.as_str(), &d.algorithm)),
-            )
+            render::definitions(live.iter().map(|d| (d.name.as_str(), &d.algorithm)),)
         );
-        print_options(limiter.definitions());
+        print_options(&live);
     }
     Ok(())
 }

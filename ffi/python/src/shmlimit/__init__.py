@@ -311,7 +311,8 @@ class _Options(ctypes.Structure):
     _fields_ = [
         ("mode", ctypes.c_uint32),
         ("allow_other_owner", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("on_conflict", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 3),
     ]
 
 
@@ -927,7 +928,11 @@ def _spec_of(d: _Def) -> Spec:
     return spec
 
 
-def _options(mode: Optional[int], allow_other_owner: bool) -> _Options:
+_ON_CONFLICT = {"refuse": 0, "adopt": 1}
+
+
+def _options(mode: Optional[int], allow_other_owner: bool,
+             on_conflict: str = "refuse") -> _Options:
     options = _Options()
     if mode is not None:
         # The C struct reads 0 as "the default 0600"; an explicit mode 0 is a mistake (a file
@@ -944,6 +949,9 @@ def _options(mode: Optional[int], allow_other_owner: bool) -> _Options:
         raise TypeError(
             f"allow_other_owner must be a bool, not {type(allow_other_owner).__name__}")
     options.allow_other_owner = 1 if allow_other_owner else 0
+    if on_conflict not in _ON_CONFLICT:
+        raise ValueError(f"on_conflict must be 'refuse' or 'adopt', not {on_conflict!r:.80}")
+    options.on_conflict = _ON_CONFLICT[on_conflict]
     return options
 
 
@@ -1529,17 +1537,23 @@ class Limiter(_Handle):
         *,
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
+        on_conflict: str = "refuse",
     ) -> "Limiter":
         """Create the file with these limits, or attach to it if it exists with the same ones.
 
         ``mode`` sets the permission bits of a created file (default 0o600; 0o660 shares it with
-        the group). Raises InvalidParameterError, DefinitionConflictError, or any error of open().
+        the group). An existing file is compared using its live parameters (a retuned rate
+        counts). When it differs, ``on_conflict="refuse"`` (the default) raises
+        DefinitionConflictError naming every differing field; ``on_conflict="adopt"`` retunes
+        the file live when its layout can hold the new limits (usage kept), else replaces it
+        atomically with a new file that attached processes move to within about a second.
+        Raises InvalidParameterError, DefinitionConflictError, or any error of open().
         """
         if not isinstance(limits, Mapping):
             raise TypeError(f"limits: a mapping of names to definitions, not "
                             f"{type(limits).__name__}")
         raw_path = _path(path)
-        options = _options(mode, allow_other_owner)
+        options = _options(mode, allow_other_owner, on_conflict)
         names = [_name(name) for name in limits]
         defs = (_Def * max(len(names), 1))()
         for d, name, spec in zip(defs, names, limits.values()):
