@@ -58,6 +58,7 @@ pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result};
 pub use file::layout::MAX_LIMITS;
+pub use file::reboot::{OnReboot, RebootInfo};
 pub use keyed::MAX_KEY_LEN;
 pub use limiter::{Builder, FileInfo, Limit, Limiter, Stats};
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};

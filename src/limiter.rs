@@ -16,6 +16,7 @@ use crate::error::{Error, Result};
 use crate::file::layout::{
     self, bucket, pack_window_limit, unpack_window_limit, word, COUNTERS, LANES,
 };
+use crate::file::reboot::{OnReboot, RebootInfo};
 use crate::file::{self, Access, Mapped};
 use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
 
@@ -116,6 +117,14 @@ impl<C: Clock> Builder<C> {
     /// by default: anyone who can write such a directory can replace the file).
     pub fn allow_unsafe_directory(mut self, allow: bool) -> Self {
         self.access.allow_unsafe_directory = allow;
+        self
+    }
+
+    /// What the file does with its state at a reboot (stored at creation; default
+    /// [`OnReboot::Translate`]: quotas used before the reboot stay used). Setting it also
+    /// requires an existing file to have made the same choice ([`Error::DefinitionConflict`]).
+    pub fn on_reboot(mut self, on_reboot: OnReboot) -> Self {
+        self.access.on_reboot = Some(on_reboot);
         self
     }
 
@@ -262,9 +271,16 @@ impl<C: Clock> Limiter<C> {
         &self.shared.mapped.path
     }
 
-    /// How many times the state was reset because the host rebooted.
+    /// How many times the state was reset because the host rebooted (files created with
+    /// [`OnReboot::Reset`]).
     pub fn reset_count(&self) -> u64 {
         self.shared.mapped.header(word::RESET_COUNT)
+    }
+
+    /// What the file does at a reboot, how many reboots it translated, and which limits hold a
+    /// state that could not be translated (and deny until it expires or they are reset).
+    pub fn reboot_info(&self) -> RebootInfo {
+        file::reboot::info(&self.shared.mapped)
     }
 
     /// The file's size in bytes.

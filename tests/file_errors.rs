@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, temp_path};
 use shmlimit::{
-    Algorithm, Alignment, Error, FixedWindow, IntoAlgorithm, Limiter, Rate, SlidingLog,
+    Algorithm, Alignment, Error, FixedWindow, IntoAlgorithm, Limiter, OnReboot, Rate, SlidingLog,
     SlidingWindow, TokenBucket,
 };
 
-/// Header word indices, as documented in the layout of the file format (version 2).
+/// Header word indices, as documented in the layout of the file format (version 3).
 const WORD_VERSION: u64 = 1;
 const WORD_INIT: u64 = 2;
 const WORD_BOOT_ID: u64 = 12;
@@ -81,6 +81,19 @@ fn builder() -> shmlimit::Builder {
 fn valid_file() -> (tempfile::TempDir, std::path::PathBuf) {
     let (dir, path) = temp_path("limits.shm");
     drop(builder().create_or_open(&path).expect("create"));
+    (dir, path)
+}
+
+/// A valid file that resets its state at a reboot (the behaviour the reboot tests here check;
+/// `tests/reboot.rs` covers the default, which translates it).
+fn reset_file() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, path) = temp_path("limits.shm");
+    drop(
+        builder()
+            .on_reboot(OnReboot::Reset)
+            .create_or_open(&path)
+            .expect("create"),
+    );
     (dir, path)
 }
 
@@ -303,15 +316,16 @@ fn an_empty_file_is_refused() {
 fn another_format_version_is_refused() {
     let (_dir, path) = valid_file();
     let word = read_word(&path, WORD_VERSION);
-    assert_eq!(word & 0xFFFF_FFFF, 2, "this build writes format version 2");
-    // Version 1 (its key tags mean something else) and a version from the future.
-    for other in [1, 3] {
+    assert_eq!(word & 0xFFFF_FFFF, 3, "this build writes format version 3");
+    // Version 1 (its key tags mean something else), version 2 (no reboot words: its zeros would
+    // read as a wall clock at the epoch) and a version from the future.
+    for other in [1, 2, 4] {
         write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | other);
         for e in open_both(&path) {
             match e {
                 Error::Version {
                     found, expected, ..
-                } => assert_eq!((found, expected), (other as u32, 2)),
+                } => assert_eq!((found, expected), (other as u32, 3)),
                 other => panic!("expected Version, got {other:?}"),
             }
         }
@@ -508,7 +522,7 @@ fn world_writable_files_are_refused() {
 
 #[test]
 fn a_boot_id_change_resets_the_state_once() {
-    let (_dir, path) = valid_file();
+    let (_dir, path) = reset_file();
     let limiter = Limiter::open(&path).unwrap();
     assert_eq!(limiter.reset_count(), 0);
     let api = limiter.limit("api").unwrap();
@@ -670,7 +684,7 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
     // makes after attaching is wiped by another's reset.
     let _serial = fork_lock();
     for round in 0..5 {
-        let (_dir, path) = valid_file();
+        let (_dir, path) = reset_file();
         {
             let limiter = Limiter::open(&path).unwrap();
             assert!(limiter
@@ -700,5 +714,38 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
             "round {round}: the eight decisions all landed in the reset bucket"
         );
         assert_eq!(api.stats().allowed, 8, "round {round}");
+    }
+}
+
+#[test]
+fn eight_processes_opening_after_a_boot_id_change_translate_once() {
+    // The default keeps what was used: exactly one process translates (a second translation
+    // would move the times again), and the drained bucket stays drained for all eight.
+    let _serial = fork_lock();
+    for round in 0..5 {
+        let (_dir, path) = valid_file();
+        {
+            let limiter = Limiter::open(&path).unwrap();
+            let api = limiter.limit("api").unwrap();
+            assert!(api.try_acquire(100).unwrap().is_allowed());
+        }
+        let a = read_word(&path, WORD_BOOT_ID);
+        write_word(&path, WORD_BOOT_ID, !a);
+        let results = fork_workers(8, |_| {
+            let limiter = Limiter::open(&path).expect("open after the boot id change");
+            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            vec![
+                d.is_allowed() as u64,
+                limiter.reboot_info().translations,
+                limiter.reset_count(),
+            ]
+        });
+        assert!(
+            results.iter().all(|r| r == &[0, 1, 0]),
+            "round {round}: every process denied after one translation: {results:?}"
+        );
+        let limiter = Limiter::open(&path).unwrap();
+        assert_eq!(limiter.reboot_info().translations, 1, "round {round}");
+        assert!(limiter.reboot_info().failed_closed.is_empty());
     }
 }

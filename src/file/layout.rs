@@ -25,14 +25,21 @@
 //! | 5, 6 | definitions offset, length | |
 //! | 7, 8 | slots offset, length | |
 //! | 9, 10 | stats offset, length | |
-//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20 and the definitions |
-//! | 12, 13 | boot id (16 bytes) | a mismatch on open resets the state (not in the checksum) |
+//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20, 25 and the definitions |
+//! | 12, 13 | boot id (16 bytes) | a mismatch on open translates or resets the state (not in the checksum; see `reboot`) |
 //! | 14 | clock id | 1 = `CLOCK_MONOTONIC` |
 //! | 15 | creator's time-namespace monotonic offset, ns (i64) | |
-//! | 16 | wall offset: realtime - monotonic, ns, at creation or last reset | aligns windows |
+//! | 16 | wall offset: realtime - monotonic, ns, at the boot's first open | aligns windows (their phase) |
 //! | 17 | creation time, Unix ns | informational |
 //! | 18 | reset count | incremented by each boot-id reset |
 //! | 19, 20 | keyed-hash seed | reserved for keyed limits |
+//! | 21 | highest wall offset seen in this boot (opens, `sync`), ns | maps this boot's times to Unix time at the next boot |
+//! | 22 | latest Unix time seen in this boot (opens, `sync`), ns | the reference of the next boot's translation |
+//! | 23, 24 | boot id of a translation under way | tells an interrupted translation |
+//! | 25 | on reboot: 0 translate, 1 reset | in the checksum |
+//! | 26 | translations done | informational |
+//! | 27 | wall time elapsed across the last translated reboot, ns (i64) | informational |
+//! | 64..128 | bitmap of limits whose state failed closed at a translation | cleared by a reset of the limit |
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
@@ -58,14 +65,16 @@
 //! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
 //! words, which are zero in files of the current version, and still bump the version.
 //! Version 2: key tags became 63 bits with bit 63 marking a pending claim (version 1 used the
-//! full 64-bit hash and merged duplicate slots).
+//! full 64-bit hash and merged duplicate slots). Version 3: reboot words 21-27 and the
+//! failed-closed bitmap (words 64..128); a reboot translates the stored times unless word 25
+//! says reset.
 
 use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef, Rate};
 
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 2;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -101,6 +110,12 @@ pub(crate) mod word {
     pub const CREATED: usize = 17;
     pub const RESET_COUNT: usize = 18;
     pub const HASH_SEED: usize = 19;
+    pub const WALL_MAX: usize = 21;
+    pub const LAST_UNIX: usize = 22;
+    pub const TRANSLATING: usize = 23;
+    pub const ON_REBOOT: usize = 25;
+    pub const TRANSLATIONS: usize = 26;
+    pub const LAST_ELAPSED: usize = 27;
 }
 
 const KIND_TOKEN_BUCKET: u64 = 1;
@@ -286,6 +301,7 @@ pub(crate) fn checksum(header: &[u64], defs: &[u8]) -> u64 {
         word::STATS_LEN,
         word::HASH_SEED,
         word::HASH_SEED + 1,
+        word::ON_REBOOT,
     ] {
         h = fnv1a(h, &header[i].to_ne_bytes());
     }
