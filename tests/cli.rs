@@ -1501,3 +1501,96 @@ fn demo_mixed_shares_the_bucket_between_rust_and_c_workers() {
     assert!(admitted <= bound && admitted >= 20, "{out}");
     assert_eq!(bucket[3], "yes");
 }
+
+fn write_header_word(path: &Path, index: u64, value: u64) {
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(&value.to_ne_bytes(), index * 8)
+        .unwrap();
+}
+
+fn read_header_word(path: &Path, index: u64) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 8];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut b, index * 8)
+        .unwrap();
+    u64::from_ne_bytes(b)
+}
+
+#[test]
+fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let reset = dir.path().join("reset.shm");
+    let args = [
+        "create",
+        s(&reset),
+        "--name",
+        "daily",
+        "--algorithm",
+        "fixed_window",
+        "--limit",
+        "10",
+        "--window",
+        "1d",
+    ];
+    ok(&[&args[..], &["--on-reboot", "reset"]].concat());
+    assert!(ok(&["inspect", s(&reset)]).contains("reboot  reset: 0 state resets"));
+    assert_eq!(
+        json(&["inspect", s(&reset), "--json"])["on_reboot"],
+        "reset"
+    );
+    let out = shmlimit(&[&args[..], &["--on-reboot", "translate"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("created to reset its state at a reboot, not to translate"),
+        "{}",
+        stderr(&out)
+    );
+    expect_code(&[&args[..], &["--on-reboot", "sometimes"]].concat(), 1);
+
+    // A translated file whose wall clock went 100 days backwards across a (simulated) reboot:
+    // its 1 s sliding window cannot hold the translated state, which fails closed, and says so.
+    let path = dir.path().join("translate.shm");
+    ok(&[
+        "create",
+        s(&path),
+        "--name",
+        "sw",
+        "--algorithm",
+        "sliding_window",
+        "--limit",
+        "5",
+        "--window",
+        "1s",
+    ]);
+    {
+        let l = Limiter::open(&path).unwrap();
+        assert!(l.limit("sw").unwrap().try_acquire(5).unwrap().is_allowed());
+    }
+    let hundred_days = 100 * 86_400 * 1_000_000_000u64;
+    // The old boot's wall clock read 100 days later than this one does: its offset and its
+    // last Unix time.
+    write_header_word(&path, 21, read_header_word(&path, 21) + hundred_days);
+    write_header_word(&path, 22, read_header_word(&path, 22) + hundred_days);
+    write_header_word(&path, 12, !read_header_word(&path, 12));
+    let out = ok(&["inspect", s(&path)]);
+    assert!(
+        out.contains("reboot  translate: 1 reboot translated"),
+        "{out}"
+    );
+    assert!(out.contains("wall clock went backwards"), "{out}");
+    assert!(
+        out.contains("FAILED CLOSED  limit \"sw\""),
+        "inspect names the limit that fails closed\n{out}"
+    );
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(j["failed_closed"][0], "sw", "{j}");
+    assert_eq!(j["translations"], 1);
+    ok(&["reset", s(&path), "sw"]);
+    assert!(!ok(&["inspect", s(&path)]).contains("FAILED CLOSED"));
+}

@@ -74,6 +74,17 @@
 // not exceed 2^26 either.
 #define SHMLIMIT_MAX_KEY_PERMITS 64
 
+// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
+// file keeps the choice it was created with.
+#define SHMLIMIT_ON_REBOOT_DEFAULT 0
+
+// `shmlimit_options.on_reboot`: at a reboot every stored time is translated to the new boot's
+// clock through the wall clock: quotas used before the reboot stay used (permits are released).
+#define SHMLIMIT_ON_REBOOT_TRANSLATE 1
+
+// `shmlimit_options.on_reboot`: at a reboot every state is reset to fresh, once.
+#define SHMLIMIT_ON_REBOOT_RESET 2
+
 // Most limits one composed check may hold.
 #define SHMLIMIT_MAX_CHECKS 8
 
@@ -304,8 +315,15 @@ typedef struct shmlimit_options {
     uint32_t mode;
     // 1 accepts a file owned by another user; 0 (the default) refuses it.
     uint32_t allow_other_owner;
+    // What the file does with its state at a reboot: `SHMLIMIT_ON_REBOOT_DEFAULT` (0: a created
+    // file translates, an opened file keeps its own choice), `SHMLIMIT_ON_REBOOT_TRANSLATE` or
+    // `SHMLIMIT_ON_REBOOT_RESET` (stored at creation; an existing file must have made the same
+    // choice, else `SHMLIMIT_DEFINITION_CONFLICT`).
+    uint32_t on_reboot;
     // Must be zero.
-    uint64_t reserved[4];
+    uint32_t reserved0;
+    // Must be zero.
+    uint64_t reserved[3];
 } shmlimit_options;
 
 // The outcome of one decision.

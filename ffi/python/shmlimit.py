@@ -250,7 +250,9 @@ class _Options(ctypes.Structure):
     _fields_ = [
         ("mode", ctypes.c_uint32),
         ("allow_other_owner", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("on_reboot", ctypes.c_uint32),
+        ("reserved0", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint64 * 3),
     ]
 
 
@@ -826,8 +828,15 @@ def _spec_of(d: _Def) -> _Spec:
     return spec
 
 
-def _options(mode: Optional[int], allow_other_owner: bool) -> _Options:
+_ON_REBOOT = {None: 0, "translate": 1, "reset": 2}
+
+
+def _options(mode: Optional[int], allow_other_owner: bool,
+             on_reboot: Optional[str] = None) -> _Options:
     options = _Options()
+    if on_reboot not in _ON_REBOOT:
+        raise ValueError(f"on_reboot must be 'translate', 'reset' or None, not {on_reboot!r}")
+    options.on_reboot = _ON_REBOOT[on_reboot]
     if mode is not None:
         # Out-of-range bits are refused by the library (InvalidParameterError).
         options.mode = min(_count(mode, "mode"), 2**32 - 1)
@@ -1402,11 +1411,15 @@ class Limiter(_Handle):
         *,
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
+        on_reboot: Optional[str] = None,
     ) -> "Limiter":
         """Create the file with these limits, or attach to it if it exists with the same ones.
 
         ``mode`` sets the permission bits of a created file (default 0o600; 0o660 shares it with
-        the group). Raises InvalidParameterError, DefinitionConflictError, or any error of open().
+        the group). ``on_reboot`` is what a created file does at a reboot: ``"translate"`` (the
+        default: quotas used before the reboot stay used) or ``"reset"``; given for an existing
+        file, it must be the file's choice. Raises InvalidParameterError,
+        DefinitionConflictError, or any error of open().
         """
         lib = _lib()
         names = [name.encode("utf-8") if isinstance(name, str) else name for name in limits]
@@ -1419,7 +1432,7 @@ class Limiter(_Handle):
             d.name, d.kind = name, spec._kind
             spec._fill(d)
             spec._fill_options(d)
-        options = _options(mode, allow_other_owner)
+        options = _options(mode, allow_other_owner, on_reboot)
         out = _P()
         _check(lib.shmlimit_limiter_create_or_open(
             _path(path), defs, len(names), ctypes.byref(options), ctypes.byref(out)))
@@ -1432,15 +1445,18 @@ class Limiter(_Handle):
         *,
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
+        on_reboot: Optional[str] = None,
     ) -> "Limiter":
         """Attach to an existing file by path alone; its limits are read from the file.
+
+        ``on_reboot``, if given, must be the file's choice (DefinitionConflictError otherwise).
 
         Raises IoError (for example errno ENOENT), SymlinkError, NotRegularFileError,
         PermissionDeniedError, ForeignFileError, VersionError, SizeError, CorruptFileError,
         NotInitializedError, ClockMismatchError.
         """
         lib = _lib()
-        options = _options(mode, allow_other_owner)
+        options = _options(mode, allow_other_owner, on_reboot)
         out = _P()
         _check(lib.shmlimit_limiter_open(_path(path), ctypes.byref(options), ctypes.byref(out)))
         return cls(out.value, path)

@@ -293,6 +293,29 @@ class LaterFeaturesTest(unittest.TestCase):
             with self.assertRaises(shmlimit.InvalidParameterError):
                 b.set_rate(0)
 
+    def test_a_daily_quota_survives_a_simulated_reboot_unless_the_file_resets(self):
+        day = 86_400
+        boot_id_offset = 12 * 8  # header words 12-13
+        for choice, back in (("translate", False), (None, False), ("reset", True)):
+            path = os.path.join(self.dir.name, f"reboot-{choice}.shm")
+            with Limiter.create_or_open(path, {"daily": FixedWindow(10, day)},
+                                        on_reboot=choice) as lim:
+                self.assertTrue(lim.limit("daily").try_acquire(10))
+                self.assertFalse(lim.limit("daily").try_acquire())
+            # Another boot wrote the file: its boot id differs.
+            with open(path, "r+b") as f:
+                f.seek(boot_id_offset)
+                word = bytearray(f.read(8))
+                word[0] ^= 0xFF
+                f.seek(boot_id_offset)
+                f.write(bytes(word))
+            with Limiter.open(path) as lim:
+                self.assertEqual(bool(lim.limit("daily").try_acquire()), back, choice)
+        with self.assertRaises(shmlimit.DefinitionConflictError):
+            Limiter.open(os.path.join(self.dir.name, "reboot-reset.shm"), on_reboot="translate")
+        with self.assertRaises(ValueError):
+            Limiter.open(self.path, on_reboot="sometimes")
+
     def test_acquire_with_timeout(self):
         with Limiter.create_or_open(self.path, {
             "paced": TokenBucket(rate=100, per=1, burst=1),

@@ -951,6 +951,32 @@ static void reservations(const char *dir) {
     shmlimit_limit_free(window);
 }
 
+/* The reboot choice: stored at creation, and an opener asking for the other one is refused. */
+static void reboot_choice(const char *dir) {
+    char path[4096];
+    shmlimit_def def;
+    shmlimit_options options;
+    shmlimit_limiter *limiter = NULL;
+
+    snprintf(path, sizeof path, "%s/reboot.shm", dir);
+    zero_def(&def, "daily", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    memset(&options, 0, sizeof options);
+    options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    options.on_reboot = SHMLIMIT_ON_REBOOT_TRANSLATE;
+    EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_open",
+                shmlimit_limiter_open(path, &options, &limiter));
+    options.on_reboot = SHMLIMIT_ON_REBOOT_DEFAULT;
+    OK(shmlimit_limiter_open(path, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
+    OK(shmlimit_limiter_open(path, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -965,6 +991,7 @@ int main(int argc, char **argv) {
     keyed_permits(argv[1]);
     waiting(argv[1]);
     reservations(argv[1]);
+    reboot_choice(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -157,9 +157,25 @@ pub struct shmlimit_options {
     pub mode: u32,
     /// 1 accepts a file owned by another user; 0 (the default) refuses it.
     pub allow_other_owner: u32,
+    /// What the file does with its state at a reboot: `SHMLIMIT_ON_REBOOT_DEFAULT` (0: a created
+    /// file translates, an opened file keeps its own choice), `SHMLIMIT_ON_REBOOT_TRANSLATE` or
+    /// `SHMLIMIT_ON_REBOOT_RESET` (stored at creation; an existing file must have made the same
+    /// choice, else `SHMLIMIT_DEFINITION_CONFLICT`).
+    pub on_reboot: u32,
     /// Must be zero.
-    pub reserved: [u64; 4],
+    pub reserved0: u32,
+    /// Must be zero.
+    pub reserved: [u64; 3],
 }
+
+/// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
+/// file keeps the choice it was created with.
+pub const SHMLIMIT_ON_REBOOT_DEFAULT: u32 = 0;
+/// `shmlimit_options.on_reboot`: at a reboot every stored time is translated to the new boot's
+/// clock through the wall clock: quotas used before the reboot stay used (permits are released).
+pub const SHMLIMIT_ON_REBOOT_TRANSLATE: u32 = 1;
+/// `shmlimit_options.on_reboot`: at a reboot every state is reset to fresh, once.
+pub const SHMLIMIT_ON_REBOOT_RESET: u32 = 2;
 
 /// The outcome of one decision.
 ///
@@ -379,9 +395,9 @@ fn invalid(name: &str, reason: impl Into<String>) -> Failure {
 }
 
 impl shmlimit_options {
-    /// Check the fields; `(mode, allow_other_owner)`.
-    pub(crate) fn validate(&self) -> Result<(u32, bool), Failure> {
-        if self.reserved != [0; 4] {
+    /// Check the fields; `(mode, allow_other_owner, on_reboot)`.
+    pub(crate) fn validate(&self) -> Result<(u32, bool, Option<crate::OnReboot>), Failure> {
+        if self.reserved != [0; 3] || self.reserved0 != 0 {
             return Err(invalid("", "shmlimit_options.reserved must be zero"));
         }
         if self.mode > 0o777 {
@@ -403,8 +419,21 @@ impl shmlimit_options {
                 ))
             }
         };
+        let on_reboot = match self.on_reboot {
+            SHMLIMIT_ON_REBOOT_DEFAULT => None,
+            SHMLIMIT_ON_REBOOT_TRANSLATE => Some(crate::OnReboot::Translate),
+            SHMLIMIT_ON_REBOOT_RESET => Some(crate::OnReboot::Reset),
+            n => {
+                return Err(invalid(
+                    "",
+                    format!(
+                        "on_reboot is {n}: must be SHMLIMIT_ON_REBOOT_DEFAULT, _TRANSLATE or _RESET"
+                    ),
+                ))
+            }
+        };
         let mode = if self.mode == 0 { 0o600 } else { self.mode };
-        Ok((mode, allow))
+        Ok((mode, allow, on_reboot))
     }
 }
 

@@ -573,7 +573,7 @@ fn attach(
         return Err(Error::DefinitionConflict {
             path: path.to_owned(),
             reason: format!(
-                "the file was created to {} at a reboot, {} requested",
+                "the file was created to {} at a reboot, not to {}",
                 on_reboot.describe(),
                 access.on_reboot.unwrap_or_default().describe()
             ),

@@ -28,11 +28,12 @@
 //!   ended before this boot's origin is marked freed; one still in its window but dated before
 //!   the origin is dated at the origin (one unit): it expires up to that much later than it
 //!   should, never earlier. The shift is one constant, so dates stay in commit order.
-//! * Fixed and sliding windows aligned to the wall clock keep their *calendar* window: window `k`
-//!   of the old boot is the Unix window `k + floor(P_phase_old / W)` (word 16), renumbered with
-//!   this boot's offset. Windows aligned to the monotonic clock move to the window that holds
-//!   their last instant after the shift (later, never earlier); a sliding window whose two
-//!   windows land in one merges their counts into the current one.
+//! * Fixed and sliding windows move to the window of this boot that holds their last instant
+//!   after the shift (later, never earlier). For windows aligned to the wall clock, whose phase
+//!   is word 16, that is exactly their *calendar* window (the same UTC day) when the old boot
+//!   kept one wall offset; windows aligned to the monotonic clock can land one window later
+//!   than their admissions. A sliding window whose two windows land in one merges their counts
+//!   into the current one.
 //! * Window indices are stored truncated (32 and 24 bits). The full index is recovered nearest to
 //!   a reference: the old boot's time of `max(Unix now, word 22)`.
 //! * Permits (concurrency limits, keyed or not) are released: their holders died with the boot.
@@ -355,15 +356,16 @@ impl Shift {
         }
     }
 
-    /// The new full index of old window `k` (`Some`), given the window's alignment.
+    /// The new full index of old window `k`: the window of this boot that holds the old
+    /// window's last instant after the shift. For wall-aligned windows whose boot kept one wall
+    /// offset this is exactly the same calendar window; a wall clock stepped forward during the
+    /// old boot (a highest offset above the phase word) moves it later, never earlier.
     fn window(&self, k: i128, window_ns: u64, alignment: Alignment) -> i128 {
-        match alignment {
-            Alignment::WallClock => {
-                k + floor_div(self.phase_old as i128, window_ns)
-                    - floor_div(self.phase_new as i128, window_ns)
-            }
-            Alignment::Monotonic => floor_div((k + 1) * window_ns as i128 - 1 + self.d, window_ns),
-        }
+        let last = (k + 1) * window_ns as i128 - self.phase(true, window_ns, alignment) as i128 - 1;
+        floor_div(
+            last + self.d + self.phase(false, window_ns, alignment) as i128,
+            window_ns,
+        )
     }
 
     /// The index of this boot's now, with this boot's phase.
