@@ -47,6 +47,7 @@ pub struct Builder<C: Clock = MonotonicClock> {
     error: Option<Error>,
     access: Access,
     clock: C,
+    sync_every: Option<Duration>,
 }
 
 impl Builder<MonotonicClock> {
@@ -56,6 +57,7 @@ impl Builder<MonotonicClock> {
             error: None,
             access: Access::default(),
             clock: MonotonicClock,
+            sync_every: None,
         }
     }
 }
@@ -136,7 +138,19 @@ impl<C: Clock> Builder<C> {
             error: self.error,
             access: self.access,
             clock,
+            sync_every: self.sync_every,
         }
+    }
+
+    /// Bound what a power loss can forget: a helper thread of this handle writes the file's
+    /// dirty pages to the disk every `period` ([`Limiter::sync`]), off the decision path, until
+    /// the last clone of the handle is dropped. After a power loss at most `period` (plus one
+    /// sync's duration) of admissions are forgotten. The thread does not survive a `fork`; one
+    /// syncing process per file is enough (`shmlimit sync PATH --every 1s` does it for any
+    /// language).
+    pub fn sync_every(mut self, period: Duration) -> Self {
+        self.sync_every = Some(period);
+        self
     }
 
     /// Create the file with these definitions, or attach to it if it exists with the same ones.
@@ -150,7 +164,7 @@ impl<C: Clock> Builder<C> {
             return Err(e);
         }
         let mapped = file::create_or_open(path.as_ref(), &self.defs, &self.access)?;
-        Limiter::from_mapped(mapped, self.clock)
+        Limiter::from_mapped(mapped, self.clock).map(|l| l.syncing(self.sync_every))
     }
 
     /// Attach to an existing file; if limits were added, they must match the file's.
@@ -164,7 +178,7 @@ impl<C: Clock> Builder<C> {
         }
         let expected = (!self.defs.is_empty()).then_some(self.defs.as_slice());
         let mapped = file::open(path.as_ref(), expected, &self.access)?;
-        Limiter::from_mapped(mapped, self.clock)
+        Limiter::from_mapped(mapped, self.clock).map(|l| l.syncing(self.sync_every))
     }
 }
 
@@ -257,6 +271,43 @@ impl<C: Clock> Limiter<C> {
                 tuning: Mutex::new(()),
             }),
             clock,
+        })
+    }
+
+    /// Start the helper thread of [`Builder::sync_every`].
+    fn syncing(self, every: Option<Duration>) -> Self {
+        if let Some(period) = every {
+            let weak = Arc::downgrade(&self.shared);
+            // A thread that cannot be started leaves the kernel's writeback as the only bound.
+            let _ = std::thread::Builder::new()
+                .name("shmlimit-sync".into())
+                .spawn(move || loop {
+                    std::thread::sleep(period);
+                    match weak.upgrade() {
+                        Some(shared) => {
+                            let _ = file::reboot::sync(&shared.mapped);
+                        }
+                        None => return,
+                    }
+                });
+        }
+        self
+    }
+
+    /// Write the file's dirty pages (every limit's state and counters) to the disk now, and
+    /// record this boot as alive for the translation at the next reboot. Off the decision
+    /// path: decisions go on meanwhile; the first write to each page after it costs that
+    /// process one minor page fault. A power loss forgets at most what was decided since the
+    /// last sync (or since the kernel last wrote the pages back, about 30 s by default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the kernel reports a write error.
+    pub fn sync(&self) -> Result<()> {
+        file::reboot::sync(&self.shared.mapped).map_err(|source| Error::Io {
+            op: "syncing the file to its disk",
+            path: self.shared.mapped.path.clone(),
+            source,
         })
     }
 

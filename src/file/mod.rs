@@ -116,6 +116,11 @@ impl Mapped {
         }
     }
 
+    /// `msync(MS_SYNC)` of the whole mapping: its dirty pages are on the disk on return.
+    pub fn flush(&self) -> io::Result<()> {
+        self.map.flush()
+    }
+
     pub fn header(&self, index: usize) -> u64 {
         // Acquire: pairs with the Release stores of a boot reset.
         self.word(index * 8).load(Ordering::Acquire)

@@ -152,6 +152,15 @@ pub(crate) fn note_alive(mapped: &Mapped) {
         .fetch_max(unix_now_ns(), Ordering::Relaxed);
 }
 
+/// Write the file's dirty pages to its disk now (`msync(MS_SYNC)` of the whole mapping), after
+/// recording this boot as alive. What a power loss can forget is what was decided since the
+/// last sync, or since the kernel last wrote the pages back (`vm.dirty_expire_centisecs`,
+/// 30 s by default, plus the flusher's period), whichever is later.
+pub(crate) fn sync(mapped: &Mapped) -> std::io::Result<()> {
+    note_alive(mapped);
+    mapped.flush()
+}
+
 /// The reboot information in the header.
 pub(crate) fn info(mapped: &Mapped) -> RebootInfo {
     let failed = (0..mapped.defs.len())
