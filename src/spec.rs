@@ -81,6 +81,37 @@ impl Rate {
         Rate::new(tokens, Duration::from_secs(1))
     }
 
+    /// An average Gregorian month in nanoseconds: a twelfth of 365.2425 days, 2,629,746 s.
+    pub const MONTH_NS: u64 = 2_629_746_000_000_000;
+
+    /// `tokens` per day (86,400 s): `Rate::per_day(10_000)` refills one token every 8.64 s.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_day(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_secs(86_400))
+    }
+
+    /// `tokens` per week (7 days).
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_week(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_secs(7 * 86_400))
+    }
+
+    /// `tokens` per average Gregorian month ([`Rate::MONTH_NS`]): a rate is an average, so the
+    /// refill does not follow the calendar's month lengths.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_month(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_nanos(Rate::MONTH_NS))
+    }
+
     /// A fractional rate in tokens per second (e.g. `0.5` or `33.3`).
     ///
     /// # Errors

@@ -207,7 +207,13 @@ fn a_reboot_past_midnight_gives_the_next_day_exactly() {
 }
 
 fn per_day_bucket() -> shmlimit::Builder {
-    let rate = Rate::new(10_000, Duration::from_secs(86_400)).unwrap();
+    let rate = Rate::per_day(10_000).unwrap();
+    assert_eq!(rate.emission_ns(), 8_640_000_000);
+    assert_eq!(Rate::per_week(7).unwrap().emission_ns(), DAY);
+    assert_eq!(
+        Rate::per_month(10_000).unwrap().emission_ns(),
+        262_974_600_000
+    );
     Limiter::builder()
         .limit("tb", TokenBucket::new(10_000, rate))
         .limit("daily", FixedWindow::new(10, Duration::from_secs(86_400)))

@@ -71,7 +71,14 @@ __all__ = [
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
     "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED",
+    "DAY", "WEEK", "MONTH",
 ]
+
+#: Periods for ``TokenBucket(rate=..., per=...)``, in seconds. ``MONTH`` is the average Gregorian
+#: month (365.2425 / 12 days = 2,629,746 s): a rate is an average, whatever the month's length.
+DAY = 86_400.0
+WEEK = 7 * DAY
+MONTH = 2_629_746.0
 
 Seconds = Union[int, float, datetime.timedelta]
 

@@ -293,6 +293,11 @@ class LaterFeaturesTest(unittest.TestCase):
             with self.assertRaises(shmlimit.InvalidParameterError):
                 b.set_rate(0)
 
+    def test_rates_per_day_week_and_month(self):
+        self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.DAY).emission_ns, 8_640_000_000)
+        self.assertEqual(TokenBucket(rate=7, per=shmlimit.WEEK).emission_ns, 86_400 * 10**9)
+        self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.MONTH).emission_ns, 262_974_600_000)
+
     def test_a_daily_quota_survives_a_simulated_reboot_unless_the_file_resets(self):
         day = 86_400
         boot_id_offset = 12 * 8  # header words 12-13

@@ -4,14 +4,16 @@
 //! [[limit]]
 //! name = "api"
 //! algorithm = "token_bucket"   # token_bucket | fixed_window | sliding_window | sliding_log
-//! rate = "100/s"               # "300/s", "100/min", "0.5/s", "5/10s"; a bare number is per second
+//! rate = "100/s"               # "300/s", "100/min", "10000/day", "7/week", "10000/month",
+//!                              # "0.5/s", "5/10s"; a bare number is per second (a month is the
+//!                              # average Gregorian month, 2,629,746 s)
 //! burst = 20
 //!
 //! [[limit]]
 //! name = "search"
 //! algorithm = "sliding_log"
 //! limit = 100
-//! window = "60s"               # "500ms", "60s", "1min", "2h", "1d"
+//! window = "60s"               # "500ms", "60s", "1min", "2h", "1d", "1week"
 //! ```
 //!
 //! Fixed and sliding windows also take `alignment = "wall_clock"` (the default: windows start at
@@ -481,9 +483,9 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         parse_duration(period)?
     } else {
-        let unit = unit_ns(period).ok_or_else(|| {
+        let unit = unit_ns(period).or_else(|| rate_unit_ns(period)).ok_or_else(|| {
             format!(
-                "unknown unit \"{period}\" in \"{text}\" (use ns, us, ms, s, min, h, d or a duration like 10s)"
+                "unknown unit \"{period}\" in \"{text}\" (use ns, us, ms, s, min, h, d, week, month, year or a duration like 10s)"
             )
         })?;
         Duration::from_nanos(unit)
@@ -525,6 +527,19 @@ fn unit_ns(unit: &str) -> Option<u64> {
         "m" | "min" | "minute" | "minutes" => 60_000_000_000,
         "h" | "hour" | "hours" => 3_600_000_000_000,
         "d" | "day" | "days" => 86_400_000_000_000,
+        "w" | "week" | "weeks" => 7 * 86_400_000_000_000,
+        _ => return None,
+    })
+}
+
+/// Periods a rate may be given per, beyond the fixed units: a month and a year as their average
+/// Gregorian lengths (a year of 365.2425 days, a month of a twelfth of it: 2,629,746 s). A rate is
+/// an average, so "10000/month" refills one token every 262.97 s whatever the month's length;
+/// windows, which have edges, take no months.
+fn rate_unit_ns(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "mo" | "month" | "months" => shmlimit::Rate::MONTH_NS,
+        "y" | "yr" | "year" | "years" => 12 * shmlimit::Rate::MONTH_NS,
         _ => return None,
     })
 }
@@ -543,8 +558,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if unit.is_empty() {
         return Err(format!("\"{text}\" has no unit: {hint}"));
     }
+    if rate_unit_ns(unit).is_some() {
+        return Err(format!(
+            "\"{text}\": months and years have no fixed length; a window takes ns, us, ms, s, min, h, d or week (calendar-month windows are not supported yet; a token bucket takes \"10000/month\")"
+        ));
+    }
     let unit = unit_ns(unit).ok_or_else(|| {
-        format!("unknown unit \"{unit}\" in \"{text}\" (use ns, us, ms, s, min, h or d)")
+        format!("unknown unit \"{unit}\" in \"{text}\" (use ns, us, ms, s, min, h, d or week)")
     })?;
     let ns: u128 = if let Ok(n) = number.parse::<u64>() {
         u128::from(n) * u128::from(unit)
@@ -584,6 +604,37 @@ mod tests {
             .unwrap_err()
             .contains("unknown unit"));
         assert!(parse_rate("2000000000/s").unwrap_err().contains("faster"));
+        assert_eq!(parse_rate("10000/d").unwrap().emission_ns(), 8_640_000_000);
+        assert_eq!(
+            parse_rate("10000/day").unwrap().emission_ns(),
+            8_640_000_000
+        );
+        assert_eq!(
+            parse_rate("7/week").unwrap().emission_ns(),
+            86_400_000_000_000
+        );
+        assert_eq!(
+            parse_rate("10000/month").unwrap().emission_ns(),
+            262_974_600_000
+        );
+        assert_eq!(
+            parse_rate("12/year").unwrap().emission_ns(),
+            2_629_746_000_000_000
+        );
+        assert_eq!(
+            parse_rate("1/2w").unwrap().emission_ns(),
+            14 * 86_400_000_000_000
+        );
+    }
+
+    #[test]
+    fn windows_take_weeks_but_not_months() {
+        assert_eq!(
+            parse_duration("1week").unwrap(),
+            Duration::from_secs(7 * 86_400)
+        );
+        let e = parse_duration("1month").unwrap_err();
+        assert!(e.contains("no fixed length"), "{e}");
     }
 
     #[test]
@@ -596,7 +647,11 @@ mod tests {
         assert!(parse_duration("0s")
             .unwrap_err()
             .starts_with("must be positive"));
-        assert!(parse_duration("3 weeks")
+        assert_eq!(
+            parse_duration("3 weeks").unwrap(),
+            Duration::from_secs(21 * 86_400)
+        );
+        assert!(parse_duration("3 fortnights")
             .unwrap_err()
             .contains("unknown unit"));
     }
