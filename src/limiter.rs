@@ -1054,7 +1054,7 @@ impl<C: Clock> Limit<C> {
             return decision;
         }
         if decision.is_denied() && shadow {
-            decision = Decision::allowed(0, 1);
+            decision = Decision::allowed(0, 1).resetting(decision.reset_after_ns());
             decision.cost = 0; // nothing was taken: a refund of it gives nothing back
             decision.shadow_denied = true;
             self.count(2);

@@ -257,7 +257,10 @@ impl<C: Clock> Limit<C> {
             let now = self.clock().now_ns();
             match book(&g, now, current & !PARAM_TAG, n, max_delay) {
                 Booking::Refused { delay } => {
-                    let decision = Decision::denied(delay, 0, g.emission_ns).of(g.tolerance_ns);
+                    let tat = current & !PARAM_TAG;
+                    let decision = Decision::denied(delay, 0, g.emission_ns)
+                        .of(g.tolerance_ns)
+                        .resetting(tat.saturating_sub(now));
                     return Ok(self.reservation(decision, n, None, now, delay));
                 }
                 Booking::Granted { new_tat, delay } => {
@@ -268,8 +271,9 @@ impl<C: Clock> Limit<C> {
                     {
                         Ok(_) => {
                             let slack = g.tolerance_ns.saturating_sub(new_tat - now);
-                            let decision =
-                                Decision::allowed(slack, g.emission_ns).of(g.tolerance_ns);
+                            let decision = Decision::allowed(slack, g.emission_ns)
+                                .of(g.tolerance_ns)
+                                .resetting(new_tat - now);
                             return Ok(self.reservation(decision, n, Some(word), now, delay));
                         }
                         Err(actual) => current = actual,

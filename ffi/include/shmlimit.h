@@ -44,6 +44,10 @@
 // does nothing); a fail-closed denial has `retry_after_ns` at least 1.
 #define SHMLIMIT_DECISION_UNAVAILABLE 1
 
+// Size of each header value buffer of `shmlimit_headers`, with its NUL: room for
+// `SHMLIMIT_MAX_CHECKS` items of the longest name and the largest numbers.
+#define SHMLIMIT_HEADER_VALUE_LEN 1024
+
 // Longest key in bytes.
 #define SHMLIMIT_MAX_KEY_LEN 1024
 
@@ -352,6 +356,10 @@ typedef struct shmlimit_decision {
     // refund on another limit is refused with `SHMLIMIT_WRONG_KIND`; zero when there is no
     // grant. A record with `reserved[1]` zero is not checked.
     uint64_t reserved[2];
+    // Nanoseconds until the limit is back to its whole budget (a full bucket, an empty window
+    // or log) if nothing else is admitted meanwhile: the `t` of the `RateLimit` header. Zero
+    // for permits and for a limit already whole.
+    uint64_t reset_after_ns;
 } shmlimit_decision;
 
 // Decision counters of one limit, summed over every process attached to the file.
@@ -397,6 +405,27 @@ typedef struct shmlimit_composed {
     // Written as zero.
     uint64_t reserved[2];
 } shmlimit_composed;
+
+// A limit's quota per window, in the terms of the IETF `RateLimit-Policy` field.
+typedef struct shmlimit_policy {
+    // `q`: how many units the limit grants per window.
+    uint64_t quota;
+    // `w`: the window in whole seconds, at least 1. A token bucket's window is the time it
+    // takes to refill from empty; its quota what the rate grants over it.
+    uint64_t window_secs;
+} shmlimit_policy;
+
+// The header values for one HTTP response, NUL-terminated.
+typedef struct shmlimit_headers {
+    // The `RateLimit` field value: `"name";r=REMAINING;t=RESET_SECONDS` per limit, joined by
+    // `", "`. Empty when every limit given is a concurrency limit.
+    char rate_limit[SHMLIMIT_HEADER_VALUE_LEN];
+    // The `RateLimit-Policy` field value: `"name";q=QUOTA;w=WINDOW_SECONDS` per limit.
+    char rate_limit_policy[SHMLIMIT_HEADER_VALUE_LEN];
+    // The `Retry-After` field value in whole seconds (rounded up, at least 1) when some
+    // decision was a denial; empty when all admitted.
+    char retry_after[24];
+} shmlimit_headers;
 
 // One held permit of a concurrency limit, as `shmlimit_permit_holders` lists it.
 typedef struct shmlimit_permit_holder {
@@ -879,6 +908,39 @@ shmlimit_status shmlimit_guarded_acquire_key(const struct shmlimit_guarded_limit
 // `limit` must be NULL or a live handle; `grant` NULL or a valid `shmlimit_decision`.
 shmlimit_status shmlimit_guarded_refund(const struct shmlimit_guarded_limit *limit,
                                         const struct shmlimit_decision *grant);
+
+// The policy of `limit` from its live parameters (a retuned rate shows at once).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`; `SHMLIMIT_WRONG_KIND` for a concurrency limit (it bounds
+// work in flight, not a rate); `SHMLIMIT_CORRUPT_STATE` if the live parameters are damaged.
+//
+// Thread-safety: any thread, at any time.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `policy_out` NULL or valid for one write.
+shmlimit_status shmlimit_limit_policy(const struct shmlimit_limit *limit,
+                                      struct shmlimit_policy *policy_out);
+
+// Render the `RateLimit`, `RateLimit-Policy` and `Retry-After` header values for `count`
+// decisions, `decisions[i]` made on `limits[i]` (for example the checks of a composed
+// decision, or a single `shmlimit_acquire`). Each limit appears under its name with its live
+// policy; concurrency limits add nothing to the two `RateLimit` fields but a denial of theirs
+// sets `Retry-After`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`; `SHMLIMIT_INVALID_PARAMETER` for `count` 0 or above
+// `SHMLIMIT_MAX_CHECKS`; `SHMLIMIT_CORRUPT_STATE` if a limit's live parameters are damaged.
+//
+// Thread-safety: any thread, at any time.
+//
+// # Safety
+//
+// `limits` must be NULL or point to `count` live limit handles, `decisions` NULL or to
+// `count` decisions; `headers_out` NULL or valid for one write.
+shmlimit_status shmlimit_ratelimit_headers(const struct shmlimit_limit *const *limits,
+                                           const struct shmlimit_decision *decisions,
+                                           size_t count,
+                                           struct shmlimit_headers *headers_out);
 
 // Admit `cost` units for `key` now on a keyed limit, or deny and consume nothing. A new key
 // takes a free slot of the table (or one whose key is idle, back to a fresh state); when none

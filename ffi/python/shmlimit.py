@@ -271,6 +271,7 @@ class _Decision(ctypes.Structure):
         ("retry_after_ns", ctypes.c_uint64),
         ("grant", ctypes.c_uint64 * 2),
         ("reserved", ctypes.c_uint64 * 2),
+        ("reset_after_ns", ctypes.c_uint64),
     ]
 
 
@@ -868,10 +869,12 @@ class Decision:
     """
 
     __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied", "unavailable",
-                 "_grant")
+                 "_grant", "reset_after_ns")
 
     def __init__(self, allowed: bool, remaining: int, retry_after_ns: int,
-                 shadow_denied: bool = False, _grant: tuple = (0, 0, 0), unavailable: bool = False):
+                 shadow_denied: bool = False, _grant: tuple = (0, 0, 0), unavailable: bool = False,
+                 reset_after_ns: int = 0):
+        self.reset_after_ns = reset_after_ns
         self.allowed = allowed
         self.remaining = remaining
         self.retry_after_ns = retry_after_ns
@@ -883,7 +886,7 @@ class Decision:
     def _of(cls, out: "_Decision") -> "Decision":
         return cls(bool(out.allowed), out.remaining, out.retry_after_ns, bool(out.shadow_denied),
                    (out.grant[0], out.grant[1], out.reserved[1]),
-                   bool(out.reserved[0] & _DECISION_UNAVAILABLE))
+                   bool(out.reserved[0] & _DECISION_UNAVAILABLE), out.reset_after_ns)
 
     def _struct(self) -> "_Decision":
         out = _Decision()
@@ -892,6 +895,7 @@ class Decision:
         # The grant record: two words and the limit that made it (reserved[1]).
         out.grant[0], out.grant[1], out.reserved[1] = self._grant
         out.reserved[0] = _DECISION_UNAVAILABLE if self.unavailable else 0
+        out.reset_after_ns = self.reset_after_ns
         return out
 
     @property
@@ -907,6 +911,11 @@ class Decision:
     def retry_after(self) -> float:
         """Seconds until the same request could be admitted (0.0 when allowed)."""
         return self.retry_after_ns / 1e9
+
+    @property
+    def reset_after(self) -> float:
+        """Seconds until the limit is back to its whole budget if nothing else is admitted."""
+        return self.reset_after_ns / 1e9
 
     def __bool__(self) -> bool:
         return self.allowed

@@ -47,11 +47,11 @@ static void status_codes(void) {
     CHECK(offsetof(shmlimit_def, fleet_emission_ns) == 64);
     CHECK(offsetof(shmlimit_decision, grant) == 24);
     CHECK(sizeof(shmlimit_check) == 32 && offsetof(shmlimit_check, cost) == 8);
-    CHECK(sizeof(shmlimit_composed) == 24 + 56 * SHMLIMIT_MAX_CHECKS + 16);
+    CHECK(sizeof(shmlimit_composed) == 24 + 64 * SHMLIMIT_MAX_CHECKS + 16);
     CHECK(offsetof(shmlimit_composed, count) == 8 && offsetof(shmlimit_composed, decisions) == 24);
     CHECK(sizeof(shmlimit_permit_holder) == 48 && offsetof(shmlimit_permit_holder, since_ns) == 16);
     CHECK(sizeof(shmlimit_options) == 40);
-    CHECK(sizeof(shmlimit_decision) == 56 && offsetof(shmlimit_decision, remaining) == 8);
+    CHECK(sizeof(shmlimit_decision) == 64 && offsetof(shmlimit_decision, remaining) == 8 && offsetof(shmlimit_decision, reset_after_ns) == 56);
     CHECK(sizeof(shmlimit_stats) == 64);
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         const char *text = shmlimit_strerror(codes[i]);

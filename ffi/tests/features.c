@@ -977,6 +977,75 @@ static void reboot_choice(const char *dir) {
     shmlimit_limiter_free(limiter);
 }
 
+/* What an HTTP client is told: the reset of each decision, each limit's policy, and the header
+ * values rendered by the core. */
+static void client_headers(const char *dir) {
+    shmlimit_def defs[3];
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *api = NULL, *log = NULL, *slots = NULL;
+    const shmlimit_limit *both[2];
+    shmlimit_decision d[2], held;
+    shmlimit_policy policy;
+    shmlimit_headers headers;
+    char path[4096];
+
+    snprintf(path, sizeof path, "%s/headers.shm", dir);
+    /* 10 per hour with a burst of 2: 6 minutes per token. */
+    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 2, HOUR, 10);
+    zero_def(&defs[1], "log", SHMLIMIT_SLIDING_LOG, 3, 90 * SECOND, 0);
+    zero_def(&defs[2], "slots", SHMLIMIT_CONCURRENCY, 1, 0, 0);
+    OK(shmlimit_limiter_create_or_open(path, defs, 3, NULL, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "api", &api));
+    OK(shmlimit_limiter_limit(limiter, "log", &log));
+    OK(shmlimit_limiter_limit(limiter, "slots", &slots));
+
+    OK(shmlimit_limit_policy(api, &policy));
+    CHECK(policy.quota == 2 && policy.window_secs == 720);
+    OK(shmlimit_limit_policy(log, &policy));
+    CHECK(policy.quota == 3 && policy.window_secs == 90);
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_limit_policy", shmlimit_limit_policy(slots, &policy));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_limit_policy", shmlimit_limit_policy(api, NULL));
+
+    OK(shmlimit_acquire(api, 1, &d[0]));
+    CHECK(d[0].allowed && d[0].reset_after_ns > 0 && d[0].reset_after_ns <= 360 * SECOND);
+    OK(shmlimit_acquire(log, 3, &d[1]));
+    /* The log dates admissions in units of 1024 ns, rounded up: its reset can pass W by that. */
+    CHECK(d[1].allowed && d[1].reset_after_ns > 89 * SECOND &&
+          d[1].reset_after_ns <= 90 * SECOND + 1024);
+    both[0] = api;
+    both[1] = log;
+    OK(shmlimit_ratelimit_headers(both, d, 2, &headers));
+    CHECK(strcmp(headers.rate_limit_policy, "\"api\";q=2;w=720, \"log\";q=3;w=90") == 0);
+    CHECK(strcmp(headers.rate_limit, "\"api\";r=1;t=360, \"log\";r=0;t=90") == 0 ||
+          strcmp(headers.rate_limit, "\"api\";r=1;t=360, \"log\";r=0;t=91") == 0);
+    CHECK(headers.retry_after[0] == '\0');
+
+    OK(shmlimit_acquire(log, 1, &d[1]));
+    CHECK(!d[1].allowed);
+    OK(shmlimit_ratelimit_headers(both, d, 2, &headers));
+    CHECK(strcmp(headers.retry_after, "90") == 0);
+
+    /* A concurrency limit adds no policy item, but its denial (told by the caller, as a
+     * permit call returns no decision) sets Retry-After. */
+    memset(&held, 0, sizeof held);
+    held.retry_after_ns = SECOND / 10;
+    both[1] = slots;
+    d[1] = held;
+    OK(shmlimit_ratelimit_headers(both, d, 2, &headers));
+    CHECK(strcmp(headers.rate_limit_policy, "\"api\";q=2;w=720") == 0);
+    CHECK(strcmp(headers.rate_limit, "\"api\";r=1;t=360") == 0);
+    CHECK(strcmp(headers.retry_after, "1") == 0);
+
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_ratelimit_headers",
+                shmlimit_ratelimit_headers(both, d, 0, &headers));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_ratelimit_headers",
+                shmlimit_ratelimit_headers(NULL, d, 2, &headers));
+    shmlimit_limit_free(api);
+    shmlimit_limit_free(log);
+    shmlimit_limit_free(slots);
+    shmlimit_limiter_free(limiter);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -992,6 +1061,7 @@ int main(int argc, char **argv) {
     waiting(argv[1]);
     reservations(argv[1]);
     reboot_choice(argv[1]);
+    client_headers(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -64,20 +64,23 @@ impl FixedWindow {
     #[inline(always)]
     pub fn step(&self, now: u64, word: u64, n: u64) -> Step {
         let (t, window, count) = self.current(now, word);
+        // The window holding the counts ends at `next`: then the limit is whole again.
+        let ends_in = (window + 1)
+            .saturating_mul(self.window_ns)
+            .saturating_sub(t);
         if count + n <= self.limit {
             Step::Admit {
                 new: pack(window, count + n),
                 decision: Decision::allowed(self.limit - count - n, 1)
                     .stamped(window)
-                    .of(self.limit),
+                    .of(self.limit)
+                    .resetting(ends_in),
             }
         } else {
-            let next = (window + 1).saturating_mul(self.window_ns);
-            Step::Deny(Decision::denied(
-                next.saturating_sub(t),
-                self.limit.saturating_sub(count),
-                1,
-            ))
+            Step::Deny(
+                Decision::denied(ends_in, self.limit.saturating_sub(count), 1)
+                    .resetting(if count > 0 { ends_in } else { 0 }),
+            )
         }
     }
 

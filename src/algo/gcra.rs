@@ -50,14 +50,18 @@ impl Gcra {
             Step::Admit {
                 new: new_tat,
                 decision: Decision::allowed(self.tolerance_ns - used, self.emission_ns)
-                    .of(self.tolerance_ns),
+                    .of(self.tolerance_ns)
+                    .resetting(used),
             }
         } else {
-            Step::Deny(Decision::denied(
-                used - self.tolerance_ns,
-                self.tolerance_ns.saturating_sub(base - now),
-                self.emission_ns,
-            ))
+            Step::Deny(
+                Decision::denied(
+                    used - self.tolerance_ns,
+                    self.tolerance_ns.saturating_sub(base - now),
+                    self.emission_ns,
+                )
+                .resetting(base - now),
+            )
         }
     }
 

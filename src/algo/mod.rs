@@ -65,6 +65,8 @@ pub struct Decision {
     /// Which limit (and file) made this decision, for refunds: 0 when unknown (a grant
     /// rebuilt from a C grant record whose `reserved[1]` was cleared).
     pub(crate) origin: u64,
+    /// Nanoseconds until the limit is back to its whole budget if nothing else is admitted.
+    reset_ns: u64,
 }
 
 impl Decision {
@@ -80,6 +82,7 @@ impl Decision {
             shadow_denied: false,
             whole: 0,
             origin: 0,
+            reset_ns: 0,
         }
     }
 
@@ -96,12 +99,20 @@ impl Decision {
             shadow_denied: false,
             whole: 0,
             origin: 0,
+            reset_ns: 0,
         }
     }
 
     #[inline(always)]
     pub(crate) fn of(mut self, whole: u64) -> Self {
         self.whole = whole;
+        self
+    }
+
+    /// Record when the limit is back to its whole budget: `ns` from the decision's `now`.
+    #[inline(always)]
+    pub(crate) fn resetting(mut self, ns: u64) -> Self {
+        self.reset_ns = ns;
         self
     }
 
@@ -188,6 +199,27 @@ impl Decision {
     pub fn retry_after_secs_ceil(&self) -> u64 {
         self.retry_after_ns.div_ceil(1_000_000_000)
     }
+
+    /// Nanoseconds until the limit is back to its whole budget (a full bucket, an empty window
+    /// or log) if nothing else is admitted meanwhile: redis-cell's `reset_after`, the `t` of the
+    /// IETF `RateLimit` header. Exact for the token bucket (`tat - now`) and the sliding log
+    /// (the newest admission's expiry); the end of the window that holds the last admission for
+    /// the fixed window, and of the window after it for the sliding window (whose estimate
+    /// still weighs the previous window). Zero for a limit already whole and for permits.
+    #[inline(always)]
+    pub fn reset_after_ns(&self) -> u64 {
+        self.reset_ns
+    }
+
+    /// [`Decision::reset_after_ns`] as a [`Duration`].
+    pub fn reset_after(&self) -> Duration {
+        Duration::from_nanos(self.reset_ns)
+    }
+
+    /// [`Decision::reset_after_ns`] in whole seconds, rounded up.
+    pub fn reset_after_secs_ceil(&self) -> u64 {
+        self.reset_ns.div_ceil(1_000_000_000)
+    }
 }
 
 /// Decisions are equal when what they tell the caller is: allowed, remaining and retry-after
@@ -208,6 +240,7 @@ impl fmt::Debug for Decision {
             .field("allowed", &self.allowed)
             .field("remaining", &self.remaining())
             .field("retry_after_ns", &self.retry_after_ns)
+            .field("reset_after_ns", &self.reset_ns)
             .finish()
     }
 }

@@ -104,8 +104,8 @@ enum Claim {
     Made { index: usize, value: u64, date: u64 },
     /// The peek would have claimed.
     Possible { index: usize, date: u64 },
-    /// The oldest entry is still inside the window.
-    Full { retry_after_ns: u64 },
+    /// The oldest entry is still inside the window; the newest one leaves it after `reset_ns`.
+    Full { retry_after_ns: u64, reset_ns: u64 },
 }
 
 impl SlidingLog {
@@ -186,8 +186,15 @@ impl SlidingLog {
             let date = read.max(entry_time_ns(newest));
             if !self.is_free(entry, date) {
                 let until = entry_time_ns(entry) + self.window_ns;
+                // A refunded newest entry no longer counts: the oldest live one bounds the reset.
+                let newest_until = if self.is_free(newest, read) {
+                    until
+                } else {
+                    entry_time_ns(newest) + self.window_ns
+                };
                 return Ok(Claim::Full {
                     retry_after_ns: until - read.min(until),
+                    reset_ns: newest_until - read.min(newest_until),
                 });
             }
             if !commit {
@@ -215,6 +222,13 @@ impl SlidingLog {
                 return Ok(Claim::Made { index, value, date });
             }
         }
+    }
+
+    /// How long after `date` the entry `value` leaves the window.
+    #[inline(always)]
+    fn expires_in(&self, value: u64, date: u64) -> u64 {
+        let until = entry_time_ns(value) + self.window_ns;
+        until - date.min(until)
     }
 
     /// Entries after `index` (in ring order) that are free at `date`: what remains after a claim
@@ -263,11 +277,17 @@ impl SlidingLog {
                     Decision::allowed(self.free_after(entries, index, date), 1)
                         .stamped(claim_id(index, value))
                         .of(self.limit)
+                        .resetting(self.expires_in(value, date))
                 }
                 Claim::Possible { index, date } => {
-                    Decision::allowed(self.free_after(entries, index, date), 1).of(self.limit)
+                    Decision::allowed(self.free_after(entries, index, date), 1)
+                        .of(self.limit)
+                        .resetting(self.window_ns)
                 }
-                Claim::Full { retry_after_ns } => Decision::denied(retry_after_ns, 0, 1),
+                Claim::Full {
+                    retry_after_ns,
+                    reset_ns,
+                } => Decision::denied(retry_after_ns, 0, 1).resetting(reset_ns),
             });
         }
         // Check the n oldest entries first, so a cost that cannot fit claims nothing.
@@ -279,7 +299,9 @@ impl SlidingLog {
             let index = (h & 0xFFFF_FFFF) as usize % entries.len();
             let last = (index + n as usize - 1) % entries.len();
             let date = now();
-            return Ok(Decision::allowed(self.free_after(entries, last, date), 1).of(self.limit));
+            return Ok(Decision::allowed(self.free_after(entries, last, date), 1)
+                .of(self.limit)
+                .resetting(self.window_ns));
         }
         let mut made: Vec<(usize, u64)> = Vec::with_capacity(n as usize);
         loop {
@@ -289,12 +311,16 @@ impl SlidingLog {
                     if made.len() as u64 == n {
                         return Ok(Decision::allowed(self.free_after(entries, index, date), 1)
                             .stamped(DATE_STAMP | date.div_ceil(1 << TIME_SHIFT).max(1))
-                            .of(self.limit));
+                            .of(self.limit)
+                            .resetting(self.expires_in(value, date)));
                     }
                 }
-                Ok(Claim::Full { retry_after_ns }) => {
+                Ok(Claim::Full {
+                    retry_after_ns,
+                    reset_ns,
+                }) => {
                     self.free(entries, &made);
-                    return Ok(Decision::denied(retry_after_ns, 0, 1));
+                    return Ok(Decision::denied(retry_after_ns, 0, 1).resetting(reset_ns));
                 }
                 Ok(Claim::Possible { .. }) => unreachable!("claim with commit never only peeks"),
                 Err(fault) => {
@@ -334,7 +360,17 @@ impl SlidingLog {
                 wait = wait.max(until - read.min(until));
             }
         }
-        Ok((free < n).then(|| Decision::denied(wait, free, 1)))
+        if free >= n {
+            return Ok(None);
+        }
+        // Acquire: as above; the entry before the head is the newest admission.
+        let newest = entries[self.prev_index(index)].load(Ordering::Acquire);
+        let reset = if self.is_free(newest, read) {
+            0
+        } else {
+            self.expires_in(newest, read)
+        };
+        Ok(Some(Decision::denied(wait, free, 1).resetting(reset)))
     }
 
     /// Give back `n` admissions dated `stamp` (log units) or earlier: frees the *oldest* `n`

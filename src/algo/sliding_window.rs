@@ -104,12 +104,33 @@ impl SlidingWindow {
                 new: pack(v.window, v.prev, v.cur + n),
                 decision: Decision::allowed(((cap - wanted) / w) as u64, 1)
                     .stamped(v.window)
-                    .of(self.limit),
+                    .of(self.limit)
+                    .resetting(self.reset_after(&v, v.cur + n)),
             }
         } else {
             let remaining = (cap.saturating_sub(weighted) / w) as u64;
-            Step::Deny(Decision::denied(self.retry_after(&v, n), remaining, 1))
+            Step::Deny(
+                Decision::denied(self.retry_after(&v, n), remaining, 1)
+                    .resetting(self.reset_after(&v, v.cur)),
+            )
         }
+    }
+
+    /// When the estimate is back to zero with `cur` units in the current window: the counts of
+    /// a window weigh on the estimate until the end of the window after it.
+    #[inline(always)]
+    fn reset_after(&self, v: &View, cur: u64) -> u64 {
+        let windows_left = if cur > 0 {
+            2
+        } else if v.prev > 0 {
+            1
+        } else {
+            return 0;
+        };
+        let end = (v.window + windows_left).saturating_mul(self.window_ns);
+        (end - v.window.saturating_mul(self.window_ns))
+            .saturating_sub(v.elapsed)
+            .saturating_add(v.lead)
     }
 
     /// The smallest wait after which the estimate admits `n`, if nothing else is admitted.

@@ -19,12 +19,22 @@ macro_rules! exit_codes {
 mod config;
 #[path = "shmlimit/demo.rs"]
 mod demo;
+#[path = "shmlimit/dependency.rs"]
+mod dependency;
 #[path = "shmlimit/inspect.rs"]
 mod inspect;
 #[path = "shmlimit/operate.rs"]
 mod operate;
 #[path = "shmlimit/render.rs"]
 mod render;
+#[path = "shmlimit/scenario.rs"]
+mod scenario;
+#[path = "shmlimit/scenario_chart.rs"]
+mod scenario_chart;
+#[path = "shmlimit/scenario_fleet.rs"]
+mod scenario_fleet;
+#[path = "shmlimit/scenario_worker.rs"]
+mod scenario_worker;
 #[path = "shmlimit/watch.rs"]
 mod watch;
 
@@ -43,6 +53,8 @@ use clap::{Args, Parser, Subcommand};
         "Start with the demo: N worker processes hammer one shared token bucket and one exact\n",
         "sliding log, and the totals are checked against the guaranteed bounds:\n",
         "  shmlimit demo\n\n",
+        "The shared-dependency scenario (10 to 40 instances, retries, batches, a slow dependency):\n",
+        "  shmlimit demo --scenario dependency\n\n",
         exit_codes!()
     )
 )]
@@ -54,6 +66,10 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Demo(demo::DemoArgs),
+    DemoDependency(dependency::DependencyArgs),
+    /// One instance of the dependency scenario (started by it)
+    #[command(hide = true)]
+    DemoWorker(scenario_worker::WorkerArgs),
     Create(inspect::CreateArgs),
     Check(inspect::CheckArgs),
     Inspect(inspect::InspectArgs),
@@ -199,6 +215,8 @@ impl Failure {
 fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Demo(args) => demo::run(args),
+        Command::DemoDependency(args) => dependency::run(args),
+        Command::DemoWorker(args) => scenario_worker::run(args),
         Command::Create(args) => inspect::create(args),
         Command::Check(args) => inspect::check(args),
         Command::Inspect(args) => inspect::inspect(args),

@@ -15,6 +15,7 @@ const NONE: shmlimit_decision = shmlimit_decision {
     retry_after_ns: 0,
     grant: [0; 2],
     reserved: [0; 2],
+    reset_after_ns: 0,
 };
 
 /// The limits of `checks`, each checked (non-NULL, aligned, reserved fields zero).

@@ -92,6 +92,7 @@ fn to_c(decision: GuardedDecision, commit: bool) -> shmlimit_decision {
             retry_after_ns: if allowed { 0 } else { retry_after_ns.max(1) },
             grant: [0; 2],
             reserved: [SHMLIMIT_DECISION_UNAVAILABLE, 0],
+            reset_after_ns: 0,
         },
     }
 }

@@ -18,7 +18,7 @@
 //! # Implementation details
 //!
 //! The exports are grouped by concern: this file (files, limits, decisions, refunds, waits),
-//! `retune.rs` (live parameters, reset), `compose.rs` (composed checks), `keyed.rs` (per-key
+//! `retune.rs` (live parameters, reset), `compose.rs` (composed checks), `headers.rs` (what an HTTP client is told), `keyed.rs` (per-key
 //! decisions), `permit.rs` (concurrency permits), `reserve.rs` (reservations), with the
 //! structs in `types.rs` and the codes
 //! in `status.rs`. A decision's grant record (`shmlimit_decision.grant`) is what lets a plain C
@@ -34,6 +34,7 @@
 pub(crate) mod boundary;
 pub mod compose;
 pub mod guarded;
+pub mod headers;
 pub mod keyed;
 pub mod permit;
 pub mod reserve;

@@ -206,6 +206,10 @@ pub struct shmlimit_decision {
     /// refund on another limit is refused with `SHMLIMIT_WRONG_KIND`; zero when there is no
     /// grant. A record with `reserved[1]` zero is not checked.
     pub reserved: [u64; 2],
+    /// Nanoseconds until the limit is back to its whole budget (a full bucket, an empty window
+    /// or log) if nothing else is admitted meanwhile: the `t` of the `RateLimit` header. Zero
+    /// for permits and for a limit already whole.
+    pub reset_after_ns: u64,
 }
 
 /// Decision counters of one limit, summed over every process attached to the file.
@@ -318,14 +322,15 @@ const _: () = {
     assert!(offset_of!(shmlimit_def, fleet_weight) == 60);
     assert!(offset_of!(shmlimit_def, fleet_emission_ns) == 64);
     assert!(size_of::<shmlimit_options>() == 40);
-    assert!(size_of::<shmlimit_decision>() == 56);
+    assert!(size_of::<shmlimit_decision>() == 64);
+    assert!(offset_of!(shmlimit_decision, reset_after_ns) == 56);
     assert!(offset_of!(shmlimit_decision, shadow_denied) == 1);
     assert!(offset_of!(shmlimit_decision, remaining) == 8);
     assert!(offset_of!(shmlimit_decision, grant) == 24);
     assert!(size_of::<shmlimit_stats>() == 64);
     assert!(size_of::<shmlimit_check>() == 32);
     assert!(offset_of!(shmlimit_check, cost) == 8);
-    assert!(size_of::<shmlimit_composed>() == 24 + 56 * SHMLIMIT_MAX_CHECKS + 16);
+    assert!(size_of::<shmlimit_composed>() == 24 + 64 * SHMLIMIT_MAX_CHECKS + 16);
     assert!(offset_of!(shmlimit_composed, denied_by) == 4);
     assert!(offset_of!(shmlimit_composed, count) == 8);
     assert!(offset_of!(shmlimit_composed, retry_after_ns) == 16);
@@ -349,6 +354,7 @@ impl From<Decision> for shmlimit_decision {
             retry_after_ns: d.retry_after_ns(),
             grant,
             reserved: [0, origin],
+            reset_after_ns: d.reset_after_ns(),
         }
     }
 }
@@ -359,6 +365,17 @@ impl shmlimit_decision {
         self.grant = [0; 2];
         self.reserved[1] = 0;
         self
+    }
+
+    /// What the decision told its caller (allowed, remaining, retry-after, reset), for
+    /// rendering; it carries no grant.
+    pub(crate) fn to_view(self) -> Decision {
+        let view = if self.allowed {
+            Decision::allowed(self.remaining, 1)
+        } else {
+            Decision::denied(self.retry_after_ns, self.remaining, 1)
+        };
+        view.resetting(self.reset_after_ns)
     }
 
     /// The grant this decision records, for a refund, with the limit that made it.

@@ -49,13 +49,22 @@ const LOG_TIME_UNIT_NS: u64 = 1024;
         "Examples:\n",
         "  shmlimit demo\n",
         "  shmlimit demo --workers 4 --seconds 1 --rate 200/s --burst 10 --log-limit 50 --log-window 250ms\n",
-        "  shmlimit demo --mixed      # half the workers are C processes (needs cc and libshmlimit.so)\n\n",
+        "  shmlimit demo --mixed      # half the workers are C processes (needs cc and libshmlimit.so)\n",
+        "  shmlimit demo --scenario dependency   # instances, retries and a slow dependency (below)\n\n",
         "Every worker opens the limiter file by path and alternates try_acquire(1) on both limits as\n",
         "fast as it can. The table shows each process's admissions, the totals, and the most each\n",
         "algorithm may ever admit over the measured interval T:\n",
         "  token bucket  floor(B + r*T)   a full bucket plus what refills in T\n",
         "  sliding log   L * ceil(T/W)    at most L in any window W, and ceil(T/W) windows cover T\n",
         "The exit code is 3 if any total is above its bound.\n\n",
+        "--scenario dependency runs the shared-dependency scenario instead: a stand-in dependency\n",
+        "(300/s, 40 ms per call, 20% failures) and 10 to 40 instances (separate processes, some in\n",
+        "Python) that fan requests out into calls and retry, under one budget of 240/s (200 first\n",
+        "attempts + 40 retries) checked before every attempt. It prints, per phase, what arrived at\n",
+        "the dependency against the bounds, checks every window, reports each process's memory and\n",
+        "writes an SVG chart of arrivals per second (--budget both adds the run without a limiter;\n",
+        "--hosts 3 puts the instances on 3 hosts sharing the budget through the fleet agent and Redis).\n",
+        "About 5 x --phase-seconds per run; the exit code is 3 if a bound was exceeded.\n\n",
         exit_codes!()
     )
 )]
@@ -86,6 +95,8 @@ pub struct DemoArgs {
     /// the libshmlimit.so next to this binary) that share the token bucket
     #[arg(long)]
     mixed: bool,
+    #[command(flatten)]
+    scenario: crate::scenario::ScenarioArgs,
 }
 
 /// What one worker did, as it reports it: `pid decisions admitted... start end` in
@@ -250,6 +261,19 @@ fn reason(e: shmlimit::Error) -> String {
 }
 
 pub fn run(args: DemoArgs) -> Result<(), Failure> {
+    if args.scenario.scenario.is_some() {
+        if args.mixed {
+            return Err(Failure::config(
+                "--mixed is for the bucket and log demo; the scenario's Python share is --python",
+            ));
+        }
+        return crate::scenario::run(args.scenario);
+    }
+    if let Some(flag) = args.scenario.set_flag() {
+        return Err(Failure::config(format!(
+            "{flag} is a scenario flag: add --scenario dependency"
+        )));
+    }
     if !(args.seconds > 0.0 && args.seconds <= 3600.0) {
         return Err(Failure::config(format!(
             "--seconds: must be more than 0 and at most 3600 (got {})",
@@ -742,6 +766,8 @@ fn report(
     out
 }
 
+pub use mixed::library_dir;
+
 /// `--mixed`: C worker processes built from `ffi/examples/worker.c`, deciding on the bucket.
 mod mixed {
     use std::path::{Path, PathBuf};
@@ -758,7 +784,7 @@ mod mixed {
     /// The directory of the `libshmlimit.so` built with this binary: next to it, in `deps/`
     /// (where `cargo test` builds it without copying it up) or one level up; the most recently
     /// built one when there are several, so a stale copy is never linked.
-    fn library_dir() -> Result<PathBuf, Failure> {
+    pub fn library_dir() -> Result<PathBuf, Failure> {
         let exe = std::env::current_exe()
             .map_err(|e| Failure::file(format!("demo --mixed: cannot find this binary: {e}")))?;
         let here = exe.parent().unwrap_or(Path::new(".")).to_path_buf();

@@ -1,0 +1,304 @@
+//! What an HTTP client is told about a limit: the IETF `RateLimit` and `RateLimit-Policy` header
+//! fields (draft-ietf-httpapi-ratelimit-headers) and `Retry-After` (RFC 9110), rendered from a
+//! [`Decision`] and the limit's live [`Policy`].
+//!
+//! Every binding (Rust, C through `shmlimit_ratelimit_headers`, Python, Node) renders through
+//! this module, so a client sees the same numbers whatever language the worker is written in.
+//!
+//! # Implementation details
+//!
+//! ```text
+//! RateLimit-Policy: "api";q=300;w=1, "per_user";q=20;w=12
+//! RateLimit:        "api";r=299;t=1, "per_user";r=0;t=12
+//! Retry-After:      3                      (only when some limit denied)
+//! ```
+//!
+//! * `q` and `w` ([`Policy`]): the quota per window in whole seconds. A window (fixed, sliding,
+//!   log) of `L` per `W` is `q = L`, `w = ceil(W)`; a window shorter than a second is scaled to
+//!   one second (`q = floor(L x 1 s / W)`). A token bucket of burst `B` refilled every `T` ns has
+//!   `w = ceil(B T)` (the time it takes to refill from empty, at least one second) and `q =
+//!   w / T` rounded to the nearest unit (what the refill rate grants over `w`): `300/s` with a burst of 30 is
+//!   `q=300;w=1`, `10000/day` with a burst of 10000 is `q=10000;w=86400`. Rounding `w` up only
+//!   ever states a slower rate than the limit allows, so a client that paces itself by it is
+//!   never refused for it.
+//! * `r` is [`Decision::remaining`]; `t` is [`Decision::reset_after_secs_ceil`], the time until
+//!   the limit is whole again.
+//! * `Retry-After` is the largest [`Decision::retry_after_secs_ceil`] of the denials (at least
+//!   one second: a denial has something to wait for), absent when every limit admitted.
+
+use std::fmt::Write as _;
+
+use crate::algo::Decision;
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::limiter::Limit;
+use crate::spec::Algorithm;
+
+const NS_PER_SEC: u64 = 1_000_000_000;
+
+/// A limit's quota per window, in the terms of the IETF `RateLimit-Policy` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// `q`: how many units the limit grants per window.
+    pub quota: u64,
+    /// `w`: the window in whole seconds, at least 1.
+    pub window_secs: u64,
+}
+
+impl Policy {
+    /// The policy of a limit with these (live) parameters; `None` for a concurrency limit,
+    /// which bounds work in flight, not a rate.
+    pub fn of(algorithm: &Algorithm) -> Option<Policy> {
+        match *algorithm {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => {
+                let emission_ns = emission_ns.max(1);
+                let refill_ns = capacity.saturating_mul(emission_ns);
+                let window_secs = refill_ns.div_ceil(NS_PER_SEC).max(1);
+                // Rounded to nearest: `T` was rounded up from the rate the user gave (300/s is
+                // T = 3,333,334 ns), and the nearest count recovers it.
+                let window = window_secs as u128 * NS_PER_SEC as u128;
+                let quota = ((window + emission_ns as u128 / 2) / emission_ns as u128)
+                    .min(u64::MAX as u128) as u64;
+                Some(Policy { quota, window_secs })
+            }
+            Algorithm::FixedWindow {
+                limit, window_ns, ..
+            }
+            | Algorithm::SlidingWindow {
+                limit, window_ns, ..
+            }
+            | Algorithm::SlidingLog { limit, window_ns } => {
+                let window_ns = window_ns.max(1);
+                if window_ns >= NS_PER_SEC {
+                    Some(Policy {
+                        quota: limit,
+                        window_secs: window_ns.div_ceil(NS_PER_SEC),
+                    })
+                } else {
+                    let quota = (limit as u128 * NS_PER_SEC as u128 / window_ns as u128)
+                        .min(u64::MAX as u128) as u64;
+                    Some(Policy {
+                        quota,
+                        window_secs: 1,
+                    })
+                }
+            }
+            Algorithm::Concurrency { .. } => None,
+        }
+    }
+}
+
+impl<C: Clock> Limit<C> {
+    /// This limit's quota per window from its live parameters (a retuned rate shows), for the
+    /// `RateLimit-Policy` header; `None` for a concurrency limit.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use shmlimit::{Limiter, Policy, TokenBucket};
+    /// let limiter = Limiter::builder()
+    ///     .limit("api", TokenBucket::per_second(300).burst(30))
+    ///     .create_or_open(dir.path().join("p.shm"))?;
+    /// let policy = limiter.limit("api")?.policy()?;
+    /// assert_eq!(policy, Some(Policy { quota: 300, window_secs: 1 }));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::CorruptState`] if the live parameters in the file are damaged.
+    pub fn policy(&self) -> Result<Option<Policy>> {
+        Ok(Policy::of(&self.live_algorithm()?))
+    }
+}
+
+/// The `RateLimit`, `RateLimit-Policy` and `Retry-After` header values for one response, built
+/// from one or more (limit name, policy, decision) triples.
+///
+/// ```
+/// # fn main() -> Result<(), shmlimit::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use shmlimit::{Limiter, RateLimitHeaders, TokenBucket};
+/// let limiter = Limiter::builder()
+///     .limit("api", TokenBucket::per_second(10).burst(2))
+///     .create_or_open(dir.path().join("h.shm"))?;
+/// let api = limiter.limit("api")?;
+/// let _ = api.try_acquire(2)?;
+/// let decision = api.try_acquire(1)?;
+/// assert!(decision.is_denied());
+/// let headers = RateLimitHeaders::for_decisions(&[(&api, &decision)])?;
+/// assert_eq!(headers.rate_limit_policy, "\"api\";q=10;w=1");
+/// assert_eq!(headers.rate_limit, "\"api\";r=0;t=1");
+/// assert_eq!(headers.retry_after.as_deref(), Some("1"));
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateLimitHeaders {
+    /// The `RateLimit` field value: `"name";r=REMAINING;t=RESET_SECONDS` per limit.
+    pub rate_limit: String,
+    /// The `RateLimit-Policy` field value: `"name";q=QUOTA;w=WINDOW_SECONDS` per limit.
+    pub rate_limit_policy: String,
+    /// The `Retry-After` field value in whole seconds when some limit denied, else `None`.
+    pub retry_after: Option<String>,
+}
+
+impl RateLimitHeaders {
+    /// Empty headers; add limits with [`RateLimitHeaders::add`].
+    pub fn new() -> RateLimitHeaders {
+        RateLimitHeaders::default()
+    }
+
+    /// Add one limit's item to both fields (skipped in them when `policy` is `None`, a
+    /// concurrency limit) and fold its retry-after into `Retry-After`. `name` is rendered as a
+    /// structured-field string: characters outside printable ASCII are dropped, `"` and `\`
+    /// escaped.
+    pub fn add(&mut self, name: &str, policy: Option<Policy>, decision: &Decision) -> &mut Self {
+        if let Some(policy) = policy {
+            let name = sf_string(name);
+            if !self.rate_limit.is_empty() {
+                self.rate_limit.push_str(", ");
+                self.rate_limit_policy.push_str(", ");
+            }
+            // Writing to a String cannot fail.
+            let _ = write!(
+                self.rate_limit,
+                "{name};r={};t={}",
+                decision.remaining(),
+                decision.reset_after_secs_ceil()
+            );
+            let _ = write!(
+                self.rate_limit_policy,
+                "{name};q={};w={}",
+                policy.quota, policy.window_secs
+            );
+        }
+        if decision.is_denied() {
+            let secs = decision.retry_after_secs_ceil().max(1);
+            let larger = match &self.retry_after {
+                Some(current) => current.parse::<u64>().map_or(true, |c| secs > c),
+                None => true,
+            };
+            if larger {
+                self.retry_after = Some(secs.to_string());
+            }
+        }
+        self
+    }
+
+    /// The headers for decisions made on these limits (for example the checks of a composed
+    /// decision, with [`crate::Composed::decision`]), each limit under its own name and live
+    /// policy.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::CorruptState`] if a limit's live parameters are damaged.
+    pub fn for_decisions<C: Clock>(
+        decisions: &[(&Limit<C>, &Decision)],
+    ) -> Result<RateLimitHeaders> {
+        let mut headers = RateLimitHeaders::new();
+        for (limit, decision) in decisions {
+            headers.add(limit.name(), limit.policy()?, decision);
+        }
+        Ok(headers)
+    }
+}
+
+/// `s` as a structured-field string (RFC 8941 section 3.3.3): printable ASCII only, with `"` and
+/// `\` escaped.
+fn sf_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars().filter(|c| (' '..='~').contains(c)) {
+        if c == '"' || c == '\\' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_policies_state_the_refill_rate_over_the_refill_time() {
+        let bucket = |capacity, per_sec: u64| Algorithm::TokenBucket {
+            capacity,
+            emission_ns: NS_PER_SEC.div_ceil(per_sec),
+        };
+        assert_eq!(
+            Policy::of(&bucket(30, 300)),
+            Some(Policy {
+                quota: 300,
+                window_secs: 1
+            })
+        );
+        // 100/min with a burst of 20: refills in 12 s, 20 per 12 s.
+        let per_min = Algorithm::TokenBucket {
+            capacity: 20,
+            emission_ns: 600_000_000,
+        };
+        assert_eq!(
+            Policy::of(&per_min),
+            Some(Policy {
+                quota: 20,
+                window_secs: 12
+            })
+        );
+        let daily = Algorithm::TokenBucket {
+            capacity: 10_000,
+            emission_ns: 86_400 * NS_PER_SEC / 10_000,
+        };
+        assert_eq!(
+            Policy::of(&daily),
+            Some(Policy {
+                quota: 10_000,
+                window_secs: 86_400
+            })
+        );
+    }
+
+    #[test]
+    fn window_policies_round_the_window_up_or_scale_to_a_second() {
+        let log = |limit, window_ns| Algorithm::SlidingLog { limit, window_ns };
+        assert_eq!(
+            Policy::of(&log(100, 60 * NS_PER_SEC)),
+            Some(Policy {
+                quota: 100,
+                window_secs: 60
+            })
+        );
+        assert_eq!(
+            Policy::of(&log(13, 1_500_000_000)),
+            Some(Policy {
+                quota: 13,
+                window_secs: 2
+            })
+        );
+        assert_eq!(
+            Policy::of(&log(10, 100_000_000)),
+            Some(Policy {
+                quota: 100,
+                window_secs: 1
+            })
+        );
+        assert_eq!(
+            Policy::of(&Algorithm::Concurrency {
+                permits: 3,
+                lease_ns: 0
+            }),
+            None
+        );
+    }
+
+    #[test]
+    fn names_are_structured_field_strings() {
+        assert_eq!(sf_string("api"), "\"api\"");
+        assert_eq!(sf_string("a\"b\\c\u{7f}\n"), "\"a\\\"b\\\\c\"");
+    }
+}
