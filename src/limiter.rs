@@ -466,10 +466,7 @@ fn lane() -> usize {
 }
 
 fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
-    let phase = |window_ns: u64, alignment: Alignment| match alignment {
-        Alignment::WallClock => wall_offset % window_ns,
-        Alignment::Monotonic => 0,
-    };
+    let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
     match *algorithm {
         Algorithm::TokenBucket { .. } => Params::TokenBucket,
         Algorithm::FixedWindow {

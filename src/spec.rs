@@ -215,6 +215,42 @@ pub enum Alignment {
     WallClock,
     /// Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
     Monotonic,
+    /// Calendar boundaries in a fixed offset from UTC (`utc_offset_s` seconds east, at most
+    /// 18 h either way): windows of whole weeks start on Monday 00:00 of that offset, windows of
+    /// whole days at its midnight, other lengths at multiples of the window in its local time.
+    /// [`FixedWindow::daily`] and [`FixedWindow::weekly`] use it with offset 0 (UTC); in
+    /// [`Alignment::WallClock`] a week starts on Thursday, as the Unix epoch did.
+    Calendar {
+        /// Seconds east of UTC (`-5 * 3600` for UTC-05:00).
+        utc_offset_s: i32,
+    },
+}
+
+impl Alignment {
+    /// Calendar boundaries in UTC.
+    pub const UTC: Alignment = Alignment::Calendar { utc_offset_s: 0 };
+    /// The largest UTC offset a calendar alignment takes, in seconds (18 h).
+    pub const MAX_UTC_OFFSET_S: i32 = 18 * 3_600;
+
+    /// Where window boundaries fall: what to add to a monotonic time so that boundaries are at
+    /// multiples of the window, given the wall offset (realtime - monotonic) of this boot.
+    pub(crate) fn phase_ns(self, window_ns: u64, wall_offset: u64) -> u64 {
+        const DAY: i128 = 86_400_000_000_000;
+        match self {
+            Alignment::WallClock => wall_offset % window_ns,
+            Alignment::Monotonic => 0,
+            Alignment::Calendar { utc_offset_s } => {
+                // 1970-01-05, the first Monday, is day 4: shift weeks by 3 days.
+                let monday = if window_ns as i128 % (7 * DAY) == 0 {
+                    3 * DAY
+                } else {
+                    0
+                };
+                let shift = utc_offset_s as i128 * 1_000_000_000 + monday;
+                (wall_offset as i128 + shift).rem_euclid(window_ns as i128) as u64
+            }
+        }
+    }
 }
 
 /// At most `limit` per clock-aligned window of length `window`.
@@ -240,6 +276,26 @@ impl FixedWindow {
     /// Change the boundary placement.
     pub fn aligned(mut self, alignment: Alignment) -> FixedWindow {
         self.alignment = alignment;
+        self
+    }
+
+    /// `limit` per calendar day, from midnight UTC (see [`FixedWindow::utc_offset`]).
+    pub fn daily(limit: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_secs(86_400)).aligned(Alignment::UTC)
+    }
+
+    /// `limit` per calendar week, from Monday 00:00 UTC (see [`FixedWindow::utc_offset`]).
+    pub fn weekly(limit: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_secs(7 * 86_400)).aligned(Alignment::UTC)
+    }
+
+    /// Calendar boundaries in a fixed offset from UTC, `seconds` east (`-5 * 3600` for
+    /// UTC-05:00): days start at that offset's midnight, weeks on its Monday. A fixed offset,
+    /// not a time zone: daylight-saving changes are not followed.
+    pub fn utc_offset(mut self, seconds: i32) -> FixedWindow {
+        self.alignment = Alignment::Calendar {
+            utc_offset_s: seconds,
+        };
         self
     }
 }
@@ -389,6 +445,19 @@ impl Algorithm {
             }
             Ok(())
         };
+        let offset = |alignment: Alignment| -> Result<()> {
+            match alignment {
+                Alignment::Calendar { utc_offset_s }
+                    if utc_offset_s.unsigned_abs() > Alignment::MAX_UTC_OFFSET_S as u32 =>
+                {
+                    Err(invalid(
+                        limit,
+                        format!("UTC offset {utc_offset_s} s: must be within 18 h either way"),
+                    ))
+                }
+                _ => Ok(()),
+            }
+        };
         match *self {
             Algorithm::TokenBucket {
                 capacity,
@@ -419,18 +488,20 @@ impl Algorithm {
             Algorithm::FixedWindow {
                 limit: l,
                 window_ns,
-                ..
+                alignment,
             } => {
                 if l == 0 || l > u32::MAX as u64 {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^32-1")));
                 }
                 window(window_ns)?;
+                offset(alignment)?;
             }
             Algorithm::SlidingWindow {
                 limit: l,
                 window_ns,
-                ..
+                alignment,
             } => {
+                offset(alignment)?;
                 if l == 0 || l > sliding_window::MAX_LIMIT {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^20-1")));
                 }

@@ -692,3 +692,27 @@ fn sync_writes_the_file_and_records_this_boot_as_alive() {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+#[test]
+fn a_calendar_day_in_a_fixed_offset_is_kept_across_a_reboot() {
+    // UTC+05:30: the story's 20:00 UTC is 01:30 local; local midnight is 18:30 UTC.
+    let offset = 5 * 3_600 + 30 * 60;
+    let build = || Limiter::builder().limit("day", FixedWindow::daily(10).utc_offset(offset));
+    let (_dir, path) = disk_path("calendar.shm");
+    let (story, old) = Story::begin(&path, build);
+    assert!(old
+        .limit("day")
+        .unwrap()
+        .try_acquire(10)
+        .unwrap()
+        .is_allowed());
+    drop(old);
+    // Down 1 h: 21:00 UTC, 02:30 local: 21 h 30 min to local midnight.
+    let (new, clock) = story.reboot(&path, HOUR as i64, build);
+    let day = new.limit("day").unwrap();
+    let d = day.try_acquire(1).unwrap();
+    assert!(d.is_denied());
+    assert_eq!(d.retry_after_ns(), 21 * HOUR + 30 * 60 * SEC);
+    clock.advance(d.retry_after_ns());
+    assert!(day.try_acquire(10).unwrap().is_allowed());
+}

@@ -102,6 +102,11 @@ enum shmlimit_alignment
     SHMLIMIT_ALIGN_WALL_CLOCK = 0,
     // Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
     SHMLIMIT_ALIGN_MONOTONIC = 1,
+    // Calendar boundaries in a fixed offset from UTC: days from that offset's midnight, weeks
+    // from its Monday 00:00. The definition's `rate` field (otherwise 0 for windows) holds the
+    // offset in seconds east of UTC as a two's-complement `int64_t` (at most 18 h either way):
+    // `(uint64_t)(int64_t)(-5 * 3600)` for UTC-05:00, 0 for UTC.
+    SHMLIMIT_ALIGN_CALENDAR = 2,
 };
 #ifndef __cplusplus
 typedef uint32_t shmlimit_alignment;

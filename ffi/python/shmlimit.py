@@ -232,7 +232,7 @@ _ERRORS: Dict[int, type] = {
 # The C declarations (ffi/include/shmlimit.h).
 
 _TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG, _CONCURRENCY = 1, 2, 3, 4, 5
-_ALIGNMENTS = {"wall": 0, "monotonic": 1}
+_ALIGNMENTS = {"wall": 0, "monotonic": 1, "calendar": 2}
 
 
 class _Def(ctypes.Structure):
@@ -721,14 +721,21 @@ class TokenBucket(_Spec):
 
 
 class _Windowed(_Spec):
-    def __init__(self, limit: int, window: Seconds, aligned: str = "wall", **options):
+    def __init__(self, limit: int, window: Seconds, aligned: str = "wall",
+                 utc_offset: int = 0, **options):
         self.limit = _count(limit, "limit")
         self.window_ns = _ns(window, "window")
         if aligned not in _ALIGNMENTS:
             raise InvalidParameterError(
-                f"aligned={aligned!r}: 'wall' or 'monotonic'", InvalidParameterError.code
+                f"aligned={aligned!r}: 'wall', 'monotonic' or 'calendar'",
+                InvalidParameterError.code
             )
+        if utc_offset and aligned != "calendar":
+            raise InvalidParameterError("utc_offset needs aligned='calendar'",
+                                        InvalidParameterError.code)
         self.aligned = aligned
+        # Seconds east of UTC; the library refuses more than 18 h either way.
+        self.utc_offset = int(utc_offset)
         self._set_options(**options)
 
     @property
@@ -738,18 +745,22 @@ class _Windowed(_Spec):
 
     def _fill(self, d: _Def) -> None:
         d.limit, d.period_ns, d.alignment = self.limit, self.window_ns, _ALIGNMENTS[self.aligned]
+        # A calendar window's UTC offset travels in the rate field, as an int64.
+        d.rate = self.utc_offset & (2**64 - 1)
 
     def _key(self) -> tuple:
-        return (self.limit, self.window_ns, self.aligned)
+        return (self.limit, self.window_ns, self.aligned, self.utc_offset)
 
     def __repr__(self) -> str:
+        offset = f", utc_offset={self.utc_offset}" if self.utc_offset else ""
         return (f"{type(self).__name__}(limit={self.limit}, window={self.window!r}, "
-                f"aligned={self.aligned!r}{self._options_repr()})")
+                f"aligned={self.aligned!r}{offset}{self._options_repr()})")
 
 
 class FixedWindow(_Windowed):
-    """At most ``limit`` per window of ``window`` seconds (``aligned`` to 'wall' clock or
-    'monotonic' time); up to ``2 * limit`` across one boundary."""
+    """At most ``limit`` per window of ``window`` seconds (``aligned`` to 'wall' clock,
+    'monotonic' time, or the 'calendar': days from midnight and weeks from Monday 00:00 in UTC
+    or ``utc_offset`` seconds east of it); up to ``2 * limit`` across one boundary."""
 
     _kind = _FIXED_WINDOW
 
@@ -814,7 +825,7 @@ class Concurrency(_Spec):
 
 
 def _spec_of(d: _Def) -> _Spec:
-    aligned = "monotonic" if d.alignment == 1 else "wall"
+    aligned = {1: "monotonic", 2: "calendar"}.get(d.alignment, "wall")
     spec: _Spec
     if d.kind == _TOKEN_BUCKET:
         spec = TokenBucket.__new__(TokenBucket)
@@ -824,6 +835,7 @@ def _spec_of(d: _Def) -> _Spec:
             FixedWindow if d.kind == _FIXED_WINDOW else SlidingWindow
         )
         spec.limit, spec.window_ns, spec.aligned = d.limit, d.period_ns, aligned
+        spec.utc_offset = d.rate - 2**64 if d.rate >= 2**63 else d.rate
     elif d.kind == _SLIDING_LOG:
         spec = SlidingLog.__new__(SlidingLog)
         spec.limit, spec.window_ns = d.limit, d.period_ns

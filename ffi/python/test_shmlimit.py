@@ -293,6 +293,18 @@ class LaterFeaturesTest(unittest.TestCase):
             with self.assertRaises(shmlimit.InvalidParameterError):
                 b.set_rate(0)
 
+    def test_calendar_windows(self):
+        week = FixedWindow(5, shmlimit.WEEK, aligned="calendar", utc_offset=-5 * 3600)
+        with Limiter.create_or_open(self.path, {"week": week}) as lim:
+            self.assertEqual(lim.definitions()["week"], week)
+            self.assertTrue(lim.limit("week").try_acquire(5))
+            self.assertFalse(lim.limit("week").try_acquire())
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            FixedWindow(5, shmlimit.DAY, utc_offset=3600)
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            Limiter.create_or_open(os.path.join(self.dir.name, "bad.shm"), {
+                "d": FixedWindow(5, shmlimit.DAY, aligned="calendar", utc_offset=19 * 3600)})
+
     def test_rates_per_day_week_and_month(self):
         self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.DAY).emission_ns, 8_640_000_000)
         self.assertEqual(TokenBucket(rate=7, per=shmlimit.WEEK).emission_ns, 86_400 * 10**9)

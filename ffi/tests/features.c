@@ -975,6 +975,26 @@ static void reboot_choice(const char *dir) {
     options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
     OK(shmlimit_limiter_open(path, &options, &limiter));
     shmlimit_limiter_free(limiter);
+    limiter = NULL;
+
+    /* A calendar day in UTC-05:00: the offset travels in the rate field, both ways. */
+    snprintf(path, sizeof path, "%s/calendar.shm", dir);
+    zero_def(&def, "day", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    def.rate = (uint64_t)(int64_t)(-5 * 3600);
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+    {
+        shmlimit_def stored;
+        OK(shmlimit_limiter_definition(limiter, 0, &stored));
+        CHECK(stored.alignment == SHMLIMIT_ALIGN_CALENDAR);
+        CHECK((int64_t)stored.rate == -5 * 3600);
+    }
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    def.rate = (uint64_t)(int64_t)(19 * 3600);
+    snprintf(path, sizeof path, "%s/calendar-bad.shm", dir);
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
 }
 
 /* What an HTTP client is told: the reset of each decision, each limit's policy, and the header

@@ -49,6 +49,11 @@ pub enum shmlimit_alignment {
     SHMLIMIT_ALIGN_WALL_CLOCK = 0,
     /// Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
     SHMLIMIT_ALIGN_MONOTONIC = 1,
+    /// Calendar boundaries in a fixed offset from UTC: days from that offset's midnight, weeks
+    /// from its Monday 00:00. The definition's `rate` field (otherwise 0 for windows) holds the
+    /// offset in seconds east of UTC as a two's-complement `int64_t` (at most 18 h either way):
+    /// `(uint64_t)(int64_t)(-5 * 3600)` for UTC-05:00, 0 for UTC.
+    SHMLIMIT_ALIGN_CALENDAR = 2,
 }
 
 /// What a keyed limit does when its table has no slot for a new key (the `on_full` field of
@@ -511,9 +516,22 @@ pub(crate) fn to_def(def: &shmlimit_def, name: &str) -> Result<LimitDef, Failure
 
 /// Convert a definition's kind and parameters into the library's validated algorithm.
 fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
+    let calendar = def.alignment == 2;
     let alignment = match def.alignment {
         0 => Alignment::WallClock,
         1 => Alignment::Monotonic,
+        2 => {
+            let offset = def.rate as i64;
+            if offset.unsigned_abs() > Alignment::MAX_UTC_OFFSET_S as u64 {
+                return Err(invalid(
+                    name,
+                    format!("calendar UTC offset {offset} s (the rate field): must be within 18 h either way"),
+                ));
+            }
+            Alignment::Calendar {
+                utc_offset_s: offset as i32,
+            }
+        }
         n => {
             return Err(invalid(
                 name,
@@ -522,7 +540,7 @@ fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
         }
     };
     let no_rate = |what: &str| -> Result<(), Failure> {
-        if def.rate != 0 {
+        if def.rate != 0 && !(calendar && what.ends_with("window")) {
             return Err(invalid(name, format!("rate must be 0 for a {what}")));
         }
         Ok(())
@@ -622,6 +640,12 @@ fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
     let align = |a: Alignment| match a {
         Alignment::WallClock => shmlimit_alignment::SHMLIMIT_ALIGN_WALL_CLOCK as u32,
         Alignment::Monotonic => shmlimit_alignment::SHMLIMIT_ALIGN_MONOTONIC as u32,
+        Alignment::Calendar { .. } => shmlimit_alignment::SHMLIMIT_ALIGN_CALENDAR as u32,
+    };
+    // A calendar window's UTC offset travels in the rate field.
+    let offset = |a: Alignment| match a {
+        Alignment::Calendar { utc_offset_s } => utc_offset_s as i64 as u64,
+        _ => 0,
     };
     let (kind, alignment, limit, period_ns, rate) = match *algorithm {
         Algorithm::TokenBucket {
@@ -643,7 +667,7 @@ fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
             align(alignment),
             limit,
             window_ns,
-            0,
+            offset(alignment),
         ),
         Algorithm::SlidingWindow {
             limit,
@@ -654,7 +678,7 @@ fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
             align(alignment),
             limit,
             window_ns,
-            0,
+            offset(alignment),
         ),
         Algorithm::SlidingLog { limit, window_ns } => (
             shmlimit_kind::SHMLIMIT_SLIDING_LOG as u32,

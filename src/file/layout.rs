@@ -43,7 +43,8 @@
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
-//! bit 4 keyed, bit 5 fleet share, bits 8-15 split - 1, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
+//! bit 4 keyed, bit 5 fleet share, bit 6 calendar alignment (windows; the UTC offset in seconds,
+//! i64, in word 14), bits 8-15 split - 1, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
 //! (words 9, 10); key slots (word 11); slot offset and length in bytes (words 12, 13); fleet
 //! total as an emission interval and fleet weight (words 14, 15).
 //!
@@ -128,6 +129,8 @@ const FLAG_SHADOW: u64 = 1 << 1;
 const FLAG_POLICY: u64 = 3 << 2;
 const FLAG_KEYED: u64 = 1 << 4;
 const FLAG_FLEET: u64 = 1 << 5;
+/// Windows: calendar alignment, its UTC offset in seconds (i64) in word 14.
+const FLAG_CALENDAR: u64 = 1 << 6;
 const FLAG_SPLIT: u64 = 0xFF << 8;
 const FLAG_NEAR: u64 = 0xFFFF << 16;
 const KNOWN_FLAGS: u64 = FLAG_MONOTONIC_ALIGNED
@@ -135,6 +138,7 @@ const KNOWN_FLAGS: u64 = FLAG_MONOTONIC_ALIGNED
     | FLAG_POLICY
     | FLAG_KEYED
     | FLAG_FLEET
+    | FLAG_CALENDAR
     | FLAG_SPLIT
     | FLAG_NEAR;
 
@@ -351,6 +355,17 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
         w[14] = f.total.emission_ns();
         w[15] = f.weight as u64;
     }
+    if let Algorithm::FixedWindow {
+        alignment: Alignment::Calendar { utc_offset_s },
+        ..
+    }
+    | Algorithm::SlidingWindow {
+        alignment: Alignment::Calendar { utc_offset_s },
+        ..
+    } = def.algorithm
+    {
+        w[14] = utc_offset_s as i64 as u64;
+    }
     flags |= (def.near_limit as u64) << 16;
     flags |= ((def.split.clamp(1, 256) - 1) as u64) << 8;
     w[8] = kind | (flags << 32);
@@ -373,6 +388,7 @@ fn align_flags(alignment: Alignment) -> u64 {
     match alignment {
         Alignment::WallClock => 0,
         Alignment::Monotonic => FLAG_MONOTONIC_ALIGNED,
+        Alignment::Calendar { .. } => FLAG_CALENDAR,
     }
 }
 
@@ -396,12 +412,28 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
     if flags & !KNOWN_FLAGS != 0 {
         return Err(format!("definition `{name}` has unknown flags set"));
     }
-    let alignment = if flags & FLAG_MONOTONIC_ALIGNED != 0 {
-        Alignment::Monotonic
-    } else {
-        Alignment::WallClock
+    let calendar = flags & FLAG_CALENDAR != 0;
+    let alignment = match (flags & FLAG_MONOTONIC_ALIGNED != 0, calendar) {
+        (true, true) => {
+            return Err(format!(
+                "definition `{name}` is aligned both to the monotonic clock and the calendar"
+            ))
+        }
+        (true, false) => Alignment::Monotonic,
+        (false, true) => {
+            let offset = w[14] as i64;
+            if offset.unsigned_abs() > Alignment::MAX_UTC_OFFSET_S as u64 {
+                return Err(format!(
+                    "definition `{name}` has an impossible UTC offset {offset}"
+                ));
+            }
+            Alignment::Calendar {
+                utc_offset_s: offset as i32,
+            }
+        }
+        (false, false) => Alignment::WallClock,
     };
-    let no_alignment = flags & FLAG_MONOTONIC_ALIGNED == 0;
+    let no_alignment = flags & (FLAG_MONOTONIC_ALIGNED | FLAG_CALENDAR) == 0;
     let (a, b) = (w[9], w[10]);
     let algorithm = match kind {
         KIND_TOKEN_BUCKET if no_alignment => Algorithm::TokenBucket {
@@ -468,7 +500,7 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             .map_err(|_| format!("definition `{name}`: fleet weight too large"))?;
         Some(FleetShare { total, weight })
     } else {
-        if w[14] != 0 || w[15] != 0 {
+        if (w[14] != 0 && !calendar) || w[15] != 0 {
             return Err(format!(
                 "definition `{name}` has fleet fields but no fleet share"
             ));

@@ -358,11 +358,8 @@ impl Shift {
     }
 
     fn phase(&self, old: bool, window_ns: u64, alignment: Alignment) -> u64 {
-        match alignment {
-            Alignment::WallClock if old => self.phase_old % window_ns,
-            Alignment::WallClock => self.phase_new % window_ns,
-            Alignment::Monotonic => 0,
-        }
+        let wall = if old { self.phase_old } else { self.phase_new };
+        alignment.phase_ns(window_ns, wall)
     }
 
     /// The new full index of old window `k`: the window of this boot that holds the old

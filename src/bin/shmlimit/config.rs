@@ -17,7 +17,9 @@
 //! ```
 //!
 //! Fixed and sliding windows also take `alignment = "wall_clock"` (the default: windows start at
-//! multiples of the window in Unix time) or `"monotonic"`. A concurrency limit takes
+//! multiples of the window in Unix time), `"monotonic"`, or `"calendar"` with an optional
+//! `utc_offset = "+05:30"`: days from that offset's midnight, weeks (`window = "1week"`) from its
+//! Monday 00:00. A concurrency limit takes
 //! `permits = 5` and an optional `lease = "30s"`.
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
@@ -193,7 +195,7 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
         "token_bucket" => &["rate", "burst"],
         "sliding_log" => &["limit", "window"],
         "concurrency" => &["permits", "lease"],
-        _ => &["limit", "window", "alignment"],
+        _ => &["limit", "window", "alignment", "utc_offset"],
     };
     for key in limit.keys() {
         if key != "name"
@@ -251,11 +253,24 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
                 None => Alignment::WallClock,
                 Some(Value::String(a)) if a == "wall_clock" => Alignment::WallClock,
                 Some(Value::String(a)) if a == "monotonic" => Alignment::Monotonic,
+                Some(Value::String(a)) if a == "calendar" => Alignment::UTC,
                 Some(v) => {
                     return Err(err(
                         "alignment",
-                        &format!("{}: use \"wall_clock\" or \"monotonic\"", show(v)),
+                        &format!(
+                            "{}: use \"wall_clock\", \"monotonic\" or \"calendar\"",
+                            show(v)
+                        ),
                     ))
+                }
+            };
+            let alignment = match (limit.get("utc_offset"), alignment) {
+                (None, a) => a,
+                (Some(v), Alignment::Calendar { .. }) => Alignment::Calendar {
+                    utc_offset_s: utc_offset(v).map_err(|p| err("utc_offset", &p))?,
+                },
+                (Some(_), _) => {
+                    return Err(err("utc_offset", "only with alignment = \"calendar\""))
                 }
             };
             match other {
@@ -462,6 +477,32 @@ fn window_value(v: &Value) -> Result<Duration, String> {
     Ok(window)
 }
 
+/// `"+05:30"`, `"-08:00"`, `"+02"`, `"Z"`: a fixed offset east of UTC, in seconds.
+fn utc_offset(v: &Value) -> Result<i32, String> {
+    let hint = "write \"+HH:MM\" or \"-HH:MM\" (east of UTC), or \"Z\"";
+    let Value::String(text) = v else {
+        return Err(format!("{}: {hint}", show(v)));
+    };
+    if text == "Z" || text == "UTC" {
+        return Ok(0);
+    }
+    let (sign, rest) = match text.split_at_checked(1) {
+        Some(("+", rest)) => (1, rest),
+        Some(("-", rest)) => (-1, rest),
+        _ => return Err(format!("\"{text}\": {hint}")),
+    };
+    let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
+    let (h, m): (i32, i32) = match (h.parse(), m.parse()) {
+        (Ok(h), Ok(m)) if (0..=18).contains(&h) && (0..60).contains(&m) => (h, m),
+        _ => return Err(format!("\"{text}\": {hint}, at most 18 h")),
+    };
+    let seconds = sign * (h * 3_600 + m * 60);
+    if seconds.abs() > 18 * 3_600 {
+        return Err(format!("\"{text}\": at most 18 h from UTC"));
+    }
+    Ok(seconds)
+}
+
 const RATE_HINT: &str = "write tokens per period, e.g. \"100/s\", \"100/min\", \"0.5/s\"";
 
 /// `"300/s"`, `"100/min"`, `"0.5/s"`, `"5/10s"`; a bare number is per second.
@@ -624,6 +665,36 @@ mod tests {
         assert_eq!(
             parse_rate("1/2w").unwrap().emission_ns(),
             14 * 86_400_000_000_000
+        );
+    }
+
+    #[test]
+    fn calendar_windows_and_offsets() {
+        let defs = parse(
+            "t",
+            "[[limit]]\nname = \"w\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1week\"\nalignment = \"calendar\"\nutc_offset = \"-05:30\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            defs[0].algorithm,
+            Algorithm::FixedWindow {
+                limit: 5,
+                window_ns: 7 * 86_400_000_000_000,
+                alignment: Alignment::Calendar {
+                    utc_offset_s: -(5 * 3_600 + 30 * 60)
+                }
+            }
+        );
+        for bad in ["\"+19:00\"", "\"5\"", "3600", "\"+05:75\""] {
+            let text = format!(
+                "[[limit]]\nname = \"w\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1d\"\nalignment = \"calendar\"\nutc_offset = {bad}\n"
+            );
+            assert!(parse("t", &text).is_err(), "{bad}");
+        }
+        let text = "[[limit]]\nname = \"w\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1d\"\nutc_offset = \"+01:00\"\n";
+        assert!(
+            parse("t", text).is_err(),
+            "an offset needs calendar alignment"
         );
     }
 
