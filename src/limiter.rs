@@ -475,7 +475,11 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
             alignment,
         } => Params::FixedWindow(FixedWindow {
             limit,
-            window_ns,
+            window_ns: if alignment.is_months(window_ns) {
+                crate::algo::fixed_window::MONTHS
+            } else {
+                window_ns
+            },
             phase_ns: phase(window_ns, alignment),
         }),
         Algorithm::SlidingWindow {
@@ -1320,6 +1324,9 @@ impl<C: Clock> Limit<C> {
 
     fn set_window_rate(&self, rate: Rate) -> Result<()> {
         let window_ns = match self.params {
+            Params::FixedWindow(fw) if fw.window_ns == crate::algo::fixed_window::MONTHS => {
+                Rate::MONTH_NS
+            }
             Params::FixedWindow(fw) => fw.window_ns,
             Params::SlidingWindow(sw) => sw.window_ns,
             _ => return Err(self.wrong_kind("has no rate to change")),

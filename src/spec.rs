@@ -232,10 +232,21 @@ impl Alignment {
     /// The largest UTC offset a calendar alignment takes, in seconds (18 h).
     pub const MAX_UTC_OFFSET_S: i32 = 18 * 3_600;
 
+    /// A calendar-aligned window of one average month ([`Rate::MONTH_NS`]) is the calendar
+    /// month (fixed windows only).
+    pub(crate) fn is_months(self, window_ns: u64) -> bool {
+        matches!(self, Alignment::Calendar { .. }) && window_ns == Rate::MONTH_NS
+    }
+
     /// Where window boundaries fall: what to add to a monotonic time so that boundaries are at
     /// multiples of the window, given the wall offset (realtime - monotonic) of this boot.
     pub(crate) fn phase_ns(self, window_ns: u64, wall_offset: u64) -> u64 {
         const DAY: i128 = 86_400_000_000_000;
+        if let (Alignment::Calendar { utc_offset_s }, true) = (self, self.is_months(window_ns)) {
+            // Months are found from the local time itself: the whole shift.
+            return (wall_offset as i64 as i128 + utc_offset_s as i128 * 1_000_000_000)
+                .clamp(0, u64::MAX as i128) as u64;
+        }
         match self {
             Alignment::WallClock => wall_offset % window_ns,
             Alignment::Monotonic => 0,
@@ -282,6 +293,15 @@ impl FixedWindow {
     /// `limit` per calendar day, from midnight UTC (see [`FixedWindow::utc_offset`]).
     pub fn daily(limit: u64) -> FixedWindow {
         FixedWindow::new(limit, Duration::from_secs(86_400)).aligned(Alignment::UTC)
+    }
+
+    /// `limit` per calendar month, from the first of the month 00:00 UTC (see
+    /// [`FixedWindow::utc_offset`]). Months have their calendar lengths (28 to 31 days); the
+    /// retry-after of a full month is the time to the next month's start. Stored as a
+    /// calendar-aligned window of one average month ([`Rate::MONTH_NS`]), which is what
+    /// definitions and `inspect` show.
+    pub fn monthly(limit: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_nanos(Rate::MONTH_NS)).aligned(Alignment::UTC)
     }
 
     /// `limit` per calendar week, from Monday 00:00 UTC (see [`FixedWindow::utc_offset`]).
@@ -502,6 +522,12 @@ impl Algorithm {
                 alignment,
             } => {
                 offset(alignment)?;
+                if alignment.is_months(window_ns) {
+                    return Err(invalid(
+                        limit,
+                        "calendar months are for fixed windows: a sliding window needs a fixed length",
+                    ));
+                }
                 if l == 0 || l > sliding_window::MAX_LIMIT {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^20-1")));
                 }

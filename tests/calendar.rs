@@ -9,7 +9,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use common::SEC;
-use shmlimit::{Alignment, FixedWindow, Limiter, ManualClock, Rate, TokenBucket};
+use shmlimit::{Alignment, FixedWindow, IntoAlgorithm, Limiter, ManualClock, Rate, TokenBucket};
 
 const HOUR: u64 = 3_600 * SEC;
 const DAY: u64 = 24 * HOUR;
@@ -143,5 +143,71 @@ fn rates_per_day_week_and_month() {
     assert_eq!(
         exports.try_acquire(1).unwrap().retry_after_ns(),
         262_974_600_000
+    );
+}
+
+/// Unix ns of 00:00 UTC on `y-m-d`.
+fn civil(y: i64, m: u32, d: u32) -> u64 {
+    // Howard Hinnant's days_from_civil.
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = (y - era * 400) as u64;
+    let mp = (m as u64 + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d as u64 - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    (era * 146_097 + doe as i64 - 719_468) as u64 * DAY
+}
+
+#[test]
+fn a_monthly_window_follows_the_calendar_across_february() {
+    let (dir, _) = common::temp_path("unused");
+    let build = || Limiter::builder().limit("month", FixedWindow::monthly(100));
+    // 2027: January 31 23:00 UTC.
+    let path = dir.path().join("monthly-2027.shm");
+    let (l, clock) = at_unix(&path, build, civil(2027, 1, 31) + 23 * HOUR);
+    let month = l.limit("month").unwrap();
+    assert!(month.try_acquire(100).unwrap().is_allowed());
+    let d = month.try_acquire(1).unwrap();
+    assert_eq!(d.retry_after_ns(), HOUR, "to February 1st");
+    clock.advance(HOUR);
+    assert!(month.try_acquire(100).unwrap().is_allowed(), "February");
+    let d = month.try_acquire(1).unwrap();
+    assert_eq!(d.retry_after_ns(), 28 * DAY, "February 2027 has 28 days");
+    clock.advance(28 * DAY - 1);
+    assert!(
+        month.try_acquire(1).unwrap().is_denied(),
+        "February 28, 23:59:59.999999999"
+    );
+    clock.advance(1);
+    assert!(month.try_acquire(100).unwrap().is_allowed(), "March 1st");
+    assert_eq!(month.try_acquire(1).unwrap().retry_after_ns(), 31 * DAY);
+
+    // 2028 is a leap year: February has 29 days; and a fixed offset (UTC+09:00) moves the
+    // month's start to the 1st at 00:00 local, 15:00 UTC the day before.
+    let path = dir.path().join("monthly-2028.shm");
+    let build =
+        || Limiter::builder().limit("month", FixedWindow::monthly(100).utc_offset(9 * 3_600));
+    let (l, clock) = at_unix(&path, build, civil(2028, 1, 31) + 14 * HOUR);
+    let month = l.limit("month").unwrap();
+    assert!(month.try_acquire(100).unwrap().is_allowed());
+    assert_eq!(
+        month.try_acquire(1).unwrap().retry_after_ns(),
+        HOUR,
+        "15:00 UTC = Feb 1st 00:00 +09:00"
+    );
+    clock.advance(HOUR);
+    assert!(month.try_acquire(100).unwrap().is_allowed());
+    assert_eq!(
+        month.try_acquire(1).unwrap().retry_after_ns(),
+        29 * DAY,
+        "February 2028 has 29 days"
+    );
+    // The definition says what it is.
+    assert_eq!(
+        l.definitions()[0].algorithm,
+        FixedWindow::monthly(100)
+            .utc_offset(9 * 3_600)
+            .into_algorithm("month")
+            .unwrap()
     );
 }

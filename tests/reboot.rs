@@ -716,3 +716,33 @@ fn a_calendar_day_in_a_fixed_offset_is_kept_across_a_reboot() {
     clock.advance(d.retry_after_ns());
     assert!(day.try_acquire(10).unwrap().is_allowed());
 }
+
+#[test]
+fn a_monthly_quota_is_kept_across_a_reboot() {
+    let build = || Limiter::builder().limit("month", FixedWindow::monthly(1_000));
+    let (_dir, path) = disk_path("monthly.shm");
+    let (story, old) = Story::begin(&path, build);
+    let month = old.limit("month").unwrap();
+    assert!(month.try_acquire(1_000).unwrap().is_allowed());
+    // 20:00 UTC: the month ends at a midnight at least 4 h away.
+    let before = month.try_acquire(1).unwrap().retry_after_ns();
+    assert!((4 * HOUR..=31 * DAY).contains(&before));
+    drop((month, old));
+    let (new, clock) = story.reboot(&path, 2 * HOUR as i64, build);
+    let month = new.limit("month").unwrap();
+    let d = month.try_acquire(1).unwrap();
+    assert!(
+        d.is_denied(),
+        "the month's 1,000 stay used after the reboot"
+    );
+    assert_eq!(
+        d.retry_after_ns(),
+        before - 2 * HOUR,
+        "until the next month's start"
+    );
+    clock.advance(d.retry_after_ns());
+    assert!(
+        month.try_acquire(1_000).unwrap().is_allowed(),
+        "the next month"
+    );
+}

@@ -78,6 +78,11 @@
 // not exceed 2^26 either.
 #define SHMLIMIT_MAX_KEY_PERMITS 64
 
+// An average Gregorian month in nanoseconds (2,629,746 s): with `SHMLIMIT_ALIGN_CALENDAR`, a
+// fixed window of this `period_ns` is the calendar month (28 to 31 days, from the 1st 00:00 in
+// the offset); as a token bucket's `period_ns`, a rate per month.
+#define SHMLIMIT_MONTH_NS 2629746000000000
+
 // `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
 // file keeps the choice it was created with.
 #define SHMLIMIT_ON_REBOOT_DEFAULT 0

@@ -299,6 +299,14 @@ class LaterFeaturesTest(unittest.TestCase):
             self.assertEqual(lim.definitions()["week"], week)
             self.assertTrue(lim.limit("week").try_acquire(5))
             self.assertFalse(lim.limit("week").try_acquire())
+        month = FixedWindow(3, shmlimit.MONTH, aligned="calendar")
+        with Limiter.create_or_open(os.path.join(self.dir.name, "month.shm"),
+                                    {"month": month}) as lim:
+            self.assertEqual(lim.definitions()["month"], month)
+            self.assertTrue(lim.limit("month").try_acquire(3))
+            denied = lim.limit("month").try_acquire()
+            self.assertFalse(denied)
+            self.assertLessEqual(denied.retry_after, 31 * shmlimit.DAY)
         with self.assertRaises(shmlimit.InvalidParameterError):
             FixedWindow(5, shmlimit.DAY, utc_offset=3600)
         with self.assertRaises(shmlimit.InvalidParameterError):

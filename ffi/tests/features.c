@@ -991,6 +991,26 @@ static void reboot_choice(const char *dir) {
     }
     shmlimit_limiter_free(limiter);
     limiter = NULL;
+    /* A calendar month in UTC: full, it waits for the 1st of the next month (at most 31 days). */
+    snprintf(path, sizeof path, "%s/monthly.shm", dir);
+    zero_def(&def, "month", SHMLIMIT_FIXED_WINDOW, 3, SHMLIMIT_MONTH_NS, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+    {
+        shmlimit_limit *month = NULL;
+        shmlimit_decision d;
+        OK(shmlimit_limiter_limit(limiter, "month", &month));
+        OK(shmlimit_acquire(month, 3, &d));
+        CHECK(d.allowed);
+        OK(shmlimit_acquire(month, 1, &d));
+        CHECK(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= 31 * 86400 * SECOND);
+        shmlimit_limit_free(month);
+    }
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    def.rate = (uint64_t)(int64_t)(19 * 3600);
+    zero_def(&def, "day", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
     def.rate = (uint64_t)(int64_t)(19 * 3600);
     snprintf(path, sizeof path, "%s/calendar-bad.shm", dir);
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",

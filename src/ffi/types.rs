@@ -173,6 +173,12 @@ pub struct shmlimit_options {
     pub reserved: [u64; 3],
 }
 
+/// An average Gregorian month in nanoseconds (2,629,746 s): with `SHMLIMIT_ALIGN_CALENDAR`, a
+/// fixed window of this `period_ns` is the calendar month (28 to 31 days, from the 1st 00:00 in
+/// the offset); as a token bucket's `period_ns`, a rate per month.
+pub const SHMLIMIT_MONTH_NS: u64 = 2_629_746_000_000_000;
+const _: () = assert!(SHMLIMIT_MONTH_NS == crate::Rate::MONTH_NS);
+
 /// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
 /// file keeps the choice it was created with.
 pub const SHMLIMIT_ON_REBOOT_DEFAULT: u32 = 0;

@@ -305,6 +305,28 @@ fn floor_div(a: i128, b: u64) -> i128 {
 
 const TAT_MAX: u64 = (1 << 63) - 1;
 
+/// The full index of the window holding `t` (`now + phase`): calendar months or `t / W`.
+fn index_of(t: i128, window_ns: u64, alignment: Alignment) -> i128 {
+    if alignment.is_months(window_ns) {
+        if t < 0 {
+            floor_div(t, window_ns)
+        } else {
+            crate::algo::calendar::month_index(t.min(u64::MAX as i128) as u64) as i128
+        }
+    } else {
+        floor_div(t, window_ns)
+    }
+}
+
+/// Where window `k` starts, in the units of `now + phase`.
+fn start_of(k: i128, window_ns: u64, alignment: Alignment) -> i128 {
+    if alignment.is_months(window_ns) && k >= 0 {
+        crate::algo::calendar::month_start(k.min(u64::MAX as i128) as u64) as i128
+    } else {
+        k * window_ns as i128
+    }
+}
+
 impl Shift {
     /// A token-bucket state word (bit 63: parameter-slot tag).
     pub fn bucket(&self, w: u64) -> Moved {
@@ -367,18 +389,22 @@ impl Shift {
     /// offset this is exactly the same calendar window; a wall clock stepped forward during the
     /// old boot (a highest offset above the phase word) moves it later, never earlier.
     fn window(&self, k: i128, window_ns: u64, alignment: Alignment) -> i128 {
-        let last = (k + 1) * window_ns as i128 - self.phase(true, window_ns, alignment) as i128 - 1;
-        floor_div(
+        let last = start_of(k + 1, window_ns, alignment)
+            - self.phase(true, window_ns, alignment) as i128
+            - 1;
+        index_of(
             last + self.d + self.phase(false, window_ns, alignment) as i128,
             window_ns,
+            alignment,
         )
     }
 
     /// The index of this boot's now, with this boot's phase.
     fn now_window(&self, window_ns: u64, alignment: Alignment) -> i128 {
-        floor_div(
+        index_of(
             self.now as i128 + self.phase(false, window_ns, alignment) as i128,
             window_ns,
+            alignment,
         )
     }
 
@@ -390,7 +416,11 @@ impl Shift {
         }
         let fw = FixedWindow {
             limit,
-            window_ns,
+            window_ns: if alignment.is_months(window_ns) {
+                fixed_window::MONTHS
+            } else {
+                window_ns
+            },
             phase_ns: self.phase(false, window_ns, alignment),
         };
         let keep = fixed_fresh_in(&fw, self.now, w) > fixed_fresh_in(&fw, self.now, moved.word);
@@ -407,9 +437,10 @@ impl Shift {
         if count == 0 {
             return ok(0);
         }
-        let full_ref = floor_div(
+        let full_ref = index_of(
             self.reference + self.phase(true, window_ns, alignment) as i128,
             window_ns,
+            alignment,
         );
         let diff = (full_ref as u64 as u32).wrapping_sub(stored) as i32 as i128;
         let k = self.window(full_ref - diff, window_ns, alignment);
@@ -452,9 +483,10 @@ impl Shift {
         if prev == 0 && cur == 0 {
             return ok(0);
         }
-        let full_ref = floor_div(
+        let full_ref = index_of(
             self.reference + self.phase(true, window_ns, alignment) as i128,
             window_ns,
+            alignment,
         );
         let raw = (full_ref as u64).wrapping_sub(stored) & ((1 << 24) - 1);
         let diff = (((raw << 40) as i64) >> 40) as i128;

@@ -19,7 +19,8 @@
 //! Fixed and sliding windows also take `alignment = "wall_clock"` (the default: windows start at
 //! multiples of the window in Unix time), `"monotonic"`, or `"calendar"` with an optional
 //! `utc_offset = "+05:30"`: days from that offset's midnight, weeks (`window = "1week"`) from its
-//! Monday 00:00. A concurrency limit takes
+//! Monday 00:00. A fixed window of `window = "1month"` is the calendar month (from the first
+//! of the month 00:00 in UTC or `utc_offset`). A concurrency limit takes
 //! `permits = 5` and an optional `lease = "30s"`.
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
@@ -247,8 +248,15 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
             };
             let l = whole(required("limit", "100")?, limit_max, &power_name(limit_max))
                 .map_err(|p| err("limit", &p))?;
-            let window =
-                window_value(required("window", "\"60s\"")?).map_err(|p| err("window", &p))?;
+            let window_field = required("window", "\"60s\"")?;
+            // Calendar months: a fixed window of "1month" (one average month, calendar aligned).
+            let monthly = other == "fixed_window"
+                && matches!(window_field, Value::String(w) if ["1month", "1 month", "month", "1mo"].contains(&w.trim()));
+            let window = if monthly {
+                Duration::from_nanos(Rate::MONTH_NS)
+            } else {
+                window_value(window_field).map_err(|p| err("window", &p))?
+            };
             let alignment = match limit.get("alignment") {
                 None => Alignment::WallClock,
                 Some(Value::String(a)) if a == "wall_clock" => Alignment::WallClock,
@@ -261,6 +269,17 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
                             "{}: use \"wall_clock\", \"monotonic\" or \"calendar\"",
                             show(v)
                         ),
+                    ))
+                }
+            };
+            let alignment = match (monthly, alignment) {
+                (false, a) => a,
+                (true, Alignment::WallClock) if limit.get("alignment").is_none() => Alignment::UTC,
+                (true, a @ Alignment::Calendar { .. }) => a,
+                (true, _) => {
+                    return Err(err(
+                        "alignment",
+                        "a window of \"1month\" is a calendar month: use alignment = \"calendar\" (or none)",
                     ))
                 }
             };
@@ -601,7 +620,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     if rate_unit_ns(unit).is_some() {
         return Err(format!(
-            "\"{text}\": months and years have no fixed length; a window takes ns, us, ms, s, min, h, d or week (calendar-month windows are not supported yet; a token bucket takes \"10000/month\")"
+            "\"{text}\": months and years have no fixed length; a window takes ns, us, ms, s, min, h, d or week (a fixed window takes \"1month\" for calendar months; a token bucket takes \"10000/month\")"
         ));
     }
     let unit = unit_ns(unit).ok_or_else(|| {
@@ -696,6 +715,23 @@ mod tests {
             parse("t", text).is_err(),
             "an offset needs calendar alignment"
         );
+    }
+
+    #[test]
+    fn a_fixed_window_of_one_month_is_the_calendar_month() {
+        let defs = parse(
+            "t",
+            "[[limit]]\nname = \"m\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1month\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            defs[0].algorithm,
+            FixedWindow::monthly(5).into_algorithm("m").unwrap()
+        );
+        let bad = "[[limit]]\nname = \"m\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1month\"\nalignment = \"monotonic\"\n";
+        assert!(parse("t", bad).is_err());
+        let sliding = "[[limit]]\nname = \"m\"\nalgorithm = \"sliding_window\"\nlimit = 5\nwindow = \"1month\"\n";
+        assert!(parse("t", sliding).is_err());
     }
 
     #[test]

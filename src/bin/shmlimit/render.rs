@@ -167,6 +167,13 @@ pub fn parameters(algorithm: &Algorithm) -> String {
         Algorithm::FixedWindow {
             limit,
             window_ns,
+            alignment: Alignment::Calendar { utc_offset_s },
+        } if window_ns == shmlimit::Rate::MONTH_NS => {
+            format!("{limit} per calendar month ({})", utc_offset(utc_offset_s))
+        }
+        Algorithm::FixedWindow {
+            limit,
+            window_ns,
             alignment,
         } => format!(
             "{limit} per {} window ({})",
