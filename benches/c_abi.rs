@@ -1,17 +1,18 @@
 //! The uncontended token-bucket decision through the C ABI:
 //! `c_abi_token_bucket_{admit,deny}/shmlimit` is the Rust `try_acquire(1)`, `c_header` the C
 //! program `ffi/bench/decide.c` calling `shmlimit_acquire` in a loop through `shmlimit.h`
-//! (`gcc -O2`, linked against the `libshmlimit.so` built with this bench), and `python_ctypes`
-//! `ffi/bench/decide.py`, a loop of `Limit.try_acquire(1)` through `ffi/python/shmlimit.py`;
-//! `python_ctypes_raw` the same script calling `shmlimit_acquire` through ctypes directly (the
-//! boundary without the wrapper's objects).
+//! (`gcc -O2`, linked against the `libshmlimit.so` built with this bench), and `python`
+//! `ffi/bench/decide.py`, a loop of `Limit.try_acquire(1)` of the Python package (its C
+//! extension `shmlimit._native`, compiled here with `gcc -O2` against the same library, as pip
+//! would lay the package out); `python_ctypes_raw` the same script calling `shmlimit_acquire`
+//! through ctypes directly (the boundary the package used before its extension).
 //!
 //! Each sample (`iter_custom`) spawns the program with the iteration count (at least
 //! [`MIN_DECISIONS`], scaled back to the count asked for); it attaches to the limiter file by
 //! path, makes 1,000 untimed decisions, times its loop of decisions itself and prints the
 //! nanoseconds, which are the sample's time (process start, attach, resolve and the first
-//! calls are outside it). Without `gcc`,
-//! `python3` or the built library the affected benchmarks are skipped with a printed notice.
+//! calls are outside it). Without `gcc`, `python3` (and its headers) or the built library the
+//! affected benchmarks are skipped with a printed notice.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,7 +48,55 @@ struct Programs {
     lib: PathBuf,
     c: Option<PathBuf>,
     python: Option<PathBuf>,
+    /// The directory holding the assembled `shmlimit` package (for `PYTHONPATH`).
+    python_path: PathBuf,
     _dir: TempDir,
+}
+
+/// Lay out the Python package in `top/shmlimit/` (its sources, `lib/libshmlimit.so`, and the
+/// extension compiled against it) as `pip install ffi/python` would.
+fn python_package(lib: &Path, top: &Path) -> Result<(), String> {
+    let info = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['include']); \
+             print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        ])
+        .output()
+        .map_err(|e| format!("python3: {e}"))?;
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    let (include, suffix) = info.trim().split_once('\n').ok_or("no python3 sysconfig")?;
+    let pkg = top.join("shmlimit");
+    std::fs::create_dir_all(&pkg).map_err(|e| e.to_string())?;
+    let source = root().join("ffi/python/src/shmlimit");
+    for entry in std::fs::read_dir(&source).map_err(|e| e.to_string())? {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|e| e == "py") {
+            std::fs::copy(&path, pkg.join(path.file_name().unwrap_or_default()))
+                .map_err(|e| e.to_string())?;
+        }
+    }
+    std::fs::copy(lib.join("libshmlimit.so"), pkg.join("libshmlimit.so"))
+        .map_err(|e| e.to_string())?;
+    let status = Command::new("gcc")
+        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"])
+        .arg(format!("-I{include}"))
+        .arg(format!("-I{}", root().join("ffi/include").display()))
+        .arg(source.join("_native.c"))
+        .arg(format!("-L{}", pkg.display()))
+        .args([
+            "-lshmlimit",
+            "-Wl,-rpath,$ORIGIN",
+            "-Wl,--disable-new-dtags",
+            "-o",
+        ])
+        .arg(pkg.join(format!("_native{}", suffix.trim())))
+        .status()
+        .map_err(|e| format!("gcc: {e}"))?;
+    if !status.success() {
+        return Err(format!("compiling shmlimit._native failed ({status})"));
+    }
+    Ok(())
 }
 
 fn build() -> Option<Programs> {
@@ -75,10 +124,11 @@ fn build() -> Option<Programs> {
             None
         }
     };
-    let python = match Command::new("python3").arg("--version").output() {
-        Ok(out) if out.status.success() => Some(root().join("ffi/bench/decide.py")),
-        _ => {
-            eprintln!("notice: c_abi_*/python_ctypes skipped: no python3");
+    let python_path = dir.path().join("python");
+    let python = match python_package(&lib, &python_path) {
+        Ok(()) => Some(root().join("ffi/bench/decide.py")),
+        Err(e) => {
+            eprintln!("notice: c_abi_*/python* skipped: {e}");
             None
         }
     };
@@ -86,6 +136,7 @@ fn build() -> Option<Programs> {
         lib,
         c,
         python,
+        python_path,
         _dir: dir,
     })
 }
@@ -174,11 +225,10 @@ pub fn bench(c: &mut Criterion) {
                 });
             }
             if let Some(script) = &p.python {
-                for (name, raw) in [("python_ctypes", false), ("python_ctypes_raw", true)] {
+                for (name, raw) in [("python", false), ("python_ctypes_raw", true)] {
                     bench_spawned(&mut group, name, workload, raw, || {
                         let mut cmd = Command::new("python3");
-                        cmd.arg(script)
-                            .env("SHMLIMIT_LIB", p.lib.join("libshmlimit.so"));
+                        cmd.arg(script).env("PYTHONPATH", &p.python_path);
                         cmd
                     });
                 }

@@ -198,6 +198,16 @@ fn composed_checks_with_a_log_first_take_nothing_when_denied() {
     assert!(out.contains("compose (first=log): ok"), "{out}");
 }
 
+/// Composed checks with keyed limits (a key per `shmlimit_check`): a per-client keyed bucket
+/// and a global one decided in one call, in one process (which limit denies, refunds by key,
+/// errors) and from four forked C workers for eight clients (the global bucket admits exactly
+/// its burst, no client more than its own, a denial takes nothing from a client).
+#[test]
+fn composed_checks_with_keyed_limits_from_c() {
+    let out = build_and_run_args("compose_keyed", &[]);
+    assert!(out.contains("compose keyed: ok"), "{out}");
+}
+
 /// Reproducer: eight processes acquiring 2 entries of a sliding log of 1000 and refunding them
 /// at once see denials (at most 16 entries are ever held), and after every refund entries are
 /// missing; one process alone sees neither.

@@ -1,23 +1,19 @@
-"""The uncontended decision through Python ctypes: attach to a limiter file by path, resolve one
-limit, then time N calls of ``limit.try_acquire(1)`` in a loop.
+"""The uncontended decision from Python: attach to a limiter file by path, resolve one limit,
+then time N calls of ``limit.try_acquire(1)`` (the package's C extension) in a loop.
 
 Usage: python3 decide.py PATH LIMIT N [raw]
     With ``raw``, the loop calls the C function ``shmlimit_acquire`` through ctypes directly
-    (one foreign call per decision, no Decision object), to separate the boundary's cost from
-    the wrapper's. Prints "ns=ELAPSED allowed=A": the nanoseconds (time.perf_counter_ns) the N decisions took,
-    attach and resolve excluded, and how many of them admitted. The shmlimit module is imported
-    from ffi/python next to this directory; the library is found as that module documents
-    (SHMLIMIT_LIB, ...).
+    (one foreign call per decision, no Decision object): the boundary the package used before
+    its extension. Prints "ns=ELAPSED allowed=A": the nanoseconds (time.perf_counter_ns) the N
+    decisions took, attach and resolve excluded, and how many of them admitted. The shmlimit
+    package is imported as installed (or from PYTHONPATH, as benches/c_abi.rs lays it out).
 """
 
 import ctypes
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-
-import shmlimit  # noqa: E402
+import shmlimit
 
 
 WARM_UP = 1000
@@ -34,15 +30,16 @@ def main() -> int:
     if sys.argv[4:] == ["raw"]:
         acquire_c = shmlimit._lib().shmlimit_acquire
         handle = limit._live()
-        out = shmlimit._Decision()
+        out = shmlimit._Decision()  # the decision struct's bytes; `allowed` is its first byte
         out_ref = ctypes.byref(out)
+        out_allowed = ctypes.c_bool.from_buffer(out)
         for _ in range(WARM_UP):
             acquire_c(handle, 1, out_ref)
         start = time.perf_counter_ns()
         for _ in range(n):
             if acquire_c(handle, 1, out_ref) != 0:
                 raise RuntimeError("shmlimit_acquire failed")
-            allowed += out.allowed
+            allowed += out_allowed.value
         elapsed = time.perf_counter_ns() - start
     else:
         acquire = limit.try_acquire

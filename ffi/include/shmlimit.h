@@ -392,8 +392,12 @@ typedef struct shmlimit_check {
     const struct shmlimit_limit *limit;
     // Units to acquire on it (at least 1).
     uint64_t cost;
-    // Must be zero.
-    uint64_t reserved[2];
+    // For a keyed limit, the key: `key_len` bytes (1 to `SHMLIMIT_MAX_KEY_LEN`, any content,
+    // no NUL needed), only read during the call. NULL with `key_len` 0 (a zero-initialised
+    // check) checks an unkeyed limit, as `shmlimit_acquire` does.
+    const uint8_t *key;
+    // The length of `key` in bytes.
+    size_t key_len;
 } shmlimit_check;
 
 // The outcome of a composed check: admitted by every limit (and the costs consumed), or by
@@ -736,32 +740,38 @@ shmlimit_status shmlimit_limit_stats(const struct shmlimit_limit *limit,
 // see them slightly fuller: stricter, never looser). A process killed in between leaves that
 // grant consumed.
 //
-// - `checks`, `checks_len`: 0 to `SHMLIMIT_MAX_CHECKS` limits and costs, only read during the
-//   call. A limit may appear more than once.
+// - `checks`, `checks_len`: 0 to `SHMLIMIT_MAX_CHECKS` limits, costs and keys, only read
+//   during the call. A check with a key (`key`, `key_len`) decides for that key of a keyed
+//   limit, as `shmlimit_acquire_key` does; one without (`key` NULL, `key_len` 0) as
+//   `shmlimit_acquire`. A limit may appear more than once (with the same or other keys), so a
+//   per-client limit and a global one are one call: `{per_client, 1, "alice", 5}, {global,
+//   1, NULL, 0}`.
 //
-// Errors: `SHMLIMIT_NULL_POINTER` (`checks`, a `checks[i].limit`, `composed_out`),
-// `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH` (more than `SHMLIMIT_MAX_CHECKS`),
-// `SHMLIMIT_INVALID_PARAMETER` (non-zero reserved fields), and any error of `shmlimit_acquire`
-// on one of the limits (`SHMLIMIT_ZERO_COST`, `SHMLIMIT_COST_EXCEEDS_CAPACITY`,
-// `SHMLIMIT_WRONG_KIND`...): then every grant already taken was refunded first.
+// Errors: `SHMLIMIT_NULL_POINTER` (`checks`, a `checks[i].limit`, a `checks[i].key` NULL with
+// a length, `composed_out`), `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH` (more than
+// `SHMLIMIT_MAX_CHECKS`), `SHMLIMIT_INVALID_KEY` (an empty or too long key), and any error of
+// `shmlimit_acquire` (or `shmlimit_acquire_key`) on one of the limits (`SHMLIMIT_ZERO_COST`,
+// `SHMLIMIT_COST_EXCEEDS_CAPACITY`, `SHMLIMIT_WRONG_KIND` for a keyed limit without a key or
+// an unkeyed one with a key...): then every grant already taken was refunded first.
 //
 // Thread-safety: as `shmlimit_acquire`.
 //
 // # Safety
 //
 // `checks` must be NULL or point at `checks_len` valid `shmlimit_check`s whose `limit`s are
-// NULL or live handles; `composed_out` NULL or valid for one write.
+// NULL or live handles and whose `key`s are NULL or `key_len` readable bytes; `composed_out`
+// NULL or valid for one write.
 shmlimit_status shmlimit_acquire_all(const struct shmlimit_check *checks,
                                      size_t checks_len,
                                      struct shmlimit_composed *composed_out);
 
 // Give back every grant of an allowed composed request whose work was never done, given the
-// same checks (the same limits in the same order) it was acquired with. A denied composed
+// same checks (the same limits and keys in the same order) it was acquired with. A denied composed
 // request consumed nothing: refunding it does nothing.
 //
 // Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
-// `SHMLIMIT_INVALID_PARAMETER` (`checks_len` differs from `composed->count`, or non-zero
-// reserved fields); the first refund error otherwise (the other refunds are still made).
+// `SHMLIMIT_INVALID_KEY`, `SHMLIMIT_INVALID_PARAMETER` (`checks_len` differs from
+// `composed->count`); the first refund error otherwise (the other refunds are still made).
 //
 // Thread-safety: as `shmlimit_acquire`.
 //

@@ -15,9 +15,7 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import shmlimit  # noqa: E402
+import shmlimit
 
 
 def work(path, name, run_ms, min_attempts, attached, go, start_at, results):

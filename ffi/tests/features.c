@@ -411,10 +411,10 @@ static void composed(const char *dir) {
     EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_acquire_all", shmlimit_acquire_all(c, 2, &second));
     CHECK(contains(shmlimit_last_error(), "checks[1].limit"));
     c[1].limit = down;
-    c[1].reserved[1] = 7;
-    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_acquire_all",
+    c[1].key_len = 7; /* a key length without a key */
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_acquire_all",
                 shmlimit_acquire_all(c, 2, &second));
-    c[1].reserved[1] = 0;
+    c[1].key_len = 0;
     c[1].cost = 0;
     EXPECT_CODE(SHMLIMIT_ZERO_COST, "shmlimit_acquire_all", shmlimit_acquire_all(c, 2, &second));
     c[1].cost = 2;

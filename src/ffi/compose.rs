@@ -1,10 +1,11 @@
 //! Composed checks from C: one request, several limits, all or nothing.
 
 use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
+use super::keyed::key_arg;
 use super::shmlimit_status;
 use super::status::{shmlimit_status::*, Failure};
 use super::types::{shmlimit_check, shmlimit_composed, shmlimit_decision, SHMLIMIT_MAX_CHECKS};
-use crate::compose::{try_acquire_all, Check};
+use crate::compose::{try_acquire_all, Acquire, Check};
 use crate::limiter::Limit;
 
 /// A decision slot with nothing in it (see `shmlimit_composed.decisions`).
@@ -18,12 +19,14 @@ const NONE: shmlimit_decision = shmlimit_decision {
     reset_after_ns: 0,
 };
 
-/// The limits of `checks`, each checked (non-NULL, aligned, reserved fields zero).
+/// The checks of `checks` as the Rust API's: each limit checked (non-NULL, aligned), with its
+/// key when it has one (`Check::keyed`), else unkeyed (`Check::new`).
 ///
 /// # Safety
 ///
-/// Every `checks[i].limit` must be NULL or a live handle for as long as `checks` is borrowed.
-unsafe fn limits(checks: &[shmlimit_check]) -> Result<Vec<&Limit>, Failure> {
+/// Every `checks[i].limit` must be NULL or a live handle, and every `checks[i].key` NULL or
+/// `checks[i].key_len` readable bytes, for as long as `checks` is borrowed.
+unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failure> {
     if checks.len() > SHMLIMIT_MAX_CHECKS {
         return Err(Failure::new(
             SHMLIMIT_BAD_LENGTH,
@@ -37,15 +40,19 @@ unsafe fn limits(checks: &[shmlimit_check]) -> Result<Vec<&Limit>, Failure> {
         .iter()
         .enumerate()
         .map(|(i, check)| {
-            if check.reserved != [0; 2] {
-                return Err(Failure::new(
-                    SHMLIMIT_INVALID_PARAMETER,
-                    format!("invalid parameter: checks[{i}].reserved must be zero"),
-                ));
-            }
             // SAFETY: NULL or a live handle (the caller's contract).
-            let limit = unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?;
-            Ok(&limit.inner)
+            let limit: &Limit =
+                &unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?.inner;
+            if check.key.is_null() && check.key_len == 0 {
+                return Ok(Check::new(limit, check.cost));
+            }
+            // SAFETY: `key` is NULL or points at `key_len` readable bytes (the caller's
+            // contract); NULL with a length is refused there.
+            let key = unsafe { key_arg(check.key, check.key_len) }.map_err(|mut f| {
+                f.message = format!("checks[{i}].{}", f.message);
+                f
+            })?;
+            Ok(Check::keyed(limit, key, check.cost))
         })
         .collect()
 }
@@ -59,21 +66,27 @@ unsafe fn limits(checks: &[shmlimit_check]) -> Result<Vec<&Limit>, Failure> {
 /// see them slightly fuller: stricter, never looser). A process killed in between leaves that
 /// grant consumed.
 ///
-/// - `checks`, `checks_len`: 0 to `SHMLIMIT_MAX_CHECKS` limits and costs, only read during the
-///   call. A limit may appear more than once.
+/// - `checks`, `checks_len`: 0 to `SHMLIMIT_MAX_CHECKS` limits, costs and keys, only read
+///   during the call. A check with a key (`key`, `key_len`) decides for that key of a keyed
+///   limit, as `shmlimit_acquire_key` does; one without (`key` NULL, `key_len` 0) as
+///   `shmlimit_acquire`. A limit may appear more than once (with the same or other keys), so a
+///   per-client limit and a global one are one call: `{per_client, 1, "alice", 5}, {global,
+///   1, NULL, 0}`.
 ///
-/// Errors: `SHMLIMIT_NULL_POINTER` (`checks`, a `checks[i].limit`, `composed_out`),
-/// `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH` (more than `SHMLIMIT_MAX_CHECKS`),
-/// `SHMLIMIT_INVALID_PARAMETER` (non-zero reserved fields), and any error of `shmlimit_acquire`
-/// on one of the limits (`SHMLIMIT_ZERO_COST`, `SHMLIMIT_COST_EXCEEDS_CAPACITY`,
-/// `SHMLIMIT_WRONG_KIND`...): then every grant already taken was refunded first.
+/// Errors: `SHMLIMIT_NULL_POINTER` (`checks`, a `checks[i].limit`, a `checks[i].key` NULL with
+/// a length, `composed_out`), `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH` (more than
+/// `SHMLIMIT_MAX_CHECKS`), `SHMLIMIT_INVALID_KEY` (an empty or too long key), and any error of
+/// `shmlimit_acquire` (or `shmlimit_acquire_key`) on one of the limits (`SHMLIMIT_ZERO_COST`,
+/// `SHMLIMIT_COST_EXCEEDS_CAPACITY`, `SHMLIMIT_WRONG_KIND` for a keyed limit without a key or
+/// an unkeyed one with a key...): then every grant already taken was refunded first.
 ///
 /// Thread-safety: as `shmlimit_acquire`.
 ///
 /// # Safety
 ///
 /// `checks` must be NULL or point at `checks_len` valid `shmlimit_check`s whose `limit`s are
-/// NULL or live handles; `composed_out` NULL or valid for one write.
+/// NULL or live handles and whose `key`s are NULL or `key_len` readable bytes; `composed_out`
+/// NULL or valid for one write.
 #[no_mangle]
 pub unsafe extern "C" fn shmlimit_acquire_all(
     checks: *const shmlimit_check,
@@ -84,13 +97,9 @@ pub unsafe extern "C" fn shmlimit_acquire_all(
         let out = arg_out("composed_out", composed_out)?;
         // SAFETY: `checks` is NULL or points at `checks_len` checks (the caller's contract).
         let checks = unsafe { arg_slice("checks", checks, checks_len) }?;
-        // SAFETY: their limits are NULL or live handles (the caller's contract).
-        let limits = unsafe { limits(checks) }?;
-        let rust: Vec<Check<'_>> = limits
-            .iter()
-            .zip(checks)
-            .map(|(limit, check)| Check::new(limit, check.cost))
-            .collect();
+        // SAFETY: their limits are NULL or live handles, their keys NULL or readable (the
+        // caller's contract).
+        let rust = unsafe { rust_checks(checks) }?;
         let composed = try_acquire_all(&rust)?;
         let mut decisions = [NONE; SHMLIMIT_MAX_CHECKS];
         for (i, slot) in decisions.iter_mut().enumerate().take(checks.len()) {
@@ -119,12 +128,12 @@ pub unsafe extern "C" fn shmlimit_acquire_all(
 }
 
 /// Give back every grant of an allowed composed request whose work was never done, given the
-/// same checks (the same limits in the same order) it was acquired with. A denied composed
+/// same checks (the same limits and keys in the same order) it was acquired with. A denied composed
 /// request consumed nothing: refunding it does nothing.
 ///
 /// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
-/// `SHMLIMIT_INVALID_PARAMETER` (`checks_len` differs from `composed->count`, or non-zero
-/// reserved fields); the first refund error otherwise (the other refunds are still made).
+/// `SHMLIMIT_INVALID_KEY`, `SHMLIMIT_INVALID_PARAMETER` (`checks_len` differs from
+/// `composed->count`); the first refund error otherwise (the other refunds are still made).
 ///
 /// Thread-safety: as `shmlimit_acquire`.
 ///
@@ -143,8 +152,9 @@ pub unsafe extern "C" fn shmlimit_refund_all(
         let composed = unsafe { arg_ref("composed", composed) }?;
         // SAFETY: `checks` is NULL or points at `checks_len` checks (the caller's contract).
         let checks = unsafe { arg_slice("checks", checks, checks_len) }?;
-        // SAFETY: their limits are NULL or live handles (the caller's contract).
-        let limits = unsafe { limits(checks) }?;
+        // SAFETY: their limits are NULL or live handles, their keys NULL or readable (the
+        // caller's contract).
+        let rust = unsafe { rust_checks(checks) }?;
         if composed.count as usize != checks.len() {
             return Err(Failure::new(
                 SHMLIMIT_INVALID_PARAMETER,
@@ -159,8 +169,8 @@ pub unsafe extern "C" fn shmlimit_refund_all(
             return Ok(());
         }
         let mut first = Ok(());
-        for (limit, decision) in limits.iter().zip(&composed.decisions) {
-            if let Err(e) = limit.refund(&decision.to_grant()) {
+        for (check, decision) in rust.iter().zip(&composed.decisions) {
+            if let Err(e) = check.give_back(&decision.to_grant()) {
                 first = first.and(Err(Failure::from(e)));
             }
         }

@@ -253,8 +253,12 @@ pub struct shmlimit_check {
     pub limit: *const super::shmlimit_limit,
     /// Units to acquire on it (at least 1).
     pub cost: u64,
-    /// Must be zero.
-    pub reserved: [u64; 2],
+    /// For a keyed limit, the key: `key_len` bytes (1 to `SHMLIMIT_MAX_KEY_LEN`, any content,
+    /// no NUL needed), only read during the call. NULL with `key_len` 0 (a zero-initialised
+    /// check) checks an unkeyed limit, as `shmlimit_acquire` does.
+    pub key: *const u8,
+    /// The length of `key` in bytes.
+    pub key_len: usize,
 }
 
 /// The outcome of a composed check: admitted by every limit (and the costs consumed), or by
@@ -319,7 +323,7 @@ impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
 }
 
 // The layout every C compiler must agree on (checked from C too, in ffi/tests/errors.c, and
-// from Python in ffi/python/test_shmlimit.py). Changing any of these breaks the ABI.
+// from Python in ffi/python/tests/test_core.py). Changing any of these breaks the ABI.
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(size_of::<shmlimit_def>() == 72);
@@ -341,6 +345,8 @@ const _: () = {
     assert!(size_of::<shmlimit_stats>() == 64);
     assert!(size_of::<shmlimit_check>() == 32);
     assert!(offset_of!(shmlimit_check, cost) == 8);
+    assert!(offset_of!(shmlimit_check, key) == 16);
+    assert!(offset_of!(shmlimit_check, key_len) == 24);
     assert!(size_of::<shmlimit_composed>() == 24 + 64 * SHMLIMIT_MAX_CHECKS + 16);
     assert!(offset_of!(shmlimit_composed, denied_by) == 4);
     assert!(offset_of!(shmlimit_composed, count) == 8);

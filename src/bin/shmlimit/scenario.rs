@@ -335,40 +335,87 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Python instances: the module and the worker script written next to each other, and the
-/// library they load.
+/// Python instances: the worker script and, next to it, the `shmlimit` package laid out as
+/// `pip install ffi/python` would install it (its Python module, its C extension compiled here
+/// against the library of this build, and that library).
 struct PythonSetup {
     script: PathBuf,
-    library: PathBuf,
 }
 
 fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
-    let ok = Command::new("python3")
+    let info = Command::new("python3")
         .arg("-c")
-        .arg("import ctypes")
+        .arg(
+            "import sysconfig; print(sysconfig.get_paths()['include']); \
+             print(sysconfig.get_config_var('EXT_SUFFIX'))",
+        )
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        return Err("python3 not found".to_owned());
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .ok_or("python3 not found")?;
+    let info = String::from_utf8_lossy(&info.stdout).into_owned();
+    let (include, suffix) = info
+        .trim()
+        .split_once('\n')
+        .ok_or("python3 did not report its include directory")?;
+    if !Path::new(include).join("Python.h").is_file() {
+        return Err(format!(
+            "{include}/Python.h not found: the Python package's extension needs the Python \
+             headers (Debian: python3-dev)"
+        ));
     }
     let library = crate::demo::library_dir()
         .map_err(|f| f.message)?
         .join("libshmlimit.so");
-    let write = |name: &str, text: &str| {
-        std::fs::write(dir.join(name), text).map_err(|e| format!("{}: {e}", dir.display()))
+    let package = dir.join("shmlimit");
+    std::fs::create_dir_all(&package).map_err(|e| format!("{}: {e}", package.display()))?;
+    let write = |path: PathBuf, text: &str| {
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
     };
     write(
-        "shmlimit.py",
-        include_str!("../../../ffi/python/shmlimit.py"),
+        package.join("__init__.py"),
+        include_str!("../../../ffi/python/src/shmlimit/__init__.py"),
     )?;
-    write("scenario_worker.py", include_str!("scenario_worker.py"))?;
+    write(
+        dir.join("_native.c"),
+        include_str!("../../../ffi/python/src/shmlimit/_native.c"),
+    )?;
+    write(
+        dir.join("shmlimit.h"),
+        include_str!("../../../ffi/include/shmlimit.h"),
+    )?;
+    std::fs::copy(&library, package.join("libshmlimit.so"))
+        .map_err(|e| format!("{}: {e}", library.display()))?;
+    let out = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2"])
+        .arg(format!("-I{include}"))
+        .arg(format!("-I{}", dir.display()))
+        .arg(dir.join("_native.c"))
+        .arg(format!("-L{}", package.display()))
+        .args([
+            "-lshmlimit",
+            "-Wl,-rpath,$ORIGIN",
+            "-Wl,--disable-new-dtags",
+            "-o",
+        ])
+        .arg(package.join(format!("_native{}", suffix.trim())))
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cc: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "compiling the Python package's extension failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    write(
+        dir.join("scenario_worker.py"),
+        include_str!("scenario_worker.py"),
+    )?;
     Ok(PythonSetup {
         script: dir.join("scenario_worker.py"),
-        library,
     })
 }
 
@@ -477,7 +524,8 @@ fn run_once(
         let mut cmd = match python_one {
             Some((p, _)) => {
                 let mut c = Command::new("python3");
-                c.arg(&p.script).env("SHMLIMIT_LIB", &p.library);
+                // The package sits next to the script (sys.path[0]).
+                c.arg(&p.script);
                 c
             }
             None => {

@@ -1,39 +1,41 @@
 """shmlimit for Python: rate limits shared by every process on a host through one mapped file.
 
-A thin ctypes wrapper (standard library only, no compile step) over the C ABI of libshmlimit.
-Python workers (gunicorn/uwsgi workers, multiprocessing pools, cron jobs...) share one budget
-with each other and with Rust and C processes using the same file::
+``pip install <checkout>/ffi/python`` builds the package: cargo builds ``libshmlimit.so``, and a
+small CPython extension (``shmlimit._native``, C over ``ffi/include/shmlimit.h``) makes the
+decisions; both are installed inside the package, so ``import shmlimit`` needs no environment
+variable. Python workers (gunicorn/uwsgi workers, multiprocessing pools, cron jobs...) share
+one budget with each other and with Rust and C processes using the same file::
 
     import shmlimit
 
-    with shmlimit.Limiter.create_or_open("/run/myapp/limits.shm", {
+    with shmlimit.Limiter.create_or_open("/dev/shm/myapp.shm", {
         "api": shmlimit.TokenBucket(rate=100, per=1.0, burst=20),
         "search": shmlimit.SlidingLog(limit=100, window=60),
     }) as limiter:
         api = limiter.limit("api")          # resolve once
-        decision = api.try_acquire()        # hot path
+        decision = api.try_acquire()        # hot path: one C call, about 0.2 us
         if decision:
             ...                             # admitted
         else:
             wait = decision.retry_after     # seconds
 
-The library is found through the ``SHMLIMIT_LIB`` environment variable (a path to
-``libshmlimit.so``), else next to this file, else in a cargo build tree above it
-(``target/release``, ``target/debug``), else by the dynamic loader's usual search.
-
-Per-key limits, concurrency permits, composed checks, refunds and live retuning::
+Per-key limits, composed checks, concurrency permits, refunds and live retuning::
 
     limiter = shmlimit.Limiter.create_or_open(path, {
-        "per_user": shmlimit.TokenBucket(rate=10, burst=5, keyed=shmlimit.Keyed(100_000)),
+        "per_client": shmlimit.TokenBucket(rate=10, burst=5, keyed=shmlimit.Keyed(100_000)),
         "db": shmlimit.Concurrency(permits=8, lease=30),
-        "downstream": shmlimit.TokenBucket(rate=300, burst=30),
+        "global": shmlimit.TokenBucket(rate=300, burst=30),
     })
-    per_user, db, down = (limiter.limit(n) for n in ("per_user", "db", "downstream"))
-    if per_user.try_acquire_key("alice"):
+    per_client, db, glob = (limiter.limit(n) for n in ("per_client", "db", "global"))
+    both = shmlimit.try_acquire_all((per_client, "alice", 1), (glob, 1))  # all or nothing
+    if both:
         with db.permit(timeout=1.0):          # PermitUnavailableError after 1 s
             ...
-    both = shmlimit.try_acquire_all((per_user, 1), (down, 1))   # not for keyed limits
-    down.set_rate(200)                       # every process, at once
+    glob.set_rate(200)                        # every process, at once
+
+asyncio (``await per_client.aio.acquire(1, timeout=2)``, ``async with db.aio.permit(...)``),
+WSGI/ASGI middleware (``shmlimit.web``) and Prometheus text (``shmlimit.prometheus_text``) are
+in the same package.
 
 While the file is missing or invalid, a guarded limiter lets each limit's explicit policy
 decide (there is no default), and says so in the decision::
@@ -41,22 +43,34 @@ decide (there is no default), and says so in the decision::
     guarded = shmlimit.Limiter.open_guarded(path, reopen_every=1.0)   # never fails on the file
     search = guarded.limit("search", shmlimit.FAIL_OPEN)       # admit, unlimited
     payments = guarded.limit("payments", shmlimit.FAIL_CLOSED)  # deny, retry after reopening
-    d = payments.try_acquire()
-    if d.unavailable:
-        ...                                  # the policy decided, not the limiter
 
-Thread-safety: handles may be shared by threads; each call releases the GIL while it runs.
+Thread-safety: handles may be shared by threads. The non-waiting decisions hold the GIL for
+their tens of nanoseconds; every waiting call releases it.
 """
 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import datetime
+import errno as _errno
 import math
 import os
-import threading
-from typing import Dict, Iterator, List, Mapping, Optional, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generator, Iterable, List, Mapping,
+                    NamedTuple, Optional, Tuple, Type, Union)
+
+try:
+    from . import _native
+except ImportError as _e:  # pragma: no cover - exercised by the broken-install test
+    raise ImportError(
+        f"shmlimit: the compiled part of the package could not be loaded ({_e}). Install the "
+        "package with pip (which builds libshmlimit.so and shmlimit._native into it); "
+        "ffi/python/src of a checkout cannot be imported as it is"
+    ) from _e
+
+from ._native import Composed, Decision
+
+if TYPE_CHECKING:
+    from .aio import AsyncLimit
 
 __all__ = [
     "Limiter", "Limit", "Decision", "Stats",
@@ -67,11 +81,11 @@ __all__ = [
     "SizeError", "CorruptFileError", "NotInitializedError", "ClockMismatchError",
     "DefinitionConflictError", "InvalidParameterError", "UnknownLimitError", "ZeroCostError",
     "CostExceedsCapacityError", "CorruptStateError", "ClockOutOfRangeError", "TableFullError",
-    "InvalidKeyError", "WrongKindError", "Concurrency", "library_version",
+    "InvalidKeyError", "WrongKindError", "ParameterOverflowError", "Concurrency", "library_version",
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
-    "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED",
-    "DAY", "WEEK", "MONTH",
+    "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED", "Spec", "__version__",
+    "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH",
 ]
 
 #: Periods for ``TokenBucket(rate=..., per=...)``, in seconds. ``MONTH`` is the average Gregorian
@@ -81,6 +95,10 @@ WEEK = 7 * DAY
 MONTH = 2_629_746.0
 
 Seconds = Union[int, float, datetime.timedelta]
+#: A path: str, bytes or os.PathLike, without NUL.
+PathArg = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+#: A key of a keyed limit: str (its UTF-8 bytes) or bytes, 1 to MAX_KEY_LEN bytes.
+Key = Union[str, bytes]
 
 # ---------------------------------------------------------------------------------------------
 # Errors: one exception class per status code of the C ABI.
@@ -206,6 +224,11 @@ class InvalidKeyError(ShmlimitError, ValueError):
     code = 118
 
 
+class ParameterOverflowError(InvalidParameterError, OverflowError):
+    """An integer argument above what its C parameter holds (raised by this module before any
+    call; an InvalidParameterError and an OverflowError)."""
+
+
 class WrongKindError(ShmlimitError, TypeError):
     """The operation does not apply to this kind of limit."""
 
@@ -215,8 +238,10 @@ class WrongKindError(ShmlimitError, TypeError):
 class PermitUnavailableError(ShmlimitError, TimeoutError):
     """No permit became free in time (raised by ``Limit.permit()``; not a C status code)."""
 
+    code = -2
 
-_ERRORS: Dict[int, type] = {
+
+_ERRORS: Dict[int, Type[ShmlimitError]] = {
     cls.code: cls
     for cls in [
         NullPointerError, BadUtf8Error, InternalError, BadLengthError, MisalignedPointerError,
@@ -228,8 +253,43 @@ _ERRORS: Dict[int, type] = {
     ]
 }
 
+_IO_ERRORS: Dict[Type[OSError], Type[IoError]] = {}
+
+
+def _io_error_class(os_errno: int) -> Type[IoError]:
+    """IoError, or for an errno Python maps to an OSError subclass (ENOENT: FileNotFoundError,
+    EACCES/EPERM: PermissionError, ...) a class deriving from both IoError and that subclass."""
+    sub = type(OSError(os_errno, "")) if os_errno else OSError
+    if sub is OSError:
+        return IoError
+    cls = _IO_ERRORS.get(sub)
+    if cls is None:
+        cls = type(f"IoError_{sub.__name__}", (IoError, sub), {
+            "__doc__": f"IoError for errno {_errno.errorcode.get(os_errno, os_errno)}: also a "
+                       f"{sub.__name__}.",
+            "__module__": __name__,
+        })
+        _IO_ERRORS[sub] = cls
+    return cls
+
+
+def _error(status: int, message: str, os_errno: int = 0) -> ShmlimitError:
+    """The exception for a failed call's status code (used by the C extension too)."""
+    cls = _ERRORS.get(status, ShmlimitError)
+    if cls is IoError:
+        cls = _io_error_class(os_errno)
+    error = cls(message, status)
+    if isinstance(error, IoError):
+        error.errno = os_errno or None
+        error.strerror = message
+    return error
+
+
+_native._configure(_error, ClosedError, InvalidParameterError, ParameterOverflowError)
+
 # ---------------------------------------------------------------------------------------------
-# The C declarations (ffi/include/shmlimit.h).
+# The C declarations (ffi/include/shmlimit.h) for the calls made through ctypes: everything but
+# the non-waiting decisions, which shmlimit._native makes.
 
 _TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG, _CONCURRENCY = 1, 2, 3, 4, 5
 _ALIGNMENTS = {"wall": 0, "monotonic": 1, "calendar": 2}
@@ -263,16 +323,13 @@ class _Options(ctypes.Structure):
     ]
 
 
-class _Decision(ctypes.Structure):
-    _fields_ = [
-        ("allowed", ctypes.c_bool),
-        ("shadow_denied", ctypes.c_bool),
-        ("remaining", ctypes.c_uint64),
-        ("retry_after_ns", ctypes.c_uint64),
-        ("grant", ctypes.c_uint64 * 2),
-        ("reserved", ctypes.c_uint64 * 2),
-        ("reset_after_ns", ctypes.c_uint64),
-    ]
+#: A shmlimit_decision as ctypes sees it: opaque bytes of the size the C extension was compiled
+#: with (it reads and writes the fields; ctypes only carries them).
+_Decision = ctypes.c_char * _native.DECISION_SIZE
+
+
+class _Policy(ctypes.Structure):
+    _fields_ = [("quota", ctypes.c_uint64), ("window_secs", ctypes.c_uint64)]
 
 
 class _Stats(ctypes.Structure):
@@ -285,8 +342,9 @@ class _Stats(ctypes.Structure):
     ]
 
 
-MAX_CHECKS = 8
-MAX_KEY_LEN = 1024
+MAX_CHECKS: int = _native.MAX_CHECKS
+MAX_KEY_LEN: int = _native.MAX_KEY_LEN
+MAX_KEYS = 1 << 26
 _PERMIT_SHADOW = 1
 _DECISION_UNAVAILABLE = 1
 #: Policy of a guarded limit while its file is unavailable: admit every request, unlimited.
@@ -296,25 +354,6 @@ FAIL_CLOSED = 2
 _DEF_SHADOW, _DEF_NEAR_LIMIT = 1, 2
 _DEFAULT_NEAR_LIMIT = 6554
 _FULL_POLICIES = {"deny": 0, "allow": 1, "error": 2}
-
-
-class _Check(ctypes.Structure):
-    _fields_ = [
-        ("limit", ctypes.c_void_p),
-        ("cost", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 2),
-    ]
-
-
-class _Composed(ctypes.Structure):
-    _fields_ = [
-        ("allowed", ctypes.c_bool),
-        ("denied_by", ctypes.c_int32),
-        ("count", ctypes.c_uint32),
-        ("retry_after_ns", ctypes.c_uint64),
-        ("decisions", _Decision * MAX_CHECKS),
-        ("reserved", ctypes.c_uint64 * 2),
-    ]
 
 
 class _Booking(ctypes.Structure):
@@ -376,12 +415,7 @@ _SIGNATURES = {
     "shmlimit_limit_set_limit": (ctypes.c_int32, [_P, _U64]),
     "shmlimit_limit_live_definition": (ctypes.c_int32, [_P, ctypes.POINTER(_Def)]),
     "shmlimit_limit_reset": (ctypes.c_int32, [_P]),
-    "shmlimit_acquire_all": (
-        ctypes.c_int32, [ctypes.POINTER(_Check), _SIZE, ctypes.POINTER(_Composed)]
-    ),
-    "shmlimit_refund_all": (
-        ctypes.c_int32, [ctypes.POINTER(_Check), _SIZE, ctypes.POINTER(_Composed)]
-    ),
+    "shmlimit_limit_policy": (ctypes.c_int32, [_P, ctypes.POINTER(_Policy)]),
     "shmlimit_acquire_key": (ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]),
     "shmlimit_peek_key": (ctypes.c_int32, [_P] + _KEY + [_U64, ctypes.POINTER(_Decision)]),
     "shmlimit_acquire_key_at": (
@@ -431,80 +465,83 @@ _SIGNATURES = {
 }
 
 
-def _candidates() -> Iterator[str]:
-    env = os.environ.get("SHMLIMIT_LIB")
-    if env:
-        yield env
-        return
-    here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, "libshmlimit.so")
-    root = os.path.dirname(os.path.dirname(here))
-    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(root, "target")
-    for profile in ("release", "debug"):
-        yield os.path.join(target, profile, "libshmlimit.so")
-    found = ctypes.util.find_library("shmlimit")
-    if found:
-        yield found
-    yield "libshmlimit.so"
-
-
 def _load() -> ctypes.CDLL:
-    errors = []
-    for candidate in _candidates():
-        if os.sep in candidate and not os.path.exists(candidate):
-            errors.append(f"{candidate}: no such file")
-            continue
-        try:
-            lib = ctypes.CDLL(candidate)
-        except OSError as e:
-            errors.append(f"{candidate}: {e}")
-            continue
-        for name, (restype, argtypes) in _SIGNATURES.items():
-            fn = getattr(lib, name)
-            fn.restype = restype
-            fn.argtypes = argtypes
-        return lib
-    raise ImportError(
-        "libshmlimit.so not found (set SHMLIMIT_LIB to its path): " + "; ".join(errors)
-    )
+    """The libshmlimit.so installed in this package: the one shmlimit._native is linked with
+    (checked), so that both share the library's state (handles, thread-local errors)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libshmlimit.so")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise ImportError(f"shmlimit: cannot load {path} ({e}); reinstall the package with "
+                          "pip, which builds and installs it") from e
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    if ctypes.cast(lib.shmlimit_acquire, ctypes.c_void_p).value != _native._acquire_address:
+        raise ImportError(
+            f"shmlimit: {path} is not the library shmlimit._native was loaded with; "
+            "reinstall the package")
+    return lib
 
 
-_lib_lock = threading.Lock()
-_lib_handle: Optional[ctypes.CDLL] = None
+_LIB = _load()
 
 
 def _lib() -> ctypes.CDLL:
-    global _lib_handle
-    if _lib_handle is None:
-        with _lib_lock:
-            if _lib_handle is None:
-                _lib_handle = _load()
-    return _lib_handle
+    return _LIB
+
+
+def _address(out: ctypes.c_void_p) -> int:
+    """The handle a successful call wrote (never NULL on success)."""
+    value = out.value
+    if value is None:
+        raise InternalError("the library returned a NULL handle", InternalError.code)
+    return value
 
 
 def _check(status: int) -> None:
     if status == 0:
         return
-    lib = _lib()
     # The message is thread-local in the library and ctypes copies it at once.
-    message = (lib.shmlimit_last_error() or b"").decode("utf-8", "replace")
+    message = (_LIB.shmlimit_last_error() or b"").decode("utf-8", "replace")
     if not message:
-        message = (lib.shmlimit_strerror(status) or b"").decode()
-    cls = _ERRORS.get(status, ShmlimitError)
-    error = cls(message, status)
-    if cls is IoError:
-        error.errno = lib.shmlimit_last_os_error() or None
-        error.strerror = message
-    raise error
+        message = (_LIB.shmlimit_strerror(status) or b"").decode()
+    raise _error(status, message, _LIB.shmlimit_last_os_error())
 
 
 def library_version() -> str:
     """The version of the loaded libshmlimit."""
-    return _lib().shmlimit_version().decode()
+    version: bytes = _LIB.shmlimit_version()
+    return version.decode()
+
+
+#: The package's version: the crate's (Cargo.toml), which is also library_version().
+__version__ = library_version()
 
 
 # ---------------------------------------------------------------------------------------------
 # Limit definitions.
+
+
+_U64_MAX = 2**64 - 1
+
+
+def _u64(value: object, what: str, low: int = 0, high: int = _U64_MAX) -> int:
+    """An integer argument, checked before any call: an int (not a bool: TypeError), from
+    ``low`` (else InvalidParameterError, a ValueError) to ``high`` (else
+    ParameterOverflowError, an OverflowError), with the caller's value in the message."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    if value < low:
+        raise InvalidParameterError(
+            f"{what}={value!r} is {'negative' if value < 0 else f'below {low}'}",
+            InvalidParameterError.code)
+    if value > high:
+        bound = "2**64 - 1" if high == _U64_MAX else str(high)
+        raise ParameterOverflowError(f"{what}={value!r} exceeds {bound}",
+                                     InvalidParameterError.code)
+    return value
 
 
 def _ns(value: Seconds, what: str) -> int:
@@ -513,39 +550,61 @@ def _ns(value: Seconds, what: str) -> int:
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what}: seconds as int, float or timedelta, not {type(value).__name__}")
     elif isinstance(value, float) and not math.isfinite(value):
-        raise InvalidParameterError(f"{what}: {value} is not finite", InvalidParameterError.code)
+        raise InvalidParameterError(f"{what}={value!r} is not finite", InvalidParameterError.code)
     else:
         ns = round(value * 1_000_000_000)
-    if ns <= 0 or ns >= 2**64:
-        raise InvalidParameterError(f"{what}: {value} s is out of range", InvalidParameterError.code)
+    if ns <= 0:
+        raise InvalidParameterError(f"{what}={value!r}: seconds must be positive",
+                                    InvalidParameterError.code)
+    if ns > _U64_MAX:
+        raise ParameterOverflowError(f"{what}={value!r} s exceeds 2**64 - 1 ns",
+                                     InvalidParameterError.code)
     return ns
 
 
-def _count(value: int, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    if value < 0 or value >= 2**64:
-        raise InvalidParameterError(f"{what}: {value} is out of range", InvalidParameterError.code)
-    return value
+def _count(value: object, what: str) -> int:
+    return _u64(value, what)
 
 
-def _timeout_ns(timeout: Optional[Seconds]) -> int:
+def _timeout_ns(timeout: Optional[Seconds], what: str = "timeout") -> int:
     """A timeout for the waiting calls: None waits as long as it takes; 0 does not wait."""
     if timeout is None:
-        return 2**64 - 1
+        return _U64_MAX
     if not isinstance(timeout, datetime.timedelta) and not isinstance(timeout, bool) and \
             isinstance(timeout, (int, float)) and timeout == 0:
         return 0
-    return _ns(timeout, "timeout")
+    if isinstance(timeout, datetime.timedelta) and timeout == datetime.timedelta(0):
+        return 0
+    return _ns(timeout, what)
+
+
+def _name(name: object, what: str = "a limit name") -> bytes:
+    """A limit name: a str without NUL (the library checks the rest: 1 to 63 of
+    ``[A-Za-z0-9_-.:/]``)."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__} ({name!r})")
+    if "\0" in name:
+        raise InvalidParameterError(f"{what} {name!r} contains NUL", InvalidParameterError.code)
+    return name.encode("utf-8")
+
+
+def _path(path: object) -> bytes:
+    """A path: str, bytes or os.PathLike, without NUL (which would cut it short in C)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"a path is str, bytes or os.PathLike, not {type(path).__name__}")
+    raw = os.fsencode(path)
+    if b"\0" in raw:
+        raise InvalidParameterError(f"path {path!r} contains NUL", InvalidParameterError.code)
+    return raw
 
 
 class Keyed:
     """Makes a limit keyed: one independent state per key, in a table of ``capacity`` slots
-    (rounded up to a power of two). ``on_full``: 'deny' (the default), 'allow' (fail open) or
-    'error' (raise TableFullError) when no slot is free for a new key."""
+    (1 to MAX_KEYS, rounded up to a power of two). ``on_full``: 'deny' (the default), 'allow'
+    (fail open) or 'error' (raise TableFullError) when no slot is free for a new key."""
 
     def __init__(self, capacity: int, on_full: str = "deny"):
-        self.capacity = _count(capacity, "capacity")
+        self.capacity = _u64(capacity, "capacity", low=1, high=MAX_KEYS)
         if on_full not in _FULL_POLICIES:
             raise InvalidParameterError(
                 f"on_full={on_full!r}: 'deny', 'allow' or 'error'", InvalidParameterError.code
@@ -568,11 +627,9 @@ class FleetShare:
     ``per`` seconds; informational for the workers, read by the fleet agent."""
 
     def __init__(self, rate: int, per: Seconds = 1.0, weight: int = 1):
-        rate = _count(rate, "rate")
-        if rate == 0:
-            raise InvalidParameterError("fleet rate must be at least 1", InvalidParameterError.code)
+        rate = _u64(rate, "rate", low=1)
         self.emission_ns = -(-_ns(per, "per") // rate)
-        self.weight = _count(weight, "weight")
+        self.weight = _u64(weight, "weight", high=2**32 - 1)
 
     @classmethod
     def _of(cls, emission_ns: int, weight: int) -> "FleetShare":
@@ -591,12 +648,22 @@ class FleetShare:
         return f"FleetShare(emission_ns={self.emission_ns}, weight={self.weight})"
 
 
-class _Spec:
-    """A limit definition: the algorithm's parameters (in the subclass) and the options every
-    kind takes as keyword arguments: ``shadow`` (dry run: never deny, count what would have
-    been denied), ``near_limit`` (the fraction of the capacity under which an admission counts
-    as near the limit, default about 0.1), ``keyed`` (a Keyed), ``split`` (sub-buckets of a hot
-    token bucket) and ``fleet`` (a FleetShare)."""
+def _short_fraction(stored: int) -> float:
+    """The shortest decimal fraction that stores as ``stored`` 65536ths (0.1, not 0.100006)."""
+    for digits in range(1, 7):
+        value = round(stored / 65536, digits)
+        if min(round(value * 65536), 65535) == stored:
+            return value
+    return stored / 65536
+
+
+class Spec:
+    """A limit definition (TokenBucket, FixedWindow, SlidingWindow, SlidingLog, Concurrency):
+    the algorithm's parameters (in the subclass) and the options every kind takes as keyword
+    arguments: ``shadow`` (dry run: never deny, count what would have been denied),
+    ``near_limit`` (the fraction of the capacity under which an admission counts as near the
+    limit, default about 0.1), ``keyed`` (a Keyed), ``split`` (sub-buckets of a hot token
+    bucket) and ``fleet`` (a FleetShare)."""
 
     _kind = 0
     shadow = False
@@ -604,11 +671,14 @@ class _Spec:
     split = 1
     fleet: Optional[FleetShare] = None
     _near = _DEFAULT_NEAR_LIMIT
+    _near_written: Optional[float] = None
 
     def _set_options(self, shadow: bool = False, near_limit: Optional[float] = None,
                      keyed: Optional[Keyed] = None, split: int = 1,
                      fleet: Optional[FleetShare] = None) -> None:
-        self.shadow = bool(shadow)
+        if not isinstance(shadow, bool):
+            raise TypeError(f"shadow must be a bool, not {type(shadow).__name__}")
+        self.shadow = shadow
         if near_limit is not None:
             if isinstance(near_limit, bool) or not isinstance(near_limit, (int, float)) or \
                     not 0 <= near_limit <= 1:
@@ -616,21 +686,22 @@ class _Spec:
                     f"near_limit={near_limit!r}: a fraction from 0 to 1", InvalidParameterError.code
                 )
             self._near = min(round(near_limit * 65536), 65535)
+            self._near_written = near_limit
         if keyed is not None and not isinstance(keyed, Keyed):
             raise TypeError(f"keyed must be a Keyed, not {type(keyed).__name__}")
         self.keyed = keyed
-        split = _count(split, "split")
-        if split >= 2**16:
-            raise InvalidParameterError(f"split {split} is out of range", InvalidParameterError.code)
-        self.split = max(split, 1)
+        self.split = max(_u64(split, "split", high=2**16 - 1), 1)
         if fleet is not None and not isinstance(fleet, FleetShare):
             raise TypeError(f"fleet must be a FleetShare, not {type(fleet).__name__}")
         self.fleet = fleet
 
     @property
     def near_limit(self) -> float:
-        """The near-limit fraction of the capacity."""
-        return self._near / 65536
+        """The near-limit fraction of the capacity, as written (or the shortest decimal that
+        stores the same)."""
+        if self._near_written is not None:
+            return self._near_written
+        return _short_fraction(self._near)
 
     def _fill(self, d: _Def) -> None:
         raise NotImplementedError
@@ -656,7 +727,7 @@ class _Spec:
         self.fleet = FleetShare._of(d.fleet_emission_ns, d.fleet_weight) \
             if d.fleet_weight else None
 
-    def _options_key(self) -> tuple:
+    def _options_key(self) -> Tuple[object, ...]:
         return (self.shadow, self._near, self.keyed, self.split, self.fleet)
 
     def _options_repr(self) -> str:
@@ -674,17 +745,37 @@ class _Spec:
         return "".join(", " + p for p in parts)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key() and \
-            self._options_key() == other._options_key()  # type: ignore
+        return isinstance(other, Spec) and type(self) is type(other) and \
+            self._key() == other._key() and self._options_key() == other._options_key()
 
     def __hash__(self) -> int:
         return hash((type(self), self._key(), self._options_key()))
 
-    def _key(self) -> tuple:
+    def _key(self) -> Tuple[object, ...]:
         raise NotImplementedError
 
 
-class TokenBucket(_Spec):
+# Kept for code that named the base class by its old private name.
+_Spec = Spec
+
+# The periods a token bucket read back from a file is expressed in, when one of them gives the
+# stored refill interval exactly: TokenBucket(rate=5) reads back as rate=5, per=1.0 (the file
+# stores only the interval, 200 ms).
+_READBACK_PERIODS_NS = (10**9, 60 * 10**9, 3600 * 10**9, 86_400 * 10**9, 10**6, 10**3)
+
+
+def _bucket_form(emission_ns: int) -> Tuple[int, int]:
+    """``(rate, period_ns)`` for a stored refill interval: the first of the usual periods whose
+    rate stores the same interval (the library rounds ``period / rate`` up), else
+    ``(1, emission_ns)``."""
+    for period in _READBACK_PERIODS_NS:
+        rate = round(period / emission_ns)
+        if rate >= 1 and -(-period // rate) == emission_ns:
+            return rate, period
+    return 1, emission_ns
+
+
+class TokenBucket(Spec):
     """A token bucket (GCRA): ``burst`` tokens, refilled at ``rate`` tokens per ``per`` seconds.
 
     At most ``floor(burst + rate * T / per)`` admissions in any interval of ``T`` seconds.
@@ -693,10 +784,11 @@ class TokenBucket(_Spec):
 
     _kind = _TOKEN_BUCKET
 
-    def __init__(self, rate: int, per: Seconds = 1.0, burst: Optional[int] = None, **options):
-        self.rate = _count(rate, "rate")
+    def __init__(self, rate: int, per: Seconds = 1.0, burst: Optional[int] = None,
+                 **options: Any):
+        self.rate = _u64(rate, "rate", low=1)
         self.period_ns = _ns(per, "per")
-        self.burst = _count(rate if burst is None else burst, "burst")
+        self.burst = _u64(rate if burst is None else burst, "burst", low=1)
         self._set_options(**options)
 
     @property
@@ -712,7 +804,7 @@ class TokenBucket(_Spec):
     def _fill(self, d: _Def) -> None:
         d.limit, d.period_ns, d.rate = self.burst, self.period_ns, self.rate
 
-    def _key(self) -> tuple:
+    def _key(self) -> Tuple[object, ...]:
         return (self.burst, self.emission_ns)
 
     def __repr__(self) -> str:
@@ -720,10 +812,10 @@ class TokenBucket(_Spec):
                 f"{self._options_repr()})")
 
 
-class _Windowed(_Spec):
+class _Windowed(Spec):
     def __init__(self, limit: int, window: Seconds, aligned: str = "wall",
-                 utc_offset: int = 0, **options):
-        self.limit = _count(limit, "limit")
+                 utc_offset: int = 0, **options: Any):
+        self.limit = _u64(limit, "limit", low=1)
         self.window_ns = _ns(window, "window")
         if aligned not in _ALIGNMENTS:
             raise InvalidParameterError(
@@ -748,7 +840,7 @@ class _Windowed(_Spec):
         # A calendar window's UTC offset travels in the rate field, as an int64.
         d.rate = self.utc_offset & (2**64 - 1)
 
-    def _key(self) -> tuple:
+    def _key(self) -> Tuple[object, ...]:
         return (self.limit, self.window_ns, self.aligned, self.utc_offset)
 
     def __repr__(self) -> str:
@@ -771,13 +863,13 @@ class SlidingWindow(_Windowed):
     _kind = _SLIDING_WINDOW
 
 
-class SlidingLog(_Spec):
+class SlidingLog(Spec):
     """The exact sliding log: at most ``limit`` admissions in every ``window`` seconds."""
 
     _kind = _SLIDING_LOG
 
-    def __init__(self, limit: int, window: Seconds, **options):
-        self.limit = _count(limit, "limit")
+    def __init__(self, limit: int, window: Seconds, **options: Any):
+        self.limit = _u64(limit, "limit", low=1)
         self.window_ns = _ns(window, "window")
         self._set_options(**options)
 
@@ -788,14 +880,14 @@ class SlidingLog(_Spec):
     def _fill(self, d: _Def) -> None:
         d.limit, d.period_ns = self.limit, self.window_ns
 
-    def _key(self) -> tuple:
+    def _key(self) -> Tuple[object, ...]:
         return (self.limit, self.window_ns)
 
     def __repr__(self) -> str:
         return f"SlidingLog(limit={self.limit}, window={self.window!r}{self._options_repr()})"
 
 
-class Concurrency(_Spec):
+class Concurrency(Spec):
     """At most ``permits`` held at once across every process; a permit held longer than
     ``lease`` seconds (None: no lease) becomes reclaimable, and so do the permits of a process
     that died. Take permits with ``Limit.permit()`` (a context manager) or
@@ -805,8 +897,8 @@ class Concurrency(_Spec):
 
     _kind = _CONCURRENCY
 
-    def __init__(self, permits: int, lease: Optional[Seconds] = None, **options):
-        self.permits = _count(permits, "permits")
+    def __init__(self, permits: int, lease: Optional[Seconds] = None, **options: Any):
+        self.permits = _u64(permits, "permits", low=1)
         self.lease_ns = 0 if lease is None else _ns(lease, "lease")
         self._set_options(**options)
 
@@ -817,31 +909,38 @@ class Concurrency(_Spec):
     def _fill(self, d: _Def) -> None:
         d.limit, d.period_ns = self.permits, self.lease_ns
 
-    def _key(self) -> tuple:
+    def _key(self) -> Tuple[object, ...]:
         return (self.permits, self.lease_ns)
 
     def __repr__(self) -> str:
         return f"Concurrency(permits={self.permits}, lease={self.lease!r}{self._options_repr()})"
 
 
-def _spec_of(d: _Def) -> _Spec:
+def _spec_of(d: _Def) -> Spec:
     aligned = {1: "monotonic", 2: "calendar"}.get(d.alignment, "wall")
-    spec: _Spec
+    spec: Spec
     if d.kind == _TOKEN_BUCKET:
-        spec = TokenBucket.__new__(TokenBucket)
-        spec.rate, spec.period_ns, spec.burst = d.rate, d.period_ns, d.limit
+        bucket = TokenBucket.__new__(TokenBucket)
+        # The library reports rate = 1 per the stored interval; read it back as written when a
+        # usual period gives exactly that interval.
+        bucket.rate, bucket.period_ns = _bucket_form(-(-d.period_ns // max(d.rate, 1)))
+        bucket.burst = d.limit
+        spec = bucket
     elif d.kind in (_FIXED_WINDOW, _SLIDING_WINDOW):
-        spec = (FixedWindow if d.kind == _FIXED_WINDOW else SlidingWindow).__new__(
+        window: _Windowed = (FixedWindow if d.kind == _FIXED_WINDOW else SlidingWindow).__new__(
             FixedWindow if d.kind == _FIXED_WINDOW else SlidingWindow
         )
-        spec.limit, spec.window_ns, spec.aligned = d.limit, d.period_ns, aligned
-        spec.utc_offset = d.rate - 2**64 if d.rate >= 2**63 else d.rate
+        window.limit, window.window_ns, window.aligned = d.limit, d.period_ns, aligned
+        window.utc_offset = d.rate - 2**64 if d.rate >= 2**63 else d.rate
+        spec = window
     elif d.kind == _SLIDING_LOG:
-        spec = SlidingLog.__new__(SlidingLog)
-        spec.limit, spec.window_ns = d.limit, d.period_ns
+        log = SlidingLog.__new__(SlidingLog)
+        log.limit, log.window_ns = d.limit, d.period_ns
+        spec = log
     elif d.kind == _CONCURRENCY:
-        spec = Concurrency.__new__(Concurrency)
-        spec.permits, spec.lease_ns = d.limit, d.period_ns
+        conc = Concurrency.__new__(Concurrency)
+        conc.permits, conc.lease_ns = d.limit, d.period_ns
+        spec = conc
     else:
         raise ShmlimitError(f"limit kind {d.kind} is not known to this module")
     spec._read_options(d)
@@ -858,84 +957,27 @@ def _options(mode: Optional[int], allow_other_owner: bool,
         raise ValueError(f"on_reboot must be 'translate', 'reset' or None, not {on_reboot!r}")
     options.on_reboot = _ON_REBOOT[on_reboot]
     if mode is not None:
-        # Out-of-range bits are refused by the library (InvalidParameterError).
-        options.mode = min(_count(mode, "mode"), 2**32 - 1)
+        # Bits above 0o777 are refused by the library (InvalidParameterError).
+        options.mode = _u64(mode, "mode", high=2**32 - 1)
+    if not isinstance(allow_other_owner, bool):
+        raise TypeError(
+            f"allow_other_owner must be a bool, not {type(allow_other_owner).__name__}")
     options.allow_other_owner = 1 if allow_other_owner else 0
     return options
-
-
-def _path(path: Union[str, bytes, os.PathLike]) -> bytes:
-    return os.fsencode(path)
 
 
 # ---------------------------------------------------------------------------------------------
 # Decisions and handles.
 
 
-class Decision:
-    """The outcome of one decision. True in a boolean context when allowed.
+def _decision_of(buf: "ctypes.Array[ctypes.c_char]") -> Decision:
+    return Decision._from_raw(bytes(buf))
 
-    A granted decision carries its grant record: ``Limit.refund(decision)`` gives it back.
-    ``unavailable`` is true for a decision of a guarded limit that its policy made because the
-    file could not be used (it took nothing: there is nothing to refund).
-    """
 
-    __slots__ = ("allowed", "remaining", "retry_after_ns", "shadow_denied", "unavailable",
-                 "_grant", "reset_after_ns")
-
-    def __init__(self, allowed: bool, remaining: int, retry_after_ns: int,
-                 shadow_denied: bool = False, _grant: tuple = (0, 0, 0), unavailable: bool = False,
-                 reset_after_ns: int = 0):
-        self.reset_after_ns = reset_after_ns
-        self.allowed = allowed
-        self.remaining = remaining
-        self.retry_after_ns = retry_after_ns
-        self.shadow_denied = shadow_denied
-        self.unavailable = unavailable
-        self._grant = _grant
-
-    @classmethod
-    def _of(cls, out: "_Decision") -> "Decision":
-        return cls(bool(out.allowed), out.remaining, out.retry_after_ns, bool(out.shadow_denied),
-                   (out.grant[0], out.grant[1], out.reserved[1]),
-                   bool(out.reserved[0] & _DECISION_UNAVAILABLE), out.reset_after_ns)
-
-    def _struct(self) -> "_Decision":
-        out = _Decision()
-        out.allowed, out.shadow_denied = self.allowed, self.shadow_denied
-        out.remaining, out.retry_after_ns = self.remaining, self.retry_after_ns
-        # The grant record: two words and the limit that made it (reserved[1]).
-        out.grant[0], out.grant[1], out.reserved[1] = self._grant
-        out.reserved[0] = _DECISION_UNAVAILABLE if self.unavailable else 0
-        out.reset_after_ns = self.reset_after_ns
-        return out
-
-    @property
-    def cost(self) -> int:
-        """The units this decision took (0 for denials, shadow denials and peeks)."""
-        return self._grant[0] if self.allowed else 0
-
-    @property
-    def denied(self) -> bool:
-        return not self.allowed
-
-    @property
-    def retry_after(self) -> float:
-        """Seconds until the same request could be admitted (0.0 when allowed)."""
-        return self.retry_after_ns / 1e9
-
-    @property
-    def reset_after(self) -> float:
-        """Seconds until the limit is back to its whole budget if nothing else is admitted."""
-        return self.reset_after_ns / 1e9
-
-    def __bool__(self) -> bool:
-        return self.allowed
-
-    def __repr__(self) -> str:
-        return (f"Decision(allowed={self.allowed}, remaining={self.remaining}, "
-                f"retry_after_ns={self.retry_after_ns}"
-                f"{', unavailable' if self.unavailable else ''})")
+def _grant_of(decision: Decision) -> "ctypes.Array[ctypes.c_char]":
+    if not isinstance(decision, Decision):
+        raise TypeError(f"expected a Decision, not {type(decision).__name__}")
+    return _Decision.from_buffer_copy(decision._raw)
 
 
 class Stats:
@@ -949,7 +991,7 @@ class Stats:
         self.shadow_denied = shadow_denied
         self.near_limit = near_limit
 
-    def _tuple(self) -> tuple:
+    def _tuple(self) -> Tuple[int, int, int, int]:
         return (self.allowed, self.denied, self.shadow_denied, self.near_limit)
 
     def __eq__(self, other: object) -> bool:
@@ -959,13 +1001,16 @@ class Stats:
         return (f"Stats(allowed={self.allowed}, denied={self.denied}, "
                 f"shadow_denied={self.shadow_denied}, near_limit={self.near_limit})")
 
+    def _asdict(self) -> Dict[str, int]:
+        return dict(zip(self.__slots__, self._tuple()))
+
 
 class _Handle:
     _free_name = ""
 
-    def __init__(self, handle: int):
+    def __init__(self, handle: Optional[int]):
         self._handle: Optional[int] = handle
-        self._lib = _lib()
+        self._lib = _LIB
 
     def _live(self) -> int:
         handle = self._handle
@@ -990,35 +1035,40 @@ class _Handle:
             pass
 
 
-class Limit(_Handle):
-    """One limit of a limiter file, resolved once by name. Outlives its Limiter."""
+class Limit(_native.LimitBase):
+    """One limit of a limiter file, resolved once by name. Outlives its Limiter.
 
-    _free_name = "shmlimit_limit_free"
+    ``try_acquire``, ``peek``, ``try_acquire_key`` and ``peek_key`` are the C extension's (no
+    ctypes on the hot path); ``close()`` frees the handle (also done when it is collected)."""
 
     def __init__(self, handle: int, name: str):
-        super().__init__(handle)
+        super().__init__()
+        self._attach(handle)
         self.name = name
+        self._lib = _LIB
+        self._aio: "Optional[AsyncLimit]" = None
 
-    def _decide(self, fn, *args) -> Decision:
+    def _live(self) -> int:
+        return self._ptr
+
+    def _decide(self, fn: Callable[..., int], *args: Any) -> Decision:
         out = _Decision()
         _check(fn(self._live(), *args, ctypes.byref(out)))
-        return Decision._of(out)
+        return _decision_of(out)
 
-    def try_acquire(self, cost: int = 1) -> Decision:
-        """Admit ``cost`` units now, or deny and consume nothing.
-
-        Raises ZeroCostError, CostExceedsCapacityError (the cost can never be granted),
-        CorruptStateError, ClockOutOfRangeError.
-        """
-        return self._decide(self._lib.shmlimit_acquire, cost)
-
-    def peek(self, cost: int = 1) -> Decision:
-        """The decision ``try_acquire(cost)`` would make now, consuming nothing."""
-        return self._decide(self._lib.shmlimit_peek, cost)
+    @property
+    def aio(self) -> "AsyncLimit":
+        """The asyncio face of this limit: ``await limit.aio.acquire(1, timeout=2)``,
+        ``async with limit.aio.permit(timeout=1)``, ``await limit.aio.reserve(...)``."""
+        if self._aio is None:
+            from .aio import AsyncLimit
+            self._aio = AsyncLimit(self)
+        return self._aio
 
     def try_acquire_at(self, cost: int, now_ns: int) -> Decision:
         """``try_acquire`` dated at ``now_ns`` on CLOCK_MONOTONIC (``time.monotonic_ns()``)."""
-        return self._decide(self._lib.shmlimit_acquire_at, cost, now_ns)
+        return self._decide(self._lib.shmlimit_acquire_at, _u64(cost, "cost"),
+                            _u64(now_ns, "now_ns"))
 
     def acquire(self, cost: int = 1, timeout: Optional[Seconds] = None) -> Decision:
         """Admit ``cost`` units, waiting up to ``timeout`` seconds for them (None: as long as it
@@ -1026,32 +1076,35 @@ class Limit(_Handle):
         consuming nothing, when the delay would exceed the timeout; windows and the sliding log
         sleep the exact retry-after and try again. Returns an allowed Decision, or a denied one
         that consumed nothing. Raises WrongKindError on concurrency and keyed limits."""
-        return self._decide(self._lib.shmlimit_acquire_timeout, cost, _timeout_ns(timeout))
+        return self._decide(self._lib.shmlimit_acquire_timeout, _u64(cost, "cost"),
+                            _timeout_ns(timeout))
 
     def refund(self, decision: Decision, units: Optional[int] = None) -> None:
         """Give back what ``decision`` (a grant of this limit) took, or ``units`` of it, for work
         that was admitted but never done. Refunding a denial or a peek does nothing. Raises
         WrongKindError on keyed (use refund_key) and concurrency limits."""
-        grant = decision._struct()
+        grant = _grant_of(decision)
         if units is None:
             _check(self._lib.shmlimit_refund(self._live(), ctypes.byref(grant)))
         else:
+            units = _u64(units, "units")
             _check(self._lib.shmlimit_refund_units(self._live(), ctypes.byref(grant), units))
 
     def set_rate(self, rate: int, per: Seconds = 1.0) -> None:
         """Change the refill rate to ``rate`` per ``per`` seconds, live, for every process (a
         window gets the limit per window this rate means, rounded down). Raises
         InvalidParameterError, WrongKindError (sliding log, concurrency)."""
-        _check(self._lib.shmlimit_limit_set_rate(self._live(), rate, _ns(per, "per")))
+        _check(self._lib.shmlimit_limit_set_rate(
+            self._live(), _u64(rate, "rate"), _ns(per, "per")))
 
     def set_token_bucket(self, burst: int, rate: int, per: Seconds = 1.0) -> None:
         """Change a token bucket's burst and rate together, live."""
         _check(self._lib.shmlimit_limit_set_token_bucket(
-            self._live(), burst, rate, _ns(per, "per")))
+            self._live(), _u64(burst, "burst"), _u64(rate, "rate"), _ns(per, "per")))
 
     def set_limit(self, limit: int) -> None:
         """Change a fixed or sliding window's limit per window, live."""
-        _check(self._lib.shmlimit_limit_set_limit(self._live(), limit))
+        _check(self._lib.shmlimit_limit_set_limit(self._live(), _u64(limit, "limit")))
 
     def reset(self) -> None:
         """Return the limit to fresh (full bucket, empty windows and table, no permits held),
@@ -1059,48 +1112,39 @@ class Limit(_Handle):
         _check(self._lib.shmlimit_limit_reset(self._live()))
 
     @property
-    def live_definition(self) -> "_Spec":
+    def live_definition(self) -> Spec:
         """The definition with its live parameters (after any retune by any process)."""
         out = _Def()
         _check(self._lib.shmlimit_limit_live_definition(self._live(), ctypes.byref(out)))
         return _spec_of(out)
 
-    def reserve(self, cost: int = 1, max_delay: Seconds = 0) -> "Reservation":
+    def reserve(self, cost: int = 1, max_delay: Optional[Seconds] = 0) -> "Reservation":
         """Book the next ``cost`` tokens of a token bucket now, to be used after a delay of at
-        most ``max_delay`` seconds; otherwise refuse at once and take nothing. Bookings are
+        most ``max_delay`` seconds (None: any delay); otherwise refuse at once and take nothing.
+        ``await`` the Reservation to sleep its delay without blocking an event loop. Bookings are
         served first come, first served across processes. Raises WrongKindError on other
         algorithms (use ``acquire(timeout=...)``)."""
         booking, out = _Booking(), _P()
         _check(self._lib.shmlimit_reserve(
-            self._live(), cost, _timeout_ns(max_delay), ctypes.byref(booking), ctypes.byref(out)))
+            self._live(), _u64(cost, "cost"), _timeout_ns(max_delay, "max_delay"),
+            ctypes.byref(booking), ctypes.byref(out)))
         return Reservation(booking, out.value)
 
     # Keyed limits.
 
-    def try_acquire_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
-        """Admit ``cost`` units for ``key`` (str or bytes, 1 to MAX_KEY_LEN bytes) on a keyed
-        limit, or deny and consume nothing. Raises InvalidKeyError, TableFullError (when the
-        table is full and its policy is 'error'), WrongKindError (not keyed), ..."""
-        raw = _key(key)
-        return self._decide(self._lib.shmlimit_acquire_key, raw, len(raw), cost)
-
-    def peek_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
-        """The decision ``try_acquire_key`` would make now, consuming and inserting nothing."""
-        raw = _key(key)
-        return self._decide(self._lib.shmlimit_peek_key, raw, len(raw), cost)
-
-    def try_acquire_key_at(self, key: Union[str, bytes], cost: int, now_ns: int) -> Decision:
+    def try_acquire_key_at(self, key: Key, cost: int, now_ns: int) -> Decision:
         """``try_acquire_key`` dated at ``now_ns`` on CLOCK_MONOTONIC."""
         raw = _key(key)
-        return self._decide(self._lib.shmlimit_acquire_key_at, raw, len(raw), cost, now_ns)
+        return self._decide(self._lib.shmlimit_acquire_key_at, raw, len(raw),
+                            _u64(cost, "cost"), _u64(now_ns, "now_ns"))
 
-    def refund_key(self, key: Union[str, bytes], decision: Decision) -> None:
+    def refund_key(self, key: Key, decision: Decision) -> None:
         """Give back what ``decision`` (a grant of ``try_acquire_key`` for ``key``) took."""
         raw = _key(key)
-        grant = decision._struct()
+        grant = _grant_of(decision)
         _check(self._lib.shmlimit_refund_key(self._live(), raw, len(raw), ctypes.byref(grant)))
 
-    def key_occupancy(self) -> tuple:
+    def key_occupancy(self) -> Tuple[int, int]:
         """``(used, slots)``: table slots holding a key, and the table's size."""
         used, slots = ctypes.c_size_t(), ctypes.c_size_t()
         _check(self._lib.shmlimit_limit_key_occupancy(
@@ -1148,7 +1192,7 @@ class Limit(_Handle):
                 f"limit `{self.name}`: {refusal}", PermitUnavailableError.code)
         return permit
 
-    def try_acquire_key_permit(self, key: Union[str, bytes]) -> Optional["Permit"]:
+    def try_acquire_key_permit(self, key: Key) -> Optional["Permit"]:
         """Take a permit for ``key`` on a keyed concurrency limit if fewer than ``permits`` of
         that key's are held (or one is held by a dead process, or past its lease), without
         waiting; None when all of the key's are held (or the table has no slot for a new key
@@ -1160,7 +1204,7 @@ class Limit(_Handle):
         return Permit(self, out.value) if out.value else None
 
     def acquire_key_permit(
-        self, key: Union[str, bytes], timeout: Optional[Seconds] = None
+        self, key: Key, timeout: Optional[Seconds] = None
     ) -> Optional["Permit"]:
         """``try_acquire_key_permit``, waiting up to ``timeout`` seconds (None: as long as it
         takes) for one of the key's permits to be released; None when the timeout passed."""
@@ -1169,19 +1213,19 @@ class Limit(_Handle):
             self._live(), raw, len(raw), _timeout_ns(timeout), ctypes.byref(out)))
         return Permit(self, out.value) if out.value else None
 
-    def key_permit(self, key: Union[str, bytes], timeout: Optional[Seconds] = 0) -> "Permit":
+    def key_permit(self, key: Key, timeout: Optional[Seconds] = 0) -> "Permit":
         """A permit of ``key`` for a ``with`` block, released when the block ends; waits as
         ``permit()`` does and raises PermitUnavailableError if none of the key's became free."""
         return self._granted(
             self.acquire_key_permit(key, timeout), "every permit of the key is held")
 
-    def key_permits_held(self, key: Union[str, bytes]) -> int:
+    def key_permits_held(self, key: Key) -> int:
         """How many of ``key``'s permits are held now, across every process."""
         raw, out = _key(key), ctypes.c_uint32()
         _check(self._lib.shmlimit_permit_key_held(self._live(), raw, len(raw), ctypes.byref(out)))
         return out.value
 
-    def key_tag(self, key: Union[str, bytes]) -> int:
+    def key_tag(self, key: Key) -> int:
         """The tag this file's key tables know ``key`` by (``PermitHolder.key_tag``)."""
         raw, out = _key(key), _U64()
         _check(self._lib.shmlimit_key_tag(self._live(), raw, len(raw), ctypes.byref(out)))
@@ -1190,8 +1234,9 @@ class Limit(_Handle):
     def release_permit(self, permit_id: int) -> bool:
         """Release a permit by id (``Permit.id``); False if this process did not hold it."""
         out = ctypes.c_bool()
-        _check(self._lib.shmlimit_permit_release(self._live(), permit_id, ctypes.byref(out)))
-        return out.value
+        _check(self._lib.shmlimit_permit_release(
+            self._live(), _u64(permit_id, "permit_id"), ctypes.byref(out)))
+        return bool(out.value)
 
     def permit_holders(self) -> List["PermitHolder"]:
         """Every held permit: its id, holder pid, since when, until when, and whether the next
@@ -1216,8 +1261,22 @@ class Limit(_Handle):
         _check(self._lib.shmlimit_limit_stats(self._live(), ctypes.byref(out)))
         return Stats(out.allowed, out.denied, out.shadow_denied, out.near_limit)
 
+    def policy(self) -> "Policy":
+        """The limit's quota per window in the terms of the IETF ``RateLimit-Policy`` field,
+        computed by the core from the live parameters. Raises WrongKindError for a concurrency
+        limit (it bounds work in flight, not a rate)."""
+        out = _Policy()
+        _check(self._lib.shmlimit_limit_policy(self._live(), ctypes.byref(out)))
+        return Policy(out.quota, out.window_secs)
+
+    def headers(self, decision: Decision) -> Dict[str, str]:
+        """The ``RateLimit``, ``RateLimit-Policy`` and ``Retry-After`` header fields for a
+        decision of this limit, rendered by the core (see ``rate_limit_headers``)."""
+        return rate_limit_headers((self, decision))
+
     @property
-    def definition(self) -> _Spec:
+    def definition(self) -> Spec:
+        """The limit's definition as stored in the file (as created)."""
         out = _Def()
         _check(self._lib.shmlimit_limit_definition(self._live(), ctypes.byref(out)))
         return _spec_of(out)
@@ -1226,7 +1285,7 @@ class Limit(_Handle):
         return f"Limit({self.name!r}{', closed' if self.closed else ''})"
 
 
-def _key(key: Union[str, bytes, bytearray, memoryview]) -> bytes:
+def _key(key: object) -> bytes:
     if isinstance(key, str):
         return key.encode("utf-8")
     if isinstance(key, (bytes, bytearray, memoryview)):
@@ -1270,7 +1329,7 @@ class Permit:
     def __enter__(self) -> "Permit":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
     def __del__(self) -> None:
@@ -1293,11 +1352,11 @@ class Reservation(_Handle):
     _free_name = "shmlimit_reservation_free"
 
     def __init__(self, booking: "_Booking", handle: Optional[int]):
-        super().__init__(handle)  # type: ignore[arg-type]
+        super().__init__(handle)
         self.granted = bool(booking.granted)
-        self.cost = booking.cost
-        self.delay_ns = booking.delay_ns
-        self.ready_at_ns = booking.ready_at_ns
+        self.cost: int = booking.cost
+        self.delay_ns: int = booking.delay_ns
+        self.ready_at_ns: int = booking.ready_at_ns
 
     @property
     def refused(self) -> bool:
@@ -1315,7 +1374,7 @@ class Reservation(_Handle):
             return Decision(False, 0, max(self.delay_ns, 1))
         out = _Decision()
         _check(self._lib.shmlimit_reservation_wait(self._live(), ctypes.byref(out)))
-        return Decision._of(out)
+        return _decision_of(out)
 
     def cancel(self) -> bool:
         """Give the tokens back; False when something was booked after them (they stay used),
@@ -1329,10 +1388,16 @@ class Reservation(_Handle):
     def __bool__(self) -> bool:
         return self.granted
 
+    def __await__(self) -> Generator[Any, None, Decision]:
+        """``await reservation``: sleep its delay on the event loop, then its grant (see
+        ``shmlimit.aio.wait_reservation``)."""
+        from .aio import wait_reservation
+        return wait_reservation(self).__await__()
+
     def __enter__(self) -> "Reservation":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -1360,66 +1425,106 @@ class PermitHolder:
                 f"key_tag={self.key_tag})")
 
 
-class Composed:
-    """The outcome of ``try_acquire_all``: every limit admitted (and the costs were taken), or
-    none did and nothing was taken anywhere. True in a boolean context when allowed."""
+class Policy(NamedTuple):
+    """A limit's quota per window, as the IETF ``RateLimit-Policy`` field states it."""
 
-    def __init__(self, checks, out: "_Composed", limits: List[Limit]):
-        self._checks = checks
-        self._out = out
-        self._limits = limits  # keeps the handles alive as long as the outcome
-        self.allowed = bool(out.allowed)
-        self.denied_by: Optional[int] = None if out.denied_by < 0 else out.denied_by
-        self.retry_after_ns = out.retry_after_ns
-        self.decisions: List[Optional[Decision]] = [
-            None if not (d.allowed or d.retry_after_ns) else Decision._of(d)
-            for d in out.decisions[:out.count]
-        ]
-
-    @property
-    def denied(self) -> bool:
-        return not self.allowed
-
-    @property
-    def retry_after(self) -> float:
-        """Seconds until the whole request could pass (the largest of the denying limits)."""
-        return self.retry_after_ns / 1e9
-
-    def refund(self) -> None:
-        """Give back every grant of an allowed composed request whose work was never done
-        (nothing for a denied one)."""
-        for limit in self._limits:
-            limit._live()
-        _check(_lib().shmlimit_refund_all(self._checks, self._out.count, ctypes.byref(self._out)))
-
-    def __bool__(self) -> bool:
-        return self.allowed
-
-    def __repr__(self) -> str:
-        return (f"Composed(allowed={self.allowed}, denied_by={self.denied_by}, "
-                f"retry_after_ns={self.retry_after_ns})")
+    #: ``q``: units granted per window.
+    quota: int
+    #: ``w``: the window in whole seconds (a token bucket's: the time it takes to refill).
+    window_secs: int
 
 
-def try_acquire_all(*checks: Union[Limit, tuple]) -> Composed:
-    """Admit one request on every limit, or on none: ``try_acquire_all((user, 1), (down, 2))``
-    (a bare Limit means cost 1). The limits are acquired in order; when one denies, the grants
-    already taken are given back and the rest peeked, so a denied request consumes nothing and
-    ``retry_after`` is the largest of all the limits that would deny. At most MAX_CHECKS limits.
-    Raises as ``try_acquire`` does for any of them (after giving back what it had taken)."""
-    pairs = [(c, 1) if isinstance(c, Limit) else tuple(c) for c in checks]
-    if len(pairs) > MAX_CHECKS:
-        raise BadLengthError(f"at most {MAX_CHECKS} limits in one composed check",
-                             BadLengthError.code)
-    array = (_Check * max(len(pairs), 1))()
-    limits = []
-    for slot, (limit, cost) in zip(array, pairs):
-        if not isinstance(limit, Limit):
-            raise TypeError(f"a check is a Limit or (Limit, cost), not {type(limit).__name__}")
-        slot.limit, slot.cost = limit._live(), _count(cost, "cost")
-        limits.append(limit)
-    out = _Composed()
-    _check(_lib().shmlimit_acquire_all(array, len(pairs), ctypes.byref(out)))
-    return Composed(array, out, limits)
+def rate_limit_headers(*outcome: Union[Composed, Tuple[Limit, Decision]]) -> Dict[str, str]:
+    """The ``RateLimit``, ``RateLimit-Policy`` and ``Retry-After`` header fields (draft-ietf-
+    httpapi-ratelimit-headers) of one response, as the C core renders them: pass a Composed
+    (``try_acquire_all``'s outcome; a check whose grant was given back is peeked so that it
+    reports its real state) or ``(limit, decision)`` pairs. Fields the core leaves empty
+    (``Retry-After`` when everything admitted; both RateLimit fields for concurrency limits
+    alone) are left out. No arithmetic here: the values are the core's."""
+    if len(outcome) == 1 and isinstance(outcome[0], Composed):
+        values = outcome[0]._header_values()
+    else:
+        pairs: List[Tuple[Limit, Decision]] = []
+        for item in outcome:
+            if isinstance(item, Composed):
+                raise TypeError("pass one Composed alone, or (limit, decision) pairs")
+            pairs.append(item)
+        values = _native.header_values(*pairs)
+    names = ("RateLimit", "RateLimit-Policy", "Retry-After")
+    return {name: value for name, value in zip(names, values) if value}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(source: Union["Limiter", Iterable[Limit]], file: Optional[str] = None) -> str:
+    """The Prometheus text exposition format (0.0.4) of limits' counters, with the metric
+    names of ``shmlimit stats --prometheus``: ``shmlimit_decisions_total{outcome=...}``,
+    ``shmlimit_shadow_denied_total``, ``shmlimit_near_limit_total`` (counters summed over every
+    process attached to the file), and ``shmlimit_keys_used`` (keyed limits) and
+    ``shmlimit_permits_held`` (concurrency limits) gauges. ``source`` is a Limiter (every limit
+    of its file; ``file`` defaults to its path) or Limits. Serve it from any worker: the
+    counters are the file's, not the process's."""
+    if isinstance(source, Limiter):
+        if file is None:
+            file = os.fsdecode(source.path) if isinstance(source.path, (str, bytes, os.PathLike)) \
+                else str(source.path)
+        limits = [source.limit(name) for name in source.definitions()]
+    else:
+        limits = list(source)
+    families: Dict[str, Tuple[str, str, List[str]]] = {
+        "shmlimit_decisions_total": (
+            "counter", "Decisions made on a limit since the file was created, summed over every "
+            "process, by outcome.", []),
+        "shmlimit_shadow_denied_total": (
+            "counter", "Decisions a shadow limit would have denied (they were admitted).", []),
+        "shmlimit_near_limit_total": (
+            "counter", "Admissions that left less than the near-limit fraction of the capacity.",
+            []),
+        "shmlimit_keys_used": ("gauge", "Keys in use in a keyed limit's table.", []),
+        "shmlimit_permits_held": (
+            "gauge", "Permits of a concurrency limit held right now.", []),
+    }
+    for limit in limits:
+        base = (f'file="{_label(file)}",' if file is not None else "") + \
+            f'limit="{_label(limit.name)}"'
+        stats = limit.stats()
+        families["shmlimit_decisions_total"][2].extend([
+            f'shmlimit_decisions_total{{{base},outcome="allowed"}} {stats.allowed}',
+            f'shmlimit_decisions_total{{{base},outcome="denied"}} {stats.denied}',
+        ])
+        families["shmlimit_shadow_denied_total"][2].append(
+            f"shmlimit_shadow_denied_total{{{base}}} {stats.shadow_denied}")
+        families["shmlimit_near_limit_total"][2].append(
+            f"shmlimit_near_limit_total{{{base}}} {stats.near_limit}")
+        definition = limit.definition
+        if definition.keyed is not None:
+            used, _slots = limit.key_occupancy()
+            families["shmlimit_keys_used"][2].append(f"shmlimit_keys_used{{{base}}} {used}")
+        if isinstance(definition, Concurrency):
+            families["shmlimit_permits_held"][2].append(
+                f"shmlimit_permits_held{{{base}}} {len(limit.permit_holders())}")
+    lines: List[str] = []
+    for name, (kind, help_text, samples) in families.items():
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"] + samples
+    return "\n".join(lines) + "\n"
+
+
+def try_acquire_all(*checks: Union[Limit, Tuple[Limit, int], Tuple[Limit, Key],
+                                    Tuple[Limit, Key, int]]) -> Composed:
+    """Admit one request on every limit, or on none::
+
+        try_acquire_all((per_client, "alice", 1), (glob, 1))   # a keyed and an unkeyed limit
+
+    A check is a Limit (cost 1), ``(limit, cost)``, ``(limit, key)`` (cost 1) or ``(limit,
+    key, cost)``; a key decides for that key of a keyed limit. The limits are acquired in
+    order; when one denies, the grants already taken are given back and the rest peeked, so a
+    denied request consumes nothing and ``retry_after`` is the largest of all the limits that
+    would deny. At most MAX_CHECKS checks. Raises as ``try_acquire`` (``try_acquire_key``) does
+    for any of them, after giving back what it had taken. ``Composed.refund()`` gives an
+    allowed request's grants back."""
+    return _native.try_acquire_all(*checks)
 
 
 class Limiter(_Handle):
@@ -1427,14 +1532,14 @@ class Limiter(_Handle):
 
     _free_name = "shmlimit_limiter_free"
 
-    def __init__(self, handle: int, path: Union[str, bytes, os.PathLike]):
+    def __init__(self, handle: int, path: PathArg):
         super().__init__(handle)
         self.path = path
 
     @classmethod
     def create_or_open(
         cls,
-        path: Union[str, bytes, os.PathLike],
+        path: PathArg,
         limits: Mapping[str, _Spec],
         *,
         mode: Optional[int] = None,
@@ -1449,27 +1554,30 @@ class Limiter(_Handle):
         file, it must be the file's choice. Raises InvalidParameterError,
         DefinitionConflictError, or any error of open().
         """
-        lib = _lib()
-        names = [name.encode("utf-8") if isinstance(name, str) else name for name in limits]
+        if not isinstance(limits, Mapping):
+            raise TypeError(f"limits: a mapping of names to definitions, not "
+                            f"{type(limits).__name__}")
+        raw_path = _path(path)
+        options = _options(mode, allow_other_owner, on_reboot)
+        names = [_name(name) for name in limits]
         defs = (_Def * max(len(names), 1))()
         for d, name, spec in zip(defs, names, limits.values()):
-            if not isinstance(spec, _Spec):
+            if not isinstance(spec, Spec):
                 raise TypeError(f"limit {name!r}: expected TokenBucket, FixedWindow, "
                                 f"SlidingWindow, SlidingLog or Concurrency, "
                                 f"not {type(spec).__name__}")
             d.name, d.kind = name, spec._kind
             spec._fill(d)
             spec._fill_options(d)
-        options = _options(mode, allow_other_owner, on_reboot)
         out = _P()
-        _check(lib.shmlimit_limiter_create_or_open(
-            _path(path), defs, len(names), ctypes.byref(options), ctypes.byref(out)))
-        return cls(out.value, path)
+        _check(_LIB.shmlimit_limiter_create_or_open(
+            raw_path, defs, len(names), ctypes.byref(options), ctypes.byref(out)))
+        return cls(_address(out), path)
 
     @classmethod
     def open(
         cls,
-        path: Union[str, bytes, os.PathLike],
+        path: PathArg,
         *,
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
@@ -1483,25 +1591,25 @@ class Limiter(_Handle):
         PermissionDeniedError, ForeignFileError, VersionError, SizeError, CorruptFileError,
         NotInitializedError, ClockMismatchError.
         """
-        lib = _lib()
+        raw_path = _path(path)
         options = _options(mode, allow_other_owner, on_reboot)
         out = _P()
-        _check(lib.shmlimit_limiter_open(_path(path), ctypes.byref(options), ctypes.byref(out)))
-        return cls(out.value, path)
+        _check(_LIB.shmlimit_limiter_open(raw_path, ctypes.byref(options), ctypes.byref(out)))
+        return cls(_address(out), path)
 
     def limit(self, name: str) -> Limit:
         """Resolve a limit by name, once. Raises UnknownLimitError."""
         out = _P()
-        raw = name.encode("utf-8") if isinstance(name, str) else name
+        raw = _name(name)
         _check(self._lib.shmlimit_limiter_limit(self._live(), raw, ctypes.byref(out)))
-        return Limit(out.value, raw.decode("utf-8", "replace"))
+        return Limit(_address(out), name)
 
-    def definitions(self) -> Dict[str, _Spec]:
+    def definitions(self) -> Dict[str, Spec]:
         """The limits stored in the file, in definition order."""
         handle = self._live()
         count = ctypes.c_size_t()
         _check(self._lib.shmlimit_limiter_limit_count(handle, ctypes.byref(count)))
-        result: Dict[str, _Spec] = {}
+        result: Dict[str, Spec] = {}
         for i in range(count.value):
             d = _Def()
             _check(self._lib.shmlimit_limiter_definition(handle, i, ctypes.byref(d)))
@@ -1512,25 +1620,25 @@ class Limiter(_Handle):
         self._live()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
         return f"Limiter({self.path!r}{', closed' if self.closed else ''})"
 
     @staticmethod
-    def open_guarded(path: Union[str, bytes, os.PathLike],
+    def open_guarded(path: PathArg,
                      reopen_every: Seconds = 1.0) -> "GuardedLimiter":
         """A guarded limiter on the file at ``path``: attached now if the file can be opened
         (as by ``open()`` with the default options), else retried at most once per
         ``reopen_every`` seconds (0: at every decision). Never fails because of the file."""
-        zero = reopen_every == 0 or reopen_every == datetime.timedelta(0)
-        reopen_ns = 0 if zero and not isinstance(reopen_every, bool) else _ns(
-            reopen_every, "reopen_every")
-        lib = _lib()
+        reopen_ns = _timeout_ns(reopen_every, "reopen_every")
+        if reopen_ns == _U64_MAX:
+            raise TypeError("reopen_every: seconds as int, float or timedelta, not None")
+        raw_path = _path(path)
         out = _P()
-        _check(lib.shmlimit_guarded_limiter_open(_path(path), reopen_ns, ctypes.byref(out)))
-        return GuardedLimiter(out.value, path)
+        _check(_LIB.shmlimit_guarded_limiter_open(raw_path, reopen_ns, ctypes.byref(out)))
+        return GuardedLimiter(_address(out), path)
 
 
 class GuardedLimiter(_Handle):
@@ -1539,7 +1647,7 @@ class GuardedLimiter(_Handle):
 
     _free_name = "shmlimit_guarded_limiter_free"
 
-    def __init__(self, handle: int, path: Union[str, bytes, os.PathLike]):
+    def __init__(self, handle: int, path: PathArg):
         super().__init__(handle)
         self.path = path
 
@@ -1549,10 +1657,11 @@ class GuardedLimiter(_Handle):
         checked once the file is attached (then UnknownLimitError from every decision). Raises
         InvalidParameterError for any other policy value."""
         out = _P()
-        raw = name.encode("utf-8") if isinstance(name, str) else name
+        raw = _name(name)
+        policy = _u64(unavailable, "unavailable", high=2**32 - 1)
         _check(self._lib.shmlimit_guarded_limiter_limit(
-            self._live(), raw, unavailable, ctypes.byref(out)))
-        return GuardedLimit(out.value, raw.decode("utf-8", "replace"), unavailable)
+            self._live(), raw, policy, ctypes.byref(out)))
+        return GuardedLimit(_address(out), name, policy)
 
     @property
     def attached(self) -> bool:
@@ -1565,7 +1674,7 @@ class GuardedLimiter(_Handle):
         self._live()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -1585,29 +1694,30 @@ class GuardedLimit(_Handle):
         self.name = name
         self.policy = policy
 
-    def _decide(self, fn, *args) -> Decision:
+    def _decide(self, fn: Callable[..., int], *args: Any) -> Decision:
         out = _Decision()
         _check(fn(self._live(), *args, ctypes.byref(out)))
-        return Decision._of(out)
+        return _decision_of(out)
 
     def try_acquire(self, cost: int = 1) -> Decision:
         """``Limit.try_acquire`` once attached, else the policy (flagged unavailable)."""
-        return self._decide(self._lib.shmlimit_guarded_acquire, cost)
+        return self._decide(self._lib.shmlimit_guarded_acquire, _u64(cost, "cost"))
 
     def peek(self, cost: int = 1) -> Decision:
         """The decision ``try_acquire(cost)`` would make now, consuming nothing."""
-        return self._decide(self._lib.shmlimit_guarded_peek, cost)
+        return self._decide(self._lib.shmlimit_guarded_peek, _u64(cost, "cost"))
 
-    def try_acquire_key(self, key: Union[str, bytes], cost: int = 1) -> Decision:
+    def try_acquire_key(self, key: Key, cost: int = 1) -> Decision:
         """``Limit.try_acquire_key`` once attached, else the policy. A bad key is refused
         (InvalidKeyError) even while the file is unavailable."""
         raw = _key(key)
-        return self._decide(self._lib.shmlimit_guarded_acquire_key, raw, len(raw), cost)
+        return self._decide(self._lib.shmlimit_guarded_acquire_key, raw, len(raw),
+                            _u64(cost, "cost"))
 
     def refund(self, decision: Decision) -> None:
         """Give back what ``decision`` (a grant of this guarded limit) took; a decision the
         policy made took nothing, so its refund does nothing."""
-        grant = decision._struct()
+        grant = _grant_of(decision)
         _check(self._lib.shmlimit_guarded_refund(self._live(), ctypes.byref(grant)))
 
     def __repr__(self) -> str:

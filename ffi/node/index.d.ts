@@ -1,0 +1,365 @@
+// Type declarations of the shmlimit package (lib/index.js, lib/middleware.js).
+// Durations are milliseconds (fractions allowed); the library stores nanoseconds.
+
+/// <reference types="node" />
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+export type Key = string | Uint8Array;
+
+export interface KeyedOptions {
+  /** Key slots (rounded up to a power of two). */
+  capacity: number;
+  /** When the table has no slot for a new key: deny (default), allow unlimited, or throw TableFullError. */
+  onFull?: 'deny' | 'allow' | 'error';
+}
+
+export interface CommonOptions {
+  /** One state per key, in a table of this many slots (or the full options). */
+  keyed?: number | KeyedOptions;
+  /** Dry run: never deny; `shadowDenied` and the stats say what would have been denied. */
+  shadow?: boolean;
+  /** Admissions leaving less than this fraction of the capacity count in `stats().nearLimit`. */
+  nearLimit?: number;
+}
+
+export interface TokenBucketOptions extends CommonOptions {
+  /** Tokens per `per` ms. */
+  rate: number;
+  /** The refill period in ms (default 1000). */
+  per?: number;
+  /** The capacity (default `rate`). */
+  burst?: number;
+  /** Split into 2 to 64 sub-buckets, for limits many CPUs hit at once (unkeyed only). */
+  split?: number;
+  /** This host's share (weight) of a fleet-wide rate. */
+  fleet?: { rate: number; per?: number; weight?: number };
+}
+
+export interface WindowOptions extends CommonOptions {
+  limit: number;
+  /** The window in ms. */
+  window: number;
+  /** Window boundaries on the wall clock (default) or on the monotonic clock. */
+  aligned?: 'wall' | 'monotonic';
+}
+
+export interface SlidingLogOptions extends CommonOptions {
+  limit: number;
+  window: number;
+}
+
+export interface ConcurrencyOptions {
+  permits: number;
+  /** A permit held longer than this (ms) is reclaimable; default none. */
+  lease?: number | null;
+  keyed?: number | KeyedOptions;
+  shadow?: boolean;
+}
+
+export interface TokenBucketDefinition extends Omit<TokenBucketOptions, 'keyed'> {
+  kind: 'tokenBucket';
+  per: number;
+  burst: number;
+  keyed?: KeyedOptions;
+}
+export interface FixedWindowDefinition extends Omit<WindowOptions, 'keyed'> {
+  kind: 'fixedWindow';
+  aligned: 'wall' | 'monotonic';
+  keyed?: KeyedOptions;
+}
+export interface SlidingWindowDefinition extends Omit<WindowOptions, 'keyed'> {
+  kind: 'slidingWindow';
+  aligned: 'wall' | 'monotonic';
+  keyed?: KeyedOptions;
+}
+export interface SlidingLogDefinition extends Omit<SlidingLogOptions, 'keyed'> {
+  kind: 'slidingLog';
+  keyed?: KeyedOptions;
+}
+export interface ConcurrencyDefinition extends Omit<ConcurrencyOptions, 'keyed'> {
+  kind: 'concurrency';
+  lease: number | null;
+  keyed?: KeyedOptions;
+}
+export type Definition =
+  | TokenBucketDefinition
+  | FixedWindowDefinition
+  | SlidingWindowDefinition
+  | SlidingLogDefinition
+  | ConcurrencyDefinition;
+
+export function tokenBucket(options: TokenBucketOptions): TokenBucketDefinition;
+export function fixedWindow(options: WindowOptions): FixedWindowDefinition;
+export function slidingWindow(options: WindowOptions): SlidingWindowDefinition;
+export function slidingLog(options: SlidingLogOptions): SlidingLogDefinition;
+export function concurrency(options: ConcurrencyOptions): ConcurrencyDefinition;
+
+/** The outcome of one decision. */
+export class Decision {
+  private constructor();
+  /** Admitted (and, except for a peek, the cost consumed). */
+  readonly allowed: boolean;
+  /** Units that could still be admitted right now. */
+  readonly remaining: number;
+  /** Milliseconds until the same request could be admitted (0 when allowed). */
+  readonly retryAfterMs: number;
+  /** Milliseconds until the limit is whole again. */
+  readonly resetMs: number;
+  /** A shadow limit would have denied (allowed anyway). */
+  readonly shadowDenied: boolean;
+  readonly retryAfterNs: number;
+  readonly resetAfterNs: number;
+}
+
+export interface Stats {
+  allowed: number;
+  denied: number;
+  shadowDenied: number;
+  nearLimit: number;
+}
+
+export interface Policy {
+  /** `q`: units granted per window. */
+  quota: number;
+  /** `w`: the window in whole seconds. */
+  windowSecs: number;
+}
+
+export interface WaitOptions {
+  /** Give up after this many ms (default: wait as long as it takes). */
+  timeout?: number;
+  signal?: AbortSignal;
+}
+
+export interface PermitHolder {
+  id: bigint;
+  pid: number;
+  reclaimable: boolean;
+  sinceNs: bigint;
+  leaseExpiryNs: bigint;
+  keyTag: bigint;
+}
+
+/** A held permit of a concurrency limit. */
+export class Permit {
+  private constructor();
+  readonly id: bigint;
+  readonly limit: Limit;
+  readonly key: Key | undefined;
+  readonly released: boolean;
+  /** Give it back; false when it was no longer held. */
+  release(): boolean;
+}
+
+/** Tokens of a token bucket booked in turn across processes. */
+export class Reservation {
+  private constructor();
+  readonly limit: Limit;
+  readonly delayMs: number;
+  /** When the caller may proceed, on CLOCK_MONOTONIC (as process.hrtime.bigint()). */
+  readonly readyAtNs: bigint;
+  /** Sleeps on timers until the booking's time; resolves its grant. */
+  wait(options?: { signal?: AbortSignal }): Promise<Decision>;
+  /** Gives the tokens back if nothing was booked after them. */
+  cancel(): boolean;
+}
+
+/** One limit of a limiter file. */
+export class Limit {
+  private constructor();
+  readonly name: string;
+  tryAcquire(cost?: number): Decision;
+  peek(cost?: number): Decision;
+  tryAcquireKey(key: Key, cost?: number): Decision;
+  peekKey(key: Key, cost?: number): Decision;
+  /** Waits on timers for each denial's retry-after; resolves the denial if the timeout would pass first. */
+  acquire(cost?: number, options?: WaitOptions): Promise<Decision>;
+  acquireKey(key: Key, cost?: number, options?: WaitOptions): Promise<Decision>;
+  /** Books `cost` tokens of an unkeyed token bucket if ready within `maxDelay` ms (default 0). */
+  reserve(cost?: number, options?: { maxDelay?: number }): Reservation | null;
+  /** Waits in turn with every other process (a reservation); null when it would exceed the timeout. */
+  acquireInTurn(cost?: number, options?: WaitOptions): Promise<Decision | null>;
+  refund(decision: Decision, units?: number): void;
+  refundKey(key: Key, decision: Decision): void;
+  stats(): Stats;
+  definition(): Definition;
+  liveDefinition(): Definition;
+  policy(): Policy;
+  setRate(rate: number, per?: number): void;
+  setTokenBucket(burst: number, rate: number, per?: number): void;
+  setLimit(limit: number): void;
+  reset(): void;
+  keyOccupancy(): { used: number; slots: number };
+  reclaimIdleKeys(): number;
+  keyTag(key: Key): bigint;
+  tryAcquirePermit(): Permit | null;
+  tryAcquireKeyPermit(key: Key): Permit | null;
+  /** Resolves null when the timeout passed with every permit held. */
+  acquirePermit(options?: WaitOptions): Promise<Permit | null>;
+  acquireKeyPermit(key: Key, options?: WaitOptions): Promise<Permit | null>;
+  /** Rejects with PermitUnavailableError when no permit came within the timeout. */
+  withPermit<T>(fn: (permit: Permit) => T | Promise<T>, options?: WaitOptions): Promise<T>;
+  withKeyPermit<T>(key: Key, fn: (permit: Permit) => T | Promise<T>, options?: WaitOptions): Promise<T>;
+  keyPermitsHeld(key: Key): number;
+  permitHolders(): PermitHolder[];
+  reclaimDeadPermits(): number;
+  close(): void;
+}
+
+/** A decision of a guarded limit. */
+export interface GuardedDecision extends Decision {
+  /** The file (or the limit's state) was unavailable: the policy decided. */
+  readonly unavailable: boolean;
+}
+
+export type UnavailablePolicy = 'failOpen' | 'failClosed';
+
+/** One limit of a guarded limiter. */
+export class GuardedLimit {
+  private constructor();
+  readonly name: string;
+  readonly policy: UnavailablePolicy;
+  tryAcquire(cost?: number): GuardedDecision;
+  peek(cost?: number): GuardedDecision;
+  tryAcquireKey(key: Key, cost?: number): GuardedDecision;
+  refund(decision: Decision): void;
+  close(): void;
+}
+
+/** A limiter file attached when it can be opened; each limit's policy decides until then. */
+export class GuardedLimiter {
+  private constructor();
+  readonly path: string;
+  static open(path: string, options?: { reopenEvery?: number }): GuardedLimiter;
+  attached(): boolean;
+  limit(name: string, policy: UnavailablePolicy): GuardedLimit;
+  close(): void;
+}
+
+export interface OpenOptions {
+  /** Permission bits of a created file (default 0o600), and the most an opened one may grant. */
+  mode?: number;
+  /** Accept a file owned by another user. */
+  allowOtherOwner?: boolean;
+}
+
+/** One limiter file. */
+export class Limiter {
+  private constructor();
+  readonly path: string;
+  static createOrOpen(path: string, definitions: Record<string, Definition>, options?: OpenOptions): Limiter;
+  static open(path: string, options?: OpenOptions): Limiter;
+  /** Attach when the file can be opened (retrying every `reopenEvery` ms, default 1000). */
+  static openGuarded(path: string, options?: { reopenEvery?: number }): GuardedLimiter;
+  limit(name: string): Limit;
+  definitions(): Record<string, Definition>;
+  close(): void;
+}
+
+export type Check = Limit | [Limit, number];
+
+/** The outcome of a composed check. */
+export class Composed {
+  private constructor();
+  readonly allowed: boolean;
+  /** The index of the first limit that denied; -1 when allowed. */
+  readonly deniedBy: number;
+  readonly retryAfterMs: number;
+  readonly retryAfterNs: number;
+  readonly decisions: Decision[];
+  readonly limits: Limit[];
+  refund(): void;
+}
+
+export function tryAcquireAll(checks: Check[]): Composed;
+export function acquireAll(checks: Check[], options?: WaitOptions): Promise<Composed>;
+
+export interface RateLimitHeaders {
+  RateLimit?: string;
+  'RateLimit-Policy'?: string;
+  'Retry-After'?: string;
+}
+export function rateLimitHeaders(pairs: Array<[Limit, Decision]>): RateLimitHeaders;
+
+export const version: string;
+
+export class ShmlimitError extends Error {
+  /** The C status name, e.g. 'SHMLIMIT_WRONG_KIND' ('SHMLIMIT_CLOSED' for a closed handle). */
+  readonly code: string;
+  /** The C status code (-1 for a closed handle). */
+  readonly status: number | string;
+  /** The OS errno of an IoError. */
+  readonly errno?: number;
+}
+export class ClosedError extends ShmlimitError {}
+export class NullPointerError extends ShmlimitError {}
+export class BadUtf8Error extends ShmlimitError {}
+export class InternalError extends ShmlimitError {}
+export class BadLengthError extends ShmlimitError {}
+export class MisalignedPointerError extends ShmlimitError {}
+export class OutOfRangeError extends ShmlimitError {}
+export class IoError extends ShmlimitError {}
+export class SymlinkError extends ShmlimitError {}
+export class NotRegularFileError extends ShmlimitError {}
+export class PermissionDeniedError extends ShmlimitError {}
+export class ForeignFileError extends ShmlimitError {}
+export class VersionError extends ShmlimitError {}
+export class SizeError extends ShmlimitError {}
+export class CorruptFileError extends ShmlimitError {}
+export class NotInitializedError extends ShmlimitError {}
+export class ClockMismatchError extends ShmlimitError {}
+export class DefinitionConflictError extends ShmlimitError {}
+export class InvalidParameterError extends ShmlimitError {}
+export class UnknownLimitError extends ShmlimitError {}
+export class ZeroCostError extends ShmlimitError {}
+export class CostExceedsCapacityError extends ShmlimitError {}
+export class CorruptStateError extends ShmlimitError {}
+export class ClockOutOfRangeError extends ShmlimitError {}
+export class TableFullError extends ShmlimitError {}
+export class InvalidKeyError extends ShmlimitError {}
+export class WrongKindError extends ShmlimitError {}
+export class PermitUnavailableError extends ShmlimitError {}
+
+// ---- Middleware ----
+
+export interface LimitEntry<Req> {
+  limit: Limit;
+  /** For a keyed limit: the request's key (default: the client address). */
+  key?: (req: Req) => Key | null | undefined;
+  cost?: number | ((req: Req) => number);
+}
+
+export interface RequestDecision {
+  allowed: boolean;
+  decisions: Decision[];
+  headers: RateLimitHeaders;
+}
+
+export interface MiddlewareOptions<Req = IncomingMessage, Res = ServerResponse> {
+  limits: Limit | Array<Limit | LimitEntry<Req>>;
+  key?: (req: Req) => Key | null | undefined;
+  cost?: number | ((req: Req) => number);
+  /** `RateLimit` and `RateLimit-Policy` on every response (default true). */
+  headers?: boolean;
+  /** Default 429. */
+  statusCode?: number;
+  /** The denial's body. */
+  message?: string;
+  skip?: (req: Req) => boolean;
+  onLimited?: (req: Req, res: Res, result: RequestDecision) => void;
+}
+
+export function middleware<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
+  options: MiddlewareOptions<Req, Res>,
+): (req: Req, res: Res, next?: (err?: unknown) => void) => void;
+
+/** A Fastify plugin (`fastify.register(fastifyPlugin, options)`); typed loosely so that this
+ *  package does not depend on Fastify's types. */
+export function fastifyPlugin(fastify: any, options: MiddlewareOptions<any, any>, done: (err?: Error) => void): void;
+
+declare module 'node:http' {
+  interface IncomingMessage {
+    /** Set by the shmlimit middleware. */
+    rateLimit?: RequestDecision;
+  }
+}

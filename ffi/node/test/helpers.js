@@ -1,0 +1,76 @@
+'use strict';
+// Shared by the tests: a private directory, C programs built against the library the addon
+// links, and the bound checks over logged admissions.
+const { execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const info = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'build', 'Release', 'build-info.json'), 'utf8'));
+
+function tmpdir(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shmlimit-node-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+/** Compile test/fixtures/NAME.c against the header and the same libshmlimit.a as the addon. */
+function buildC(name, dir) {
+  const out = path.join(dir, name);
+  execFileSync(process.env.CC || 'cc', [
+    '-std=c99', '-O2', '-Wall', '-Wextra', '-Werror', '-pedantic',
+    '-I', info.include, path.join(__dirname, 'fixtures', `${name}.c`), info.archive,
+    '-lpthread', '-ldl', '-lm', '-o', out,
+  ], { stdio: ['ignore', 'inherit', 'inherit'] });
+  return out;
+}
+
+/** Admissions as [{t0, t1}] (clock reads around each admitting call), sorted by t0. */
+function admissions(t0s, t1s) {
+  return t0s.map((t0, i) => ({ t0, t1: t1s[i] })).sort((a, b) => a.t0 - b.t0);
+}
+
+/**
+ * A token bucket of `burst` refilled every `emissionNs` admits at most
+ * floor(burst + T / emissionNs) in any interval T. For every admission i (x = its t0) and every
+ * set of admissions that lie wholly in [x, y] (y = the k-th smallest t1 among those with
+ * t0 >= x), k must not exceed burst + floor((y - x) / emissionNs). Each decision happened
+ * inside its [t0, t1], so this never blames the limiter for the clock reads around it.
+ * Returns the number of intervals checked; throws on the first violation.
+ */
+function checkTokenBucket(adm, burst, emissionNs) {
+  let checked = 0;
+  for (let i = 0; i < adm.length; i++) {
+    const x = adm[i].t0;
+    const t1s = adm.slice(i).map((a) => a.t1).sort((a, b) => a - b);
+    for (let k = 1; k <= t1s.length; k++) {
+      const y = t1s[k - 1];
+      const bound = burst + Math.floor((y - x) / emissionNs);
+      checked++;
+      if (k > bound) {
+        throw new Error(`token bucket over-admitted: ${k} admissions within ${(y - x) / 1e6} ms from admission ${i}; bound floor(B + rT) = ${bound}`);
+      }
+    }
+  }
+  return checked;
+}
+
+/** A sliding log admits at most `limit` in every interval of `windowNs`: the admissions wholly
+ *  inside [x, x + windowNs) for each admission's t0 = x. */
+function checkSlidingLog(adm, limit, windowNs) {
+  let worst = 0;
+  for (let i = 0; i < adm.length; i++) {
+    const x = adm[i].t0;
+    let k = 0;
+    for (let j = i; j < adm.length && adm[j].t0 < x + windowNs; j++) {
+      if (adm[j].t1 < x + windowNs) k++;
+    }
+    worst = Math.max(worst, k);
+    if (k > limit) {
+      throw new Error(`sliding log over-admitted: ${k} admissions within ${windowNs / 1e6} ms from admission ${i}; limit ${limit}`);
+    }
+  }
+  return worst;
+}
+
+module.exports = { info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog };

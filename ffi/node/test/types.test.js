@@ -1,0 +1,29 @@
+'use strict';
+// index.d.ts checked by the TypeScript compiler in strict mode: a usage file compiles, and
+// misuse is rejected.
+const assert = require('node:assert/strict');
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const path = require('node:path');
+const { test } = require('node:test');
+
+const tsc = path.join(__dirname, '..', 'node_modules', 'typescript', 'bin', 'tsc');
+
+function compile(file, t) {
+  const dir = path.join(__dirname, 'types');
+  const config = path.join(dir, `tsconfig.${path.basename(file, '.ts')}.json`);
+  const base = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'));
+  fs.writeFileSync(config, JSON.stringify({ ...base, files: [file] }));
+  t.after(() => fs.rmSync(config, { force: true }));
+  return spawnSync(process.execPath, [tsc, '-p', config], { encoding: 'utf8' });
+}
+
+test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not', (t) => {
+  assert.ok(fs.existsSync(tsc), `TypeScript is not installed at ${tsc}: run npm install (it is a devDependency)`);
+  const ok = compile('usage.ts', t);
+  assert.equal(ok.status, 0, `tsc failed on usage.ts:\n${ok.stdout}${ok.stderr}`);
+  const bad = compile('misuse.ts', t);
+  assert.notEqual(bad.status, 0, 'tsc accepted misuse.ts');
+  assert.match(bad.stdout, /misuse\.ts\(5,16\): error TS2345/);
+  assert.match(bad.stdout, /misuse\.ts\(6,12\): error TS2345/);
+});

@@ -1,0 +1,55 @@
+// Compiled with `tsc --noEmit --strict` by test/types.test.js: the declarations describe the
+// API as the tests use it.
+import * as http from 'node:http';
+import * as shmlimit from 'shmlimit';
+import { Limiter, tokenBucket, slidingLog, concurrency, fixedWindow, type Decision } from 'shmlimit';
+
+async function main(): Promise<void> {
+  const limiter: Limiter = Limiter.createOrOpen('/tmp/x.shm', {
+    api: tokenBucket({ rate: 100, per: 1000, burst: 20 }),
+    search: slidingLog({ limit: 100, window: 60_000 }),
+    daily: fixedWindow({ limit: 10_000, window: 86_400_000, aligned: 'monotonic' }),
+    per_user: tokenBucket({ rate: 10, burst: 5, keyed: { capacity: 1000, onFull: 'allow' } }),
+    db: concurrency({ permits: 8, lease: 30_000 }),
+  }, { mode: 0o660 });
+  const api = limiter.limit('api');
+  const d: Decision = api.tryAcquire();
+  const n: number = d.remaining + d.retryAfterMs + d.resetMs;
+  if (d.allowed) api.refund(d, 1);
+  const k = limiter.limit('per_user').tryAcquireKey(Buffer.from('u1'), 2);
+  limiter.limit('per_user').refundKey('u1', k);
+  const waited: Decision = await api.acquire(1, { timeout: 100, signal: AbortSignal.timeout(1000) });
+  const booked = api.reserve(1, { maxDelay: 200 });
+  const inTurn: Decision | null = booked ? await booked.wait() : await api.acquireInTurn(1, { timeout: 200 });
+  const c = shmlimit.tryAcquireAll([[api, 1], limiter.limit('search')]);
+  if (!c.allowed) console.log(c.deniedBy, c.retryAfterMs, c.decisions[0]?.remaining);
+  c.refund();
+  const permit = await limiter.limit('db').acquirePermit({ timeout: 50 });
+  permit?.release();
+  const r: number = await limiter.limit('db').withPermit(async (p) => (p.id > 0n ? 1 : 0), { timeout: 10 });
+  const guarded = Limiter.openGuarded('/tmp/y.shm', { reopenEvery: 500 });
+  const gd = guarded.limit('payments', 'failClosed').tryAcquire();
+  if (gd.unavailable && guarded.attached()) console.log(gd.retryAfterMs);
+  const s: shmlimit.Stats = api.stats();
+  const p: shmlimit.Policy = api.policy();
+  api.setRate(200, 1000);
+  const def = api.liveDefinition();
+  if (def.kind === 'tokenBucket') console.log(def.burst, def.per);
+  const h = shmlimit.rateLimitHeaders([[api, d]]);
+  console.log(n, waited.allowed, inTurn?.allowed, r, s.allowed, p.quota, h.RateLimit, h['Retry-After']);
+  try {
+    api.tryAcquire(0);
+  } catch (e) {
+    if (e instanceof shmlimit.ZeroCostError) console.log(e.code, e.status);
+  }
+  const mw = shmlimit.middleware({
+    limits: [api, { limit: limiter.limit('per_user'), key: (req) => req.headers['x-user'] as string | undefined, cost: 1 }],
+    onLimited: (req, res, result) => {
+      res.statusCode = 429;
+      res.end(result.headers['Retry-After']);
+    },
+  });
+  http.createServer((req, res) => mw(req, res, () => res.end(String(req.rateLimit?.decisions.length)))).listen(0);
+}
+
+void main();

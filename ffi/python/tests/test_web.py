@@ -1,0 +1,400 @@
+"""The WSGI and ASGI middleware and the decorator: in-process through wsgiref and a bare ASGI
+call, then the examples under a real gunicorn (4 workers, the Flask app) and two real uvicorn
+servers (the FastAPI app), driven by real HTTP clients, with the admitted counts checked
+against the bounds the shared file enforces across the workers."""
+
+import asyncio
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+import wsgiref.util
+from typing import Any, Dict, List, MutableMapping, Optional, Tuple
+
+from shmlimit import Keyed, Limiter, TokenBucket
+from shmlimit.web import (ASGIMiddleware, Check, Guard, RateLimited, Request, WSGIMiddleware,
+                          client_ip, header)
+
+from ._support import FileTest, need
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+HOUR = 3600
+
+
+def guard(path: str, per_client: int = 2, glob: int = 3) -> Guard:
+    return Guard(path, {
+        "per_client": TokenBucket(rate=per_client, per=HOUR, keyed=Keyed(64)),
+        "global": TokenBucket(rate=glob, per=HOUR),
+    }, [Check("per_client", key=header("x-api-key")), Check("global")])
+
+
+class InProcess(FileTest):
+    def wsgi_call(self, app: WSGIMiddleware, key: Optional[str]) -> Tuple[str, Dict[str, str]]:
+        environ: Dict[str, Any] = {}
+        wsgiref.util.setup_testing_defaults(environ)
+        if key is not None:
+            environ["HTTP_X_API_KEY"] = key
+        seen: Dict[str, Any] = {}
+
+        def start_response(status: str, headers: List[Tuple[str, str]], exc: Any = None) -> Any:
+            seen["status"], seen["headers"] = status, dict(headers)
+        body = b"".join(app(environ, start_response))
+        self.assertTrue(body)
+        return seen["status"], seen["headers"]
+
+    def test_wsgi_admits_within_the_bounds_and_answers_429_with_the_cores_headers(self) -> None:
+        def inner(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+
+        g = guard(self.path)
+        app = WSGIMiddleware(inner, g)
+        statuses = [self.wsgi_call(app, "alice") for _ in range(3)]
+        self.assertEqual([s for s, _ in statuses], ["200 OK", "200 OK", "429 Too Many Requests"])
+        ok, denied = statuses[0][1], statuses[2][1]
+        # The values are the core's: the same call from C renders the same strings.
+        self.assertEqual(ok["RateLimit-Policy"],
+                         '"per_client";q=2;w=3600, "global";q=3;w=3600')
+        self.assertTrue(ok["RateLimit"].startswith('"per_client";r=1;t='), ok)
+        self.assertNotIn("Retry-After", ok)
+        self.assertEqual(ok["Content-Type"], "text/plain")
+        self.assertTrue(int(denied["Retry-After"]) >= 1799, denied)
+        self.assertIn('"per_client";r=0', denied["RateLimit"])
+        # Bob passes his own limit; the global one (3) denies the fourth admission overall.
+        self.assertEqual(self.wsgi_call(app, "bob")[0], "200 OK")
+        status, headers = self.wsgi_call(app, "carol")
+        self.assertEqual(status, "429 Too Many Requests")
+        self.assertIn('"global";r=0', headers["RateLimit"])
+        # Carol's denial took nothing from her own budget.
+        limit = g.limits()[0]
+        self.assertEqual(limit.peek_key("carol").remaining, 1)
+        # A request without the header skips the keyed check, not the global one.
+        self.assertEqual(self.wsgi_call(app, None)[0], "429 Too Many Requests")
+
+    def test_asgi_middleware_and_the_decorator(self) -> None:
+        async def inner(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+        g = guard(self.path)
+        app = ASGIMiddleware(inner, g)
+
+        async def call(key: str) -> Tuple[int, Dict[str, str]]:
+            sent: List[MutableMapping[str, Any]] = []
+
+            async def send(message: MutableMapping[str, Any]) -> None:
+                sent.append(message)
+
+            async def receive() -> Dict[str, Any]:
+                return {"type": "http.request", "body": b""}
+
+            scope = {"type": "http", "method": "GET", "path": "/", "client": ("10.0.0.1", 1),
+                     "headers": [(b"x-api-key", key.encode())]}
+            await app(scope, receive, send)
+            start = sent[0]
+            return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}
+
+        async def three() -> List[Tuple[int, Dict[str, str]]]:
+            return [await call("a") for _ in range(3)]
+
+        results = asyncio.run(three())
+        self.assertEqual([s for s, _ in results], [200, 200, 429])
+        self.assertIn("ratelimit-policy", results[0][1])
+        self.assertIn("retry-after", results[2][1])
+
+        # The decorator: sync and async, the request found among the arguments.
+        other = Guard(self.path + "2", {"g": TokenBucket(rate=1, per=HOUR, keyed=Keyed(16))},
+                      [Check("g", key=client_ip)])
+
+        @other.limit()
+        def handler(request: Request) -> str:
+            return "ok"
+
+        req = Request("GET", "/", {}, "10.1.1.1", {})
+        self.assertEqual(handler(req), "ok")
+        with self.assertRaises(RateLimited) as cm:
+            handler(req)
+        self.assertEqual(set(cm.exception.headers), {"RateLimit", "RateLimit-Policy",
+                                                     "Retry-After"})
+
+        @other.limit()
+        def no_request() -> str:
+            return "never"
+
+        with self.assertRaises(TypeError):  # keyed checks are never skipped silently
+            no_request()
+
+        @other.limit(request=lambda: Request("GET", "/", {}, "10.3.3.3", {}))
+        def explicit() -> str:
+            return "ok"
+
+        self.assertEqual(explicit(), "ok")
+
+        @other.limit()
+        async def async_handler(scope: Dict[str, Any]) -> str:
+            return "ok"
+
+        scope = {"type": "http", "client": ("10.2.2.2", 1), "headers": []}
+        self.assertEqual(asyncio.run(async_handler(scope)), "ok")
+        with self.assertRaises(RateLimited):
+            asyncio.run(async_handler(scope))
+
+    def test_the_guard_reattaches_after_a_fork(self) -> None:
+        g = guard(self.path)
+        g.limits()
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child
+            try:
+                limits = g.limits()
+                ok = g._pid == os.getpid() and limits[1].try_acquire().allowed
+                os.write(write, b"1" if ok else b"0")
+            finally:
+                os._exit(0)
+        os.close(write)
+        self.assertEqual(os.read(read, 1), b"1")
+        os.waitpid(pid, 0)
+        os.close(read)
+        self.assertEqual(g.limits()[1].peek().remaining, 1)  # the child's grant is shared
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_listening(port: int, proc: "subprocess.Popen[bytes]", seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the server exited: {proc.stderr.read().decode()[-3000:]}"
+                                 if proc.stderr else "the server exited")
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/health-check-before-the-test", headers={"X-API-Key": "probe"})
+            conn.getresponse().read()
+            conn.close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError("the server did not answer in time")
+
+
+class RealServers(FileTest):
+    """The examples under real servers: 6 clients send 20 requests each at once, through a
+    per-client limit of 8 and a global one of 30 (nothing refills during the test), over
+    several worker processes."""
+
+    CLIENTS, REQUESTS, PER_CLIENT, GLOBAL = 6, 20, 8, 30
+
+    def env(self) -> Dict[str, str]:
+        return dict(os.environ, SHMLIMIT_FILE=self.path, PER="3600",
+                    PER_CLIENT=str(self.PER_CLIENT), GLOBAL=str(self.GLOBAL),
+                    PYTHONPATH=EXAMPLES + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+    def requests(self, ports: List[int], clients: int, each: int, prefix: str
+                 ) -> Dict[str, List[Tuple[int, Dict[str, str], Dict[str, Any]]]]:
+        """``clients`` threads sending ``each`` requests at once, each with its own key."""
+        results: Dict[str, List[Tuple[int, Dict[str, str], Dict[str, Any]]]] = {}
+
+        def client(name: str) -> None:
+            out = []
+            for i in range(each):
+                # A connection per request, so that every worker accepts some.
+                conn = http.client.HTTPConnection("127.0.0.1", ports[i % len(ports)], timeout=30)
+                conn.request("GET", "/", headers={"X-API-Key": name})
+                response = conn.getresponse()
+                body = response.read()
+                data = json.loads(body) if response.status == 200 else {}
+                out.append((response.status, dict(response.getheaders()), data))
+                conn.close()
+            results[name] = out
+
+        threads = [threading.Thread(target=client, args=(f"{prefix}-{i}",))
+                   for i in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(len(results), clients)
+        return results
+
+    def drive(self, ports: List[int]) -> None:
+        results = self.requests(ports, self.CLIENTS, self.REQUESTS, "client")
+        admitted = {name: sum(1 for s, _, _ in out if s == 200) for name, out in results.items()}
+        statuses = {s for out in results.values() for s, _, _ in out}
+        self.assertEqual(statuses, {200, 429})
+        # Every client within its own bound; together exactly the global burst (they asked
+        # for 120 > 30 and could have taken 48 > 30 by their own limits).
+        self.assertTrue(all(n <= self.PER_CLIENT for n in admitted.values()), admitted)
+        self.assertEqual(sum(admitted.values()), self.GLOBAL, admitted)
+        self.pids |= {data["pid"] for out in results.values() for s, _, data in out if s == 200}
+        self.assertGreater(len(self.pids), 1, "several worker processes decided")
+        for out in results.values():
+            for status, headers, _ in out:
+                lower = {k.lower(): v for k, v in headers.items()}
+                self.assertIn('"per_client";q=8;w=3600', lower["ratelimit-policy"])
+                self.assertIn('"global";q=30;w=3600', lower["ratelimit-policy"])
+                self.assertIn("ratelimit", lower)
+                if status == 429:
+                    self.assertGreaterEqual(int(lower["retry-after"]), 1)
+                else:
+                    self.assertNotIn("retry-after", lower)
+        # The file agrees: its global limit admitted exactly what the clients saw.
+        with Limiter.open(self.path, mode=0o660) as lim:
+            self.assertEqual(lim.limit("global").stats().allowed - self.before, self.GLOBAL)
+
+    def run_servers(self, commands: List[List[str]], ports: List[int]) -> None:
+        procs = [subprocess.Popen(command, cwd=EXAMPLES, env=self.env(),
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                 for command in commands]
+        try:
+            for port, proc in zip(ports, procs):
+                wait_listening(port, proc)
+            # Warm up until several processes answer (workers boot one after the other; 4
+            # keys of 6 requests at once a round), resetting the limits after each round: the
+            # bounds are for the clients.
+            self.pids = set()
+            deadline = time.monotonic() + 60
+            with Limiter.open(self.path, mode=0o660) as lim:
+                while len(self.pids) < 2 and time.monotonic() < deadline:
+                    warm = self.requests(ports, 4, 6, f"warm-up-{len(self.pids)}")
+                    self.pids |= {data["pid"] for out in warm.values()
+                                  for s, _, data in out if s == 200}
+                    lim.limit("global").reset()
+                    lim.limit("per_client").reset()
+                    time.sleep(0.2)
+                # The decorated endpoint (the decorator finds the framework's request among
+                # the handler's arguments) answers too, then is denied by its own check once
+                # the client's budget is spent.
+                statuses = []
+                for _ in range(6):
+                    conn = http.client.HTTPConnection("127.0.0.1", ports[0], timeout=30)
+                    conn.request("GET", "/expensive", headers={"X-API-Key": "decorated"})
+                    response = conn.getresponse()
+                    body = response.read()
+                    statuses.append(response.status)
+                    if response.status == 429:
+                        self.assertIn("retry-after",
+                                      {k.lower() for k, _ in response.getheaders()})
+                    conn.close()
+                # Each call takes a unit in the middleware and one in the decorator: 4 calls
+                # use the client's 8; the fourth's decorator check is the 8th unit.
+                self.assertEqual(statuses, [200, 200, 200, 200, 429, 429], body)
+                lim.limit("global").reset()
+                lim.limit("per_client").reset()
+                self.before = lim.limit("global").stats().allowed
+            self.drive(ports)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                if proc.stderr:
+                    proc.stderr.close()
+
+    def test_flask_under_gunicorn_with_four_workers(self) -> None:
+        need("gunicorn")
+        need("flask")
+        port = free_port()
+        self.run_servers([[sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py",
+                           "--bind", f"127.0.0.1:{port}", "--workers", "4", "flask_app:app"]],
+                         [port])
+
+    def test_a_gunicorn_worker_killed_holding_a_permit_leaks_nothing(self) -> None:
+        """Six clients keep /report busy (two permits on the host, held 100 ms each) on 4
+        gunicorn workers; a worker is SIGKILLed while it holds one. Never more than two are
+        held, the service goes on (gunicorn replaces the worker; the next acquirer takes the
+        dead worker's permit over), and afterwards both permits are free."""
+        need("gunicorn")
+        need("flask")
+        import signal
+        port = free_port()
+        env = dict(self.env(), PER_CLIENT="100000", GLOBAL="100000", PER="1")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
+             f"127.0.0.1:{port}", "--workers", "4", "--timeout", "30", "flask_app:app"],
+            cwd=EXAMPLES, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_listening(port, proc)
+            reports = Limiter.open(self.path, mode=0o660).limit("reports")
+            stop = time.monotonic() + 4.0
+            ok: List[float] = []
+            failed: List[str] = []
+            most = 0
+
+            def client() -> None:
+                while time.monotonic() < stop:
+                    try:
+                        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                        conn.request("GET", "/report?hold=0.1")
+                        response = conn.getresponse()
+                        response.read()
+                        conn.close()
+                        if response.status == 200:
+                            ok.append(time.monotonic())
+                        else:
+                            failed.append(str(response.status))
+                    except OSError as e:  # the killed worker's connection
+                        failed.append(repr(e))
+
+            threads = [threading.Thread(target=client) for _ in range(6)]
+            for t in threads:
+                t.start()
+            killed_at = 0.0
+            victim = 0
+            while time.monotonic() < stop:
+                holders = reports.permit_holders()
+                most = max(most, len(holders))
+                if not victim and time.monotonic() > stop - 3.0:
+                    live = [h for h in holders if not h.reclaimable]
+                    if live:
+                        victim = live[0].pid
+                        os.kill(victim, signal.SIGKILL)
+                        killed_at = time.monotonic()
+                time.sleep(0.002)
+            for t in threads:
+                t.join()
+            self.assertTrue(victim, "a worker holding a permit was found and killed")
+            self.assertLessEqual(most, 2)
+            self.assertTrue(any(t > killed_at + 0.5 for t in ok), "served after the kill")
+            self.assertLessEqual(len(failed), 6, failed)  # at most the killed connections
+            # Nothing leaked: whatever the dead worker held is reclaimable, then both are free.
+            self.assertTrue(all(h.reclaimable or h.pid != victim
+                                for h in reports.permit_holders()))
+            reports.reclaim_dead_permits()
+            first, second = reports.try_acquire_permit(), reports.try_acquire_permit()
+            self.assertIsNotNone(first)
+            self.assertIsNotNone(second)
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stderr:
+                proc.stderr.close()
+
+    def test_fastapi_under_two_uvicorn_servers(self) -> None:
+        """Two uvicorn servers (separate processes, each with its own event loop), the
+        clients alternating between them: which process accepts is not left to the kernel."""
+        need("uvicorn")
+        need("fastapi")
+        ports = [free_port(), free_port()]
+        self.run_servers([[sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port",
+                           str(port), "fastapi_app:app"] for port in ports], ports)
+
+
+if __name__ == "__main__":
+    unittest.main()
