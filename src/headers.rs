@@ -55,7 +55,12 @@ impl Policy {
                 emission_ns,
             } => {
                 let emission_ns = emission_ns.max(1);
-                let refill_ns = capacity.saturating_mul(emission_ns);
+                // `T` was rounded up from the user's rate by less than 1 ns per token, so `B T`
+                // passes the refill time the user meant by less than `B` ns: 60/s with a burst
+                // of 60 refills in 1.00000002 s, which is one second, not two.
+                let refill_ns = capacity
+                    .saturating_mul(emission_ns)
+                    .saturating_sub(capacity);
                 let window_secs = refill_ns.div_ceil(NS_PER_SEC).max(1);
                 // Rounded to nearest: `T` was rounded up from the rate the user gave (300/s is
                 // T = 3,333,334 ns), and the nearest count recovers it.
@@ -261,6 +266,26 @@ mod tests {
                 window_secs: 86_400
             })
         );
+    }
+
+    #[test]
+    fn a_rounded_up_emission_interval_does_not_add_a_second() {
+        let bucket = |capacity, per_sec: u64| Algorithm::TokenBucket {
+            capacity,
+            emission_ns: NS_PER_SEC.div_ceil(per_sec),
+        };
+        // (At rates where `T` is a few ns, its rounding is a real difference and shows: 999,999/s
+        // is T = 1,001 ns, which the bucket enforces as 999,001/s.)
+        for (burst, rate) in [(60, 60), (7, 7), (3, 3), (1_000, 1_000), (100_000, 100_000)] {
+            assert_eq!(
+                Policy::of(&bucket(burst, rate)),
+                Some(Policy {
+                    quota: rate,
+                    window_secs: 1
+                }),
+                "{burst} at {rate}/s"
+            );
+        }
     }
 
     #[test]

@@ -224,11 +224,14 @@ impl SlidingLog {
         }
     }
 
-    /// How long after `date` the entry `value` leaves the window.
+    /// How long after `date` the entry `value` leaves the window, at most `W`: entries are
+    /// dated in units of 1024 ns rounded up, so an admission at `date` is stored up to 1023 ns
+    /// later, and a reset of `W` plus those few nanoseconds would read as one more second in a
+    /// `RateLimit` header.
     #[inline(always)]
     fn expires_in(&self, value: u64, date: u64) -> u64 {
         let until = entry_time_ns(value) + self.window_ns;
-        until - date.min(until)
+        (until - date.min(until)).min(self.window_ns)
     }
 
     /// Entries after `index` (in ring order) that are free at `date`: what remains after a claim
