@@ -16,6 +16,7 @@
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{invalid, Result};
+use crate::handle::{KeyedRateLimit, RateLimit};
 use crate::limiter::Limit;
 
 /// Most limits one composed check may hold (the decisions are kept inline, without allocation).
@@ -30,19 +31,21 @@ pub struct Check<'a, C: Clock = MonotonicClock> {
 }
 
 impl<'a, C: Clock> Check<'a, C> {
-    /// Check `limit` for `cost` units.
-    pub fn new(limit: &'a Limit<C>, cost: u64) -> Self {
+    /// Check the unkeyed rate limit `limit` (a [`crate::TokenBucketLimit`],
+    /// [`crate::WindowLimit`] or [`crate::SlidingLogLimit`]) for `cost` units.
+    pub fn new(limit: &'a impl RateLimit<C>, cost: u64) -> Self {
         Check {
-            limit,
+            limit: limit.as_limit(),
             cost,
             key: None,
         }
     }
 
-    /// Check the keyed `limit` for `cost` units of `key`'s budget.
-    pub fn keyed(limit: &'a Limit<C>, key: &'a [u8], cost: u64) -> Self {
+    /// Check the keyed rate limit `limit` (a [`crate::KeyedTokenBucketLimit`] or
+    /// [`crate::KeyedWindowLimit`]) for `cost` units of `key`'s budget.
+    pub fn keyed(limit: &'a impl KeyedRateLimit<C>, key: &'a [u8], cost: u64) -> Self {
         Check {
-            limit,
+            limit: limit.as_limit(),
             cost,
             key: Some(key),
         }
@@ -161,7 +164,7 @@ impl<C: Clock> Acquire for Check<'_, C> {
 ///     .limit("user", TokenBucket::per_second(100).burst(10))
 ///     .limit("downstream", TokenBucket::per_second(300).burst(1))
 ///     .create_or_open(&path)?;
-/// let (user, downstream) = (limiter.limit("user")?, limiter.limit("downstream")?);
+/// let (user, downstream) = (limiter.token_bucket("user")?, limiter.token_bucket("downstream")?);
 /// let checks = [Check::new(&user, 1), Check::new(&downstream, 1)];
 /// assert!(try_acquire_all(&checks)?.is_allowed());
 /// let second = try_acquire_all(&checks)?;

@@ -17,7 +17,7 @@
 //! let limiter = Limiter::builder()
 //!     .limit("api", TokenBucket::per_second(100).burst(20))
 //!     .create_or_open(&path)?;
-//! let api = limiter.limit("api")?; // resolve once
+//! let api = limiter.token_bucket("api")?; // resolve once, as its kind
 //! let decision = api.try_acquire(1)?; // hot path
 //! assert!(decision.is_allowed());
 //! assert_eq!(decision.remaining(), 19);
@@ -45,6 +45,7 @@ mod error;
 pub mod ffi;
 mod file;
 pub mod fleet;
+mod handle;
 mod headers;
 mod keyed;
 mod limiter;
@@ -61,6 +62,11 @@ pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result, MAX_ECHO};
 pub use file::layout::MAX_LIMITS;
 pub use file::reboot::{OnReboot, RebootInfo};
+pub use handle::{
+    ConcurrencyLimit, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
+    KeyedWindowLimit, LimitKind, RateLimit, SlidingLogLimit, TokenBucketLimit, TypedLimit,
+    WindowLimit,
+};
 pub use headers::{Policy, RateLimitHeaders};
 pub use keyed::MAX_KEY_LEN;
 pub use limiter::{

@@ -1,0 +1,155 @@
+//! The concurrency handles: permits, unkeyed or per key.
+
+use std::time::Duration;
+
+use super::{permit_common, typed_handle, LimitKind, TypedLimit};
+use crate::clock::{Clock, MonotonicClock};
+use crate::error::{Error, Result};
+use crate::limiter::{Limit, Limiter};
+use crate::permit::Permit;
+use crate::spec::Algorithm;
+
+/// An unkeyed concurrency limit: at most `C` permits held at once across every process;
+/// resolved with [`Limiter::concurrency`]. A permit is released when dropped, and reclaimed
+/// when its holder dies or its lease (if any) expires.
+///
+/// # Example
+///
+/// ```
+/// # fn main() -> Result<(), shmlimit::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("permit.shm");
+/// use shmlimit::{Concurrency, Limiter};
+/// let limiter = Limiter::builder()
+///     .limit("jobs", Concurrency::new(1))
+///     .create_or_open(&path)?;
+/// let jobs = limiter.concurrency("jobs")?;
+/// let permit = jobs.try_acquire_permit()?.unwrap();
+/// assert!(jobs.try_acquire_permit()?.is_none());
+/// assert_eq!(jobs.permit_holders().len(), 1);
+/// let id = permit.into_id(); // e.g. handed to C code
+/// assert!(jobs.release_permit(id)?);
+/// assert!(!jobs.release_permit(id)?); // only once
+/// assert!(jobs.try_acquire_permit()?.is_some());
+/// assert!(limiter.token_bucket("jobs").is_err()); // no rate to acquire from
+/// # Ok(()) }
+/// ```
+pub struct ConcurrencyLimit<C: Clock = MonotonicClock>(Limit<C>);
+
+typed_handle!(ConcurrencyLimit, LimitKind::Concurrency, concurrency);
+permit_common!(ConcurrencyLimit);
+
+impl<C: Clock> ConcurrencyLimit<C> {
+    /// Take one permit if one is free now (`None` if all are held), reclaiming first any whose
+    /// holder died or whose lease expired (see [`Limit::try_acquire_permit`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
+    pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
+        self.0.try_acquire_permit()
+    }
+
+    /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released, on a
+    /// futex in the shared file (see [`Limit::acquire_permit_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::try_acquire_permit`].
+    pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
+        self.0.acquire_permit_timeout(timeout)
+    }
+}
+
+/// A keyed concurrency limit: at most `C` permits held at once per key; resolved with
+/// [`Limiter::keyed_concurrency`].
+///
+/// # Example
+///
+/// ```
+/// # fn main() -> Result<(), shmlimit::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("per_user.shm");
+/// use shmlimit::{Concurrency, Keyed, Limiter};
+/// let limiter = Limiter::builder()
+///     .keyed_limit("in_flight", Concurrency::new(2), Keyed::new(1 << 12))
+///     .create_or_open(&path)?;
+/// let in_flight = limiter.keyed_concurrency("in_flight")?;
+/// let a = in_flight.try_acquire_key_permit(b"alice")?.expect("alice has two");
+/// let b = in_flight.try_acquire_key_permit(b"alice")?.expect("alice has two");
+/// assert!(in_flight.try_acquire_key_permit(b"alice")?.is_none()); // both held
+/// assert!(in_flight.try_acquire_key_permit(b"bob")?.is_some()); // bob has his own
+/// assert_eq!(in_flight.key_permits_held(b"alice")?, 2);
+/// drop(a);
+/// assert_eq!(in_flight.key_permits_held(b"alice")?, 1);
+/// # drop(b);
+/// # Ok(()) }
+/// ```
+pub struct KeyedConcurrencyLimit<C: Clock = MonotonicClock>(Limit<C>);
+
+typed_handle!(
+    KeyedConcurrencyLimit,
+    LimitKind::KeyedConcurrency,
+    keyed_concurrency
+);
+permit_common!(KeyedConcurrencyLimit);
+
+impl<C: Clock> KeyedConcurrencyLimit<C> {
+    /// Take one of `key`'s permits if one is free now (`None` if all are held); see
+    /// [`Limit::try_acquire_key_permit`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`] for an empty key or one longer than
+    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
+    /// policy is [`FullPolicy::Error`](crate::FullPolicy::Error); [`Error::Io`] as
+    /// [`ConcurrencyLimit::try_acquire_permit`]; [`Error::WrongKind`] on a target without a
+    /// 16-byte compare-and-swap.
+    pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
+        self.0.try_acquire_key_permit(key)
+    }
+
+    /// [`Self::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
+    /// to be released (see [`Limit::acquire_key_permit_timeout`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::try_acquire_key_permit`].
+    pub fn acquire_key_permit_timeout(
+        &self,
+        key: &[u8],
+        timeout: Duration,
+    ) -> Result<Option<Permit<C>>> {
+        self.0.acquire_key_permit_timeout(key, timeout)
+    }
+
+    /// How many of `key`'s permits are held now (0 for a key without a slot).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::try_acquire_key_permit`].
+    pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
+        self.0.key_permits_held(key)
+    }
+
+    /// How many of the table's slots hold a key, and how many slots it has.
+    pub fn key_occupancy(&self) -> (usize, usize) {
+        self.0.key_occupancy()
+    }
+
+    /// Retire every key that holds no permit (and any pending claim a killed process left
+    /// behind); returns how many were retired.
+    pub fn reclaim_idle_keys(&self) -> usize {
+        self.0.reclaim_idle_keys()
+    }
+
+    /// The tag this file's key tables know `key` by: what
+    /// [`PermitHolder::key_tag`](crate::PermitHolder::key_tag) reports.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidKey`].
+    pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
+        self.0.key_tag(key)
+    }
+}

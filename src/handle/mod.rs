@@ -1,0 +1,574 @@
+//! Typed limit handles: the kind of a limit is a type.
+//!
+//! [`Limiter::limit`](crate::Limiter::limit) resolves a name to the untyped [`Limit`], the inspection view every kind
+//! shares (name, definition, live parameters, statistics, reset). Deciding goes through a handle
+//! resolved for the limit's kind, which has exactly the operations that apply to it:
+//!
+//! | the limit | resolve with | handle | decides with |
+//! |---|---|---|---|
+//! | token bucket (split or not) | [`Limiter::token_bucket`](crate::Limiter::token_bucket) | [`TokenBucketLimit`] | `try_acquire`, `reserve` |
+//! | fixed or sliding window | [`Limiter::window`](crate::Limiter::window) | [`WindowLimit`] | `try_acquire` |
+//! | sliding log | [`Limiter::sliding_log`](crate::Limiter::sliding_log) | [`SlidingLogLimit`] | `try_acquire` |
+//! | concurrency | [`Limiter::concurrency`](crate::Limiter::concurrency) | [`ConcurrencyLimit`] | `try_acquire_permit` |
+//! | keyed token bucket | [`Limiter::keyed_token_bucket`](crate::Limiter::keyed_token_bucket) | [`KeyedTokenBucketLimit`] | `try_acquire_key` |
+//! | keyed fixed or sliding window | [`Limiter::keyed_window`](crate::Limiter::keyed_window) | [`KeyedWindowLimit`] | `try_acquire_key` |
+//! | keyed concurrency | [`Limiter::keyed_concurrency`](crate::Limiter::keyed_concurrency) | [`KeyedConcurrencyLimit`] | `try_acquire_key_permit` |
+//!
+//! The kind is checked once, when the name is resolved: a limit of another kind is an
+//! [`Error::WrongKind`] that names the limit, its kind and the accessor that resolves it. A
+//! handle is a newtype over the untyped handle: a typed call runs the same code as the untyped
+//! one did, with no check added. Handles are `Send + Sync` and cheap to clone, like [`Limit`].
+//!
+//! # Implementation details
+//!
+//! A file replaced at its path is followed by name (see `REPLACEMENT_CHECK`): if the limit of
+//! that name in the new file has another kind, the handle's decisions fail with
+//! [`Error::WrongKind`] from then on, which is the one way a typed call can still meet it.
+
+mod concurrency;
+mod keyed;
+mod rate;
+
+pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
+pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
+pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
+
+use crate::clock::Clock;
+use crate::error::{Error, Result};
+use crate::limiter::Limit;
+use crate::spec::Algorithm;
+
+/// The kind of a limit: which typed handle resolves it (see [`Limit::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LimitKind {
+    /// An unkeyed token bucket, split or not: [`TokenBucketLimit`].
+    TokenBucket,
+    /// An unkeyed fixed or sliding window: [`WindowLimit`].
+    Window,
+    /// A sliding log: [`SlidingLogLimit`].
+    SlidingLog,
+    /// An unkeyed concurrency limit: [`ConcurrencyLimit`].
+    Concurrency,
+    /// A keyed token bucket: [`KeyedTokenBucketLimit`].
+    KeyedTokenBucket,
+    /// A keyed fixed or sliding window: [`KeyedWindowLimit`].
+    KeyedWindow,
+    /// A keyed concurrency limit: [`KeyedConcurrencyLimit`].
+    KeyedConcurrency,
+}
+
+impl LimitKind {
+    /// The kind of a limit defined with `algorithm`, keyed or not.
+    pub fn of(algorithm: &Algorithm, keyed: bool) -> LimitKind {
+        match (algorithm, keyed) {
+            (Algorithm::TokenBucket { .. }, false) => LimitKind::TokenBucket,
+            (Algorithm::TokenBucket { .. }, true) => LimitKind::KeyedTokenBucket,
+            (Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. }, false) => {
+                LimitKind::Window
+            }
+            (Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. }, true) => {
+                LimitKind::KeyedWindow
+            }
+            // A keyed sliding log is refused at definition.
+            (Algorithm::SlidingLog { .. }, _) => LimitKind::SlidingLog,
+            (Algorithm::Concurrency { .. }, false) => LimitKind::Concurrency,
+            (Algorithm::Concurrency { .. }, true) => LimitKind::KeyedConcurrency,
+        }
+    }
+
+    /// The [`Limiter`](crate::Limiter) method that resolves a limit of this kind, e.g. `token_bucket`.
+    pub fn accessor(self) -> &'static str {
+        match self {
+            LimitKind::TokenBucket => "token_bucket",
+            LimitKind::Window => "window",
+            LimitKind::SlidingLog => "sliding_log",
+            LimitKind::Concurrency => "concurrency",
+            LimitKind::KeyedTokenBucket => "keyed_token_bucket",
+            LimitKind::KeyedWindow => "keyed_window",
+            LimitKind::KeyedConcurrency => "keyed_concurrency",
+        }
+    }
+
+    /// Whether limits of this kind are decided per key.
+    pub fn is_keyed(self) -> bool {
+        matches!(
+            self,
+            LimitKind::KeyedTokenBucket | LimitKind::KeyedWindow | LimitKind::KeyedConcurrency
+        )
+    }
+}
+
+impl std::fmt::Display for LimitKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LimitKind::TokenBucket => "token bucket",
+            LimitKind::Window => "window",
+            LimitKind::SlidingLog => "sliding log",
+            LimitKind::Concurrency => "concurrency limit",
+            LimitKind::KeyedTokenBucket => "keyed token bucket",
+            LimitKind::KeyedWindow => "keyed window",
+            LimitKind::KeyedConcurrency => "keyed concurrency limit",
+        })
+    }
+}
+
+impl<C: Clock> Limit<C> {
+    /// The kind of this limit: which typed handle resolves it.
+    pub fn kind(&self) -> LimitKind {
+        LimitKind::of(self.algorithm(), self.def().keyed.is_some())
+    }
+
+    /// This handle as the typed handle of kind `want`, or the [`Error::WrongKind`] that names
+    /// the limit, its kind and the accessor that resolves it.
+    fn typed(self, want: LimitKind) -> Result<Limit<C>> {
+        let kind = self.kind();
+        if kind == want {
+            return Ok(self);
+        }
+        Err(Error::WrongKind {
+            limit: self.name().to_owned(),
+            reason: format!(
+                "this limit is a {kind}, not a {want}: resolve it with Limiter::{}",
+                kind.accessor()
+            ),
+        })
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A typed handle: its untyped inspection view. Implemented by the handles of this crate only.
+pub trait TypedLimit<C: Clock>: sealed::Sealed {
+    /// The untyped inspection view of this limit (name, definition, statistics, ...).
+    fn as_limit(&self) -> &Limit<C>;
+}
+
+/// A handle to an unkeyed rate limit (token bucket, window, sliding log): what
+/// [`Check::new`](crate::Check::new) composes.
+pub trait RateLimit<C: Clock>: TypedLimit<C> {}
+
+/// A handle to a keyed rate limit (keyed token bucket or window): what
+/// [`Check::keyed`](crate::Check::keyed) composes.
+pub trait KeyedRateLimit<C: Clock>: TypedLimit<C> {}
+
+// Transitional: composed checks still accept the untyped handle while callers move to the typed
+// ones (its decisions refuse other kinds at run time).
+impl<C: Clock> sealed::Sealed for Limit<C> {}
+impl<C: Clock> TypedLimit<C> for Limit<C> {
+    fn as_limit(&self) -> &Limit<C> {
+        self
+    }
+}
+impl<C: Clock> RateLimit<C> for Limit<C> {}
+impl<C: Clock> KeyedRateLimit<C> for Limit<C> {}
+
+/// The type, its `Clone`/`Debug`, its conversions and the methods every kind shares.
+macro_rules! typed_handle {
+    ($name:ident, $kind:expr, $accessor:ident) => {
+        impl<C: Clock> Clone for $name<C> {
+            fn clone(&self) -> Self {
+                $name(self.0.clone())
+            }
+        }
+
+        impl<C: Clock> std::fmt::Debug for $name<C> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name))
+                    .field("name", &self.name())
+                    .field("algorithm", self.algorithm())
+                    .finish()
+            }
+        }
+
+        impl<C: Clock> TryFrom<Limit<C>> for $name<C> {
+            type Error = Error;
+            /// The typed handle of `limit`, or [`Error::WrongKind`] if it is of another kind.
+            fn try_from(limit: Limit<C>) -> Result<Self> {
+                limit.typed($kind).map($name)
+            }
+        }
+
+        impl<C: Clock> From<$name<C>> for Limit<C> {
+            fn from(handle: $name<C>) -> Limit<C> {
+                handle.0
+            }
+        }
+
+        impl<C: Clock> AsRef<Limit<C>> for $name<C> {
+            fn as_ref(&self) -> &Limit<C> {
+                &self.0
+            }
+        }
+
+        impl<C: Clock> $crate::handle::sealed::Sealed for $name<C> {}
+
+        impl<C: Clock> TypedLimit<C> for $name<C> {
+            fn as_limit(&self) -> &Limit<C> {
+                &self.0
+            }
+        }
+
+        impl<C: Clock> Limiter<C> {
+            #[doc = concat!(
+                "Resolve the limit `name` as a [`", stringify!($name), "`], once; the handle is ",
+                "what the hot path uses.\n\n# Errors\n\n[`Error::UnknownLimit`]; ",
+                "[`Error::WrongKind`] if the limit is of another kind (the error names the ",
+                "accessor that resolves it)."
+            )]
+            pub fn $accessor(&self, name: &str) -> Result<$name<C>> {
+                self.limit(name)?.try_into()
+            }
+        }
+
+        impl<C: Clock> $name<C> {
+            /// The limit's name.
+            pub fn name(&self) -> &str {
+                self.0.name()
+            }
+
+            /// Its definition as stored in the file.
+            pub fn def(&self) -> &crate::spec::LimitDef {
+                self.0.def()
+            }
+
+            /// Its algorithm and parameters as defined at creation.
+            pub fn algorithm(&self) -> &Algorithm {
+                self.0.algorithm()
+            }
+
+            /// The most one decision can grant under the current (possibly retuned) parameters.
+            pub fn capacity(&self) -> u64 {
+                self.0.capacity()
+            }
+
+            /// The clock this handle decides with.
+            pub fn clock(&self) -> &C {
+                self.0.clock()
+            }
+
+            /// Decisions of this limit so far, summed over all processes.
+            pub fn stats(&self) -> crate::limiter::Stats {
+                self.0.stats()
+            }
+
+            /// The algorithm with its live parameters (after any retune).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::CorruptState`] when the live parameters are damaged.
+            pub fn live_algorithm(&self) -> Result<Algorithm> {
+                self.0.live_algorithm()
+            }
+
+            /// This limit's quota per window from its live parameters, for the
+            /// `RateLimit-Policy` header; `None` for a concurrency limit.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::CorruptState`] if the live parameters in the file are damaged.
+            pub fn policy(&self) -> Result<Option<crate::headers::Policy>> {
+                self.0.policy()
+            }
+
+            /// Return the limit's state to fresh, keeping its live parameters (see
+            /// [`Limit::reset`]).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Io`] if the retune lock cannot be taken.
+            pub fn reset(&self) -> Result<()> {
+                self.0.reset()
+            }
+
+            /// The kind of this limit.
+            pub fn kind(&self) -> LimitKind {
+                $kind
+            }
+
+            /// The untyped inspection view of this limit (for
+            /// [`RateLimitHeaders::for_decisions`](crate::RateLimitHeaders::for_decisions),
+            /// listings, ...).
+            pub fn as_limit(&self) -> &Limit<C> {
+                &self.0
+            }
+        }
+    };
+}
+use typed_handle;
+
+/// The decisions of an unkeyed rate limit (token bucket, window, sliding log).
+macro_rules! unkeyed_rate {
+    ($name:ident) => {
+        impl<C: Clock> RateLimit<C> for $name<C> {}
+
+        impl<C: Clock> $name<C> {
+            /// Admit `cost` units now, or deny and consume nothing.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `cost` can never be
+            /// granted; [`Error::CorruptState`] when the shared state is damaged (fail closed).
+            #[inline]
+            pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
+                self.0.try_acquire(cost)
+            }
+
+            /// The decision [`Self::try_acquire`] would make now, consuming nothing.
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::try_acquire`].
+            #[inline]
+            pub fn peek(&self, cost: u64) -> Result<Decision> {
+                self.0.peek(cost)
+            }
+
+            /// [`Self::try_acquire`] dated at `now_ns` on the monotonic timeline instead of the
+            /// clock (for replaying traces and for tests); see [`Limit::try_acquire_at`] for
+            /// how dates are checked.
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::try_acquire`]; [`Error::ClockOutOfRange`] for a date ahead of the
+            /// clock by more than [`DATE_TOLERANCE`](crate::DATE_TOLERANCE) or beyond
+            /// [`MAX_DATE_NS`](crate::MAX_DATE_NS), consuming nothing.
+            pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+                self.0.try_acquire_at(cost, now_ns)
+            }
+
+            /// Give back what `grant` admitted, for work that was admitted but never done (see
+            /// [`Limit::refund`] for what a refund can give back). Refunding a denied decision
+            /// is a no-op; refund each grant at most once.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::CorruptState`]; [`Error::WrongKind`] for a grant another limit made.
+            pub fn refund(&self, grant: &Decision) -> Result<()> {
+                self.0.refund(grant)
+            }
+
+            /// Give back `units` of what `grant` admitted (at most its cost).
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::refund`].
+            pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+                self.0.refund_units(grant, units)
+            }
+        }
+    };
+}
+use unkeyed_rate;
+
+/// The decisions of a keyed rate limit (keyed token bucket or window).
+macro_rules! keyed_rate {
+    ($name:ident) => {
+        impl<C: Clock> KeyedRateLimit<C> for $name<C> {}
+
+        impl<C: Clock> $name<C> {
+            /// Admit `cost` units for `key` now, or deny and consume nothing (see
+            /// [`Limit::try_acquire_key`]: a new key gets a fresh state; a full table applies
+            /// the limit's [`FullPolicy`](crate::FullPolicy)).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::ZeroCost`]; [`Error::InvalidKey`] for an empty key or one longer than
+            /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
+            /// [`Error::TableFull`] under [`FullPolicy::Error`](crate::FullPolicy::Error);
+            /// [`Error::CorruptState`]; [`Error::WrongKind`] on a target without a 16-byte
+            /// compare-and-swap.
+            #[inline]
+            pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+                self.0.try_acquire_key(key, cost)
+            }
+
+            /// The decision [`Self::try_acquire_key`] would make now, consuming nothing and
+            /// inserting nothing.
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::try_acquire_key`].
+            #[inline]
+            pub fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+                self.0.peek_key(key, cost)
+            }
+
+            /// [`Self::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of
+            /// the clock; dates are checked as by [`Limit::try_acquire_at`].
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::try_acquire_key`]; [`Error::ClockOutOfRange`].
+            pub fn try_acquire_key_at(
+                &self,
+                key: &[u8],
+                cost: u64,
+                now_ns: u64,
+            ) -> Result<Decision> {
+                self.0.try_acquire_key_at(key, cost, now_ns)
+            }
+
+            /// Give back what `grant` (a decision for the same `key`) admitted, for work that
+            /// was admitted but never done. Refunding a denied, shadow-denied or fail-open
+            /// decision is a no-op.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] for a grant
+            /// another limit made.
+            pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+                self.0.refund_key(key, grant)
+            }
+
+            /// How many of the table's slots hold a key, and how many slots it has.
+            pub fn key_occupancy(&self) -> (usize, usize) {
+                self.0.key_occupancy()
+            }
+
+            /// Retire every key whose state is back to fresh (see
+            /// [`Limit::reclaim_idle_keys`]); returns how many were retired.
+            pub fn reclaim_idle_keys(&self) -> usize {
+                self.0.reclaim_idle_keys()
+            }
+
+            /// The tag this file's key tables know `key` by (see [`Limit::key_tag`]).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidKey`].
+            pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
+                self.0.key_tag(key)
+            }
+        }
+    };
+}
+use keyed_rate;
+
+/// The live retunes of a token bucket, keyed or not, and fleet management.
+macro_rules! bucket_retune {
+    ($name:ident) => {
+        impl<C: Clock> $name<C> {
+            /// Change the refill rate, live, keeping the capacity and the tokens used (see
+            /// [`Limit::set_rate`]).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidParameter`] for a rate and capacity that do not fit;
+            /// [`Error::CorruptState`]; [`Error::Io`] if the retune lock cannot be taken.
+            pub fn set_rate(&self, rate: Rate) -> Result<()> {
+                self.0.set_rate(rate)
+            }
+
+            /// Change the capacity and the rate together, live (see
+            /// [`Limit::set_token_bucket`]).
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::set_rate`].
+            pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
+                self.0.set_token_bucket(capacity, rate)
+            }
+
+            /// Make this bucket fleet-managed, with the fence `fence_capacity`, `fence_rate`
+            /// (see [`Limit::fleet_manage`] and `FLEET.md`).
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::set_rate`].
+            pub fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
+                self.0.fleet_manage(fence_capacity, fence_rate)
+            }
+
+            /// Set a fleet-managed bucket's lease deadline, ns on this limit's clock (see
+            /// [`Limit::set_fleet_deadline`]).
+            ///
+            /// # Errors
+            ///
+            /// [`Error::WrongKind`] if the bucket is not fleet-managed.
+            pub fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
+                self.0.set_fleet_deadline(deadline_ns)
+            }
+
+            /// End fleet management: the current share becomes a plain rate.
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::set_rate`].
+            pub fn end_fleet_management(&self) -> Result<()> {
+                self.0.end_fleet_management()
+            }
+
+            /// The fleet lease at this instant, `None` if the bucket is not fleet-managed.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::CorruptState`] when the parameters or the fence are damaged.
+            pub fn fleet_lease(&self) -> Result<Option<crate::limiter::FleetLease>> {
+                self.0.fleet_lease()
+            }
+        }
+    };
+}
+use bucket_retune;
+
+/// The live retunes of a fixed or sliding window, keyed or not.
+macro_rules! window_retune {
+    ($name:ident) => {
+        impl<C: Clock> $name<C> {
+            /// Change the window's limit `L`, live: within the window in which it changes, at
+            /// most the larger of the old and new limits is admitted.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::InvalidParameter`] for a bad limit; [`Error::Io`] if the retune lock
+            /// cannot be taken.
+            pub fn set_limit(&self, limit: u64) -> Result<()> {
+                self.0.set_limit(limit)
+            }
+
+            /// Change the limit to what `rate` means per window, rounded down (never looser).
+            ///
+            /// # Errors
+            ///
+            /// As [`Self::set_limit`].
+            pub fn set_rate(&self, rate: Rate) -> Result<()> {
+                self.0.set_rate(rate)
+            }
+        }
+    };
+}
+use window_retune;
+
+/// The permit operations both concurrency kinds share.
+macro_rules! permit_common {
+    ($name:ident) => {
+        impl<C: Clock> $name<C> {
+            /// Release the permit named by `id` ([`Permit::id`](crate::Permit::id) /
+            /// [`Permit::into_id`](crate::Permit::into_id)), if this process holds it.
+            /// `Ok(false)` when it does not: already released, taken over after its lease, a
+            /// reset, another process's permit, or an id that names nothing.
+            ///
+            /// # Errors
+            ///
+            /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
+            pub fn release_permit(&self, id: u64) -> Result<bool> {
+                self.0.release_permit(id)
+            }
+
+            /// Who holds this limit's permits now (see [`Limit::permit_holders`]).
+            pub fn permit_holders(&self) -> Vec<crate::permit::PermitHolder> {
+                self.0.permit_holders()
+            }
+
+            /// Free every permit whose owner is gone or whose lease expired, and wake waiters
+            /// for them; returns how many. Acquirers do the same on their slow path, so this is
+            /// never needed for correctness.
+            pub fn reclaim_dead_permits(&self) -> usize {
+                self.0.reclaim_dead_permits()
+            }
+        }
+    };
+}
+use permit_common;
