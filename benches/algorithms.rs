@@ -12,7 +12,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput};
 use shmlimit::{
     Algorithm, Alignment, Clock, FixedWindow, IntoAlgorithm, MonotonicClock, SlidingLog,
-    SlidingWindow,
+    SlidingLogLimit, SlidingWindow, TokenBucketLimit, WindowLimit,
 };
 
 use crate::harness::bench_single;
@@ -62,7 +62,7 @@ pub fn bench(c: &mut Criterion) {
         let g = &mut group;
         let admit = workload == Workload::Admit;
         bench_single(g, "token_bucket", workload, 1, || {
-            Shmlimit::with_clock(token_bucket(workload), MonotonicClock)
+            Shmlimit::<_, TokenBucketLimit>::with_clock(token_bucket(workload), MonotonicClock)
         });
         // Admit: 2^32 - 1 per minute is more than this machine can ask for.
         let fixed = if admit {
@@ -71,7 +71,7 @@ pub fn bench(c: &mut Criterion) {
             FixedWindow::new(1, HOUR)
         };
         bench_single(g, "fixed_window", workload, 1, || {
-            Shmlimit::with_clock(
+            Shmlimit::<_, WindowLimit>::with_clock(
                 algorithm(fixed.aligned(Alignment::Monotonic)),
                 MonotonicClock,
             )
@@ -87,19 +87,22 @@ pub fn bench(c: &mut Criterion) {
             alignment: Alignment::Monotonic,
         };
         bench_single(g, "sliding_window", workload, 1, || {
-            Shmlimit::with_clock(algorithm(sliding), MonotonicClock)
+            Shmlimit::<_, WindowLimit>::with_clock(algorithm(sliding), MonotonicClock)
         });
         for size in LOG_SIZES {
             let name = format!("sliding_log_{size}");
             if admit {
                 let log = SlidingLog::new(size, Duration::from_millis(1));
                 bench_single(g, &name, workload, 0, || {
-                    Shmlimit::with_clock(algorithm(log), FastForwardClock::new())
+                    Shmlimit::<_, SlidingLogLimit<_>>::with_clock(
+                        algorithm(log),
+                        FastForwardClock::new(),
+                    )
                 });
             } else {
                 let log = SlidingLog::new(size, HOUR);
                 bench_single(g, &name, workload, size, || {
-                    Shmlimit::with_clock(algorithm(log), MonotonicClock)
+                    Shmlimit::<_, SlidingLogLimit>::with_clock(algorithm(log), MonotonicClock)
                 });
             }
         }

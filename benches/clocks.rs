@@ -2,7 +2,7 @@
 //! `CLOCK_MONOTONIC_COARSE` (opt-in, one kernel tick of resolution).
 
 use criterion::{Criterion, Throughput};
-use shmlimit::{CoarseMonotonicClock, MonotonicClock};
+use shmlimit::{CoarseMonotonicClock, MonotonicClock, TokenBucketLimit};
 
 use crate::harness::bench_single;
 use crate::peers::shmlimit::{token_bucket, Shmlimit};
@@ -15,10 +15,13 @@ pub fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(1));
         let g = &mut group;
         bench_single(g, "monotonic", workload, 1, || {
-            Shmlimit::with_clock(token_bucket(workload), MonotonicClock)
+            Shmlimit::<_, TokenBucketLimit>::with_clock(token_bucket(workload), MonotonicClock)
         });
         bench_single(g, "monotonic_coarse", workload, 1, || {
-            Shmlimit::with_clock(token_bucket(workload), CoarseMonotonicClock)
+            Shmlimit::<_, TokenBucketLimit<_>>::with_clock(
+                token_bucket(workload),
+                CoarseMonotonicClock,
+            )
         });
         group.finish();
     }

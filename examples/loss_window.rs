@@ -73,7 +73,7 @@ fn measure(path: &PathBuf, seconds: u64, sync: Option<Duration>) -> Runs {
     let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
     let stop = Arc::new(AtomicBool::new(false));
     let worker = {
-        let limit = limiter.limit("daily").unwrap();
+        let limit = limiter.window("daily").unwrap();
         let stop = Arc::clone(&stop);
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
@@ -140,7 +140,7 @@ fn main() {
         synced.count
     );
     let limiter = Limiter::open(tmp.path().join("synced.shm")).unwrap();
-    let limit = limiter.limit("daily").unwrap();
+    let limit = limiter.window("daily").unwrap();
     let n = 200;
     let mut total = Duration::ZERO;
     for _ in 0..n {

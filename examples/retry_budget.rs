@@ -27,14 +27,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let limiter = limiter.clone();
             let counts = Arc::clone(&counts);
             std::thread::spawn(move || -> Result<(), shmlimit::Error> {
-                let total = limiter.limit("total")?;
+                let total = limiter.token_bucket("total")?;
                 // Two workers send first attempts, two send retries: both far above their budget.
                 let (class, name) = if worker % 2 == 0 {
                     (0, "normal")
                 } else {
                     (1, "retry")
                 };
-                let own = limiter.limit(name)?;
+                let own = limiter.token_bucket(name)?;
                 let checks = [Check::new(&own, 1), Check::new(&total, 1)];
                 while start.elapsed().as_secs_f64() < seconds {
                     let decision = try_acquire_all(&checks)?;

@@ -33,7 +33,7 @@ pub struct Check<'a, C: Clock = MonotonicClock> {
 impl<'a, C: Clock> Check<'a, C> {
     /// Check the unkeyed rate limit `limit` (a [`crate::TokenBucketLimit`],
     /// [`crate::WindowLimit`] or [`crate::SlidingLogLimit`]) for `cost` units.
-    pub fn new(limit: &'a impl RateLimit<C>, cost: u64) -> Self {
+    pub fn new(limit: &'a (impl RateLimit<C> + ?Sized), cost: u64) -> Self {
         Check {
             limit: limit.as_limit(),
             cost,
@@ -43,12 +43,18 @@ impl<'a, C: Clock> Check<'a, C> {
 
     /// Check the keyed rate limit `limit` (a [`crate::KeyedTokenBucketLimit`] or
     /// [`crate::KeyedWindowLimit`]) for `cost` units of `key`'s budget.
-    pub fn keyed(limit: &'a impl KeyedRateLimit<C>, key: &'a [u8], cost: u64) -> Self {
+    pub fn keyed(limit: &'a (impl KeyedRateLimit<C> + ?Sized), key: &'a [u8], cost: u64) -> Self {
         Check {
             limit: limit.as_limit(),
             cost,
             key: Some(key),
         }
+    }
+
+    /// A check on an untyped handle, for the C ABI (which refuses a wrong kind at run time,
+    /// with its own status codes).
+    pub(crate) fn untyped(limit: &'a Limit<C>, key: Option<&'a [u8]>, cost: u64) -> Self {
+        Check { limit, cost, key }
     }
 }
 

@@ -104,7 +104,7 @@ pub enum Error {
         limit: String,
     },
     /// The clock reads a value outside the range the state encoding can hold, or a dated call
-    /// ([`crate::Limit::try_acquire_at`]) names a time beyond [`crate::MAX_DATE_NS`] or ahead
+    /// ([`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at)) names a time beyond [`crate::MAX_DATE_NS`] or ahead
     /// of the limit's clock by more than [`crate::DATE_TOLERANCE`]. Nothing was consumed.
     ClockOutOfRange(u64),
     /// A keyed limit's table has no slot for a new key and its policy is [`crate::FullPolicy::Error`].

@@ -130,11 +130,11 @@ impl<C: Clock> Limit<C> {
 /// let limiter = Limiter::builder()
 ///     .limit("api", TokenBucket::per_second(10).burst(2))
 ///     .create_or_open(dir.path().join("h.shm"))?;
-/// let api = limiter.limit("api")?;
+/// let api = limiter.token_bucket("api")?;
 /// let _ = api.try_acquire(2)?;
 /// let decision = api.try_acquire(1)?;
 /// assert!(decision.is_denied());
-/// let headers = RateLimitHeaders::for_decisions(&[(&api, &decision)])?;
+/// let headers = RateLimitHeaders::for_decisions(&[(api.as_limit(), &decision)])?;
 /// assert_eq!(headers.rate_limit_policy, "\"api\";q=10;w=1");
 /// assert_eq!(headers.rate_limit, "\"api\";r=0;t=1");
 /// assert_eq!(headers.retry_after.as_deref(), Some("1"));

@@ -39,7 +39,7 @@ use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MA
 /// // Any other process attaches by path alone and sees the same definitions.
 /// let other = Limiter::open(&path)?;
 /// assert_eq!(other.definitions().len(), 2);
-/// assert!(limiter.limit("search")?.try_acquire(1)?.is_allowed());
+/// assert!(limiter.sliding_log("search")?.try_acquire(1)?.is_allowed());
 /// # Ok(()) }
 /// ```
 #[derive(Debug)]
@@ -676,8 +676,8 @@ impl<C: Clock> Limiter<C> {
     }
 }
 
-/// How far ahead of the limit's clock a dated call ([`Limit::try_acquire_at`],
-/// [`Limit::try_acquire_key_at`], and the C and Python equivalents) may be: 1 ms. A date read
+/// How far ahead of the limit's clock a dated call ([`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at),
+/// [`KeyedTokenBucketLimit::try_acquire_key_at`](crate::KeyedTokenBucketLimit::try_acquire_key_at), and the C and Python equivalents) may be: 1 ms. A date read
 /// from the same clock is never ahead; a later one could let its caller take tomorrow's budget
 /// today, or move a window's or a log's state past every other process's clock. Dates in the
 /// past are always accepted (the state never moves back: they only see less).
@@ -879,11 +879,16 @@ pub struct Stats {
     pub near_limit: u64,
 }
 
-/// A handle to one limit: resolved once by name, then `try_acquire` on the hot path.
+/// The untyped view of one limit, whatever its kind: what [`Limiter::limit`] and
+/// [`Limiter::limits`] return, for listing and inspecting a file (name, definition, kind, live
+/// parameters, statistics, permit holders, key occupancy) and for maintenance (reset, reclaiming
+/// dead permits and idle keys).
 ///
-/// A decision is one clock read, a few arithmetic operations and one CAS loop on the limit's
-/// cache line (plus one uncontended counter increment): no allocation, no lock, no system call.
-/// Handles are `Send + Sync` and cheap to clone.
+/// Deciding goes through a handle of the limit's kind ([`crate::TokenBucketLimit`],
+/// [`crate::WindowLimit`], ..., see [`LimitKind`](crate::LimitKind)), resolved with
+/// [`Limiter::token_bucket`] and the like, or converted from this view with `try_from`: each
+/// has exactly the operations of its kind, and is a newtype over this handle. Handles are
+/// `Send + Sync` and cheap to clone.
 ///
 /// # Example
 ///
@@ -892,19 +897,20 @@ pub struct Stats {
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("limit.shm");
 /// use std::time::Duration;
-/// use shmlimit::{FixedWindow, Limiter};
+/// use shmlimit::{Concurrency, FixedWindow, LimitKind, Limiter, WindowLimit};
 /// let limiter = Limiter::builder()
 ///     .limit("per-minute", FixedWindow::new(2, Duration::from_secs(60)))
+///     .limit("jobs", Concurrency::new(4))
 ///     .create_or_open(&path)?;
+/// for limit in limiter.limits() {
+///     println!("{} ({}): {:?}", limit.name(), limit.kind(), limit.stats());
+/// }
 /// let limit = limiter.limit("per-minute")?;
-/// assert!(limit.peek(2)?.is_allowed());        // peeking consumes nothing
-/// let grant = limit.try_acquire(2)?;
-/// assert!(grant.is_allowed());
-/// assert!(limit.try_acquire(1)?.is_denied());
-/// limit.refund(&grant)?;                       // the work was never sent
-/// assert!(limit.try_acquire(1)?.is_allowed());
-/// assert!(limit.try_acquire(3).is_err());      // more than the limit can ever grant
-/// assert_eq!(limit.stats().allowed, 2);
+/// assert_eq!(limit.kind(), LimitKind::Window);
+/// let window = WindowLimit::try_from(limit)?; // as limiter.window("per-minute")
+/// assert!(window.try_acquire(2)?.is_allowed());
+/// assert_eq!(limiter.limit("per-minute")?.stats().allowed, 1);
+/// assert_eq!(limiter.limit("jobs")?.permit_holders().len(), 0);
 /// # Ok(()) }
 /// ```
 pub struct Limit<C: Clock = MonotonicClock> {
@@ -1316,21 +1322,21 @@ impl<C: Clock> Limit<C> {
     /// [`Error::CorruptState`] when the shared state is damaged (fail closed);
     /// [`Error::WrongKind`] on a keyed or concurrency limit.
     #[inline]
-    pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
+    pub(crate) fn try_acquire(&self, cost: u64) -> Result<Decision> {
         self.run(cost, true, None)
     }
 
-    /// The decision [`Limit::try_acquire`] would make now, consuming nothing.
+    /// The decision [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) would make now, consuming nothing.
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire`].
+    /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire).
     #[inline]
-    pub fn peek(&self, cost: u64) -> Result<Decision> {
+    pub(crate) fn peek(&self, cost: u64) -> Result<Decision> {
         self.run(cost, false, None)
     }
 
-    /// [`Limit::try_acquire`] dated at `now_ns` on the monotonic timeline instead of the clock
+    /// [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) dated at `now_ns` on the monotonic timeline instead of the clock
     /// (for replaying traces and for tests). A `now_ns` older than the stored state is clamped
     /// as any stale read is.
     ///
@@ -1341,9 +1347,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire`]; [`Error::ClockOutOfRange`] for a date ahead of the clock by
+    /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire); [`Error::ClockOutOfRange`] for a date ahead of the clock by
     /// more than [`DATE_TOLERANCE`] or beyond [`MAX_DATE_NS`], consuming nothing.
-    pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+    pub(crate) fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
         self.check_date(now_ns)?;
         self.run(cost, true, Some(now_ns))
     }
@@ -1562,7 +1568,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::CorruptState`]; [`Error::WrongKind`] on a keyed or concurrency limit.
-    pub fn refund(&self, grant: &Decision) -> Result<()> {
+    pub(crate) fn refund(&self, grant: &Decision) -> Result<()> {
         self.refund_units(grant, grant.cost)
     }
 
@@ -1570,8 +1576,8 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::refund`].
-    pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+    /// As [`TokenBucketLimit::refund`](crate::TokenBucketLimit::refund).
+    pub(crate) fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
         let maker = self.maker_of(grant);
         if !std::ptr::eq(maker, self) {
             return maker.refund_units(grant, units);
@@ -1660,7 +1666,7 @@ impl<C: Clock> Limit<C> {
         s
     }
 
-    /// The algorithm with its live parameters (after any [`Limit::set_rate`]).
+    /// The algorithm with its live parameters (after any [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate)).
     ///
     /// # Errors
     ///
@@ -1698,7 +1704,7 @@ impl<C: Clock> Limit<C> {
     /// [`Error::WrongKind`] if the limit is not a token bucket; [`Error::InvalidParameter`] for a
     /// rate and capacity that do not fit; [`Error::CorruptState`]; [`Error::Io`] if the lock
     /// cannot be taken.
-    pub fn set_rate(&self, rate: Rate) -> Result<()> {
+    pub(crate) fn set_rate(&self, rate: Rate) -> Result<()> {
         let capacity = match self.live_algorithm()? {
             Algorithm::TokenBucket { capacity, .. } => capacity,
             _ => return self.set_window_rate(rate),
@@ -1706,15 +1712,15 @@ impl<C: Clock> Limit<C> {
         self.set_token_bucket(capacity, rate)
     }
 
-    /// Change a token bucket's capacity and rate together, live (see [`Limit::set_rate`]).
+    /// Change a token bucket's capacity and rate together, live (see [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate)).
     ///
     /// # Errors
     ///
-    /// As [`Limit::set_rate`].
+    /// As [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate).
     ///
-    /// A fleet-managed bucket ([`Limit::fleet_manage`]) stays fleet-managed: the new rate holds
+    /// A fleet-managed bucket ([`TokenBucketLimit::fleet_manage`](crate::TokenBucketLimit::fleet_manage)) stays fleet-managed: the new rate holds
     /// until its lease deadline, like the share it replaces.
-    pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
+    pub(crate) fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
         self.retune_bucket(capacity, rate, None)
     }
 
@@ -1775,7 +1781,7 @@ impl<C: Clock> Limit<C> {
     }
 
     /// Make this token bucket fleet-managed (see `FLEET.md`): its rate becomes a share that
-    /// holds only until the lease deadline ([`Limit::set_fleet_deadline`]); a decision past it
+    /// holds only until the lease deadline ([`TokenBucketLimit::set_fleet_deadline`](crate::TokenBucketLimit::set_fleet_deadline)); a decision past it
     /// decides with the fence bucket `fence_capacity`, `fence_rate` (the host's reserved
     /// minimum, or the floor) instead. The share is set to the fence and the deadline to 0, so
     /// the bucket starts fenced. Calling it again changes the fence (the share and deadline are
@@ -1787,8 +1793,8 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::set_token_bucket`].
-    pub fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
+    /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
+    pub(crate) fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
         if !matches!(self.params, Params::TokenBucket) {
             return Err(self.wrong_kind("is not a token bucket"));
         }
@@ -1833,7 +1839,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::WrongKind`] if the bucket is not fleet-managed.
-    pub fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
+    pub(crate) fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
         if self.fleet_lease()?.is_none() {
             return Err(self.wrong_kind("is not fleet-managed (see fleet_manage)"));
         }
@@ -1848,8 +1854,8 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::set_token_bucket`].
-    pub fn end_fleet_management(&self) -> Result<()> {
+    /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
+    pub(crate) fn end_fleet_management(&self) -> Result<()> {
         match self.live_algorithm()? {
             Algorithm::TokenBucket {
                 capacity,
@@ -1935,7 +1941,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::WrongKind`] for other algorithms; [`Error::InvalidParameter`] for a bad limit.
-    pub fn set_limit(&self, limit: u64) -> Result<()> {
+    pub(crate) fn set_limit(&self, limit: u64) -> Result<()> {
         let mut algo = *self.algorithm();
         match &mut algo {
             Algorithm::FixedWindow { limit: l, .. } | Algorithm::SlidingWindow { limit: l, .. } => {

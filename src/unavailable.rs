@@ -404,18 +404,18 @@ impl<C: Clock> GuardedLimit<C> {
         }
     }
 
-    /// [`Limit::try_acquire`], or the policy while unavailable.
+    /// [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire), or the policy while unavailable.
     ///
     /// # Errors
     ///
-    /// The caller's errors of [`Limit::try_acquire`] ([`Error::ZeroCost`],
+    /// The caller's errors of [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) ([`Error::ZeroCost`],
     /// [`Error::CostExceedsCapacity`], [`Error::WrongKind`]), [`Error::UnknownLimit`],
     /// [`Error::ClockOutOfRange`].
     pub fn try_acquire(&self, cost: u64) -> Result<GuardedDecision> {
         self.decide(cost, |l| l.try_acquire(cost))
     }
 
-    /// [`Limit::peek`], or the policy while unavailable.
+    /// [`TokenBucketLimit::peek`](crate::TokenBucketLimit::peek), or the policy while unavailable.
     ///
     /// # Errors
     ///
@@ -424,7 +424,7 @@ impl<C: Clock> GuardedLimit<C> {
         self.decide(cost, |l| l.peek(cost))
     }
 
-    /// [`Limit::try_acquire_key`], or the policy while unavailable.
+    /// [`KeyedTokenBucketLimit::try_acquire_key`](crate::KeyedTokenBucketLimit::try_acquire_key), or the policy while unavailable.
     ///
     /// # Errors
     ///
@@ -435,7 +435,7 @@ impl<C: Clock> GuardedLimit<C> {
         self.decide(cost, |l| l.try_acquire_key(key, cost))
     }
 
-    /// [`Limit::try_acquire_permit`], or the policy while unavailable.
+    /// [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit), or the policy while unavailable.
     ///
     /// # Errors
     ///
@@ -445,7 +445,7 @@ impl<C: Clock> GuardedLimit<C> {
         self.permit(|l| l.try_acquire_permit())
     }
 
-    /// [`Limit::try_acquire_key_permit`], or the policy while unavailable.
+    /// [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit), or the policy while unavailable.
     ///
     /// # Errors
     ///

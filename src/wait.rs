@@ -11,7 +11,7 @@
 //! let limiter = Limiter::builder()
 //!     .limit("api", TokenBucket::per_second(10).burst(1))
 //!     .create_or_open(&path)?;
-//! let api = limiter.limit("api")?;
+//! let api = limiter.token_bucket("api")?;
 //! assert!(api.try_acquire(1)?.is_allowed()); // the burst is used
 //! // The next token is 100 ms away: booked now, served in booking order.
 //! let r = api.reserve(1, Duration::from_secs(1))?;
@@ -50,13 +50,13 @@
 //! handing those tokens out again would let them and the new takers exceed the bound. The
 //! cancelled slot then simply goes unused (the limiter is stricter, never looser).
 //!
-//! **Windows and the sliding log** have no future to book into: [`crate::Limit::acquire_timeout`]
+//! **Windows and the sliding log** have no future to book into: [`TokenBucketLimit::acquire_timeout`](crate::TokenBucketLimit::acquire_timeout)
 //! peeks, sleeps the exact retry-after the algorithm computed, and tries again, until the grant
 //! or until the next retry-after would end past the deadline (then it refuses at once instead of
 //! sleeping in vain). Each round sleeps at least the computed retry-after: never a busy loop.
 //!
 //! **Concurrency limits** wait for a release on a futex: see
-//! [`crate::Limit::acquire_permit_timeout`].
+//! [`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout).
 //!
 //! # Deadlines bound queueing
 //!
@@ -82,7 +82,7 @@ use crate::error::{Error, Result};
 use crate::file::layout::bucket::PARAM_TAG;
 use crate::limiter::{Limit, Params};
 
-/// A booking of `n` tokens of a token bucket, made by [`crate::Limit::reserve`].
+/// A booking of `n` tokens of a token bucket, made by [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve).
 ///
 /// Granted: the tokens are taken, and the caller may proceed after [`Reservation::delay`]
 /// ([`Reservation::wait`] sleeps it). Refused: nothing was taken, and [`Reservation::delay`]
@@ -226,7 +226,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `n` exceeds the burst;
     /// [`Error::WrongKind`] on other algorithms and keyed limits; [`Error::CorruptState`].
-    pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
+    pub(crate) fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
         let this = self.current()?;
         if !std::ptr::eq(this, self) {
             return this.reserve(n, max_delay);
@@ -324,16 +324,16 @@ impl<C: Clock> Limit<C> {
     }
 
     /// Admit `cost` units, waiting up to `timeout` for them: a token bucket books them with
-    /// [`Limit::reserve`] and sleeps the delay (refused at once, consuming nothing, when the
+    /// [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve) and sleeps the delay (refused at once, consuming nothing, when the
     /// delay exceeds `timeout`); fixed and sliding windows and the sliding log sleep the exact
     /// retry-after and try again until the grant or the deadline. The returned decision is
     /// allowed, or denied with nothing consumed.
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire`] and [`Limit::reserve`]; [`Error::WrongKind`] on a
-    /// concurrency limit (use [`Limit::acquire_permit_timeout`]) or a keyed limit.
-    pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
+    /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) and [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve); [`Error::WrongKind`] on a
+    /// concurrency limit (use [`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout)) or a keyed limit.
+    pub(crate) fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
         let this = self.current()?;
         if !std::ptr::eq(this, self) {
             return this.acquire_timeout(cost, timeout);

@@ -98,7 +98,7 @@ fn file_owned_by_another_user_is_refused() {
         .open(&path)
         .unwrap();
     assert!(limiter
-        .limit("api")
+        .token_bucket("api")
         .unwrap()
         .try_acquire(1)
         .unwrap()

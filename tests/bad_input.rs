@@ -7,12 +7,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::temp_path;
+use common::{rate, temp_path};
 use shmlimit::{
-    try_acquire_all, Algorithm, Alignment, Check, Concurrency, Error, FixedWindow, Keyed, Limit,
-    LimitDef, Limiter, ManualClock, Rate, SlidingLog, SlidingWindow, TokenBucket, MAX_CAPACITY,
-    MAX_CHECKS, MAX_KEYS, MAX_KEY_LEN, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES, MAX_LIMITS,
-    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    try_acquire_all, Algorithm, Alignment, Check, Clock, Concurrency, Decision, Error, FixedWindow,
+    Keyed, LimitDef, Limiter, ManualClock, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    MAX_CAPACITY, MAX_CHECKS, MAX_KEYS, MAX_KEY_LEN, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
+    MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
 
 fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>, what: &str) {
@@ -284,14 +284,14 @@ fn a_key_capacity_beyond_u64_powers_of_two_is_refused() {
 }
 
 /// The state of every limit as peeks and statistics see it.
-fn snapshot(limits: &[Limit<ManualClock>]) -> Vec<String> {
-    limits
+fn snapshot(limiter: &Limiter<ManualClock>) -> Vec<String> {
+    limiter
+        .limits()
         .iter()
         .map(|l| {
             let peek = match l.name() {
-                "keyed" => format!("{:?}", l.peek_key(b"k", 1).map(|d| d.remaining())),
                 "conc" => format!("{}", l.permit_holders().len()),
-                _ => format!("{:?}", l.peek(1).map(|d| d.remaining())),
+                name => format!("{:?}", peek(limiter, name).map(|d| d.remaining())),
             };
             format!(
                 "{} {peek} {:?} {:?}",
@@ -301,6 +301,35 @@ fn snapshot(limits: &[Limit<ManualClock>]) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// A decision of `cost` on the rate limit `name` of `limiter` (for key "k" if it is keyed),
+/// dated `at` or on the clock.
+fn decide<C: Clock>(
+    limiter: &Limiter<C>,
+    name: &str,
+    cost: u64,
+    at: Option<u64>,
+) -> shmlimit::Result<Decision> {
+    match (limiter.limit(name)?.kind().is_keyed(), at) {
+        (true, None) => limiter
+            .keyed_token_bucket(name)?
+            .try_acquire_key(b"k", cost),
+        (true, Some(t)) => limiter
+            .keyed_token_bucket(name)?
+            .try_acquire_key_at(b"k", cost, t),
+        (false, None) => rate(limiter, name)?.try_acquire(cost),
+        (false, Some(t)) => rate(limiter, name)?.try_acquire_at(cost, t),
+    }
+}
+
+/// What a decision of cost 1 on the rate limit `name` would be now (for key "k" if keyed).
+fn peek<C: Clock>(limiter: &Limiter<C>, name: &str) -> shmlimit::Result<Decision> {
+    if limiter.limit(name)?.kind().is_keyed() {
+        limiter.keyed_token_bucket(name)?.peek_key(b"k", 1)
+    } else {
+        rate(limiter, name)?.peek(1)
+    }
 }
 
 fn limiter(path: &std::path::Path) -> Limiter<ManualClock> {
@@ -327,141 +356,137 @@ fn limiter(path: &std::path::Path) -> Limiter<ManualClock> {
 fn bad_decisions_are_typed_errors_and_consume_nothing() {
     let (_dir, path) = temp_path("decide.shm");
     let limiter = limiter(&path);
-    let limits = limiter.limits();
+    let rates = ["tb", "fw", "sw", "log"].map(|name| (name, rate(&limiter, name).unwrap()));
+    let keyed = limiter.keyed_token_bucket("keyed").unwrap();
+    let conc = limiter.concurrency("conc").unwrap();
     // Some state first, so that "nothing consumed" is checked against a used limit.
-    for l in &limits {
-        match l.name() {
-            "keyed" => assert!(l.try_acquire_key(b"k", 3).unwrap().is_allowed()),
-            "conc" => {}
-            _ => assert!(l.try_acquire(3).unwrap().is_allowed()),
-        }
+    for (_, l) in &rates {
+        assert!(l.try_acquire(3).unwrap().is_allowed());
     }
-    let before = snapshot(&limits);
+    assert!(keyed.try_acquire_key(b"k", 3).unwrap().is_allowed());
+    let before = snapshot(&limiter);
     let long_key = vec![b'k'; MAX_KEY_LEN + 1];
-    for l in &limits {
-        let name = l.name();
-        let rate_limit = !matches!(name, "keyed" | "conc");
-        // Zero, over-capacity and huge costs.
-        for (cost, what) in [
-            (0, "zero"),
-            (11, "capacity + 1"),
-            (u64::MAX, "u64::MAX"),
-            (1 << 63, "2^63"),
-        ] {
-            let results = [
-                l.try_acquire(cost),
-                l.peek(cost),
+    let check_cost =
+        |name: &str, what: &str, cost: u64, r: shmlimit::Result<shmlimit::Decision>| match r {
+            Err(Error::ZeroCost) => assert_eq!(cost, 0, "{name} {what}"),
+            Err(Error::CostExceedsCapacity { cost: c, .. }) => assert_eq!(c, cost),
+            other => panic!("{name}: cost {what}: {other:?}"),
+        };
+    // Zero, over-capacity and huge costs.
+    for (cost, what) in [
+        (0, "zero"),
+        (11, "capacity + 1"),
+        (u64::MAX, "u64::MAX"),
+        (1 << 63, "2^63"),
+    ] {
+        for (name, l) in &rates {
+            check_cost(name, what, cost, l.try_acquire(cost));
+            check_cost(name, what, cost, l.peek(cost));
+            check_cost(
+                name,
+                what,
+                cost,
                 l.try_acquire_at(cost, 1_000 * 1_000_000_000),
-                l.try_acquire_key(b"k", cost),
-                l.peek_key(b"k", cost),
-            ];
-            for r in results {
-                match r {
-                    Err(Error::ZeroCost) => assert_eq!(cost, 0, "{name} {what}"),
-                    Err(Error::CostExceedsCapacity { cost: c, .. }) => assert_eq!(c, cost),
-                    Err(Error::WrongKind { .. }) => {}
-                    other => panic!("{name}: cost {what}: {other:?}"),
-                }
-            }
-            if rate_limit || name == "keyed" {
-                let r = l.reserve(cost, Duration::from_secs(1));
-                assert!(r.is_err(), "{name}: reserve({what}) {r:?}");
-                let r = l.acquire_timeout(cost, Duration::from_millis(1));
-                assert!(r.is_err(), "{name}: acquire_timeout({what}) {r:?}");
-            }
-            if rate_limit {
-                let c = [Check::new(l, cost)];
-                assert!(try_acquire_all(&c).is_err(), "{name}: composed cost {what}");
-            }
-        }
-        // Keys: empty, one byte too long, on an unkeyed limit.
-        for key in [&b""[..], &long_key[..]] {
-            let r = l.try_acquire_key(key, 1);
-            assert!(
-                matches!(r, Err(Error::InvalidKey { .. } | Error::WrongKind { .. })),
-                "{name}: key of {} bytes: {r:?}",
-                key.len()
             );
-            if name == "keyed" {
-                assert!(matches!(r, Err(Error::InvalidKey { .. })));
-                assert!(matches!(l.peek_key(key, 1), Err(Error::InvalidKey { .. })));
-                assert!(matches!(
-                    l.refund_key(key, &l.peek_key(b"k", 1).unwrap()),
-                    Err(Error::InvalidKey { .. })
-                ));
-            }
+            let r = l.acquire_timeout(cost, Duration::from_millis(1));
+            assert!(r.is_err(), "{name}: acquire_timeout({what}) {r:?}");
+            let c = [Check::new(&**l, cost)];
+            assert!(try_acquire_all(&c).is_err(), "{name}: composed cost {what}");
         }
-        if name != "keyed" {
+        let tb = limiter.token_bucket("tb").unwrap();
+        let r = tb.reserve(cost, Duration::from_secs(1));
+        assert!(r.is_err(), "tb: reserve({what}) {r:?}");
+        check_cost("keyed", what, cost, keyed.try_acquire_key(b"k", cost));
+        check_cost("keyed", what, cost, keyed.peek_key(b"k", cost));
+        let c = [Check::keyed(&keyed, b"k", cost)];
+        assert!(try_acquire_all(&c).is_err(), "keyed: composed cost {what}");
+    }
+    // Keys: empty, one byte too long.
+    for key in [&b""[..], &long_key[..]] {
+        assert!(matches!(
+            keyed.try_acquire_key(key, 1),
+            Err(Error::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            keyed.peek_key(key, 1),
+            Err(Error::InvalidKey { .. })
+        ));
+        assert!(matches!(
+            keyed.refund_key(key, &keyed.peek_key(b"k", 1).unwrap()),
+            Err(Error::InvalidKey { .. })
+        ));
+    }
+    // A key of exactly MAX_KEY_LEN bytes is fine (peeked: nothing consumed).
+    assert!(keyed
+        .peek_key(&long_key[..MAX_KEY_LEN], 1)
+        .unwrap()
+        .is_allowed());
+    // A kind is checked when its name is resolved: every other accessor refuses it.
+    for (name, _) in &rates {
+        assert!(matches!(
+            limiter.keyed_token_bucket(name),
+            Err(Error::WrongKind { .. })
+        ));
+        assert!(matches!(
+            limiter.concurrency(name),
+            Err(Error::WrongKind { .. })
+        ));
+    }
+    assert!(matches!(
+        limiter.token_bucket("keyed"),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(matches!(
+        limiter.token_bucket("conc"),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(matches!(
+        limiter.sliding_log("tb"),
+        Err(Error::WrongKind { .. })
+    ));
+    // Garbage permit ids.
+    for id in [0, 1, u64::MAX, 1 << 63, (1 << 63) | 0xFFFF] {
+        assert!(
+            !conc.release_permit(id).unwrap(),
+            "a permit id naming nothing"
+        );
+    }
+    // Retuning with bad values.
+    let tb = limiter.token_bucket("tb").unwrap();
+    for r in [
+        tb.set_token_bucket(0, Rate::per_second(1).unwrap()),
+        tb.set_token_bucket(u64::MAX, Rate::per_second(1).unwrap()),
+        tb.set_token_bucket(MAX_CAPACITY, Rate::from_emission_ns(1 << 62).unwrap()),
+        keyed.set_token_bucket(0, Rate::per_second(1).unwrap()),
+        keyed.set_token_bucket(MAX_CAPACITY, Rate::from_emission_ns(1 << 62).unwrap()),
+    ] {
+        assert!(
+            matches!(r, Err(Error::InvalidParameter { .. })),
+            "bad bucket retune {r:?}"
+        );
+    }
+    for name in ["fw", "sw"] {
+        let w = limiter.window(name).unwrap();
+        for r in [w.set_limit(0), w.set_limit(u64::MAX), w.set_limit(1 << 32)] {
             assert!(
-                matches!(l.try_acquire_key(b"k", 1), Err(Error::WrongKind { .. })),
-                "{name}"
-            );
-        } else {
-            assert!(matches!(l.try_acquire(1), Err(Error::WrongKind { .. })));
-            // A key of exactly MAX_KEY_LEN bytes is fine (peeked: nothing consumed).
-            assert!(l
-                .peek_key(&long_key[..MAX_KEY_LEN], 1)
-                .unwrap()
-                .is_allowed());
-        }
-        // Permits on rate limits, and garbage permit ids.
-        if name != "conc" {
-            assert!(
-                matches!(l.try_acquire_permit(), Err(Error::WrongKind { .. })),
-                "{name}"
-            );
-            assert!(matches!(
-                l.acquire_permit_timeout(Duration::MAX),
-                Err(Error::WrongKind { .. })
-            ));
-            assert!(l.release_permit(1 << 63).is_err() || !l.release_permit(1 << 63).unwrap());
-        } else {
-            assert!(matches!(l.try_acquire(1), Err(Error::WrongKind { .. })));
-            for id in [0, 1, u64::MAX, 1 << 63, (1 << 63) | 0xFFFF] {
-                assert!(!l.release_permit(id).unwrap(), "a permit id naming nothing");
-            }
-        }
-        // Retuning with bad values, or on the wrong kind.
-        for r in [
-            l.set_token_bucket(0, Rate::per_second(1).unwrap()),
-            l.set_token_bucket(u64::MAX, Rate::per_second(1).unwrap()),
-            l.set_token_bucket(MAX_CAPACITY, Rate::from_emission_ns(1 << 62).unwrap()),
-            l.set_limit(0),
-            l.set_limit(u64::MAX),
-            l.set_limit(1 << 32),
-        ] {
-            assert!(
-                matches!(
-                    r,
-                    Err(Error::InvalidParameter { .. } | Error::WrongKind { .. })
-                ),
+                matches!(r, Err(Error::InvalidParameter { .. })),
                 "{name}: bad retune {r:?}"
             );
         }
-        if !matches!(name, "tb" | "fw" | "sw" | "keyed") {
-            assert!(
-                matches!(
-                    l.set_rate(Rate::per_second(5).unwrap()),
-                    Err(Error::WrongKind { .. })
-                ),
-                "{name}"
-            );
-        }
-        // Refunds of more than a grant took give back at most the grant.
-        if rate_limit {
-            let denied = l.peek(10).unwrap();
-            assert!(denied.is_denied());
-            l.refund_units(&denied, u64::MAX).unwrap();
-        }
     }
-    // Composed checks: none, more than MAX_CHECKS.
-    let tb = &limits[0];
-    let many: Vec<_> = (0..=MAX_CHECKS).map(|_| Check::new(tb, 1)).collect();
+    // Refunds of more than a grant took give back at most the grant.
+    for (name, l) in &rates {
+        let denied = l.peek(10).unwrap();
+        assert!(denied.is_denied(), "{name}");
+        l.refund_units(&denied, u64::MAX).unwrap();
+    }
+    // Composed checks: more than MAX_CHECKS.
+    let many: Vec<_> = (0..=MAX_CHECKS).map(|_| Check::new(&tb, 1)).collect();
     assert!(matches!(
         try_acquire_all(&many),
         Err(Error::InvalidParameter { .. })
     ));
-    assert_eq!(before, snapshot(&limits), "a bad call consumed something");
+    assert_eq!(before, snapshot(&limiter), "a bad call consumed something");
     // Unknown names.
     for name in ["", "nope", "TB", "tb ", &"x".repeat(1000)] {
         assert!(matches!(limiter.limit(name), Err(Error::UnknownLimit(n)) if n == name));
@@ -492,16 +517,15 @@ fn extreme_clock_values_are_errors_or_bounded_decisions() {
             let mut admitted = 0;
             for _ in 0..20 {
                 let r = match l.name() {
-                    "keyed" => l.try_acquire_key_at(b"k", 1, now),
                     "conc" => continue,
-                    _ => l.try_acquire_at(1, now),
+                    name => decide(&limiter, name, 1, Some(now)),
                 };
                 match r {
                     Ok(d) => admitted += d.is_allowed() as u64,
                     Err(Error::ClockOutOfRange(_) | Error::CorruptState { .. }) => {}
                     Err(e) => panic!("{} at {now}: {e:?}", l.name()),
                 }
-                let _ = l.peek(1);
+                let _ = peek(&limiter, l.name());
             }
             assert!(admitted <= 10, "{} admitted {admitted} at {now}", l.name());
         }
@@ -547,10 +571,7 @@ fn extreme_clock_values_are_errors_or_bounded_decisions() {
         let date = &date(common::now_ns());
         for l in dater.limits() {
             for _ in 0..20 {
-                let r = match l.name() {
-                    "keyed" => l.try_acquire_key_at(b"k", 1, *date),
-                    _ => l.try_acquire_at(1, *date),
-                };
+                let r = decide(&dater, l.name(), 1, Some(*date));
                 assert!(
                     matches!(r, Err(Error::ClockOutOfRange(d)) if d == *date),
                     "{} dated {what}: {r:?}",
@@ -559,7 +580,7 @@ fn extreme_clock_values_are_errors_or_bounded_decisions() {
             }
         }
         // A date within the tolerance is accepted (and is a decision like any other).
-        let tb = dater.limit("tb").unwrap();
+        let tb = dater.token_bucket("tb").unwrap();
         assert!(tb.try_acquire_at(1, common::now_ns()).unwrap().is_allowed());
         dater.limit("tb").unwrap().reset().unwrap();
     }
@@ -573,11 +594,8 @@ fn extreme_clock_values_are_errors_or_bounded_decisions() {
     while start.elapsed() < Duration::from_millis(1200) {
         for (o, counts) in others.iter().zip(admitted.iter_mut()) {
             for (i, l) in o.limits().iter().enumerate() {
-                let d = match l.name() {
-                    "keyed" => l.try_acquire_key(b"k", 1),
-                    _ => l.try_acquire(1),
-                }
-                .unwrap_or_else(|e| panic!("{}: {e}", l.name()));
+                let d =
+                    decide(o, l.name(), 1, None).unwrap_or_else(|e| panic!("{}: {e}", l.name()));
                 counts[i] += d.is_allowed() as u64;
             }
         }
@@ -613,7 +631,7 @@ fn extreme_clock_values_are_errors_or_bounded_decisions() {
 fn permit_timeouts_of_any_length_do_not_overflow() {
     let (_dir, path) = temp_path("permits.shm");
     let limiter = limiter(&path);
-    let conc = limiter.limit("conc").unwrap();
+    let conc = limiter.concurrency("conc").unwrap();
     let a = conc.acquire_permit_timeout(Duration::MAX).unwrap().unwrap();
     let b = conc
         .acquire_permit_timeout(Duration::ZERO)
@@ -628,7 +646,7 @@ fn permit_timeouts_of_any_length_do_not_overflow() {
         .unwrap()
         .is_none());
     drop((a, b));
-    let tb = limiter.limit("tb").unwrap();
+    let tb = limiter.token_bucket("tb").unwrap();
     assert!(tb.acquire_timeout(1, Duration::MAX).unwrap().is_allowed());
     assert!(tb.reserve(1, Duration::MAX).unwrap().is_granted());
 }
@@ -643,9 +661,8 @@ fn decisions_dated_zero_are_counted() {
     for l in limiter.limits() {
         let admitted = (0..20)
             .filter(|_| match l.name() {
-                "keyed" => l.try_acquire_key_at(b"k", 1, 0).unwrap().is_allowed(),
                 "conc" => false,
-                _ => l.try_acquire_at(1, 0).unwrap().is_allowed(),
+                name => decide(&limiter, name, 1, Some(0)).unwrap().is_allowed(),
             })
             .count();
         assert!(
@@ -673,8 +690,8 @@ fn a_grant_refunded_on_another_limit_is_refused() {
         .create_or_open(&path)
         .unwrap();
     let (big, small) = (
-        limiter.limit("big").unwrap(),
-        limiter.limit("small").unwrap(),
+        limiter.window("big").unwrap(),
+        limiter.window("small").unwrap(),
     );
     let grant = big.try_acquire(50).unwrap();
     assert!(small.try_acquire(10).unwrap().is_allowed());

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use common::{XorShift, MS, SEC};
 use shmlimit::{
-    Alignment, Clock, Error, FixedWindow, IntoAlgorithm, Limit, Limiter, ManualClock, Rate,
+    Alignment, Clock, Error, FixedWindow, IntoAlgorithm, Limiter, ManualClock, Rate, RateLimit,
     SlidingLog, SlidingWindow, TokenBucket,
 };
 
@@ -21,8 +21,8 @@ struct Fixture {
 }
 
 impl Fixture {
-    fn limit(&self, name: &str) -> Limit<ManualClock> {
-        self.limiter.limit(name).expect("limit is defined")
+    fn limit(&self, name: &str) -> Box<dyn RateLimit<ManualClock>> {
+        common::rate(&self.limiter, name).expect("limit is defined")
     }
 }
 
@@ -71,14 +71,14 @@ fn bucket(capacity: u64, tokens: u64, period: Duration) -> shmlimit::Algorithm {
 }
 
 /// Acquire cost 1 `attempts` times at the clock's current time; how many were admitted.
-fn burst(limit: &Limit<ManualClock>, attempts: u64) -> u64 {
+fn burst(limit: &dyn RateLimit<ManualClock>, attempts: u64) -> u64 {
     (0..attempts)
         .filter(|_| limit.try_acquire(1).expect("decision").is_allowed())
         .count() as u64
 }
 
 /// Acquire cost 1 until the first denial (at most `cap` admissions); how many were admitted.
-fn until_denied(limit: &Limit<ManualClock>, cap: u64) -> u64 {
+fn until_denied(limit: &dyn RateLimit<ManualClock>, cap: u64) -> u64 {
     let mut admitted = 0;
     while admitted < cap && limit.try_acquire(1).expect("decision").is_allowed() {
         admitted += 1;
@@ -186,7 +186,7 @@ fn many_admissions_at_one_timestamp_admit_exactly_the_capacity() {
 
 /// After a denial, the same request at `now + retry_after - 1` is denied and at
 /// `now + retry_after` admitted (checked with a peek first, then for real).
-fn assert_retry_exact(f: &Fixture, limit: &Limit<ManualClock>, cost: u64, what: &str) {
+fn assert_retry_exact(f: &Fixture, limit: &dyn RateLimit<ManualClock>, cost: u64, what: &str) {
     let now = f.clock.now_ns();
     let denied = limit.try_acquire(cost).unwrap();
     assert!(denied.is_denied(), "{what}: expected a denial");
@@ -722,7 +722,7 @@ fn fixed_windows_are_aligned_to_wall_clock_minutes_by_default() {
     // The monotonic instant at which Unix time is a whole minute, after BASE.
     let boundary = (BASE / w + 2) * w - offset % w;
     assert_eq!((boundary + offset) % w, 0);
-    let fw = limiter.limit("fw").unwrap();
+    let fw = limiter.window("fw").unwrap();
     clock.set(boundary - 50 * MS);
     assert!(fw.try_acquire(3).unwrap().is_allowed());
     let d = fw.try_acquire(1).unwrap();

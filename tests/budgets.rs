@@ -45,7 +45,7 @@ fn set_rate_under_load_never_exceeds_the_larger_bound() {
     // Workers 0..8 hammer; worker 8 retunes at 300 ms (to 500/s) and 600 ms (to 4000/s).
     let results = fork_workers(9, |index| {
         let limiter = Limiter::open(&path).unwrap();
-        let api = limiter.limit("api").unwrap();
+        let api = limiter.token_bucket("api").unwrap();
         while now_ns() < start {
             std::hint::spin_loop();
         }
@@ -123,8 +123,8 @@ fn composed_denials_consume_nothing_across_processes() {
     let results = fork_workers(8, |_| {
         let limiter = Limiter::open(&path).unwrap();
         let (user, downstream) = (
-            limiter.limit("user").unwrap(),
-            limiter.limit("downstream").unwrap(),
+            limiter.token_bucket("user").unwrap(),
+            limiter.token_bucket("downstream").unwrap(),
         );
         let checks = [Check::new(&user, 1), Check::new(&downstream, 1)];
         let (mut ok, mut denied) = (0u64, 0u64);
@@ -152,7 +152,7 @@ fn composed_denials_consume_nothing_across_processes() {
     assert!(ok <= downstream_bound, "{ok} > {downstream_bound}");
     assert!(ok >= 100, "the burst alone admits 100 ({ok})");
     // The user quota was charged for the admitted requests only (plus at most its refill).
-    let user = limiter.limit("user").unwrap();
+    let user = limiter.token_bucket("user").unwrap();
     // `remaining` of a peek is what would remain after admitting it.
     let remaining = user.peek(1).unwrap().remaining();
     let refill = elapsed.ceil() as u64 + 1;
@@ -185,7 +185,7 @@ fn refunds_never_create_budget() {
         .create_or_open(&path)
         .unwrap();
     for name in ["tb", "fw", "log", "sw"] {
-        let limit = limiter.limit(name).unwrap();
+        let limit = common::rate(&limiter, name).unwrap();
         let cap = limit.capacity();
         let first = limit.try_acquire(1).unwrap();
         assert!(first.is_allowed(), "{name}");
@@ -215,7 +215,7 @@ fn refunds_never_create_budget() {
         );
     }
     // A fixed-window grant refunded after its window ended gives nothing to the new window.
-    let fw = limiter.limit("fw").unwrap();
+    let fw = limiter.window("fw").unwrap();
     clock.advance(10 * SEC);
     let old = fw.try_acquire(2).unwrap();
     clock.advance(10 * SEC);
@@ -239,7 +239,7 @@ fn shadow_limits_count_but_never_deny() {
         )
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit("new").unwrap();
+    let limit = limiter.token_bucket("new").unwrap();
     let decisions: Vec<_> = (0..12).map(|_| limit.try_acquire(1).unwrap()).collect();
     assert!(decisions.iter().all(|d| d.is_allowed()));
     assert_eq!(decisions.iter().filter(|d| d.is_shadow_denied()).count(), 7);
@@ -267,7 +267,7 @@ fn retuning_is_seen_by_other_handles_and_validated() {
         .create_or_open(&path)
         .unwrap();
     let b = Limiter::builder().clock(clock.clone()).open(&path).unwrap();
-    let (tb_a, tb_b) = (a.limit("tb").unwrap(), b.limit("tb").unwrap());
+    let (tb_a, tb_b) = (a.token_bucket("tb").unwrap(), b.token_bucket("tb").unwrap());
     assert!(tb_b.try_acquire(10).unwrap().is_allowed());
     tb_a.set_token_bucket(20, Rate::per_second(1).unwrap())
         .unwrap();
@@ -292,18 +292,16 @@ fn retuning_is_seen_by_other_handles_and_validated() {
         tb_b.algorithm(),
         shmlimit::Algorithm::TokenBucket { capacity: 10, .. }
     ));
-    let fw = b.limit("fw").unwrap();
-    a.limit("fw").unwrap().set_limit(3).unwrap();
+    let fw = b.window("fw").unwrap();
+    a.window("fw").unwrap().set_limit(3).unwrap();
     assert!(fw.try_acquire(3).unwrap().is_allowed());
     assert!(fw.try_acquire(1).unwrap().is_denied());
     assert!(matches!(
         fw.try_acquire(4),
         Err(Error::CostExceedsCapacity { capacity: 3, .. })
     ));
-    assert!(matches!(
-        a.limit("log").unwrap().set_limit(5),
-        Err(Error::WrongKind { .. })
-    ));
+    // A log has no live retune: it does not resolve as a window.
+    assert!(matches!(a.window("log"), Err(Error::WrongKind { .. })));
     assert!(matches!(
         fw.set_limit(0),
         Err(Error::InvalidParameter { .. })
@@ -334,8 +332,8 @@ fn composed_checks_take_keyed_limits() {
         .create_or_open(&path)
         .unwrap();
     let (user, downstream) = (
-        limiter.limit("per_user").unwrap(),
-        limiter.limit("downstream").unwrap(),
+        limiter.keyed_token_bucket("per_user").unwrap(),
+        limiter.token_bucket("downstream").unwrap(),
     );
     let checks = [Check::keyed(&user, b"alice", 1), Check::new(&downstream, 1)];
     let first = try_acquire_all(&checks).unwrap();

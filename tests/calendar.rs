@@ -55,7 +55,7 @@ fn a_weekly_window_starts_on_monday_midnight_utc() {
     let build = || Limiter::builder().limit("week", FixedWindow::weekly(3));
     // Sunday 23:00 UTC.
     let (l, clock) = at_unix(&path, build, monday - HOUR);
-    let week = l.limit("week").unwrap();
+    let week = l.window("week").unwrap();
     assert!(week.try_acquire(3).unwrap().is_allowed());
     let d = week.try_acquire(1).unwrap();
     assert!(d.is_denied());
@@ -76,7 +76,7 @@ fn a_weekly_window_starts_on_monday_midnight_utc() {
         )
     };
     let (l, _) = at_unix(&plain, build, monday - HOUR);
-    let week = l.limit("week").unwrap();
+    let week = l.window("week").unwrap();
     assert!(week.try_acquire(3).unwrap().is_allowed());
     assert_eq!(
         week.try_acquire(1).unwrap().retry_after_ns(),
@@ -95,7 +95,7 @@ fn a_daily_window_in_a_fixed_offset_starts_at_its_midnight() {
     let midnight_utc = 20_000 * DAY;
     // 18:00 UTC = 23:30 local.
     let (l, clock) = at_unix(&path, build, midnight_utc - 6 * HOUR);
-    let day = l.limit("day").unwrap();
+    let day = l.window("day").unwrap();
     assert_eq!(
         day.algorithm(),
         &shmlimit::Algorithm::FixedWindow {
@@ -138,7 +138,7 @@ fn rates_per_day_week_and_month() {
         .clock(ManualClock::new(T0))
         .create_or_open(&path)
         .unwrap();
-    let exports = l.limit("exports").unwrap();
+    let exports = l.token_bucket("exports").unwrap();
     assert!(exports.try_acquire(10_000).unwrap().is_allowed());
     assert_eq!(
         exports.try_acquire(1).unwrap().retry_after_ns(),
@@ -165,7 +165,7 @@ fn a_monthly_window_follows_the_calendar_across_february() {
     // 2027: January 31 23:00 UTC.
     let path = dir.path().join("monthly-2027.shm");
     let (l, clock) = at_unix(&path, build, civil(2027, 1, 31) + 23 * HOUR);
-    let month = l.limit("month").unwrap();
+    let month = l.window("month").unwrap();
     assert!(month.try_acquire(100).unwrap().is_allowed());
     let d = month.try_acquire(1).unwrap();
     assert_eq!(d.retry_after_ns(), HOUR, "to February 1st");
@@ -188,7 +188,7 @@ fn a_monthly_window_follows_the_calendar_across_february() {
     let build =
         || Limiter::builder().limit("month", FixedWindow::monthly(100).utc_offset(9 * 3_600));
     let (l, clock) = at_unix(&path, build, civil(2028, 1, 31) + 14 * HOUR);
-    let month = l.limit("month").unwrap();
+    let month = l.window("month").unwrap();
     assert!(month.try_acquire(100).unwrap().is_allowed());
     assert_eq!(
         month.try_acquire(1).unwrap().retry_after_ns(),

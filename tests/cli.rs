@@ -1,5 +1,7 @@
 //! The `shmlimit` binary, run as a separate process on real files in temporary directories.
 
+mod common;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -423,10 +425,10 @@ fn inspect_shows_what_a_worker_process_did() {
 
     // This test process is the worker: it attaches by path and decides through the library.
     let limiter = Limiter::open(&path).unwrap();
-    let api = limiter.limit("api").unwrap();
-    let search = limiter.limit("search").unwrap();
-    let signups = limiter.limit("signups").unwrap();
-    let allowed = |l: &shmlimit::Limit, n: usize| {
+    let api = limiter.token_bucket("api").unwrap();
+    let search = limiter.sliding_log("search").unwrap();
+    let signups = common::rate(&limiter, "signups").unwrap();
+    let allowed = |l: &dyn shmlimit::RateLimit<shmlimit::MonotonicClock>, n: usize| {
         (0..n)
             .filter(|_| l.try_acquire(1).unwrap().is_allowed())
             .count()
@@ -537,7 +539,7 @@ fn fork_worker(path: &Path, limit: &str, tries: u32) -> libc::pid_t {
     if pid == 0 {
         let admitted = Limiter::open(path)
             .ok()
-            .and_then(|l| l.limit(limit).ok())
+            .and_then(|l| common::rate(&l, limit).ok())
             .map(|l| {
                 (0..tries)
                     .filter(|_| l.try_acquire(1).is_ok_and(|d| d.is_allowed()))
@@ -698,11 +700,15 @@ fn stats_prometheus_is_text_exposition_format() {
         .limit("search", SlidingLog::new(10, Duration::from_secs(600)))
         .create_or_open(&path)
         .unwrap();
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     for _ in 0..4 {
         let _ = api.try_acquire(1).unwrap();
     }
-    let _ = limiter.limit("search").unwrap().try_acquire(2).unwrap();
+    let _ = limiter
+        .sliding_log("search")
+        .unwrap()
+        .try_acquire(2)
+        .unwrap();
 
     let text = ok(&["stats", s(&path), "--prometheus"]);
     assert!(text.ends_with('\n'));
@@ -883,7 +889,7 @@ fn watch_file(dir: &Path) -> PathBuf {
         .limit("api", TokenBucket::new(10, hourly()))
         .create_or_open(&path)
         .unwrap();
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     for _ in 0..12 {
         let _ = api.try_acquire(1).unwrap();
     }
@@ -948,7 +954,7 @@ fn watch_sees_decisions_of_another_process_and_exits_cleanly_on_sigint() {
         + first["limits"][0]["denied_total"].as_u64().unwrap();
 
     // Decide while it watches: the totals move by exactly what this process did.
-    let api = Limiter::open(&path).unwrap().limit("api").unwrap();
+    let api = Limiter::open(&path).unwrap().token_bucket("api").unwrap();
     for _ in 0..25 {
         let _ = api.try_acquire(1).unwrap();
     }
@@ -1010,7 +1016,7 @@ fn fork_retuned_worker(path: &Path, limit: &str, tries: u32) -> (libc::pid_t, i3
     assert!(pid >= 0, "fork failed");
     if pid == 0 {
         let code = (|| {
-            let l = Limiter::open(path).ok()?.limit(limit).ok()?;
+            let l = common::rate(&Limiter::open(path).ok()?, limit).ok()?;
             let count = || {
                 (0..tries)
                     .filter(|_| l.try_acquire(1).is_ok_and(|d| d.is_allowed()))
@@ -1133,7 +1139,10 @@ fn reset_returns_a_limit_to_fresh() {
         .limit("b", SlidingLog::new(2, Duration::from_secs(3600)))
         .create_or_open(&path)
         .unwrap();
-    let (a, b) = (limiter.limit("a").unwrap(), limiter.limit("b").unwrap());
+    let (a, b) = (
+        limiter.sliding_log("a").unwrap(),
+        limiter.sliding_log("b").unwrap(),
+    );
     assert_eq!(
         (0..10)
             .filter(|_| a.try_acquire(1).unwrap().is_allowed())
@@ -1189,7 +1198,7 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
         let limiter = Limiter::open(&path).ok();
         let held = limiter
             .as_ref()
-            .and_then(|l| l.limit("slots").ok())
+            .and_then(|l| l.concurrency("slots").ok())
             .map(|l| {
                 (0..2)
                     .filter_map(|_| l.try_acquire_permit().ok().flatten().map(|p| p.into_id()))
@@ -1197,7 +1206,7 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
             });
         let keyed = limiter
             .as_ref()
-            .and_then(|l| l.limit("per_user").ok())
+            .and_then(|l| l.keyed_concurrency("per_user").ok())
             .map(|l| {
                 [&b"u1"[..], b"u1", b"u2"]
                     .iter()
@@ -1238,7 +1247,10 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
     // Keyed: no single remaining budget; each holder names its key by tag.
     let per_user = limit("per_user");
     assert!(per_user.get("remaining").is_none(), "{per_user}");
-    let keyed = Limiter::open(&path).unwrap().limit("per_user").unwrap();
+    let keyed = Limiter::open(&path)
+        .unwrap()
+        .keyed_concurrency("per_user")
+        .unwrap();
     let mut tags: Vec<u64> = per_user["holders"]
         .as_array()
         .unwrap()
@@ -1275,7 +1287,7 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
         "0",
         "nothing left to reclaim:\n{out}"
     );
-    let slots = Limiter::open(&path).unwrap().limit("slots").unwrap();
+    let slots = Limiter::open(&path).unwrap().concurrency("slots").unwrap();
     assert!(slots.permit_holders().is_empty());
     assert_eq!(
         (0..5)
@@ -1352,14 +1364,14 @@ fn config_options_keyed_shadow_split_concurrency_and_fleet_share() {
     assert_eq!(defs[2].split, 4);
     assert_eq!(defs[2].fleet.unwrap().weight, 2);
     // A shadow log of 3: 5 decisions all admitted, 2 counted as shadow-denied.
-    let dry = limiter.limit("dry").unwrap();
+    let dry = limiter.sliding_log("dry").unwrap();
     assert_eq!(
         (0..5)
             .filter(|_| dry.try_acquire(1).unwrap().is_allowed())
             .count(),
         5
     );
-    let per_user = limiter.limit("per-user").unwrap();
+    let per_user = limiter.keyed_token_bucket("per-user").unwrap();
     for key in [&b"alice"[..], b"bob", b"carol"] {
         assert!(per_user.try_acquire_key(key, 1).unwrap().is_allowed());
     }
@@ -1574,7 +1586,7 @@ fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
     ]);
     {
         let l = Limiter::open(&path).unwrap();
-        assert!(l.limit("sw").unwrap().try_acquire(5).unwrap().is_allowed());
+        assert!(l.window("sw").unwrap().try_acquire(5).unwrap().is_allowed());
     }
     let hundred_days = 100 * 86_400 * 1_000_000_000u64;
     // The old boot's wall clock read 100 days later than this one does: its offset and its

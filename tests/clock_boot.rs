@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{fork_lock, spawn, temp_path, SEC};
+use common::{fork_lock, rate, spawn, temp_path, SEC};
 use shmlimit::{
     Alignment, Concurrency, Error, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
     SlidingLog, SlidingWindow, TokenBucket,
@@ -66,13 +66,24 @@ fn exhaust(limiter: &Limiter) -> Vec<u64> {
         .map(|l| {
             (0..2 * CAP)
                 .filter(|_| match l.name() {
-                    "conc" => l
+                    "conc" => limiter
+                        .concurrency("conc")
+                        .unwrap()
                         .try_acquire_permit()
                         .unwrap()
                         .map(std::mem::forget)
                         .is_some(),
-                    "keyed" => l.try_acquire_key(b"user", 1).unwrap().is_allowed(),
-                    _ => l.try_acquire(1).unwrap().is_allowed(),
+                    "keyed" => limiter
+                        .keyed_token_bucket("keyed")
+                        .unwrap()
+                        .try_acquire_key(b"user", 1)
+                        .unwrap()
+                        .is_allowed(),
+                    name => rate(limiter, name)
+                        .unwrap()
+                        .try_acquire(1)
+                        .unwrap()
+                        .is_allowed(),
                 })
                 .count() as u64
         })
@@ -261,7 +272,7 @@ fn a_clock_behind_the_stored_state_never_moves_it_backwards() {
     let s = b().clock(behind.clone()).open(&path).unwrap();
 
     // Token bucket: the ahead handle empties it; the behind handle sees no refill at all.
-    let (tba, tbs) = (a.limit("tb").unwrap(), s.limit("tb").unwrap());
+    let (tba, tbs) = (a.token_bucket("tb").unwrap(), s.token_bucket("tb").unwrap());
     assert!(tba.try_acquire(2).unwrap().is_allowed());
     let d = tbs.try_acquire(1).unwrap();
     assert!(d.is_denied(), "a stale clock sees an empty bucket");
@@ -276,7 +287,7 @@ fn a_clock_behind_the_stored_state_never_moves_it_backwards() {
 
     // Sliding log: the stale handle's admission is dated at the newest entry, not in the past:
     // so it does not expire before the entries ahead of it.
-    let (la, ls) = (a.limit("log").unwrap(), s.limit("log").unwrap());
+    let (la, ls) = (a.sliding_log("log").unwrap(), s.sliding_log("log").unwrap());
     assert!(la.try_acquire(2).unwrap().is_allowed()); // at t0 + 1 s
     assert!(ls.try_acquire(1).unwrap().is_allowed()); // read at t0 - 100 s, dated t0 + 1 s
     ahead.advance(10 * SEC - 1); // t0 + 11 s - 1 ns: all three still inside (t - W, t]
@@ -288,7 +299,7 @@ fn a_clock_behind_the_stored_state_never_moves_it_backwards() {
     assert!(la.try_acquire(3).unwrap().is_allowed());
 
     // Fixed window: a stale read counts against the stored (newer) window.
-    let (fa, fs_) = (a.limit("fw").unwrap(), s.limit("fw").unwrap());
+    let (fa, fs_) = (a.window("fw").unwrap(), s.window("fw").unwrap());
     assert!(fa.try_acquire(2).unwrap().is_allowed());
     assert!(fs_.try_acquire(1).unwrap().is_allowed());
     assert!(fs_.try_acquire(1).unwrap().is_denied());
@@ -298,7 +309,7 @@ fn a_clock_behind_the_stored_state_never_moves_it_backwards() {
     );
 
     // Sliding window: likewise.
-    let (sa, ss) = (a.limit("sw").unwrap(), s.limit("sw").unwrap());
+    let (sa, ss) = (a.window("sw").unwrap(), s.window("sw").unwrap());
     assert!(sa.try_acquire(2).unwrap().is_allowed());
     assert!(ss.try_acquire(1).unwrap().is_allowed());
     assert!(sa.try_acquire(1).unwrap().is_denied());
@@ -314,7 +325,7 @@ fn a_clock_behind_the_stored_state_never_moves_it_backwards() {
     let p = path.clone();
     let child = spawn(move || {
         let s = b().clock(ManualClock::new(5 * SEC)).open(&p).unwrap();
-        s.limits()
+        common::rates(&s)
             .iter()
             .map(|l| l.try_acquire(1).unwrap().is_allowed() as u64)
             .collect()

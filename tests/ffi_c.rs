@@ -287,7 +287,7 @@ fn rust_and_c_workers_share_one_budget() {
 
     // "fixed": every worker makes at least 700 attempts, so together they always drain it.
     for (name, run_ms, min_attempts) in [("fixed", 300u64, 700u64), ("paced", 500, 0)] {
-        let limit = limiter.limit(name).expect("limit");
+        let limit = limiter.token_bucket(name).expect("limit");
         // Everyone starts together once the C workers have had time to attach.
         let start_ns = clock.now_ns() + 300_000_000;
         let until_ns = start_ns + run_ms * 1_000_000;
@@ -451,7 +451,7 @@ fn reservations_on_a_split_bucket_respect_its_capacity() {
         )
         .create_or_open(&path)
         .expect("create");
-    let rust = limiter.limit("hot").expect("hot");
+    let rust = limiter.token_bucket("hot").expect("hot");
     let c_path = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
     let (mut handle, mut limit) = (std::ptr::null_mut(), std::ptr::null_mut());
     let mut admitted = 0;

@@ -149,7 +149,7 @@ fn python_and_rust_processes_share_one_budget() {
 
     // "fixed": every worker makes at least 700 attempts, so together they always drain it.
     for (name, run_ms, min_attempts) in [("fixed", 300u64, 700u64), ("paced", 500, 0)] {
-        let limit = limiter.limit(name).expect("limit");
+        let limit = limiter.token_bucket(name).expect("limit");
         let mut script = python()
             .arg("share_budget.py")
             .arg(&path)
@@ -261,7 +261,7 @@ else:
         .limit("pool", shmlimit::Concurrency::new(2))
         .create_or_open(&path)
         .expect("create");
-    let pool = limiter.limit("pool").expect("pool");
+    let pool = limiter.concurrency("pool").expect("pool");
     let spawn = |mode: &str| {
         python()
             .args(["-c", SCRIPT])

@@ -146,7 +146,7 @@ fn eight_processes_creating_one_file_at_once_all_attach_to_the_same_state() {
             // All eight leave the barrier together and race to create the file.
             let limiter = builder().create_or_open(&path).expect("create_or_open");
             let same = pairs(&limiter) == expected;
-            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            let d = limiter.token_bucket("api").unwrap().try_acquire(1).unwrap();
             let ino = fs::symlink_metadata(&path).unwrap().ino();
             vec![same as u64, d.is_allowed() as u64, d.remaining(), ino]
         });
@@ -174,7 +174,7 @@ fn eight_processes_creating_one_file_at_once_all_attach_to_the_same_state() {
             "round {round}: no temporary files left"
         );
         let limiter = Limiter::open(&path).unwrap();
-        let api = limiter.limit("api").unwrap();
+        let api = limiter.token_bucket("api").unwrap();
         assert_eq!(api.stats().allowed, 8);
         assert_eq!(api.peek(1).unwrap().remaining(), 91);
         assert_eq!(fs::metadata(&path).unwrap().ino(), inodes[0]);
@@ -189,7 +189,7 @@ fn open_by_path_alone_sees_the_definitions() {
     assert_eq!(limiter.path(), path);
     assert_eq!(limiter.limits().len(), 4);
     assert!(limiter
-        .limit("search")
+        .sliding_log("search")
         .unwrap()
         .try_acquire(1)
         .unwrap()
@@ -586,11 +586,11 @@ fn a_boot_id_change_resets_the_state_once() {
     let (_dir, path) = reset_file();
     let limiter = Limiter::open(&path).unwrap();
     assert_eq!(limiter.reset_count(), 0);
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     // Drain the bucket of 100 (one token an hour: no refill during the test).
     assert!(api.try_acquire(100).unwrap().is_allowed());
     assert!(api.try_acquire(1).unwrap().is_denied());
-    let search = limiter.limit("search").unwrap();
+    let search = limiter.sliding_log("search").unwrap();
     assert!(search.try_acquire(10).unwrap().is_allowed());
     drop((api, search, limiter));
 
@@ -610,7 +610,7 @@ fn a_boot_id_change_resets_the_state_once() {
         "this boot's id is restored"
     );
     assert_eq!(read_word(&path, WORD_BOOT_ID + 1), b);
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     assert_eq!(
         api.peek(1).unwrap().remaining(),
         99,
@@ -618,7 +618,7 @@ fn a_boot_id_change_resets_the_state_once() {
     );
     assert!(api.try_acquire(100).unwrap().is_allowed());
     assert!(limiter
-        .limit("search")
+        .sliding_log("search")
         .unwrap()
         .try_acquire(10)
         .unwrap()
@@ -628,7 +628,7 @@ fn a_boot_id_change_resets_the_state_once() {
     let again = Limiter::open(&path).unwrap();
     assert_eq!(again.reset_count(), 1);
     assert!(again
-        .limit("api")
+        .token_bucket("api")
         .unwrap()
         .try_acquire(1)
         .unwrap()
@@ -639,7 +639,7 @@ fn a_boot_id_change_resets_the_state_once() {
     let third = builder().create_or_open(&path).unwrap();
     assert_eq!(third.reset_count(), 2);
     assert!(third
-        .limit("api")
+        .token_bucket("api")
         .unwrap()
         .try_acquire(100)
         .unwrap()
@@ -749,7 +749,7 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
         {
             let limiter = Limiter::open(&path).unwrap();
             assert!(limiter
-                .limit("api")
+                .token_bucket("api")
                 .unwrap()
                 .try_acquire(100)
                 .unwrap()
@@ -759,7 +759,7 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
         write_word(&path, WORD_BOOT_ID, !a);
         let results = fork_workers(8, |_| {
             let limiter = Limiter::open(&path).expect("open after the boot id change");
-            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            let d = limiter.token_bucket("api").unwrap().try_acquire(1).unwrap();
             vec![d.is_allowed() as u64, limiter.reset_count()]
         });
         assert!(
@@ -768,7 +768,7 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
         );
         let limiter = Limiter::open(&path).unwrap();
         assert_eq!(limiter.reset_count(), 1, "round {round}");
-        let api = limiter.limit("api").unwrap();
+        let api = limiter.token_bucket("api").unwrap();
         assert_eq!(
             api.peek(1).unwrap().remaining(),
             91,
@@ -787,14 +787,14 @@ fn eight_processes_opening_after_a_boot_id_change_translate_once() {
         let (_dir, path) = valid_file();
         {
             let limiter = Limiter::open(&path).unwrap();
-            let api = limiter.limit("api").unwrap();
+            let api = limiter.token_bucket("api").unwrap();
             assert!(api.try_acquire(100).unwrap().is_allowed());
         }
         let a = read_word(&path, WORD_BOOT_ID);
         write_word(&path, WORD_BOOT_ID, !a);
         let results = fork_workers(8, |_| {
             let limiter = Limiter::open(&path).expect("open after the boot id change");
-            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            let d = limiter.token_bucket("api").unwrap().try_acquire(1).unwrap();
             vec![
                 d.is_allowed() as u64,
                 limiter.reboot_info().translations,

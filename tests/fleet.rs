@@ -103,7 +103,7 @@ fn fleet_child() {
 /// the sink, in batches of at most 64 dates, at least every 2 ms.
 fn worker(path: &Path, sink: &Path, host: u8) {
     let limiter = Limiter::open(path).unwrap();
-    let limit = limiter.limit(LIMIT).unwrap();
+    let limit = limiter.token_bucket(LIMIT).unwrap();
     let out = UnixDatagram::unbound().unwrap();
     let end = Instant::now() + WORKER_RUN;
     let mut batch: Vec<u8> = vec![host];
@@ -1570,7 +1570,7 @@ fn a_fleet_share_holds_only_until_its_deadline() {
         .limit(LIMIT, TokenBucket::new(10, fast))
         .create_or_open(&path)
         .unwrap();
-    let l = limiter.limit(LIMIT).unwrap();
+    let l = limiter.token_bucket(LIMIT).unwrap();
     assert!(l.fleet_lease().unwrap().is_none(), "a plain bucket");
     assert!(matches!(
         l.set_fleet_deadline(1),

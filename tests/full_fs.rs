@@ -200,7 +200,7 @@ fn workers_adding_keys_never_fault(fs: &Tmpfs) -> Result<(), Failed> {
     fs.fill_leaving(0);
     let child = common::fork_child(|| {
         let limiter = Limiter::open(&path).unwrap();
-        let l = limiter.limit("per_user").unwrap();
+        let l = limiter.keyed_token_bucket("per_user").unwrap();
         for i in 0..60_000u64 {
             let _ = l
                 .try_acquire_key(format!("user-{i}").as_bytes(), 1)
@@ -257,7 +257,7 @@ fn sparse_files_are_allocated_or_refused(fs: &Tmpfs) -> Result<(), Failed> {
     if limiter.reboot_info().translations != 1 {
         return Err("the reboot translation did not run".into());
     }
-    let l = limiter.limit("per_user").unwrap();
+    let l = limiter.keyed_token_bucket("per_user").unwrap();
     if !l
         .try_acquire_key(b"a", 1)
         .map_err(|e| e.to_string())?

@@ -25,11 +25,11 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fork_lock, now_ns, spawn, temp_path, MS};
+use common::{fork_lock, keyed_rate, now_ns, rate, spawn, temp_path, MS};
 use proptest::prelude::*;
 use shmlimit::{
-    Alignment, Concurrency, Error, FixedWindow, Keyed, Limit, Limiter, Rate, SlidingLog,
-    SlidingWindow, TokenBucket,
+    Alignment, Concurrency, Error, FixedWindow, Keyed, Limit, Limiter, MonotonicClock, Rate,
+    RateLimit, SlidingLog, SlidingWindow, TokenBucket,
 };
 
 /// Header words of format version 4 (see the layout table of the file format): 0..=28 (word 28
@@ -111,23 +111,31 @@ fn decide_at_one_instant(limiter: &Limiter, n: usize) -> Vec<u64> {
         let mut permits = Vec::new();
         for _ in 0..n {
             match l.name() {
-                "conc" => match l.try_acquire_permit() {
+                "conc" => match limiter
+                    .concurrency("conc")
+                    .and_then(|c| c.try_acquire_permit())
+                {
                     Ok(Some(p)) => permits.push(p),
                     Ok(None) => {}
                     Err(e) => fail_closed(e, &l),
                 },
                 // One key's permits: at most C of them.
-                "keyed_conc" => match l.try_acquire_key_permit(b"k") {
+                "keyed_conc" => match limiter
+                    .keyed_concurrency("keyed_conc")
+                    .and_then(|c| c.try_acquire_key_permit(b"k"))
+                {
                     Ok(Some(p)) => permits.push(p),
                     Ok(None) => {}
                     Err(e) => fail_closed(e, &l),
                 },
-                "keyed" => match l.try_acquire_key_at(b"k", 1, now) {
+                "keyed" => match keyed_rate(limiter, "keyed")
+                    .and_then(|k| k.try_acquire_key_at(b"k", 1, now))
+                {
                     Ok(d) if d.is_allowed() => admitted += 1,
                     Ok(_) => {}
                     Err(e) => fail_closed(e, &l),
                 },
-                _ => match l.try_acquire_at(1, now) {
+                name => match rate(limiter, name).and_then(|r| r.try_acquire_at(1, now)) {
                     Ok(d) if d.is_allowed() => admitted += 1,
                     Ok(_) => {}
                     Err(e) => fail_closed(e, &l),
@@ -142,7 +150,7 @@ fn decide_at_one_instant(limiter: &Limiter, n: usize) -> Vec<u64> {
             l.name()
         );
         // Peeks, stats, holders and refunds of a damaged state do not panic either.
-        let _ = l.peek(1);
+        let _ = rate(limiter, l.name()).map(|r| r.peek(1));
         let _ = l.stats();
         let _ = l.live_algorithm();
         let _ = l.permit_holders();
@@ -246,7 +254,7 @@ fn damaged_state_words_fail_closed() {
         fs::write(path, &pristine).unwrap();
     };
     let open = || Limiter::open(&path).unwrap();
-    let admitted = |l: &Limit| {
+    let admitted = |l: &dyn RateLimit<MonotonicClock>| {
         (0..2 * CAP)
             .filter(|_| matches!(l.try_acquire_at(1, now), Ok(d) if d.is_allowed()))
             .count() as u64
@@ -257,7 +265,7 @@ fn damaged_state_words_fail_closed() {
         fresh(&path);
         write_word(&path, slot_of(&path, TB).0, tat);
         let limiter = open();
-        let tb = limiter.limit("tb").unwrap();
+        let tb = limiter.token_bucket("tb").unwrap();
         assert_eq!(admitted(&tb), 0, "TAT {tat} admitted");
         assert!(tb.peek(1).unwrap().retry_after_ns() > 0);
     }
@@ -266,7 +274,7 @@ fn damaged_state_words_fail_closed() {
     write_word(&path, slot_of(&path, TB).0 + 8 * 2, CAP * 1000);
     let limiter = open();
     assert!(matches!(
-        limiter.limit("tb").unwrap().try_acquire_at(1, now),
+        limiter.token_bucket("tb").unwrap().try_acquire_at(1, now),
         Err(Error::CorruptState { .. })
     ));
     // Token bucket: the state word tagged with the unused parameter slot (all zero) is corrupt.
@@ -274,7 +282,7 @@ fn damaged_state_words_fail_closed() {
     write_word(&path, slot_of(&path, TB).0, 1 << 63);
     let limiter = open();
     assert!(matches!(
-        limiter.limit("tb").unwrap().try_acquire_at(1, now),
+        limiter.token_bucket("tb").unwrap().try_acquire_at(1, now),
         Err(Error::CorruptState { .. })
     ));
 
@@ -284,7 +292,7 @@ fn damaged_state_words_fail_closed() {
         fresh(&path);
         write_word(&path, slot_of(&path, FW).0, (window << 32) | count);
         let limiter = open();
-        assert_eq!(admitted(&limiter.limit("fw").unwrap()), 0, "count {count}");
+        assert_eq!(admitted(&rate(&limiter, "fw").unwrap()), 0, "count {count}");
     }
     // Fixed window: a stored window far ahead of now (damage, not a stale read) starts fresh:
     // at most L.
@@ -295,13 +303,13 @@ fn damaged_state_words_fail_closed() {
         (window.wrapping_add(1 << 31) << 32) | 5,
     );
     let limiter = open();
-    assert!(admitted(&limiter.limit("fw").unwrap()) <= CAP);
+    assert!(admitted(&rate(&limiter, "fw").unwrap()) <= CAP);
     // Fixed window: its live limit word damaged is CorruptState.
     fresh(&path);
     write_word(&path, slot_of(&path, FW).0 + 8, 1_000_000);
     let limiter = open();
     assert!(matches!(
-        limiter.limit("fw").unwrap().try_acquire_at(1, now),
+        limiter.window("fw").unwrap().try_acquire_at(1, now),
         Err(Error::CorruptState { .. })
     ));
 
@@ -311,7 +319,7 @@ fn damaged_state_words_fail_closed() {
         let word = (stored << 40) | ((1 << 20) - 1) << 20 | ((1 << 20) - 1);
         write_word(&path, slot_of(&path, SW).0, word);
         let limiter = open();
-        assert!(admitted(&limiter.limit("sw").unwrap()) <= CAP);
+        assert!(admitted(&rate(&limiter, "sw").unwrap()) <= CAP);
     }
 
     // Sliding log: a head index out of range is CorruptState.
@@ -319,7 +327,7 @@ fn damaged_state_words_fail_closed() {
         fresh(&path);
         write_word(&path, slot_of(&path, LOG).0, head);
         let limiter = open();
-        let log = limiter.limit("log").unwrap();
+        let log = limiter.sliding_log("log").unwrap();
         assert!(
             matches!(log.try_acquire_at(1, now), Err(Error::CorruptState { .. })),
             "head {head:#x}"
@@ -333,7 +341,7 @@ fn damaged_state_words_fail_closed() {
         write_word(&path, log_at + 128 + i * 8, (7u64 << 49) | 12345);
     }
     let limiter = open();
-    let log = limiter.limit("log").unwrap();
+    let log = limiter.sliding_log("log").unwrap();
     assert!(matches!(
         log.try_acquire_at(1, now),
         Err(Error::CorruptState { .. })
@@ -344,7 +352,7 @@ fn damaged_state_words_fail_closed() {
         write_word(&path, log_at + 128 + i * 8, ((1u64 << 48) - 1) & !(1 << 48));
     }
     let limiter = open();
-    assert_eq!(admitted(&limiter.limit("log").unwrap()), 0);
+    assert_eq!(admitted(&rate(&limiter, "log").unwrap()), 0);
 
     // Keyed: every slot holding a random tag and a far-future TAT: the key is denied or gets a
     // fresh slot; never more than its capacity.
@@ -355,7 +363,7 @@ fn damaged_state_words_fail_closed() {
         write_word(&path, kat + 128 + i * 16 + 8, (1 << 62) + i);
     }
     let limiter = open();
-    let keyed = limiter.limit("keyed").unwrap();
+    let keyed = limiter.keyed_token_bucket("keyed").unwrap();
     let n = (0..3 * KEY_CAP)
         .filter(|_| matches!(keyed.try_acquire_key_at(b"k", 1, now), Ok(d) if d.is_allowed()))
         .count() as u64;
@@ -404,7 +412,7 @@ fn garbage_permit_words_fail_closed() {
             write_word(&path, at + 128 + i * 16 + 8, u64::MAX);
         }
         let limiter = open();
-        let conc = limiter.limit("conc").unwrap();
+        let conc = limiter.concurrency("conc").unwrap();
         let held: Vec<_> = (0..2 * PERMITS)
             .filter_map(|_| conc.try_acquire_permit().unwrap())
             .collect();
@@ -419,7 +427,7 @@ fn garbage_permit_words_fail_closed() {
         let (at, len) = slot_of(&path, KEYED_CONC);
         let tag = Limiter::open(&path)
             .unwrap()
-            .limit("keyed_conc")
+            .keyed_concurrency("keyed_conc")
             .unwrap()
             .key_tag(b"k")
             .unwrap();
@@ -438,7 +446,7 @@ fn garbage_permit_words_fail_closed() {
             write_word(&path, blocks + w * 8, garbage);
         }
         let limiter = open();
-        let kc = limiter.limit("keyed_conc").unwrap();
+        let kc = limiter.keyed_concurrency("keyed_conc").unwrap();
         let held: Vec<_> = (0..2 * PERMITS)
             .filter_map(|_| kc.try_acquire_key_permit(b"k").unwrap())
             .collect();
@@ -457,7 +465,7 @@ fn garbage_permit_words_fail_closed() {
     fresh(&path);
     {
         let limiter = open();
-        let conc = limiter.limit("conc").unwrap();
+        let conc = limiter.concurrency("conc").unwrap();
         let held: Vec<_> = (0..PERMITS)
             .map(|_| conc.try_acquire_permit().unwrap().unwrap())
             .collect();
@@ -562,7 +570,7 @@ fn truncated_or_extended_while_mapped() {
     let p = path.clone();
     let child = spawn(move || {
         let l = Limiter::open(&p).unwrap();
-        let log = l.limit("log").unwrap();
+        let log = l.sliding_log("log").unwrap();
         assert!(log.try_acquire(1).unwrap().is_allowed());
         // SAFETY: `ready_w` is the pipe's open write end; one byte from a valid buffer.
         unsafe { libc::write(ready_w, b"r".as_ptr().cast(), 1) };
@@ -599,7 +607,7 @@ fn truncated_or_extended_while_mapped() {
     // Extended while mapped: the mapped handle keeps working, a new open refuses the file.
     fs::remove_file(&path).unwrap();
     let limiter = create(&path);
-    let log = limiter.limit("log").unwrap();
+    let log = limiter.sliding_log("log").unwrap();
     fs::OpenOptions::new()
         .write(true)
         .open(&path)
@@ -638,20 +646,20 @@ fn damaged_fleet_deadline_fails_closed() {
             .limit("tb", TokenBucket::new(CAP, fast))
             .create_or_open(&path)
             .unwrap();
-        let tb = limiter.limit("tb").unwrap();
+        let tb = limiter.token_bucket("tb").unwrap();
         tb.fleet_manage(1, floor).unwrap();
         tb.set_token_bucket(CAP, fast).unwrap();
         limiter
     };
     let now = now_ns();
-    let admitted = |l: &Limit| {
+    let admitted = |l: &dyn RateLimit<MonotonicClock>| {
         (0..2 * CAP)
             .filter(|_| matches!(l.try_acquire_at(1, now), Ok(d) if d.is_allowed()))
             .count() as u64
     };
     // Leased: the share (CAP at one instant).
     let limiter = make();
-    let tb = limiter.limit("tb").unwrap();
+    let tb = limiter.token_bucket("tb").unwrap();
     tb.set_fleet_deadline(now + 1_000 * MS).unwrap();
     assert_eq!(admitted(&tb), CAP);
     // Every deadline that does not cover `now`: the floor, one token.
@@ -681,7 +689,7 @@ fn damaged_fleet_deadline_fails_closed() {
         let (at, _) = slot_of(&path, 0);
         write_word(&path, at + DEADLINE_WORD * 8, d);
         let limiter = Limiter::open(&path).unwrap();
-        let tb = limiter.limit("tb").unwrap();
+        let tb = limiter.token_bucket("tb").unwrap();
         assert!(
             admitted(&tb) <= 1,
             "deadline {d:#x} admitted beyond the fence"
@@ -705,7 +713,7 @@ fn damaged_fleet_deadline_fails_closed() {
         let (at, _) = slot_of(&path, 0);
         write_word(&path, at + (FENCE_WORD + k) * 8, v);
         let limiter = Limiter::open(&path).unwrap();
-        let tb = limiter.limit("tb").unwrap();
+        let tb = limiter.token_bucket("tb").unwrap();
         assert!(matches!(
             tb.try_acquire_at(1, now),
             Err(Error::CorruptState { .. })
@@ -723,7 +731,7 @@ fn damaged_fleet_deadline_fails_closed() {
     write_word(&path, active_slot_check, c ^ 1);
     let limiter = Limiter::open(&path).unwrap();
     assert!(matches!(
-        limiter.limit("tb").unwrap().try_acquire_at(1, now),
+        limiter.token_bucket("tb").unwrap().try_acquire_at(1, now),
         Err(Error::CorruptState { .. })
     ));
 }

@@ -17,10 +17,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{fork_lock, fork_workers, temp_path, XorShift, SEC};
+use common::{fork_lock, fork_workers, keyed_rate, temp_path, XorShift, SEC};
 use shmlimit::{
-    Alignment, Error, FixedWindow, FullPolicy, Keyed, Limit, LimitDef, Limiter, ManualClock, Rate,
-    SlidingWindow, TokenBucket, MAX_KEY_LEN,
+    Alignment, Error, FixedWindow, FullPolicy, Keyed, KeyedRateLimit, KeyedTokenBucketLimit,
+    KeyedWindowLimit, Limit, LimitDef, Limiter, ManualClock, MonotonicClock, Rate, SlidingWindow,
+    TokenBucket, MAX_KEY_LEN,
 };
 
 const WORKERS: usize = 8;
@@ -47,7 +48,7 @@ fn endless_window() -> FixedWindow {
 }
 
 /// Per key: admissions in the low 16 bits, then one byte per remaining value 0..BURST.
-fn worker_counts(limit: &Limit, worker: usize) -> Vec<u64> {
+fn worker_counts(limit: &dyn KeyedRateLimit<MonotonicClock>, worker: usize) -> Vec<u64> {
     let mut counts = vec![0u64; KEYS];
     let mut order: Vec<usize> = (0..KEYS).collect();
     let mut rng = XorShift::new(0xC0FFEE + worker as u64);
@@ -98,18 +99,18 @@ fn per_key_bounds_under_eight_processes(name: &str, define: impl FnOnce(&str) ->
         .define(define(name))
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit(name).unwrap();
+    let limit = keyed_rate(&limiter, name).unwrap();
     let results = fork_workers(WORKERS, |w| {
         if w % 2 == 0 {
             // Half the workers attach by path alone.
             let own = Limiter::open(&path).unwrap();
-            worker_counts(&own.limit(name).unwrap(), w)
+            worker_counts(&*keyed_rate(&own, name).unwrap(), w)
         } else {
-            worker_counts(&limit, w)
+            worker_counts(&*limit, w)
         }
     });
     check_per_key(&results);
-    let stats = limit.stats();
+    let stats = limiter.limit(name).unwrap().stats();
     assert_eq!(stats.allowed, BURST * KEYS as u64);
     assert_eq!(
         stats.allowed + stats.denied,
@@ -158,7 +159,7 @@ fn a_keyed_sliding_window_frees_a_key_two_windows_on() {
         window: Duration::from_millis(100),
         alignment: Alignment::Monotonic,
     };
-    let (_d, l, k) = manual("sw", keyed_def("sw", sw, Keyed::new(1)));
+    let (_d, l, k) = manual::<Kw>("sw", keyed_def("sw", sw, Keyed::new(1)));
     // T0 is a multiple of the window: the count is in the current window.
     assert!(k.try_acquire_key(b"a", 2).unwrap().is_allowed());
     let d = k.try_acquire_key(b"b", 1).unwrap();
@@ -211,7 +212,7 @@ fn eight_processes_reclaiming_idle_slots_keep_every_keys_window_bound() {
         .keyed_limit("churn", window, Keyed::new(64).on_full(FullPolicy::Deny))
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit("churn").unwrap();
+    let limit = limiter.keyed_window("churn").unwrap();
     let deadline = common::now_ns() + 800 * MS;
     let results = fork_workers(WORKERS, |w| {
         let mut rng = XorShift::new(77 + w as u64);
@@ -272,13 +273,13 @@ fn eight_processes_reclaiming_idle_slots_keep_every_keys_window_bound() {
 
 /// A 16-slot table and 8 processes offering 200 new keys each: exactly 16 keys get a slot (no
 /// key is ever idle during the test); what happens to the others is the policy.
-fn tiny_table(policy: FullPolicy) -> (Vec<Vec<u64>>, Limit) {
+fn tiny_table(policy: FullPolicy) -> (Vec<Vec<u64>>, KeyedTokenBucketLimit) {
     let (_dir, path) = temp_path("tiny.shm");
     let limiter = Limiter::builder()
         .keyed_limit("tiny", slow_bucket(), Keyed::new(16).on_full(policy))
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit("tiny").unwrap();
+    let limit = limiter.keyed_token_bucket("tiny").unwrap();
     const PER_WORKER: usize = 200;
     let results = fork_workers(WORKERS, |w| {
         // Per key: recorded admissions, fail-open admissions, denials, table-full errors, and
@@ -398,17 +399,20 @@ fn table_full_policy_error() {
 const T0: u64 = 1_000_000_000_000;
 use common::MS;
 
-fn manual(
-    name: &str,
-    def: LimitDef,
-) -> (tempfile::TempDir, Limiter<ManualClock>, Limit<ManualClock>) {
+type Kb = KeyedTokenBucketLimit<ManualClock>;
+type Kw = KeyedWindowLimit<ManualClock>;
+
+fn manual<H>(name: &str, def: LimitDef) -> (tempfile::TempDir, Limiter<ManualClock>, H)
+where
+    H: TryFrom<Limit<ManualClock>, Error: std::fmt::Debug>,
+{
     let (dir, path) = temp_path(&format!("{name}.shm"));
     let limiter = Limiter::builder()
         .define(def)
         .clock(ManualClock::new(T0))
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit(&def_name(name)).unwrap();
+    let limit = H::try_from(limiter.limit(&def_name(name)).unwrap()).unwrap();
     (dir, limiter, limit)
 }
 
@@ -425,7 +429,7 @@ fn keyed_def(name: &str, algorithm: impl shmlimit::IntoAlgorithm, keyed: Keyed) 
 #[test]
 fn refund_key_gives_back_only_what_was_taken() {
     let bucket = TokenBucket::new(4, Rate::per_second(10).unwrap());
-    let (_d, _l, k) = manual("refund", keyed_def("refund", bucket, Keyed::new(64)));
+    let (_d, _l, k) = manual::<Kb>("refund", keyed_def("refund", bucket, Keyed::new(64)));
     let grant = k.try_acquire_key(b"u1", 3).unwrap();
     assert!(grant.is_allowed());
     assert!(k.try_acquire_key(b"u1", 2).unwrap().is_denied());
@@ -447,7 +451,7 @@ fn refund_key_gives_back_only_what_was_taken() {
     assert!(k.peek_key(b"u2", 1).unwrap().is_denied(), "u2 untouched");
     // A window refund applies only in the grant's window.
     let fw = FixedWindow::new(2, Duration::from_secs(1)).aligned(Alignment::Monotonic);
-    let (_d2, l2, w) = manual("wref", keyed_def("wref", fw, Keyed::new(16)));
+    let (_d2, l2, w) = manual::<Kw>("wref", keyed_def("wref", fw, Keyed::new(16)));
     let g = w.try_acquire_key(b"x", 2).unwrap();
     l2.clock().advance(1_000 * MS);
     assert!(w.try_acquire_key(b"x", 2).unwrap().is_allowed());
@@ -460,7 +464,7 @@ fn refund_key_gives_back_only_what_was_taken() {
 
 #[test]
 fn peek_key_consumes_and_inserts_nothing() {
-    let (_d, _l, k) = manual(
+    let (_d, _l, k) = manual::<Kb>(
         "peek",
         keyed_def(
             "peek",
@@ -488,7 +492,7 @@ fn shadow_mode_on_a_keyed_limit_counts_but_never_denies() {
         Keyed::new(16).on_full(FullPolicy::Deny),
     );
     def.shadow = true;
-    let (_d, _l, k) = manual("shadow", def);
+    let (_d, _l, k) = manual::<Kb>("shadow", def);
     assert!(k.try_acquire_key(b"s", 1).unwrap().is_allowed());
     let d = k.try_acquire_key(b"s", 1).unwrap();
     assert!(d.is_allowed() && d.is_shadow_denied());
@@ -507,7 +511,7 @@ fn shadow_mode_on_a_keyed_limit_counts_but_never_denies() {
 #[test]
 fn idle_keys_are_reclaimed_on_demand_and_by_the_gc_pass() {
     let bucket = TokenBucket::new(1, Rate::per_second(1).unwrap());
-    let (_d, l, k) = manual("idle", keyed_def("idle", bucket, Keyed::new(16)));
+    let (_d, l, k) = manual::<Kb>("idle", keyed_def("idle", bucket, Keyed::new(16)));
     for i in 0..16 {
         assert!(k.try_acquire_key(&key(i), 1).unwrap().is_allowed());
     }
@@ -536,7 +540,7 @@ fn idle_keys_are_reclaimed_on_demand_and_by_the_gc_pass() {
 #[test]
 fn set_rate_on_a_keyed_bucket_keeps_each_keys_tokens() {
     let bucket = TokenBucket::new(10, Rate::per_second(10).unwrap());
-    let (_d, l, k) = manual("tune", keyed_def("tune", bucket, Keyed::new(256)));
+    let (_d, l, k) = manual::<Kb>("tune", keyed_def("tune", bucket, Keyed::new(256)));
     assert!(k.try_acquire_key(b"heavy", 6).unwrap().is_allowed());
     assert!(k.try_acquire_key(b"light", 1).unwrap().is_allowed());
     k.set_rate(Rate::per_second(20).unwrap()).unwrap();
@@ -569,7 +573,7 @@ fn set_rate_on_a_keyed_bucket_keeps_each_keys_tokens() {
 
 #[test]
 fn keys_and_kinds_are_checked() {
-    let (_d, _l, k) = manual(
+    let (_d, l, k) = manual::<Kb>(
         "checks",
         keyed_def(
             "checks",
@@ -595,8 +599,12 @@ fn keys_and_kinds_are_checked() {
             capacity: 2
         })
     ));
-    assert!(matches!(k.try_acquire(1), Err(Error::WrongKind { .. })));
-    let (_d2, _l2, plain) = manual(
+    // A keyed limit has no unkeyed decisions: it does not resolve as one.
+    assert!(matches!(
+        l.token_bucket("checks"),
+        Err(Error::WrongKind { .. })
+    ));
+    let (_d2, l2, plain) = manual::<Limit<ManualClock>>(
         "plain",
         LimitDef::new(
             "plain",
@@ -604,7 +612,7 @@ fn keys_and_kinds_are_checked() {
         ),
     );
     assert!(matches!(
-        plain.try_acquire_key(b"a", 1),
+        l2.keyed_token_bucket("plain"),
         Err(Error::WrongKind { .. })
     ));
     assert_eq!(plain.key_occupancy(), (0, 0));

@@ -39,7 +39,10 @@ fn sixteen_processes_hold_at_most_c_per_key() {
         .unwrap();
     let shared = SharedWords::new(3 * KEYS);
     let reports = fork_workers(WORKERS, |i| {
-        let in_flight = Limiter::open(&path).unwrap().limit("in_flight").unwrap();
+        let in_flight = Limiter::open(&path)
+            .unwrap()
+            .keyed_concurrency("in_flight")
+            .unwrap();
         let mut waited = 0;
         for round in 0..ROUNDS {
             let k = (i + round) % KEYS;
@@ -75,7 +78,7 @@ fn sixteen_processes_hold_at_most_c_per_key() {
     }
     assert!(maxima.iter().all(|&m| m <= C));
     assert!(waited > 0, "16 workers on 12 permits must have waited");
-    let in_flight = limiter.limit("in_flight").unwrap();
+    let in_flight = limiter.keyed_concurrency("in_flight").unwrap();
     assert_eq!(in_flight.stats().allowed, (WORKERS * ROUNDS) as u64);
     assert!(
         in_flight.permit_holders().is_empty(),
@@ -101,7 +104,10 @@ fn keys_changing_slots_under_load_keep_every_keys_bound() {
         .unwrap();
     let shared = SharedWords::new(3 * KEYS);
     let reports = fork_workers(8, |i| {
-        let in_flight = Limiter::open(&path).unwrap().limit("in_flight").unwrap();
+        let in_flight = Limiter::open(&path)
+            .unwrap()
+            .keyed_concurrency("in_flight")
+            .unwrap();
         let mut rng = XorShift::new(0x5EED + i as u64);
         let (mut granted, mut refused) = (0u64, 0u64);
         let deadline = Instant::now() + Duration::from_millis(1_500);
@@ -123,7 +129,7 @@ fn keys_changing_slots_under_load_keep_every_keys_bound() {
     });
     let granted: u64 = reports.iter().map(|r| r[0]).sum();
     let refused: u64 = reports.iter().map(|r| r[1]).sum();
-    let in_flight = limiter.limit("in_flight").unwrap();
+    let in_flight = limiter.keyed_concurrency("in_flight").unwrap();
     eprintln!(
         "12 keys in 8 slots, 8 processes: {granted} granted, {refused} refused, occupancy {:?}",
         in_flight.key_occupancy()
@@ -164,7 +170,7 @@ fn permits_of_killed_holders_come_back_to_their_key() {
         .keyed_limit("in_flight", Concurrency::new(C), Keyed::new(16))
         .create_or_open(&path)
         .unwrap();
-    let in_flight = limiter.limit("in_flight").unwrap();
+    let in_flight = limiter.keyed_concurrency("in_flight").unwrap();
     let other = in_flight.try_acquire_key_permit(b"other").unwrap().unwrap();
     let shared = SharedWords::new(8);
     let active = Active(&shared, 0);
@@ -172,7 +178,10 @@ fn permits_of_killed_holders_come_back_to_their_key() {
     let churners: Vec<_> = (0..3u64)
         .map(|i| {
             fork_child(|| {
-                let l = Limiter::open(&path).unwrap().limit("in_flight").unwrap();
+                let l = Limiter::open(&path)
+                    .unwrap()
+                    .keyed_concurrency("in_flight")
+                    .unwrap();
                 let mut done = 0u64;
                 while !stop() {
                     let p = l
@@ -239,12 +248,15 @@ fn key_waiters_wake_on_release_and_leave_at_their_deadline() {
         .keyed_limit("in_flight", Concurrency::new(1), Keyed::new(16))
         .create_or_open(&path)
         .unwrap();
-    let in_flight = limiter.limit("in_flight").unwrap();
+    let in_flight = limiter.keyed_concurrency("in_flight").unwrap();
     let held_a = in_flight.try_acquire_key_permit(b"a").unwrap().unwrap();
     let _held_b = in_flight.try_acquire_key_permit(b"b").unwrap().unwrap();
     let (ready_r, ready_w) = pipe();
     let waiter_a = fork_child(|| {
-        let l = Limiter::open(&path).unwrap().limit("in_flight").unwrap();
+        let l = Limiter::open(&path)
+            .unwrap()
+            .keyed_concurrency("in_flight")
+            .unwrap();
         write_byte(&ready_w);
         let got = l
             .acquire_key_permit_timeout(b"a", Duration::from_secs(30))
@@ -252,7 +264,10 @@ fn key_waiters_wake_on_release_and_leave_at_their_deadline() {
         i32::from(got.is_none())
     });
     let waiter_b = fork_child(|| {
-        let l = Limiter::open(&path).unwrap().limit("in_flight").unwrap();
+        let l = Limiter::open(&path)
+            .unwrap()
+            .keyed_concurrency("in_flight")
+            .unwrap();
         let start = Instant::now();
         let got = l
             .acquire_key_permit_timeout(b"b", Duration::from_millis(250))
@@ -291,7 +306,7 @@ fn holders_are_listed_by_key_and_dead_ones_are_reclaimed() {
         .keyed_limit("in_flight", Concurrency::new(2), Keyed::new(16))
         .create_or_open(&path)
         .unwrap();
-    let in_flight = limiter.limit("in_flight").unwrap();
+    let in_flight = limiter.keyed_concurrency("in_flight").unwrap();
     let (r, w) = pipe();
     let child = fork_child(|| {
         for k in [&b"x"[..], b"x", b"y"] {
@@ -357,7 +372,7 @@ fn a_full_key_table_follows_its_policy() {
             )
             .create_or_open(&path)
             .unwrap();
-        let l = limiter.limit("in_flight").unwrap();
+        let l = limiter.keyed_concurrency("in_flight").unwrap();
         let held: Vec<_> = (0..2)
             .map(|i| l.try_acquire_key_permit(&key(i)).unwrap().unwrap())
             .collect();
@@ -390,24 +405,21 @@ fn keyed_permits_refuse_the_wrong_calls_and_bad_keys() {
         .limit("pool", Concurrency::new(2))
         .create_or_open(&path)
         .unwrap();
-    let in_flight = limiter.limit("in_flight").unwrap();
-    let pool = limiter.limit("pool").unwrap();
+    // The kinds are checked when the names are resolved.
     assert!(matches!(
-        in_flight.try_acquire_permit(),
+        limiter.concurrency("in_flight"),
         Err(Error::WrongKind { .. })
     ));
     assert!(matches!(
-        in_flight.acquire_permit_timeout(Duration::ZERO),
+        limiter.keyed_token_bucket("in_flight"),
         Err(Error::WrongKind { .. })
     ));
     assert!(matches!(
-        in_flight.try_acquire_key(b"k", 1),
+        limiter.keyed_concurrency("pool"),
         Err(Error::WrongKind { .. })
     ));
-    assert!(matches!(
-        pool.try_acquire_key_permit(b"k"),
-        Err(Error::WrongKind { .. })
-    ));
+    let in_flight = limiter.keyed_concurrency("in_flight").unwrap();
+    let pool = limiter.concurrency("pool").unwrap();
     assert!(matches!(
         in_flight.try_acquire_key_permit(b""),
         Err(Error::InvalidKey { .. })

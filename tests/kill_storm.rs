@@ -118,11 +118,11 @@ fn worker(path: &Path, logs: &Path, seed: u64, end_ns: u64) {
         .open(logs.join(format!("w{pid}.log")))
         .expect("worker log");
     let limiter = Limiter::open(path).expect("worker attaches");
-    let bucket = limiter.limit("bucket").unwrap();
-    let sliding = limiter.limit("log").unwrap();
-    let keyed = limiter.limit("keyed").unwrap();
-    let conc = limiter.limit("conc").unwrap();
-    let keyed_conc = limiter.limit("keyed_conc").unwrap();
+    let bucket = limiter.token_bucket("bucket").unwrap();
+    let sliding = limiter.sliding_log("log").unwrap();
+    let keyed = limiter.keyed_token_bucket("keyed").unwrap();
+    let conc = limiter.concurrency("conc").unwrap();
+    let keyed_conc = limiter.keyed_concurrency("keyed_conc").unwrap();
     let mut rng = XorShift::new(seed ^ pid);
     let mut held = Vec::new();
     let mut held_keyed = Vec::new();
@@ -461,7 +461,7 @@ fn storm(duration: Duration) {
     assert_eq!(reopened.definitions(), limiter.definitions());
 
     // Every worker is dead: the parent takes all C permits at once (take-over of dead holders).
-    let conc = reopened.limit("conc").unwrap();
+    let conc = reopened.concurrency("conc").unwrap();
     let taken: Vec<_> = (0..PERMITS)
         .map(|_| {
             conc.try_acquire_permit()
@@ -474,7 +474,7 @@ fn storm(duration: Duration) {
     assert_eq!(conc.permit_holders().len(), 0);
     assert_eq!(conc.reclaim_dead_permits(), 0);
     // And all C of every key of the keyed limit.
-    let keyed_conc = reopened.limit("keyed_conc").unwrap();
+    let keyed_conc = reopened.keyed_concurrency("keyed_conc").unwrap();
     let taken: Vec<_> = (0..KEYS)
         .flat_map(|k| {
             let key = format!("key-{k}");
@@ -497,7 +497,7 @@ fn storm(duration: Duration) {
     assert_eq!(keyed_conc.reclaim_dead_permits(), 0);
     assert!(keyed_conc.permit_holders().is_empty());
     // The other limits decide normally.
-    for l in reopened.limits() {
+    for l in common::rates(&reopened) {
         if l.name() == "bucket" || l.name() == "log" {
             assert!(
                 l.peek(1).expect("decides after the storm").is_allowed()
@@ -530,7 +530,7 @@ fn a_waiter_gets_a_killed_holders_permit_within_the_recheck_time() {
     let _serial = fork_lock();
     let (_dir, path) = temp_path("waiter.shm");
     let limiter = create(&path);
-    let conc = limiter.limit("conc").unwrap();
+    let conc = limiter.concurrency("conc").unwrap();
     let (ready_r, ready_w) = {
         let mut fds = [0; 2];
         // SAFETY: `fds` is a valid array of two ints for pipe to fill.
@@ -540,7 +540,7 @@ fn a_waiter_gets_a_killed_holders_permit_within_the_recheck_time() {
     let p = path.clone();
     let holder = spawn(move || {
         let l = Limiter::open(&p).unwrap();
-        let c = l.limit("conc").unwrap();
+        let c = l.concurrency("conc").unwrap();
         let held: Vec<_> = (0..PERMITS)
             .map(|_| c.try_acquire_permit().unwrap().unwrap())
             .collect();

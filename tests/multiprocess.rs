@@ -27,10 +27,10 @@ mod common;
 use std::path::Path;
 use std::time::Duration;
 
-use common::{fork_lock, fork_workers, now_ns, temp_path, XorShift, MS, SEC};
+use common::{fork_lock, fork_workers, now_ns, rate, temp_path, XorShift, MS, SEC};
 use shmlimit::{
-    Algorithm, Alignment, Clock, CoarseMonotonicClock, FixedWindow, IntoAlgorithm, Limit, Limiter,
-    MonotonicClock, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    Algorithm, Alignment, Clock, CoarseMonotonicClock, FixedWindow, IntoAlgorithm, Limiter,
+    MonotonicClock, Rate, RateLimit, SlidingLog, SlidingWindow, TokenBucket,
 };
 
 const WORKERS: usize = 8;
@@ -124,7 +124,7 @@ impl Report {
 /// and `hi` from the precise clock just after: both clocks run on the same timeline and are
 /// monotonic, so the decision's date lies in `[lo, hi]` whatever the clock's lag.
 fn hammer<C: Clock>(
-    limit: &Limit<C>,
+    limit: &dyn RateLimit<C>,
     clock: &C,
     deadline: u64,
     until_denied: bool,
@@ -289,7 +289,7 @@ fn run_with<C: Clock>(algorithm: Algorithm, attach: Attach, max_cost: u64, clock
         .clock(clock.clone())
         .create_or_open(&path)
         .expect("create limiter file");
-    let limit = limiter.limit("x").expect("limit x");
+    let limit = rate(&limiter, "x").expect("limit x");
 
     let drain = hammer(&limit, &clock, u64::MAX, true, 1, 1);
     assert_eq!(
@@ -364,13 +364,13 @@ fn run_with<C: Clock>(algorithm: Algorithm, attach: Attach, max_cost: u64, clock
     }
 }
 
-fn open_by_path<C: Clock>(path: &Path, clock: C) -> Limit<C> {
+fn open_by_path<C: Clock>(path: &Path, clock: C) -> Box<dyn RateLimit<C>> {
     let limiter = Limiter::builder()
         .clock(clock)
         .open(path)
         .expect("a worker opens the file by path alone");
     assert_eq!(limiter.definitions().len(), 1);
-    limiter.limit("x").expect("limit x")
+    rate(&limiter, "x").expect("limit x")
 }
 
 fn algorithm(spec: impl IntoAlgorithm) -> Algorithm {
@@ -830,17 +830,17 @@ fn processes_killed_mid_decision_leave_every_limit_consistent() {
         .limit("log", SlidingLog::new(50, window))
         .create_or_open(&path)
         .expect("create limiter file");
-    let limits = limiter.limits();
+    let limits = common::rates(&limiter);
     let mut rng = XorShift::new(31);
     for round in 0..3 {
         let safety = now_ns() + 20 * SEC;
         let children: Vec<_> = (0..6)
             .map(|i| {
-                let limits = limits.clone();
+                let limits = &limits;
                 common::spawn(move || {
                     let mut rng = XorShift::new(round * 100 + i);
                     while now_ns() < safety {
-                        for limit in &limits {
+                        for limit in limits {
                             let cost = 1 + rng.next_u64() % 3;
                             let _ = limit.try_acquire(cost).expect("no error after a kill");
                         }
@@ -869,7 +869,7 @@ fn processes_killed_mid_decision_leave_every_limit_consistent() {
             .clock(shmlimit::ManualClock::new(later))
             .open(&path)
             .unwrap();
-        for limit in &ahead.limits() {
+        for limit in &common::rates(&ahead) {
             let mut granted = 0;
             while limit.try_acquire_at(1, later).unwrap().is_allowed() {
                 granted += 1;
@@ -932,8 +932,7 @@ fn identical_timestamps_across_processes_admit_exact_counts() {
                 .clock(shmlimit::ManualClock::new(at))
                 .open(&path)
                 .expect("open by path");
-            limiter
-                .limits()
+            common::rates(&limiter)
                 .iter()
                 .map(|limit| {
                     (0..100)

@@ -34,7 +34,7 @@ fn sixteen_processes_never_hold_more_than_five() {
     let active = Active(&shared, 0);
     let reports = fork_workers(WORKERS, |i| {
         let limiter = Limiter::open(&path).unwrap();
-        let db = limiter.limit("db").unwrap();
+        let db = limiter.concurrency("db").unwrap();
         let mut done = 0;
         let mut waited = 0;
         for round in 0..ROUNDS {
@@ -65,7 +65,7 @@ fn sixteen_processes_never_hold_more_than_five() {
     assert_eq!(done, WORKERS as u64 * ROUNDS, "all work completes");
     assert_eq!(active.violations(), 0, "more than C active at once");
     assert!(active.max() <= C);
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     // Every grant was counted once (a wait is one decision, however long it slept).
     assert_eq!(db.stats().allowed, WORKERS as u64 * ROUNDS);
     assert!(db.permit_holders().is_empty(), "every permit released");
@@ -84,7 +84,7 @@ fn permits_of_killed_holders_come_back() {
         .limit("db", Concurrency::new(C))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let shared = SharedWords::new(8);
     let active = Active(&shared, 0);
     // Word 3: set by the parent when the killing is over; the churners stop.
@@ -93,7 +93,7 @@ fn permits_of_killed_holders_come_back() {
     // Five churners and a victim compete for five permits: the victims' permits are needed.
     for i in 0..5u64 {
         churners.push(fork_child(|| {
-            let db = Limiter::open(&path).unwrap().limit("db").unwrap();
+            let db = Limiter::open(&path).unwrap().concurrency("db").unwrap();
             let mut done = 0u64;
             while !stop() {
                 let p = db
@@ -163,7 +163,7 @@ fn a_zombie_owner_is_taken_over_and_gc_frees_the_rest() {
         .limit("db", Concurrency::new(3))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let (r, w) = pipe();
     let child = fork_child(|| {
         for _ in 0..3 {
@@ -218,7 +218,7 @@ fn live_holders_are_never_taken_over_and_ids_belong_to_their_process() {
         .limit("db", Concurrency::new(5))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let held: Vec<_> = (0..5)
         .map(|_| db.try_acquire_permit().unwrap().unwrap())
         .collect();
@@ -230,7 +230,7 @@ fn live_holders_are_never_taken_over_and_ids_belong_to_their_process() {
     assert!(ids.iter().all(|&id| id != 0));
     let inherited = std::sync::Mutex::new(Some(held));
     let reports = fork_workers(4, |_| {
-        let db = Limiter::open(&path).unwrap().limit("db").unwrap();
+        let db = Limiter::open(&path).unwrap().concurrency("db").unwrap();
         let refused = db.try_acquire_permit().unwrap().is_none() as u64;
         let waited = db
             .acquire_permit_timeout(Duration::from_millis(50))
@@ -269,7 +269,7 @@ fn a_lease_expires_on_the_millisecond_after_its_length() {
         .clock(clock.clone())
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let first = db.try_acquire_permit().unwrap().unwrap();
     let h = db.permit_holders();
     assert_eq!(h[0].since_ns, Some(10_001 * MS));
@@ -294,21 +294,23 @@ fn other_kinds_refuse_permits_and_permits_refuse_rates() {
         .limit("api", TokenBucket::per_second(10).burst(2))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    // The kinds are checked when the names are resolved, naming the right accessor.
+    let e = limiter.token_bucket("db").unwrap_err();
+    assert!(
+        matches!(&e, Error::WrongKind { limit, reason } if limit == "db" && reason.contains("Limiter::concurrency")),
+        "{e}"
+    );
+    assert!(matches!(
+        limiter.concurrency("api"),
+        Err(Error::WrongKind { .. })
+    ));
+    assert!(matches!(
+        limiter.keyed_concurrency("db"),
+        Err(Error::WrongKind { .. })
+    ));
+    let db = limiter.concurrency("db").unwrap();
+    // The inspection view of a rate limit has no permits.
     let api = limiter.limit("api").unwrap();
-    assert!(matches!(db.try_acquire(1), Err(Error::WrongKind { .. })));
-    assert!(matches!(
-        db.acquire_timeout(1, Duration::ZERO),
-        Err(Error::WrongKind { .. })
-    ));
-    assert!(matches!(
-        api.try_acquire_permit(),
-        Err(Error::WrongKind { .. })
-    ));
-    assert!(matches!(
-        api.release_permit(1),
-        Err(Error::WrongKind { .. })
-    ));
     assert!(api.permit_holders().is_empty());
     assert_eq!(api.reclaim_dead_permits(), 0);
     // Reset frees every permit; a handle from before releases nothing.
@@ -328,7 +330,7 @@ fn a_forked_child_owns_its_own_permits() {
         .limit("db", Concurrency::new(2))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let mine = db.try_acquire_permit().unwrap().unwrap();
     let reports = fork_workers(1, |_| {
         let p = db.try_acquire_permit().unwrap().unwrap();
@@ -369,7 +371,7 @@ fn a_raw_fork_child_killed_holding_a_permit_gives_it_back() {
     let (r, w) = pipe();
     let middle = fork_child(|| {
         let limiter = Limiter::open(&path).unwrap();
-        let db = limiter.limit("db").unwrap();
+        let db = limiter.concurrency("db").unwrap();
         // The middle process's identity is now cached by the library.
         let mine = db.try_acquire_permit().unwrap().expect("a first permit");
         // SAFETY: a raw clone with SIGCHLD and no new stack is fork without the libc wrapper:

@@ -16,7 +16,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{fork_lock, spawn, SEC};
+use common::{fork_lock, keyed_rate, rate, spawn, SEC};
 use shmlimit::{
     Alignment, Clock, Concurrency, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
     SlidingLog, SlidingWindow, TokenBucket,
@@ -156,7 +156,7 @@ fn daily() -> shmlimit::Builder {
 fn a_daily_quota_used_before_a_reboot_stays_used_until_the_next_utc_midnight() {
     let (_dir, path) = disk_path("daily.shm");
     let (story, old) = Story::begin(&path, daily);
-    let quota = old.limit("daily").unwrap();
+    let quota = old.window("daily").unwrap();
     assert!(quota.try_acquire(10).unwrap().is_allowed());
     let d = quota.try_acquire(1).unwrap();
     assert!(d.is_denied());
@@ -165,7 +165,7 @@ fn a_daily_quota_used_before_a_reboot_stays_used_until_the_next_utc_midnight() {
 
     // Down for one hour of wall time: the new boot opens at 21:00 UTC.
     let (new, clock) = story.reboot(&path, HOUR as i64, daily);
-    let quota = new.limit("daily").unwrap();
+    let quota = new.window("daily").unwrap();
     let d = quota.try_acquire(1).unwrap();
     assert!(
         d.is_denied(),
@@ -191,7 +191,7 @@ fn a_reboot_past_midnight_gives_the_next_day_exactly() {
     let (_dir, path) = disk_path("past-midnight.shm");
     let (story, old) = Story::begin(&path, daily);
     assert!(old
-        .limit("daily")
+        .window("daily")
         .unwrap()
         .try_acquire(10)
         .unwrap()
@@ -199,7 +199,7 @@ fn a_reboot_past_midnight_gives_the_next_day_exactly() {
     drop(old);
     // Down for 5 h: 01:00 UTC the next day.
     let (new, _clock) = story.reboot(&path, 5 * HOUR as i64, daily);
-    let quota = new.limit("daily").unwrap();
+    let quota = new.window("daily").unwrap();
     assert!(quota.try_acquire(10).unwrap().is_allowed());
     let d = quota.try_acquire(1).unwrap();
     assert!(d.is_denied());
@@ -223,7 +223,10 @@ fn per_day_bucket() -> shmlimit::Builder {
 fn a_wall_clock_moved_backwards_across_the_reboot_grants_nothing_extra() {
     let (_dir, path) = disk_path("backwards.shm");
     let (story, old) = Story::begin(&path, per_day_bucket);
-    let (tb, daily) = (old.limit("tb").unwrap(), old.limit("daily").unwrap());
+    let (tb, daily) = (
+        old.token_bucket("tb").unwrap(),
+        old.window("daily").unwrap(),
+    );
     assert!(tb.try_acquire(10_000).unwrap().is_allowed());
     assert!(daily.try_acquire(10).unwrap().is_allowed());
     let before = tb.try_acquire(1).unwrap().retry_after_ns();
@@ -231,7 +234,10 @@ fn a_wall_clock_moved_backwards_across_the_reboot_grants_nothing_extra() {
 
     // The new boot's wall clock reads 6 h earlier than the old boot's last reading.
     let (new, clock) = story.reboot(&path, -6 * HOUR as i64, per_day_bucket);
-    let (tb, daily) = (new.limit("tb").unwrap(), new.limit("daily").unwrap());
+    let (tb, daily) = (
+        new.token_bucket("tb").unwrap(),
+        new.window("daily").unwrap(),
+    );
     let d = tb.try_acquire(1).unwrap();
     assert!(d.is_denied());
     assert_eq!(
@@ -256,13 +262,13 @@ fn a_wall_clock_moved_backwards_across_the_reboot_grants_nothing_extra() {
 fn a_token_bucket_of_10000_a_day_refills_for_the_down_time_the_wall_clock_proves() {
     let (_dir, path) = disk_path("bucket.shm");
     let (story, old) = Story::begin(&path, per_day_bucket);
-    let tb = old.limit("tb").unwrap();
+    let tb = old.token_bucket("tb").unwrap();
     assert!(tb.try_acquire(10_000).unwrap().is_allowed());
     assert!(tb.try_acquire(1).unwrap().is_denied());
     drop((tb, old));
     // Down 3 h: 10,800 s at 8.64 s a token is 1,250 tokens.
     let (new, clock) = story.reboot(&path, 3 * HOUR as i64, per_day_bucket);
-    let tb = new.limit("tb").unwrap();
+    let tb = new.token_bucket("tb").unwrap();
     assert_eq!(tb.peek(1).unwrap().remaining(), 1_249);
     assert!(tb.try_acquire(1_250).unwrap().is_allowed());
     let d = tb.try_acquire(1).unwrap();
@@ -279,7 +285,7 @@ fn a_reset_file_keeps_todays_behaviour() {
     drop(reset().create_or_open(&path).unwrap());
     let l = Limiter::open(&path).unwrap();
     assert!(l
-        .limit("daily")
+        .window("daily")
         .unwrap()
         .try_acquire(10)
         .unwrap()
@@ -290,7 +296,7 @@ fn a_reset_file_keeps_todays_behaviour() {
     let l = Limiter::open(&path).unwrap();
     assert_eq!((l.reset_count(), l.reboot_info().translations), (1, 0));
     assert!(l
-        .limit("daily")
+        .window("daily")
         .unwrap()
         .try_acquire(10)
         .unwrap()
@@ -340,15 +346,23 @@ fn use_up(limiter: &Limiter<ManualClock>, n: u64) -> Vec<(String, u64)> {
         .map(|l| {
             let admitted = (0..n)
                 .filter(|_| match l.name() {
-                    "conc" => l
+                    "conc" => limiter
+                        .concurrency("conc")
+                        .unwrap()
                         .try_acquire_permit()
                         .unwrap()
                         .map(std::mem::forget)
                         .is_some(),
-                    k if k.starts_with("keyed") => {
-                        l.try_acquire_key(b"tenant", 1).unwrap().is_allowed()
-                    }
-                    _ => l.try_acquire(1).unwrap().is_allowed(),
+                    k if k.starts_with("keyed") => keyed_rate(limiter, k)
+                        .unwrap()
+                        .try_acquire_key(b"tenant", 1)
+                        .unwrap()
+                        .is_allowed(),
+                    name => rate(limiter, name)
+                        .unwrap()
+                        .try_acquire(1)
+                        .unwrap()
+                        .is_allowed(),
                 })
                 .count() as u64;
             (l.name().to_owned(), admitted)
@@ -394,12 +408,12 @@ fn a_keyed_daily_quota_survives_a_reboot() {
     };
     let (_dir, path) = disk_path("keyed.shm");
     let (story, old) = Story::begin(&path, build);
-    let t = old.limit("tenants").unwrap();
+    let t = old.keyed_window("tenants").unwrap();
     assert!(t.try_acquire_key(b"tenant-a", 10).unwrap().is_allowed());
     assert!(t.try_acquire_key(b"tenant-b", 3).unwrap().is_allowed());
     drop((t, old));
     let (new, clock) = story.reboot(&path, 2 * HOUR as i64, build);
-    let t = new.limit("tenants").unwrap();
+    let t = new.keyed_window("tenants").unwrap();
     let d = t.try_acquire_key(b"tenant-a", 1).unwrap();
     assert!(d.is_denied(), "tenant-a used its 10 before the reboot");
     assert_eq!(d.retry_after_ns(), 2 * HOUR, "22:00 UTC: 2 h to midnight");
@@ -434,14 +448,19 @@ fn a_restart_of_every_process_without_a_reboot_keeps_everything() {
         let (status, tenant) = spawn(move || {
             let l = build().create_or_open(&p).unwrap();
             assert!(l
-                .limit("daily")
+                .window("daily")
                 .unwrap()
                 .try_acquire(5)
                 .unwrap()
                 .is_allowed());
-            assert!(l.limit("tb").unwrap().try_acquire(50).unwrap().is_allowed());
+            assert!(l
+                .token_bucket("tb")
+                .unwrap()
+                .try_acquire(50)
+                .unwrap()
+                .is_allowed());
             vec![l
-                .limit("tenants")
+                .keyed_window("tenants")
                 .unwrap()
                 .try_acquire_key(b"t", 5)
                 .unwrap()
@@ -459,14 +478,14 @@ fn a_restart_of_every_process_without_a_reboot_keeps_everything() {
     let (status, out) = spawn(move || {
         let l = build().open(&p).unwrap();
         vec![
-            l.limit("daily")
+            l.window("daily")
                 .unwrap()
                 .try_acquire(1)
                 .unwrap()
                 .is_allowed() as u64,
-            l.limit("tb").unwrap().peek(1).unwrap().remaining(),
+            l.token_bucket("tb").unwrap().peek(1).unwrap().remaining(),
             l.reboot_info().translations + l.reset_count(),
-            l.limit("tenants")
+            l.keyed_window("tenants")
                 .unwrap()
                 .try_acquire_key(b"t", 1)
                 .unwrap()
@@ -494,13 +513,13 @@ fn a_state_that_cannot_be_translated_fails_closed_until_reset() {
     let (_dir, path) = disk_path("fail-closed.shm");
     let (story, old) = Story::begin_on(101, &path, build);
     assert!(old
-        .limit("sw")
+        .window("sw")
         .unwrap()
         .try_acquire(5)
         .unwrap()
         .is_allowed());
     assert!(old
-        .limit("daily")
+        .window("daily")
         .unwrap()
         .try_acquire(1)
         .unwrap()
@@ -509,14 +528,14 @@ fn a_state_that_cannot_be_translated_fails_closed_until_reset() {
     // The wall clock reads 100 days earlier after the reboot: the 1 s sliding window would be
     // 8.6 million windows ahead, beyond the 2^22 its 24-bit index tells from a stale read.
     let (new, clock) = story.reboot(&path, -100 * DAY as i64, build);
-    let sw = new.limit("sw").unwrap();
+    let sw = new.window("sw").unwrap();
     assert_eq!(new.reboot_info().failed_closed, vec![0]);
     assert!(sw.try_acquire(1).unwrap().is_denied());
     clock.advance(30 * DAY);
     assert!(sw.try_acquire(1).unwrap().is_denied(), "fails closed");
     // The daily window is 100 days ahead: denied too, within its encoding.
     assert!(new
-        .limit("daily")
+        .window("daily")
         .unwrap()
         .try_acquire(10)
         .unwrap()
@@ -534,7 +553,7 @@ fn an_interrupted_translation_keeps_the_stricter_reading() {
     let (_dir, path) = disk_path("interrupted.shm");
     let (story, old) = Story::begin(&path, per_day_bucket);
     assert!(old
-        .limit("tb")
+        .token_bucket("tb")
         .unwrap()
         .try_acquire(10_000)
         .unwrap()
@@ -560,7 +579,7 @@ fn an_interrupted_translation_keeps_the_stricter_reading() {
         u64::from_ne_bytes(bytes[8..].try_into().unwrap()),
     );
     let (new, _clock) = story.reboot(&path, 3 * HOUR as i64, per_day_bucket);
-    let tb = new.limit("tb").unwrap();
+    let tb = new.token_bucket("tb").unwrap();
     assert_eq!(
         tb.peek(1).unwrap().remaining(),
         0,
@@ -593,9 +612,9 @@ fn copies_taken_while_workers_run_open_and_keep_what_they_recorded() {
     let live = build().create_or_open(&path).unwrap();
     let used = |l: &Limiter| -> [u64; 2] {
         [
-            QUOTA - l.limit("daily").unwrap().peek(1).unwrap().remaining() - 1,
+            QUOTA - l.window("daily").unwrap().peek(1).unwrap().remaining() - 1,
             QUOTA
-                - l.limit("tenants")
+                - l.keyed_window("tenants")
                     .unwrap()
                     .peek_key(b"t", 1)
                     .unwrap()
@@ -609,7 +628,10 @@ fn copies_taken_while_workers_run_open_and_keep_what_they_recorded() {
             let (p, stop) = (path.clone(), stop.clone());
             spawn(move || {
                 let l = build().open(&p).unwrap();
-                let (daily, tenants) = (l.limit("daily").unwrap(), l.limit("tenants").unwrap());
+                let (daily, tenants) = (
+                    l.window("daily").unwrap(),
+                    l.keyed_window("tenants").unwrap(),
+                );
                 let mut n = 0;
                 while !stop.exists() && n < 400_000 {
                     for _ in 0..100 {
@@ -651,7 +673,7 @@ fn copies_taken_while_workers_run_open_and_keep_what_they_recorded() {
             );
         }
         // The copy grants exactly the rest of its quota.
-        let daily = c.limit("daily").unwrap();
+        let daily = c.window("daily").unwrap();
         assert!(daily.try_acquire(QUOTA - held[0]).unwrap().is_allowed());
         assert!(daily.try_acquire(1).unwrap().is_denied());
         copies += 1;
@@ -701,7 +723,7 @@ fn a_calendar_day_in_a_fixed_offset_is_kept_across_a_reboot() {
     let (_dir, path) = disk_path("calendar.shm");
     let (story, old) = Story::begin(&path, build);
     assert!(old
-        .limit("day")
+        .window("day")
         .unwrap()
         .try_acquire(10)
         .unwrap()
@@ -709,7 +731,7 @@ fn a_calendar_day_in_a_fixed_offset_is_kept_across_a_reboot() {
     drop(old);
     // Down 1 h: 21:00 UTC, 02:30 local: 21 h 30 min to local midnight.
     let (new, clock) = story.reboot(&path, HOUR as i64, build);
-    let day = new.limit("day").unwrap();
+    let day = new.window("day").unwrap();
     let d = day.try_acquire(1).unwrap();
     assert!(d.is_denied());
     assert_eq!(d.retry_after_ns(), 21 * HOUR + 30 * 60 * SEC);
@@ -722,14 +744,14 @@ fn a_monthly_quota_is_kept_across_a_reboot() {
     let build = || Limiter::builder().limit("month", FixedWindow::monthly(1_000));
     let (_dir, path) = disk_path("monthly.shm");
     let (story, old) = Story::begin(&path, build);
-    let month = old.limit("month").unwrap();
+    let month = old.window("month").unwrap();
     assert!(month.try_acquire(1_000).unwrap().is_allowed());
     // 20:00 UTC: the month ends at a midnight at least 4 h away.
     let before = month.try_acquire(1).unwrap().retry_after_ns();
     assert!((4 * HOUR..=31 * DAY).contains(&before));
     drop((month, old));
     let (new, clock) = story.reboot(&path, 2 * HOUR as i64, build);
-    let month = new.limit("month").unwrap();
+    let month = new.window("month").unwrap();
     let d = month.try_acquire(1).unwrap();
     assert!(
         d.is_denied(),

@@ -81,7 +81,7 @@ fn comparisons_use_the_live_parameters() {
         .create_or_open(&path)
         .unwrap();
     limiter
-        .limit("api")
+        .token_bucket("api")
         .unwrap()
         .set_token_bucket(20, Rate::per_second(300).unwrap())
         .unwrap();
@@ -116,7 +116,7 @@ fn adopting_a_rate_or_limit_change_is_a_live_retune_that_keeps_the_usage() {
         .create_or_open(&path)
         .unwrap();
     let id = old.file_info().file_id;
-    let (api, win) = (old.limit("api").unwrap(), old.limit("win").unwrap());
+    let (api, win) = (old.token_bucket("api").unwrap(), old.window("win").unwrap());
     assert!(api.try_acquire(15).unwrap().is_allowed());
     assert!(win.try_acquire(8).unwrap().is_allowed());
     let slower = Rate::new(1, Duration::from_secs(7200)).unwrap();
@@ -152,7 +152,7 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
         .limit("api", bucket(1, 5))
         .create_or_open(&path)
         .unwrap();
-    let api = old.limit("api").unwrap();
+    let api = old.token_bucket("api").unwrap();
     assert!(api.try_acquire(5).unwrap().is_allowed());
     let before = ino(&path);
     let new = Limiter::builder()
@@ -179,10 +179,15 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
     assert_eq!(new.limit("api").unwrap().stats().allowed, 1, "one decision");
     // A grant made on the new file is refunded there through the old handle.
     api.refund(&d).unwrap();
-    assert!(new.limit("api").unwrap().peek(5).unwrap().is_allowed());
+    assert!(new
+        .token_bucket("api")
+        .unwrap()
+        .peek(5)
+        .unwrap()
+        .is_allowed());
     // A limit removed by a later replacement is an error for its handles, not a silent
     // decision on the old file.
-    let log = new.limit("log").unwrap();
+    let log = new.sliding_log("log").unwrap();
     assert!(log.try_acquire(1).unwrap().is_allowed());
     Limiter::builder()
         .limit("api", bucket(1, 5))
@@ -307,7 +312,7 @@ fn replaced_under_running_workers(how: How) {
     let ctl = SharedWords::new(2);
     let work = |path: &Path| {
         let limiter = Limiter::open(path).unwrap();
-        let tb = limiter.limit("tb").unwrap();
+        let tb = limiter.token_bucket("tb").unwrap();
         let (mut admitted, mut errors) = (0u64, 0u64);
         while now_ns() < end {
             if ctl.at(0).load(std::sync::atomic::Ordering::SeqCst) == 1 {
@@ -458,7 +463,7 @@ fn a_replacement_that_cannot_be_opened_is_an_error_until_it_can() {
         .limit("tb", bucket(1000, 1000))
         .create_or_open(&path)
         .unwrap();
-    let tb = old.limit("tb").unwrap();
+    let tb = old.token_bucket("tb").unwrap();
     assert!(tb.try_acquire(1).unwrap().is_allowed());
     let guarded = Limiter::open_guarded(&path, Duration::from_millis(0));
     let closed = guarded.limit("tb", Unavailable::FailClosed);

@@ -48,7 +48,7 @@ fn limiter(clock: &ManualClock) -> (tempfile::TempDir, Limiter<ManualClock>) {
 fn a_token_bucket_resets_when_its_tat_is_reached() {
     let clock = ManualClock::new(BASE);
     let (_dir, limiter) = limiter(&clock);
-    let bucket = limiter.limit("bucket").unwrap();
+    let bucket = limiter.token_bucket("bucket").unwrap();
     assert_eq!(bucket.peek(1).unwrap().reset_after_ns(), 100 * MS);
     let d = bucket.try_acquire(3).unwrap();
     assert_eq!(d.reset_after_ns(), 300 * MS);
@@ -68,7 +68,7 @@ fn a_token_bucket_resets_when_its_tat_is_reached() {
 fn a_fixed_window_resets_at_its_end() {
     let clock = ManualClock::new(BASE + 4 * SEC);
     let (_dir, limiter) = limiter(&clock);
-    let fixed = limiter.limit("fixed").unwrap();
+    let fixed = limiter.window("fixed").unwrap();
     assert_eq!(fixed.try_acquire(3).unwrap().reset_after_ns(), 6 * SEC);
     let d = fixed.try_acquire(1).unwrap();
     assert!(d.is_denied());
@@ -81,7 +81,7 @@ fn a_fixed_window_resets_at_its_end() {
 fn a_sliding_window_resets_when_its_estimate_has_decayed() {
     let clock = ManualClock::new(BASE + 4 * SEC);
     let (_dir, limiter) = limiter(&clock);
-    let sliding = limiter.limit("sliding").unwrap();
+    let sliding = limiter.window("sliding").unwrap();
     // Counts of this window weigh until the end of the next one.
     assert_eq!(sliding.try_acquire(2).unwrap().reset_after_ns(), 16 * SEC);
     clock.advance(10 * SEC);
@@ -99,7 +99,7 @@ fn a_sliding_window_resets_when_its_estimate_has_decayed() {
 fn a_sliding_log_resets_when_its_newest_admission_expires() {
     let clock = ManualClock::new(BASE);
     let (_dir, limiter) = limiter(&clock);
-    let log = limiter.limit("log").unwrap();
+    let log = limiter.sliding_log("log").unwrap();
     assert_eq!(log.try_acquire(1).unwrap().reset_after_ns(), 10 * SEC);
     clock.advance(2 * SEC);
     assert_eq!(log.try_acquire(2).unwrap().reset_after_ns(), 10 * SEC);
@@ -118,7 +118,7 @@ fn a_sliding_log_resets_when_its_newest_admission_expires() {
 fn keyed_states_reset_like_their_template() {
     let clock = ManualClock::new(BASE);
     let (_dir, limiter) = limiter(&clock);
-    let per_user = limiter.limit("per_user").unwrap();
+    let per_user = limiter.keyed_token_bucket("per_user").unwrap();
     assert_eq!(
         per_user
             .try_acquire_key(b"alice", 4)
@@ -139,8 +139,8 @@ fn keyed_states_reset_like_their_template() {
 fn headers_render_the_core_values_of_every_check() {
     let clock = ManualClock::new(BASE + 4 * SEC);
     let (_dir, limiter) = limiter(&clock);
-    let bucket = limiter.limit("bucket").unwrap();
-    let fixed = limiter.limit("fixed").unwrap();
+    let bucket = limiter.token_bucket("bucket").unwrap();
+    let fixed = limiter.window("fixed").unwrap();
     assert_eq!(
         bucket.policy().unwrap(),
         Some(Policy {
@@ -150,7 +150,9 @@ fn headers_render_the_core_values_of_every_check() {
     );
     let b = bucket.try_acquire(1).unwrap();
     let f = fixed.try_acquire(3).unwrap();
-    let headers = RateLimitHeaders::for_decisions(&[(&bucket, &b), (&fixed, &f)]).unwrap();
+    let headers =
+        RateLimitHeaders::for_decisions(&[(bucket.as_limit(), &b), (fixed.as_limit(), &f)])
+            .unwrap();
     assert_eq!(
         headers.rate_limit_policy,
         "\"bucket\";q=10;w=1, \"fixed\";q=3;w=10"
@@ -158,7 +160,7 @@ fn headers_render_the_core_values_of_every_check() {
     assert_eq!(headers.rate_limit, "\"bucket\";r=3;t=1, \"fixed\";r=0;t=6");
     assert_eq!(headers.retry_after, None);
     let denied = fixed.try_acquire(1).unwrap();
-    let headers = RateLimitHeaders::for_decisions(&[(&fixed, &denied)]).unwrap();
+    let headers = RateLimitHeaders::for_decisions(&[(fixed.as_limit(), &denied)]).unwrap();
     assert_eq!(headers.retry_after.as_deref(), Some("6"));
     // A retune shows in the policy at once.
     bucket

@@ -18,7 +18,7 @@ fn split_bucket_admits_exactly_the_burst_at_one_instant() {
         )
         .create_or_open(&path)
         .unwrap();
-    let hot = limiter.limit("hot").unwrap();
+    let hot = limiter.token_bucket("hot").unwrap();
     assert_eq!(
         hot.capacity(),
         3,
@@ -99,7 +99,7 @@ fn split_bucket_bound_holds_across_processes() {
         let begin = now_ns();
         let results = fork_workers(8, |_| {
             let limiter = Limiter::open(&path).unwrap();
-            let hot = limiter.limit("hot").unwrap();
+            let hot = limiter.token_bucket("hot").unwrap();
             let until = now_ns() + 600 * MS;
             let (mut admitted, mut first, mut last) = (0u64, u64::MAX, 0u64);
             loop {

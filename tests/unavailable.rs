@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use common::{fork_lock, spawn, temp_path};
 use shmlimit::{
-    Error, GuardedLimiter, Limiter, ManualClock, Rate, SlidingLog, TokenBucket, Unavailable,
+    Error, GuardedLimiter, Limiter, ManualClock, Rate, SlidingLog, SlidingLogLimit, TokenBucket,
+    TokenBucketLimit, Unavailable,
 };
 
 fn create(path: &std::path::Path) -> Limiter {
@@ -83,7 +84,7 @@ fn a_guarded_limit_recovers_when_the_file_appears() {
         "the real bucket (2) is empty"
     );
     // A real grant can be refunded through the plain handle.
-    let plain = api.limit().unwrap().unwrap();
+    let plain = TokenBucketLimit::try_from(api.limit().unwrap().unwrap().clone()).unwrap();
     plain.refund(first.decision().unwrap()).unwrap();
     assert!(api.try_acquire(1).unwrap().is_allowed());
     assert!(g.attached().is_some());
@@ -165,7 +166,9 @@ fn damaged_state_applies_the_policy_and_callers_errors_stay_errors() {
     let open = g.limit("log", Unavailable::FailOpen);
     let closed = g.limit("log", Unavailable::FailClosed);
     assert!(matches!(
-        open.limit().unwrap().unwrap().try_acquire(1),
+        SlidingLogLimit::try_from(open.limit().unwrap().unwrap().clone())
+            .unwrap()
+            .try_acquire(1),
         Err(Error::CorruptState { .. })
     ));
     let d = open.try_acquire(1).unwrap();

@@ -26,11 +26,11 @@ fn a_permit_waiter_returns_by_its_deadline() {
         .limit("db", Concurrency::new(1))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let _held = db.try_acquire_permit().unwrap().unwrap();
     let timeout = Duration::from_millis(300);
     let reports = fork_workers(3, |_| {
-        let db = Limiter::open(&path).unwrap().limit("db").unwrap();
+        let db = Limiter::open(&path).unwrap().concurrency("db").unwrap();
         let start = now_ns();
         let got = db.acquire_permit_timeout(timeout).unwrap().is_some();
         vec![got as u64, now_ns() - start]
@@ -55,7 +55,7 @@ fn a_release_wakes_a_waiter_at_once() {
         .limit("db", Concurrency::new(1))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let mut latencies = Vec::new();
     for _ in 0..3 {
         let held = db.try_acquire_permit().unwrap().unwrap();
@@ -69,7 +69,7 @@ fn a_release_wakes_a_waiter_at_once() {
             })
         };
         let reports = fork_workers(1, |_| {
-            let db = Limiter::open(&path).unwrap().limit("db").unwrap();
+            let db = Limiter::open(&path).unwrap().concurrency("db").unwrap();
             let p = db.acquire_permit_timeout(Duration::from_secs(10)).unwrap();
             let at = now_ns();
             vec![p.is_some() as u64, at]
@@ -103,7 +103,7 @@ fn a_waiter_gets_the_permit_of_a_holder_killed_meanwhile() {
         .limit("db", Concurrency::new(1))
         .create_or_open(&path)
         .unwrap();
-    let db = limiter.limit("db").unwrap();
+    let db = limiter.concurrency("db").unwrap();
     let mut fds = [0; 2];
     // SAFETY: `fds` is a valid array for pipe to fill.
     assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
@@ -166,7 +166,7 @@ fn reservations_are_served_in_booking_order_across_processes() {
     let api = limiter.limit("api").unwrap();
     const T: u64 = 100 * MS;
     let reports = fork_workers(6, |_| {
-        let api = Limiter::open(&path).unwrap().limit("api").unwrap();
+        let api = Limiter::open(&path).unwrap().token_bucket("api").unwrap();
         let r = api.reserve(1, Duration::from_secs(10)).unwrap();
         assert!(r.is_granted());
         let ready = r.ready_at_ns();
@@ -212,7 +212,7 @@ fn a_reservation_past_its_deadline_is_refused_and_consumes_nothing() {
         .clock(clock.clone())
         .create_or_open(&path)
         .unwrap();
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     assert!(api.try_acquire(2).unwrap().is_allowed()); // empty now
     let refused = api.reserve(1, Duration::from_millis(99)).unwrap();
     assert!(refused.is_refused());
@@ -253,7 +253,7 @@ fn cancel_gives_back_only_what_nothing_later_depends_on() {
         .clock(clock.clone())
         .create_or_open(&path)
         .unwrap();
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     assert!(api.try_acquire(1).unwrap().is_allowed());
     let a = api.reserve(1, Duration::from_secs(1)).unwrap();
     assert_eq!(a.delay_ns(), 100 * MS);
@@ -290,7 +290,7 @@ fn windows_and_logs_wait_the_exact_retry_after() {
         .limit("log", SlidingLog::new(2, Duration::from_millis(200)))
         .create_or_open(&path)
         .unwrap();
-    let fw = limiter.limit("fw").unwrap();
+    let fw = limiter.window("fw").unwrap();
     let w = 200 * MS;
     // Fill whatever window we are in, then wait for the next.
     while fw.try_acquire(1).unwrap().is_allowed() {}
@@ -304,7 +304,7 @@ fn windows_and_logs_wait_the_exact_retry_after() {
     let at = now_ns();
     assert!(at / w > full_at / w, "admitted in the window that was full");
 
-    let log = limiter.limit("log").unwrap();
+    let log = limiter.sliding_log("log").unwrap();
     let before = now_ns();
     assert!(log.try_acquire(2).unwrap().is_allowed());
     let d = log.acquire_timeout(1, Duration::from_secs(2)).unwrap();

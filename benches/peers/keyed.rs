@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use shmlimit::{Keyed, Limit, Limiter, MonotonicClock};
+use shmlimit::{Keyed, KeyedTokenBucketLimit, Limiter};
 use tempfile::TempDir;
 
 use super::shmlimit::token_bucket;
@@ -108,7 +108,7 @@ impl Keys {
 /// A keyed token bucket (the bucket of a [`Workload`] per key) with `keys` distinct keys in a
 /// table of about twice as many slots, every key already inserted.
 pub struct KeyedShmlimit {
-    limit: Limit<MonotonicClock>,
+    limit: KeyedTokenBucketLimit,
     keys: Arc<Keys>,
     _dir: TempDir,
 }
@@ -123,7 +123,9 @@ impl KeyedShmlimit {
             .keyed_limit(NAME, token_bucket(workload), Keyed::new(2 * keys as u64))
             .create_or_open(&path)
             .expect("create the keyed limiter file");
-        let limit = limiter.limit(NAME).expect("the limit just defined");
+        let limit = limiter
+            .keyed_token_bucket(NAME)
+            .expect("the limit just defined");
         let keys = Arc::new(Keys::new(keys, access));
         for i in 0..keys.bytes.len() / KEY_LEN {
             let first = limit
@@ -141,7 +143,7 @@ impl KeyedShmlimit {
 
 /// A handle, the keys and where in the sequence this worker is.
 pub struct KeyedWorker {
-    limit: Limit<MonotonicClock>,
+    limit: KeyedTokenBucketLimit,
     keys: Arc<Keys>,
     next: usize,
 }

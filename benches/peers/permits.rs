@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use shmlimit::{Concurrency, Keyed, Limit, Limiter};
+use shmlimit::{Concurrency, ConcurrencyLimit, Keyed, KeyedConcurrencyLimit, Limiter};
 use tempfile::TempDir;
 
 use super::{file_in, scratch_dir, Contender};
@@ -15,15 +15,25 @@ const KEY: &[u8] = b"tenant:42";
 /// A concurrency limit with more permits than workers, so every acquisition succeeds.
 pub struct Permits {
     path: PathBuf,
-    limit: Limit,
-    keyed: bool,
+    limit: PermitWorker,
     _dir: TempDir,
 }
 
-/// One worker's handle, and whether it takes the key's permits.
-pub struct PermitWorker {
-    limit: Limit,
-    keyed: bool,
+/// One worker's handle: unkeyed, or keyed (taking the key's permits).
+#[derive(Clone)]
+pub enum PermitWorker {
+    Flat(ConcurrencyLimit),
+    Keyed(KeyedConcurrencyLimit),
+}
+
+impl PermitWorker {
+    fn resolve(limiter: &Limiter, keyed: bool) -> PermitWorker {
+        if keyed {
+            PermitWorker::Keyed(limiter.keyed_concurrency(NAME).expect("the keyed limit"))
+        } else {
+            PermitWorker::Flat(limiter.concurrency(NAME).expect("the limit"))
+        }
+    }
 }
 
 impl Permits {
@@ -50,11 +60,9 @@ impl Permits {
         let limiter = builder
             .create_or_open(&path)
             .expect("create the limiter file");
-        let limit = limiter.limit(NAME).expect("the limit just defined");
         Permits {
             path,
-            limit,
-            keyed,
+            limit: PermitWorker::resolve(&limiter, keyed),
             _dir: dir,
         }
     }
@@ -64,30 +72,21 @@ impl Contender for Permits {
     type Worker = PermitWorker;
 
     fn worker(&self) -> PermitWorker {
-        PermitWorker {
-            limit: self.limit.clone(),
-            keyed: self.keyed,
-        }
+        self.limit.clone()
     }
 
     /// Attach by path, as another process would (its own holder identity).
     fn attach(&self) -> PermitWorker {
-        PermitWorker {
-            limit: Limiter::open(&self.path)
-                .expect("attach to the limiter file")
-                .limit(NAME)
-                .expect("the limit is in the file"),
-            keyed: self.keyed,
-        }
+        let limiter = Limiter::open(&self.path).expect("attach to the limiter file");
+        PermitWorker::resolve(&limiter, matches!(self.limit, PermitWorker::Keyed(_)))
     }
 
     /// Admitted when a permit was granted; it is released (dropped) at once.
     #[inline(always)]
     fn decide(worker: &mut PermitWorker) -> bool {
-        let permit = if worker.keyed {
-            worker.limit.try_acquire_key_permit(KEY)
-        } else {
-            worker.limit.try_acquire_permit()
+        let permit = match worker {
+            PermitWorker::Keyed(limit) => limit.try_acquire_key_permit(KEY),
+            PermitWorker::Flat(limit) => limit.try_acquire_permit(),
         };
         permit
             .expect("a healthy concurrency limit always decides")

@@ -1,19 +1,34 @@
-//! shmlimit itself: one limit in a limiter file, decided through a [`Limit`] handle.
+//! shmlimit itself: one limit in a limiter file, decided through its typed handle (a
+//! [`TokenBucketLimit`] unless the type says otherwise).
 
 use std::path::PathBuf;
 
-use shmlimit::{Algorithm, Clock, Limit, LimitDef, Limiter, MonotonicClock, Rate, TokenBucket};
+use shmlimit::{
+    Algorithm, Clock, Limit, LimitDef, Limiter, MonotonicClock, Rate, RateLimit, TokenBucket,
+    TokenBucketLimit,
+};
 use tempfile::TempDir;
 
 use super::{file_in, scratch_dir, Contender, Workload};
 
 pub const NAME: &str = "bench";
 
+/// What a handle of one unkeyed rate kind needs to be benchmarked.
+pub trait Handle<C: Clock>:
+    RateLimit<C> + Clone + Send + Sync + TryFrom<Limit<C>, Error = shmlimit::Error>
+{
+}
+
+impl<C: Clock, H> Handle<C> for H where
+    H: RateLimit<C> + Clone + Send + Sync + TryFrom<Limit<C>, Error = shmlimit::Error>
+{
+}
+
 /// A limiter file holding one limit, and the clock its handles read.
-pub struct Shmlimit<C: Clock = MonotonicClock> {
+pub struct Shmlimit<C: Clock = MonotonicClock, H: Handle<C> = TokenBucketLimit<C>> {
     path: PathBuf,
     clock: C,
-    limit: Limit<C>,
+    limit: H,
     _dir: TempDir,
 }
 
@@ -58,7 +73,7 @@ impl Shmlimit<MonotonicClock> {
     }
 }
 
-impl<C: Clock> Shmlimit<C> {
+impl<C: Clock, H: Handle<C>> Shmlimit<C, H> {
     /// A fresh file in a scratch directory holding `algorithm`, decided on `clock`.
     pub fn with_clock(algorithm: Algorithm, clock: C) -> Self {
         Shmlimit::with_options(algorithm, clock, |d| d)
@@ -77,7 +92,10 @@ impl<C: Clock> Shmlimit<C> {
             .clock(clock.clone())
             .create_or_open(&path)
             .expect("create the limiter file");
-        let limit = limiter.limit(NAME).expect("the limit just defined");
+        let limit = limiter
+            .limit(NAME)
+            .and_then(H::try_from)
+            .expect("the limit just defined, of the handle's kind");
         Shmlimit {
             path,
             clock,
@@ -87,32 +105,33 @@ impl<C: Clock> Shmlimit<C> {
     }
 }
 
-impl<C: Clock> Shmlimit<C> {
+impl<C: Clock, H: Handle<C>> Shmlimit<C, H> {
     /// The limiter file, for programs that attach to it by path.
     pub fn path(&self) -> &std::path::Path {
         &self.path
     }
 }
 
-impl<C: Clock> Contender for Shmlimit<C> {
-    type Worker = Limit<C>;
+impl<C: Clock, H: Handle<C>> Contender for Shmlimit<C, H> {
+    type Worker = H;
 
-    fn worker(&self) -> Limit<C> {
+    fn worker(&self) -> H {
         self.limit.clone()
     }
 
     /// Attach by path, as another process would: its own mapping and its own statistics lane.
-    fn attach(&self) -> Limit<C> {
+    fn attach(&self) -> H {
         Limiter::builder()
             .clock(self.clock.clone())
             .open(&self.path)
             .expect("attach to the limiter file")
             .limit(NAME)
+            .and_then(H::try_from)
             .expect("the limit is in the file")
     }
 
     #[inline(always)]
-    fn decide(worker: &mut Limit<C>) -> bool {
+    fn decide(worker: &mut H) -> bool {
         worker
             .try_acquire(1)
             .expect("a cost of 1 on a healthy file always decides")

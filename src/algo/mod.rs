@@ -37,7 +37,7 @@ use crate::sync::AtomicWord;
 /// let limiter = Limiter::builder()
 ///     .limit("api", TokenBucket::per_second(10).burst(2))
 ///     .create_or_open(&path)?;
-/// let api = limiter.limit("api")?;
+/// let api = limiter.token_bucket("api")?;
 /// assert!(api.try_acquire(1)?.is_allowed());
 /// assert!(api.try_acquire(1)?.is_allowed());
 /// let third = api.try_acquire(1)?;

@@ -44,7 +44,7 @@ unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failu
             let limit: &Limit =
                 &unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?.inner;
             if check.key.is_null() && check.key_len == 0 {
-                return Ok(Check::new(limit, check.cost));
+                return Ok(Check::untyped(limit, None, check.cost));
             }
             // SAFETY: `key` is NULL or points at `key_len` readable bytes (the caller's
             // contract); NULL with a length is refused there.
@@ -52,7 +52,7 @@ unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failu
                 f.message = format!("checks[{i}].{}", f.message);
                 f
             })?;
-            Ok(Check::keyed(limit, key, check.cost))
+            Ok(Check::untyped(limit, Some(key), check.cost))
         })
         .collect()
 }

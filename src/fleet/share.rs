@@ -108,7 +108,7 @@ impl LocalShare {
     ///
     /// # Errors
     ///
-    /// As [`Limit::set_token_bucket`].
+    /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
     pub fn apply(&self, limit: &Limit) -> crate::Result<()> {
         limit.set_token_bucket(self.capacity, Rate::from_emission_ns(self.emission_ns)?)
     }

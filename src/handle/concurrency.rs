@@ -40,8 +40,9 @@ typed_handle!(ConcurrencyLimit, LimitKind::Concurrency, concurrency);
 permit_common!(ConcurrencyLimit);
 
 impl<C: Clock> ConcurrencyLimit<C> {
-    /// Take one permit if one is free now (`None` if all are held), reclaiming first any whose
-    /// holder died or whose lease expired (see [`Limit::try_acquire_permit`]).
+    /// Take one permit if one is free now (`None` if all are held): an RAII [`Permit`],
+    /// released when dropped. When none is free, the permits of holders that died (or whose
+    /// lease expired) are taken over first.
     ///
     /// # Errors
     ///
@@ -50,8 +51,10 @@ impl<C: Clock> ConcurrencyLimit<C> {
         self.0.try_acquire_permit()
     }
 
-    /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released, on a
-    /// futex in the shared file (see [`Limit::acquire_permit_timeout`]).
+    /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released (or
+    /// for a holder to die or its lease to expire), on a futex in the shared file that every
+    /// release wakes; re-checks at least every [`PERMIT_RECHECK`](crate::PERMIT_RECHECK). A
+    /// shadow limit never waits.
     ///
     /// # Errors
     ///
@@ -95,8 +98,9 @@ typed_handle!(
 permit_common!(KeyedConcurrencyLimit);
 
 impl<C: Clock> KeyedConcurrencyLimit<C> {
-    /// Take one of `key`'s permits if one is free now (`None` if all are held); see
-    /// [`Limit::try_acquire_key_permit`].
+    /// Take one of `key`'s permits if one is free now (`None` if all are held): an RAII
+    /// [`Permit`], released when dropped. A key's permits are its own: at most `C` of each key
+    /// are held at once, whatever the key table does meanwhile.
     ///
     /// # Errors
     ///
@@ -110,7 +114,10 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     }
 
     /// [`Self::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
-    /// to be released (see [`Limit::acquire_key_permit_timeout`]).
+    /// to be released (or for a holder to die or its lease to expire), on a futex in the shared
+    /// file that every release of a key of the same futex bucket (one of 8, by key) wakes;
+    /// re-checks at least every [`PERMIT_RECHECK`](crate::PERMIT_RECHECK), which is also how
+    /// often a waiter for a key that found the table full looks for a free slot again.
     ///
     /// # Errors
     ///

@@ -33,6 +33,9 @@ pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
 
+use std::time::Duration;
+
+use crate::algo::Decision;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::limiter::Limit;
@@ -143,26 +146,154 @@ mod sealed {
 pub trait TypedLimit<C: Clock>: sealed::Sealed {
     /// The untyped inspection view of this limit (name, definition, statistics, ...).
     fn as_limit(&self) -> &Limit<C>;
-}
 
-/// A handle to an unkeyed rate limit (token bucket, window, sliding log): what
-/// [`Check::new`](crate::Check::new) composes.
-pub trait RateLimit<C: Clock>: TypedLimit<C> {}
+    /// The limit's name.
+    fn name(&self) -> &str {
+        self.as_limit().name()
+    }
 
-/// A handle to a keyed rate limit (keyed token bucket or window): what
-/// [`Check::keyed`](crate::Check::keyed) composes.
-pub trait KeyedRateLimit<C: Clock>: TypedLimit<C> {}
+    /// Decisions of this limit so far, summed over all processes.
+    fn stats(&self) -> crate::limiter::Stats {
+        self.as_limit().stats()
+    }
 
-// Transitional: composed checks still accept the untyped handle while callers move to the typed
-// ones (its decisions refuse other kinds at run time).
-impl<C: Clock> sealed::Sealed for Limit<C> {}
-impl<C: Clock> TypedLimit<C> for Limit<C> {
-    fn as_limit(&self) -> &Limit<C> {
-        self
+    /// The most one decision can grant under the current (possibly retuned) parameters.
+    fn capacity(&self) -> u64 {
+        self.as_limit().capacity()
+    }
+
+    /// The kind of this limit.
+    fn kind(&self) -> LimitKind {
+        self.as_limit().kind()
     }
 }
-impl<C: Clock> RateLimit<C> for Limit<C> {}
-impl<C: Clock> KeyedRateLimit<C> for Limit<C> {}
+
+// A boxed handle (`Box<dyn RateLimit>`, for code that picks the kind at run time) is a handle.
+impl<T: sealed::Sealed + ?Sized> sealed::Sealed for Box<T> {}
+
+impl<C: Clock, T: TypedLimit<C> + ?Sized> TypedLimit<C> for Box<T> {
+    fn as_limit(&self) -> &Limit<C> {
+        (**self).as_limit()
+    }
+}
+
+impl<C: Clock, T: RateLimit<C> + ?Sized> RateLimit<C> for Box<T> {
+    #[inline]
+    fn try_acquire(&self, cost: u64) -> Result<Decision> {
+        (**self).try_acquire(cost)
+    }
+    #[inline]
+    fn peek(&self, cost: u64) -> Result<Decision> {
+        (**self).peek(cost)
+    }
+    fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+        (**self).try_acquire_at(cost, now_ns)
+    }
+    fn refund(&self, grant: &Decision) -> Result<()> {
+        (**self).refund(grant)
+    }
+    fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+        (**self).refund_units(grant, units)
+    }
+    fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
+        (**self).acquire_timeout(cost, timeout)
+    }
+}
+
+impl<C: Clock, T: KeyedRateLimit<C> + ?Sized> KeyedRateLimit<C> for Box<T> {
+    #[inline]
+    fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+        (**self).try_acquire_key(key, cost)
+    }
+    #[inline]
+    fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+        (**self).peek_key(key, cost)
+    }
+    fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
+        (**self).try_acquire_key_at(key, cost, now_ns)
+    }
+    fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+        (**self).refund_key(key, grant)
+    }
+    fn key_occupancy(&self) -> (usize, usize) {
+        (**self).key_occupancy()
+    }
+}
+
+/// The decisions every unkeyed rate limit (token bucket, window, sliding log) makes, for code
+/// generic over them (middleware, tests, `Box<dyn RateLimit>`); what
+/// [`Check::new`](crate::Check::new) composes. Each method is the handle's inherent method of
+/// the same name.
+pub trait RateLimit<C: Clock>: TypedLimit<C> {
+    /// Admit `cost` units now, or deny and consume nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::try_acquire`].
+    fn try_acquire(&self, cost: u64) -> Result<Decision>;
+    /// The decision [`RateLimit::try_acquire`] would make now, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::try_acquire`].
+    fn peek(&self, cost: u64) -> Result<Decision>;
+    /// [`RateLimit::try_acquire`] dated at `now_ns`.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::try_acquire_at`].
+    fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision>;
+    /// Give back what `grant` admitted.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::refund`].
+    fn refund(&self, grant: &Decision) -> Result<()>;
+    /// Give back `units` of what `grant` admitted.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::refund`].
+    fn refund_units(&self, grant: &Decision, units: u64) -> Result<()>;
+    /// Admit `cost` units, waiting up to `timeout` for them.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::acquire_timeout`].
+    fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision>;
+}
+
+/// The decisions every keyed rate limit (keyed token bucket or window) makes, for code generic
+/// over them; what [`Check::keyed`](crate::Check::keyed) composes. Each method is the
+/// handle's inherent method of the same name.
+pub trait KeyedRateLimit<C: Clock>: TypedLimit<C> {
+    /// Admit `cost` units for `key` now, or deny and consume nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedTokenBucketLimit::try_acquire_key`].
+    fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision>;
+    /// The decision [`KeyedRateLimit::try_acquire_key`] would make now, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedTokenBucketLimit::try_acquire_key`].
+    fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision>;
+    /// [`KeyedRateLimit::try_acquire_key`] dated at `now_ns`.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedTokenBucketLimit::try_acquire_key_at`].
+    fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision>;
+    /// Give back what `grant` admitted for `key`.
+    ///
+    /// # Errors
+    ///
+    /// As [`KeyedTokenBucketLimit::refund_key`].
+    fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()>;
+    /// How many of the table's slots hold a key, and how many slots it has.
+    fn key_occupancy(&self) -> (usize, usize);
+}
 
 /// The type, its `Clone`/`Debug`, its conversions and the methods every kind shares.
 macro_rules! typed_handle {
@@ -272,8 +403,9 @@ macro_rules! typed_handle {
                 self.0.policy()
             }
 
-            /// Return the limit's state to fresh, keeping its live parameters (see
-            /// [`Limit::reset`]).
+            /// Return the limit's state to fresh (full bucket, empty windows, log and table, no
+            /// permits), keeping its live parameters. What this grants: the whole capacity, at
+            /// once.
             ///
             /// # Errors
             ///
@@ -301,7 +433,28 @@ use typed_handle;
 /// The decisions of an unkeyed rate limit (token bucket, window, sliding log).
 macro_rules! unkeyed_rate {
     ($name:ident) => {
-        impl<C: Clock> RateLimit<C> for $name<C> {}
+        impl<C: Clock> RateLimit<C> for $name<C> {
+            #[inline]
+            fn try_acquire(&self, cost: u64) -> Result<Decision> {
+                self.0.try_acquire(cost)
+            }
+            #[inline]
+            fn peek(&self, cost: u64) -> Result<Decision> {
+                self.0.peek(cost)
+            }
+            fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+                self.0.try_acquire_at(cost, now_ns)
+            }
+            fn refund(&self, grant: &Decision) -> Result<()> {
+                self.0.refund(grant)
+            }
+            fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+                self.0.refund_units(grant, units)
+            }
+            fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
+                self.0.acquire_timeout(cost, timeout)
+            }
+        }
 
         impl<C: Clock> $name<C> {
             /// Admit `cost` units now, or deny and consume nothing.
@@ -326,8 +479,14 @@ macro_rules! unkeyed_rate {
             }
 
             /// [`Self::try_acquire`] dated at `now_ns` on the monotonic timeline instead of the
-            /// clock (for replaying traces and for tests); see [`Limit::try_acquire_at`] for
-            /// how dates are checked.
+            /// clock (for replaying traces and for tests). A `now_ns` older than the stored
+            /// state is clamped as any stale read is.
+            ///
+            /// A date is checked against the limit's clock (one clock read, on this dated path
+            /// only): a date ahead of it by more than [`DATE_TOLERANCE`](crate::DATE_TOLERANCE),
+            /// or beyond what the state can encode ([`MAX_DATE_NS`](crate::MAX_DATE_NS)), is
+            /// refused, so that no date can leave a state that locks other processes out, opens
+            /// the limit to them, or fails their decisions.
             ///
             /// # Errors
             ///
@@ -338,9 +497,14 @@ macro_rules! unkeyed_rate {
                 self.0.try_acquire_at(cost, now_ns)
             }
 
-            /// Give back what `grant` admitted, for work that was admitted but never done (see
-            /// [`Limit::refund`] for what a refund can give back). Refunding a denied decision
-            /// is a no-op; refund each grant at most once.
+            /// Give back what `grant` admitted, for work that was admitted but never done.
+            ///
+            /// A refund can never create more budget than the grant took: a bucket never fills
+            /// past full, a window refund only applies while the grant's window is still
+            /// counted, and a log refund frees entries dated no later than the grant. Refunding
+            /// a denied (or shadow-denied) decision is a no-op. Refund each grant at most once:
+            /// a second refund of the same grant gives its cost back again, which is budget no
+            /// request returned.
             ///
             /// # Errors
             ///
@@ -365,12 +529,33 @@ use unkeyed_rate;
 /// The decisions of a keyed rate limit (keyed token bucket or window).
 macro_rules! keyed_rate {
     ($name:ident) => {
-        impl<C: Clock> KeyedRateLimit<C> for $name<C> {}
+        impl<C: Clock> KeyedRateLimit<C> for $name<C> {
+            #[inline]
+            fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+                self.0.try_acquire_key(key, cost)
+            }
+            #[inline]
+            fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+                self.0.peek_key(key, cost)
+            }
+            fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
+                self.0.try_acquire_key_at(key, cost, now_ns)
+            }
+            fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+                self.0.refund_key(key, grant)
+            }
+            fn key_occupancy(&self) -> (usize, usize) {
+                self.0.key_occupancy()
+            }
+        }
 
         impl<C: Clock> $name<C> {
-            /// Admit `cost` units for `key` now, or deny and consume nothing (see
-            /// [`Limit::try_acquire_key`]: a new key gets a fresh state; a full table applies
-            /// the limit's [`FullPolicy`](crate::FullPolicy)).
+            /// Admit `cost` units for `key` now, or deny and consume nothing.
+            ///
+            /// A key seen for the first time gets a fresh state (a full bucket, empty windows);
+            /// a key whose state is back to fresh may lose its slot to another key, which loses
+            /// it nothing. When the table has no slot for a new key, the limit's
+            /// [`FullPolicy`](crate::FullPolicy) decides.
             ///
             /// # Errors
             ///
@@ -396,7 +581,9 @@ macro_rules! keyed_rate {
             }
 
             /// [`Self::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of
-            /// the clock; dates are checked as by [`Limit::try_acquire_at`].
+            /// the clock (for replaying traces and for tests); dates are checked as by
+            /// [`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at): at most
+            /// [`DATE_TOLERANCE`](crate::DATE_TOLERANCE) ahead of the clock.
             ///
             /// # Errors
             ///
@@ -427,13 +614,16 @@ macro_rules! keyed_rate {
                 self.0.key_occupancy()
             }
 
-            /// Retire every key whose state is back to fresh (see
-            /// [`Limit::reclaim_idle_keys`]); returns how many were retired.
+            /// Retire every key whose state is back to fresh (bucket full, windows over), and
+            /// any pending claim a killed process left behind; returns how many were retired.
+            /// Decisions reclaim idle slots on demand, so this is never needed for correctness:
+            /// it is an explicit garbage-collection pass (the CLI's `gc`) that reads every slot.
             pub fn reclaim_idle_keys(&self) -> usize {
                 self.0.reclaim_idle_keys()
             }
 
-            /// The tag this file's key tables know `key` by (see [`Limit::key_tag`]).
+            /// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes
+            /// under the file's secret seed (the same in every process and language).
             ///
             /// # Errors
             ///
@@ -450,8 +640,14 @@ use keyed_rate;
 macro_rules! bucket_retune {
     ($name:ident) => {
         impl<C: Clock> $name<C> {
-            /// Change the refill rate, live, keeping the capacity and the tokens used (see
-            /// [`Limit::set_rate`]).
+            /// Change the refill rate, live: every process attached picks it up on its next
+            /// decision, without reopening.
+            ///
+            /// The tokens already used are carried over (the bucket's fill level in tokens is
+            /// kept), so the transition never admits more than the larger of the old and new
+            /// bounds over any interval. Retunes are serialised across processes by an
+            /// exclusive `flock` on the file. A fleet-managed bucket stays fleet-managed: the
+            /// new rate holds until its lease deadline, like the share it replaces.
             ///
             /// # Errors
             ///
@@ -461,8 +657,7 @@ macro_rules! bucket_retune {
                 self.0.set_rate(rate)
             }
 
-            /// Change the capacity and the rate together, live (see
-            /// [`Limit::set_token_bucket`]).
+            /// Change the capacity and the rate together, live (see [`Self::set_rate`]).
             ///
             /// # Errors
             ///
@@ -471,8 +666,16 @@ macro_rules! bucket_retune {
                 self.0.set_token_bucket(capacity, rate)
             }
 
-            /// Make this bucket fleet-managed, with the fence `fence_capacity`, `fence_rate`
-            /// (see [`Limit::fleet_manage`] and `FLEET.md`).
+            /// Make this bucket fleet-managed (see `FLEET.md`): its rate becomes a share that
+            /// holds only until the lease deadline ([`Self::set_fleet_deadline`]); a decision
+            /// past it decides with the fence bucket `fence_capacity`, `fence_rate` (the host's
+            /// reserved minimum, or the floor) instead. The share is set to the fence and the
+            /// deadline to 0, so the bucket starts fenced. Calling it again changes the fence
+            /// (the share and deadline are then left as they are); the fence must never be
+            /// above what the host may spend without a lease.
+            ///
+            /// The cost on each decision: one compare, one load of the deadline on the 64 bytes
+            /// the decision already reads, and one compare with its `now`.
             ///
             /// # Errors
             ///
@@ -481,8 +684,13 @@ macro_rules! bucket_retune {
                 self.0.fleet_manage(fence_capacity, fence_rate)
             }
 
-            /// Set a fleet-managed bucket's lease deadline, ns on this limit's clock (see
-            /// [`Limit::set_fleet_deadline`]).
+            /// Set a fleet-managed bucket's lease deadline, in nanoseconds on this limit's
+            /// clock (its [`Clock::now_ns`]): its share holds for decisions dated before it. A
+            /// deadline more than 2^40 ns (about 18 minutes) ahead of a decision is treated as
+            /// damage, and fences.
+            ///
+            /// Keep the pair (share, deadline) safe at every instant: extend the deadline after
+            /// a share is lowered, and before a share is raised.
             ///
             /// # Errors
             ///

@@ -275,12 +275,11 @@ impl<C: Clock> Limit<C> {
     ///         Keyed::new(1 << 14).on_full(FullPolicy::Deny),
     ///     )
     ///     .create_or_open(&path)?;
-    /// let per_user = limiter.limit("per_user")?;
+    /// let per_user = limiter.keyed_token_bucket("per_user")?;
     /// assert!(per_user.try_acquire_key(b"alice", 1)?.is_allowed());
     /// assert!(per_user.try_acquire_key(b"alice", 1)?.is_allowed());
     /// assert!(per_user.try_acquire_key(b"alice", 1)?.is_denied()); // alice's burst is spent
     /// assert!(per_user.try_acquire_key(b"bob", 2)?.is_allowed()); // bob has his own
-    /// assert!(per_user.try_acquire(1).is_err()); // a keyed limit needs a key
     /// # Ok(()) }
     /// ```
     ///
@@ -292,7 +291,7 @@ impl<C: Clock> Limit<C> {
     /// [`Error::CorruptState`]; [`Error::WrongKind`] if the limit is not keyed, or on a target
     /// without a 16-byte compare-and-swap.
     #[inline]
-    pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+    pub(crate) fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
         self.run_key(key, cost, true, None)
     }
 
@@ -311,7 +310,7 @@ impl<C: Clock> Limit<C> {
     /// let limiter = Limiter::builder()
     ///     .keyed_limit("per_ip", FixedWindow::new(3, Duration::from_secs(60)), Keyed::new(64))
     ///     .create_or_open(&path)?;
-    /// let per_ip = limiter.limit("per_ip")?;
+    /// let per_ip = limiter.keyed_window("per_ip")?;
     /// assert_eq!(per_ip.peek_key(b"10.0.0.1", 1)?.remaining(), 2);
     /// assert_eq!(per_ip.key_occupancy(), (0, 64)); // peeking inserted nothing
     /// assert!(per_ip.try_acquire_key(b"10.0.0.1", 3)?.is_allowed());
@@ -323,7 +322,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`Limit::try_acquire_key`].
     #[inline]
-    pub fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
+    pub(crate) fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
         self.run_key(key, cost, false, None)
     }
 
@@ -342,7 +341,7 @@ impl<C: Clock> Limit<C> {
     /// let limiter = Limiter::builder()
     ///     .keyed_limit("k", TokenBucket::per_second(1).burst(1), Keyed::new(16))
     ///     .create_or_open(&path)?;
-    /// let k = limiter.limit("k")?;
+    /// let k = limiter.keyed_token_bucket("k")?;
     /// // Replaying: dates in the past (never ahead of the clock).
     /// let t = MonotonicClock.now_ns().saturating_sub(5_000_000_000);
     /// assert!(k.try_acquire_key_at(b"a", 1, t)?.is_allowed());
@@ -355,7 +354,12 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// As [`Limit::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Limit::try_acquire_at`].
-    pub fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
+    pub(crate) fn try_acquire_key_at(
+        &self,
+        key: &[u8],
+        cost: u64,
+        now_ns: u64,
+    ) -> Result<Decision> {
         self.check_date(now_ns)?;
         self.run_key(key, cost, true, Some(now_ns))
     }
@@ -379,7 +383,7 @@ impl<C: Clock> Limit<C> {
     /// let limiter = Limiter::builder()
     ///     .keyed_limit("per_user", TokenBucket::per_second(1).burst(2), Keyed::new(128))
     ///     .create_or_open(&path)?;
-    /// let per_user = limiter.limit("per_user")?;
+    /// let per_user = limiter.keyed_token_bucket("per_user")?;
     /// let grant = per_user.try_acquire_key(b"carol", 2)?;
     /// assert!(per_user.try_acquire_key(b"carol", 1)?.is_denied());
     /// per_user.refund_key(b"carol", &grant)?; // the request was never sent
@@ -391,7 +395,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] as for
     /// [`Limit::try_acquire_key`].
-    pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+    pub(crate) fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
         let maker = self.maker_of(grant);
         if !std::ptr::eq(maker, self) {
             return maker.refund_key(key, grant);
@@ -422,7 +426,7 @@ impl<C: Clock> Limit<C> {
     /// let limiter = Limiter::builder()
     ///     .keyed_limit("per_user", TokenBucket::per_second(5), Keyed::new(1000))
     ///     .create_or_open(&path)?;
-    /// let per_user = limiter.limit("per_user")?;
+    /// let per_user = limiter.keyed_token_bucket("per_user")?;
     /// for user in ["ann", "ben", "cy"] {
     ///     assert!(per_user.try_acquire_key(user.as_bytes(), 1)?.is_allowed());
     /// }
@@ -461,7 +465,7 @@ impl<C: Clock> Limit<C> {
     ///     .keyed_limit("per_user", TokenBucket::per_second(10).burst(5), Keyed::new(64))
     ///     .clock(ManualClock::new(1_000_000_000_000))
     ///     .create_or_open(&path)?;
-    /// let per_user = limiter.limit("per_user")?;
+    /// let per_user = limiter.keyed_token_bucket("per_user")?;
     /// assert!(per_user.try_acquire_key(b"idle", 1)?.is_allowed());
     /// assert!(per_user.try_acquire_key(b"busy", 5)?.is_allowed());
     /// limiter.clock().advance(100_000_000); // 100 ms: one token back for each
@@ -497,7 +501,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::InvalidKey`] for an empty key or one longer than [`MAX_KEY_LEN`].
-    pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
+    pub(crate) fn key_tag(&self, key: &[u8]) -> Result<u64> {
         check_key(key)?;
         Ok(table::tag_of(hash::key_hash(self.hash_seed(), key)))
     }

@@ -3,7 +3,7 @@
 //! A concurrency limit allows at most `C` permits to be held at once across every process
 //! attached to the file; a keyed one, at most `C` per key ([`keyed`] describes how the key
 //! table and the permit entries work together). A [`Permit`] is released when dropped; through
-//! the C ABI it is a [`Permit::id`] given back with [`crate::Limit::release_permit`].
+//! the C ABI it is a [`Permit::id`] given back with [`ConcurrencyLimit::release_permit`](crate::ConcurrencyLimit::release_permit).
 //!
 //! ```
 //! # fn main() -> Result<(), shmlimit::Error> {
@@ -15,7 +15,7 @@
 //! let limiter = Limiter::builder()
 //!     .limit("db", Concurrency::new(2))
 //!     .create_or_open(&path)?;
-//! let db = limiter.limit("db")?;
+//! let db = limiter.concurrency("db")?;
 //! let a = db.try_acquire_permit()?.expect("a free permit");
 //! let b = db.try_acquire_permit()?.expect("a free permit");
 //! assert!(db.try_acquire_permit()?.is_none()); // both held
@@ -45,7 +45,7 @@
 //! word judged to a claim of ours. Concurrent acquirers race on that CAS; one wins, the others
 //! go on scanning. Nothing is locked and nobody waits for anybody.
 //!
-//! *Waiting* ([`crate::Limit::acquire_permit_timeout`]): sleep on a futex in the control line
+//! *Waiting* ([`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout)): sleep on a futex in the control line
 //! that every release bumps and wakes (see [`futex`]); wake at least every
 //! [`PERMIT_RECHECK`] to look for dead owners, because a process that dies releases nothing.
 //!
@@ -55,7 +55,7 @@
 //! process that died (exit, SIGKILL, crash, OOM kill) become available from the moment the
 //! kernel has made it a zombie (which happens before its parent is told), to:
 //!
-//! 1. the next [`crate::Limit::try_acquire_permit`] (or `acquire_permit_timeout`) in any
+//! 1. the next [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit) (or `acquire_permit_timeout`) in any
 //!    process that finds no free permit: it takes one over at once;
 //! 2. every process already waiting in `acquire_permit_timeout`: within [`PERMIT_RECHECK`]
 //!    (100 ms) of the death, plus scheduling delay;
@@ -98,7 +98,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The longest a process waiting in [`crate::Limit::acquire_permit_timeout`] sleeps before it
+/// The longest a process waiting in [`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout) sleeps before it
 /// looks for permits of dead holders again (100 ms): the bound on how late a waiter learns of a
 /// holder's death, which releases nothing.
 pub const PERMIT_RECHECK: Duration = futex::RECHECK;
@@ -140,7 +140,7 @@ fn decode_id(id: u64) -> Option<(usize, u64)> {
 }
 
 impl<C: Clock> Permit<C> {
-    /// A number naming this permit, for [`crate::Limit::release_permit`] (the C ABI): unique
+    /// A number naming this permit, for [`ConcurrencyLimit::release_permit`](crate::ConcurrencyLimit::release_permit) (the C ABI): unique
     /// among the permits held at once, never 0. A permit that holds nothing (granted by a
     /// shadow limit that would have refused, or by a full key table's `Allow` policy) has id 0.
     pub fn id(&self) -> u64 {
@@ -155,7 +155,7 @@ impl<C: Clock> Permit<C> {
     }
 
     /// Keep the permit held past this handle and return its id; release it later with
-    /// [`crate::Limit::release_permit`] (or let it be reclaimed when this process exits).
+    /// [`ConcurrencyLimit::release_permit`](crate::ConcurrencyLimit::release_permit) (or let it be reclaimed when this process exits).
     pub fn into_id(mut self) -> u64 {
         let id = self.id();
         // Drop the handle (and its share of the mapping) but not the permit: with no entry
@@ -202,7 +202,7 @@ pub struct PermitHolder {
     pub id: u64,
     /// The owner process.
     pub pid: u32,
-    /// For a keyed limit, the key's tag (as [`crate::Limit::key_tag`] computes it from the key);
+    /// For a keyed limit, the key's tag (as [`KeyedConcurrencyLimit::key_tag`](crate::KeyedConcurrencyLimit::key_tag) computes it from the key);
     /// None for an unkeyed limit.
     pub key_tag: Option<u64>,
     /// When it was acquired, in monotonic nanoseconds (to the millisecond, rounded up); None
@@ -436,7 +436,7 @@ impl<C: Clock> Limit<C> {
     /// let limiter = Limiter::builder()
     ///     .limit("jobs", Concurrency::new(1))
     ///     .create_or_open(&path)?;
-    /// let jobs = limiter.limit("jobs")?;
+    /// let jobs = limiter.concurrency("jobs")?;
     /// let permit = jobs.try_acquire_permit()?.unwrap();
     /// assert!(jobs.try_acquire_permit()?.is_none());
     /// let id = permit.into_id(); // e.g. handed to C code
@@ -445,7 +445,7 @@ impl<C: Clock> Limit<C> {
     /// assert!(jobs.try_acquire_permit()?.is_some());
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
+    pub(crate) fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
         if !std::ptr::eq(this, self) {
             return this.try_acquire_permit();
@@ -467,8 +467,8 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_permit`].
-    pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
+    /// As [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit).
+    pub(crate) fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
         if !std::ptr::eq(this, self) {
             return this.acquire_permit_timeout(timeout);
@@ -521,7 +521,7 @@ impl<C: Clock> Limit<C> {
     /// [`Error::WrongKind`] if this is not a keyed concurrency limit (or on a target without a
     /// 16-byte compare-and-swap); [`Error::InvalidKey`] for an empty key or one longer than
     /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
-    /// policy is [`FullPolicy::Error`]; [`Error::Io`] as [`Limit::try_acquire_permit`].
+    /// policy is [`FullPolicy::Error`]; [`Error::Io`] as [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit).
     ///
     /// # Example
     ///
@@ -533,7 +533,7 @@ impl<C: Clock> Limit<C> {
     /// let limiter = Limiter::builder()
     ///     .keyed_limit("in_flight", Concurrency::new(2), Keyed::new(1 << 12))
     ///     .create_or_open(&path)?;
-    /// let in_flight = limiter.limit("in_flight")?;
+    /// let in_flight = limiter.keyed_concurrency("in_flight")?;
     /// let a = in_flight.try_acquire_key_permit(b"alice")?.expect("alice has two");
     /// let b = in_flight.try_acquire_key_permit(b"alice")?.expect("alice has two");
     /// assert!(in_flight.try_acquire_key_permit(b"alice")?.is_none()); // both held
@@ -544,7 +544,7 @@ impl<C: Clock> Limit<C> {
     /// # drop(b);
     /// # Ok(()) }
     /// ```
-    pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
+    pub(crate) fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
         if !std::ptr::eq(this, self) {
             return this.try_acquire_key_permit(key);
@@ -559,7 +559,7 @@ impl<C: Clock> Limit<C> {
         })
     }
 
-    /// [`Limit::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
+    /// [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit), waiting up to `timeout` for one of the key's permits
     /// to be released (or for a holder to die or its lease to expire), on a futex in the shared
     /// file that every release of a key of the same futex bucket (one of 8, by key) wakes;
     /// re-checks at least every [`PERMIT_RECHECK`], which is also how often a waiter for a
@@ -567,8 +567,8 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_key_permit`].
-    pub fn acquire_key_permit_timeout(
+    /// As [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit).
+    pub(crate) fn acquire_key_permit_timeout(
         &self,
         key: &[u8],
         timeout: Duration,
@@ -590,8 +590,8 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_key_permit`].
-    pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
+    /// As [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit).
+    pub(crate) fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
         let tag = self.key_tag(key)?;
         let (kp, _) = self.keyed_permits()?;
         kp.held(self, tag)
@@ -635,8 +635,8 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::WrongKind`] if this is not a concurrency limit; [`Error::Io`] as
-    /// [`Limit::try_acquire_permit`].
-    pub fn release_permit(&self, id: u64) -> Result<bool> {
+    /// [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit).
+    pub(crate) fn release_permit(&self, id: u64) -> Result<bool> {
         self.entries()?;
         let me = self.own_identity()?;
         let Some((index, gen)) = decode_id(id) else {

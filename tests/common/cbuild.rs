@@ -116,7 +116,12 @@ impl RustWorker {
     /// Fork a worker deciding cost 1 on `limit` (resolved before the fork: the child shares the
     /// parent's MAP_SHARED mapping, as an attached process would) from `start_ns` until
     /// `until_ns`, and at least `min_attempts` times.
-    pub fn fork(limit: &shmlimit::Limit, start_ns: u64, until_ns: u64, min_attempts: u64) -> Self {
+    pub fn fork(
+        limit: &shmlimit::TokenBucketLimit,
+        start_ns: u64,
+        until_ns: u64,
+        min_attempts: u64,
+    ) -> Self {
         let mut fds = [0; 2];
         // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
         assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);

@@ -423,3 +423,48 @@ pub fn permit_victim<P>(
     assert!(read_byte(&r), "victim {victim} never got a permit");
     victim
 }
+
+/// The unkeyed rate limit `name` (token bucket, window or sliding log) as its typed handle,
+/// for tests that run the same checks over every rate kind.
+pub fn rate<C: shmlimit::Clock>(
+    limiter: &shmlimit::Limiter<C>,
+    name: &str,
+) -> shmlimit::Result<Box<dyn shmlimit::RateLimit<C>>> {
+    use shmlimit::LimitKind;
+    Ok(match limiter.limit(name)?.kind() {
+        LimitKind::TokenBucket => Box::new(limiter.token_bucket(name)?),
+        LimitKind::Window => Box::new(limiter.window(name)?),
+        _ => Box::new(limiter.sliding_log(name)?),
+    })
+}
+
+/// The keyed rate limit `name` (keyed token bucket or window) as its typed handle.
+pub fn keyed_rate<C: shmlimit::Clock>(
+    limiter: &shmlimit::Limiter<C>,
+    name: &str,
+) -> shmlimit::Result<Box<dyn shmlimit::KeyedRateLimit<C>>> {
+    use shmlimit::LimitKind;
+    Ok(match limiter.limit(name)?.kind() {
+        LimitKind::KeyedTokenBucket => Box::new(limiter.keyed_token_bucket(name)?),
+        _ => Box::new(limiter.keyed_window(name)?),
+    })
+}
+
+/// Every unkeyed rate limit of `limiter` (token buckets, windows, sliding logs), in definition
+/// order, as its typed handle.
+pub fn rates<C: shmlimit::Clock>(
+    limiter: &shmlimit::Limiter<C>,
+) -> Vec<Box<dyn shmlimit::RateLimit<C>>> {
+    use shmlimit::LimitKind;
+    limiter
+        .limits()
+        .iter()
+        .filter(|l| {
+            matches!(
+                l.kind(),
+                LimitKind::TokenBucket | LimitKind::Window | LimitKind::SlidingLog
+            )
+        })
+        .map(|l| rate(limiter, l.name()).expect("a rate limit"))
+        .collect()
+}

@@ -465,8 +465,8 @@ fn worker(path: &Path, start: OwnedFd, report: OwnedFd, run_ns: u64) -> ! {
 /// Open the file by path, wait for the start, then decide on both limits until the time is up.
 fn hammer(path: &Path, start: OwnedFd, run_ns: u64) -> Result<WorkerReport, String> {
     let limiter = Limiter::open(path).map_err(|e| e.to_string())?;
-    let bucket = limiter.limit(BUCKET).map_err(|e| e.to_string())?;
-    let log = limiter.limit(LOG).map_err(|e| e.to_string())?;
+    let bucket = limiter.token_bucket(BUCKET).map_err(|e| e.to_string())?;
+    let log = limiter.sliding_log(LOG).map_err(|e| e.to_string())?;
     let mut start = File::from(start);
     let mut byte = [0u8; 1];
     // Returns 0 (end of file) once the parent closes its end: the start signal.

@@ -5,7 +5,10 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use shmlimit::{Algorithm, Decision, Limiter, OnConflict, OnReboot, PermitHolder, Stats};
+use shmlimit::{
+    Algorithm, Decision, Limit, LimitKind, Limiter, OnConflict, OnReboot, PermitHolder,
+    SlidingLogLimit, Stats, TokenBucketLimit, WindowLimit,
+};
 use toml::{Table, Value};
 
 use crate::config::{self, Definition};
@@ -277,6 +280,15 @@ pub fn available(now: &Now) -> u64 {
     now.available
 }
 
+/// What a decision of cost 1 on the unkeyed rate limit `limit` would be now.
+fn peek(limit: &Limit) -> shmlimit::Result<Decision> {
+    match limit.kind() {
+        LimitKind::TokenBucket => TokenBucketLimit::try_from(limit.clone())?.peek(1),
+        LimitKind::Window => WindowLimit::try_from(limit.clone())?.peek(1),
+        _ => SlidingLogLimit::try_from(limit.clone())?.peek(1),
+    }
+}
+
 /// Every limit's state, read now.
 pub fn states(limiter: &Limiter) -> Vec<LimitState> {
     limiter
@@ -298,8 +310,7 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
                     }))
                 }
                 None if limit.def().keyed.is_some() => Ok(None),
-                None => limit
-                    .peek(1)
+                None => peek(&limit)
                     .map(|d| Some(Now::of_peek(&d)))
                     .map_err(|e| e.to_string()),
             };

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use serde::Serialize;
-use shmlimit::{Algorithm, Limit, Limiter};
+use shmlimit::{Algorithm, Limit, Limiter, Rate};
 
 use crate::config;
 use crate::inspect::{open, print_json};
@@ -147,6 +147,30 @@ fn live(limit: &Limit, path: &std::path::Path) -> Result<Algorithm, Failure> {
         .map_err(|e| Failure::library(e, path))
 }
 
+/// Retune the token bucket `name` (keyed or not): its rate, and its capacity if `burst` is
+/// given.
+fn retune_bucket(
+    limiter: &Limiter,
+    name: &str,
+    keyed: bool,
+    rate: Rate,
+    burst: Option<u64>,
+) -> shmlimit::Result<()> {
+    if keyed {
+        let bucket = limiter.keyed_token_bucket(name)?;
+        match burst {
+            None => bucket.set_rate(rate),
+            Some(b) => bucket.set_token_bucket(b, rate),
+        }
+    } else {
+        let bucket = limiter.token_bucket(name)?;
+        match burst {
+            None => bucket.set_rate(rate),
+            Some(b) => bucket.set_token_bucket(b, rate),
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct SetRateJson {
     path: String,
@@ -187,13 +211,13 @@ pub fn set_rate(args: SetRateArgs) -> Result<(), Failure> {
     let result = match old {
         Algorithm::TokenBucket { .. } => {
             let rate = config::parse_rate(&args.rate).map_err(|e| bad(format!("RATE: {e}")))?;
-            match args.burst {
-                None => limit.set_rate(rate),
+            let burst = match args.burst {
                 Some(b) if b <= 0 => {
                     return Err(bad(format!("--burst: must be at least 1 (got {b})")))
                 }
-                Some(b) => limit.set_token_bucket(b as u64, rate),
-            }
+                b => b.map(|b| b as u64),
+            };
+            retune_bucket(&limiter, &args.limit, limit.kind().is_keyed(), rate, burst)
         }
         Algorithm::FixedWindow { window_ns, .. } | Algorithm::SlidingWindow { window_ns, .. } => {
             if args.burst.is_some() {
@@ -203,7 +227,13 @@ pub fn set_rate(args: SetRateArgs) -> Result<(), Failure> {
                 ));
             }
             let l = window_limit(&args.rate, window_ns).map_err(|e| bad(format!("RATE: {e}")))?;
-            limit.set_limit(l)
+            if limit.kind().is_keyed() {
+                limiter
+                    .keyed_window(&args.limit)
+                    .and_then(|w| w.set_limit(l))
+            } else {
+                limiter.window(&args.limit).and_then(|w| w.set_limit(l))
+            }
         }
         other => {
             return Err(bad(format!(

@@ -29,7 +29,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use clap::Args;
-use shmlimit::{try_acquire_all, Check, Clock, Limit, Limiter, MonotonicClock};
+use shmlimit::{
+    try_acquire_all, Check, Clock, ConcurrencyLimit, KeyedTokenBucketLimit, Limiter,
+    MonotonicClock, TokenBucketLimit,
+};
 
 use crate::Failure;
 
@@ -177,26 +180,27 @@ impl Rng {
 
 /// The limits one instance checks (None: the budget is off).
 struct Limits {
-    clients: Limit,
-    intake: Limit,
-    inflight: Limit,
-    first: Limit,
-    retry: Limit,
-    total: Limit,
+    clients: KeyedTokenBucketLimit,
+    intake: TokenBucketLimit,
+    inflight: ConcurrencyLimit,
+    first: TokenBucketLimit,
+    retry: TokenBucketLimit,
+    total: TokenBucketLimit,
 }
 
 pub fn run(args: WorkerArgs) -> Result<(), Failure> {
     let limits = match &args.file {
         Some(path) => {
             let limiter = Limiter::open(path).map_err(|e| Failure::library(e, path))?;
-            let get = |name: &str| limiter.limit(name).map_err(|e| Failure::library(e, path));
+            let failed = |e| Failure::library(e, path);
+            let bucket = |name: &str| limiter.token_bucket(name).map_err(failed);
             Some(Arc::new(Limits {
-                clients: get("clients")?,
-                intake: get("intake")?,
-                inflight: get("inflight")?,
-                first: get("first")?,
-                retry: get("retry")?,
-                total: get("total")?,
+                clients: limiter.keyed_token_bucket("clients").map_err(failed)?,
+                intake: bucket("intake")?,
+                inflight: limiter.concurrency("inflight").map_err(failed)?,
+                first: bucket("first")?,
+                retry: bucket("retry")?,
+                total: bucket("total")?,
             }))
         }
         None => None,
