@@ -51,6 +51,7 @@ mod limiter;
 mod permit;
 mod spec;
 mod sync;
+mod tally;
 mod unavailable;
 mod wait;
 

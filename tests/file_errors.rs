@@ -14,7 +14,7 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header word indices, as documented in the layout of the file format (version 3).
+/// Header word indices, as documented in the layout of the file format (version 4).
 const WORD_VERSION: u64 = 1;
 const WORD_INIT: u64 = 2;
 const WORD_BOOT_ID: u64 = 12;
@@ -362,16 +362,17 @@ fn long_inputs_are_cut_in_messages() {
 fn another_format_version_is_refused() {
     let (_dir, path) = valid_file();
     let word = read_word(&path, WORD_VERSION);
-    assert_eq!(word & 0xFFFF_FFFF, 3, "this build writes format version 3");
+    assert_eq!(word & 0xFFFF_FFFF, 4, "this build writes format version 4");
     // Version 1 (its key tags mean something else), version 2 (its word 7 is the active slot,
-    // where version 3 keeps a fleet lease deadline) and a version from the future.
-    for other in [1, 2, 4] {
+    // where version 3 keeps a fleet lease deadline), version 3 (its counter lanes are shared
+    // and have no owner line) and a version from the future.
+    for other in [1, 2, 3, 5] {
         write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | other);
         for e in open_both(&path) {
             match e {
                 Error::Version {
                     found, expected, ..
-                } => assert_eq!((found, expected), (other as u32, 3)),
+                } => assert_eq!((found, expected), (other as u32, 4)),
                 other => panic!("expected Version, got {other:?}"),
             }
         }

@@ -32,7 +32,7 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header words of format version 3 (see the layout table of the file format).
+/// Header words of format version 4 (see the layout table of the file format).
 const HEADER_WORDS: u64 = 21;
 const DEFS_OFFSET: u64 = 4096;
 const DEF_SIZE: u64 = 128;

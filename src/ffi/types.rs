@@ -211,8 +211,12 @@ pub struct shmlimit_stats {
     pub shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     pub near_limit: u64,
+    /// Grants given back whole: explicit refunds (`shmlimit_refund`, `shmlimit_refund_key`,
+    /// `shmlimit_refund_all`), cancelled reservations, and the roll-backs of composed checks
+    /// that denied (`shmlimit_acquire_all`). `allowed - refunded` is what passed.
+    pub refunded: u64,
     /// Zero; room for later counters.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 3],
 }
 
 /// Most limits one composed check may hold.
@@ -388,7 +392,8 @@ impl From<Stats> for shmlimit_stats {
             denied: s.denied,
             shadow_denied: s.shadow_denied,
             near_limit: s.near_limit,
-            reserved: [0; 4],
+            refunded: s.refunded,
+            reserved: [0; 3],
         }
     }
 }
