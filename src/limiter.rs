@@ -1129,8 +1129,16 @@ impl<C: Clock> Limit<C> {
 
     /// Count a grant given back: called once per refund of a whole grant, by every refund path
     /// (so composed checks count their roll-backs).
+    ///
+    /// A grant of cost 0 counts only when it is shadow-denied (admitted, taking nothing): a
+    /// denial, a peek or a grant record without its grant (from C) gives nothing back.
     pub(crate) fn count_refund(&self, grant: &Decision, units: u64) {
-        if grant.is_allowed() && units >= grant.cost {
+        let whole = if grant.cost == 0 {
+            grant.shadow_denied
+        } else {
+            units >= grant.cost
+        };
+        if grant.is_allowed() && whole {
             self.tally.refunded();
         }
     }

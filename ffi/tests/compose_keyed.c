@@ -98,7 +98,7 @@ static void one_process(shmlimit_limit *client, shmlimit_limit *global) {
     {
         shmlimit_stats st;
         OK(shmlimit_limit_stats(client, &st));
-        CHECK(st.allowed == 9 && st.denied == 2 && st.refunded == 3);
+        CHECK(st.allowed == 8 && st.denied == 2 && st.refunded == 3);
         OK(shmlimit_limit_stats(global, &st));
         CHECK(st.allowed == 4 && st.denied == 0 && st.refunded == 1);
     }

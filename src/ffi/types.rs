@@ -381,6 +381,8 @@ impl shmlimit_decision {
         }
         let mut grant = Decision::from_grant_record(self.grant);
         grant.origin = self.reserved[1];
+        // A shadow-denied grant took nothing (cost 0) but was admitted: its refund counts.
+        grant.shadow_denied = self.shadow_denied;
         grant
     }
 }
