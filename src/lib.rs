@@ -49,6 +49,7 @@ mod headers;
 mod keyed;
 mod limiter;
 mod permit;
+mod reconcile;
 mod spec;
 mod sync;
 mod tally;
@@ -60,12 +61,15 @@ pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result, MAX_ECHO};
 pub use file::layout::MAX_LIMITS;
+pub use file::reboot::{OnReboot, RebootInfo};
 pub use headers::{Policy, RateLimitHeaders};
 pub use keyed::MAX_KEY_LEN;
 pub use limiter::{
     Builder, FileInfo, FleetLease, Limit, Limiter, Stats, DATE_TOLERANCE, MAX_DATE_NS,
+    REPLACEMENT_CHECK,
 };
 pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
+pub use reconcile::OnConflict;
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,

@@ -3,7 +3,7 @@
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::algo::fixed_window::FixedWindow;
@@ -14,7 +14,9 @@ use crate::algo::{try_decide, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, pack_window_limit, unpack_window_limit, word};
+use crate::file::reboot::{OnReboot, RebootInfo};
 use crate::file::{self, Access, Mapped};
+use crate::reconcile::{self, OnConflict};
 use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
 use crate::tally::{Region, Tally};
 
@@ -44,7 +46,9 @@ pub struct Builder<C: Clock = MonotonicClock> {
     defs: Vec<LimitDef>,
     error: Option<Error>,
     access: Access,
+    on_conflict: OnConflict,
     clock: C,
+    sync_every: Option<Duration>,
 }
 
 impl Builder<MonotonicClock> {
@@ -53,7 +57,9 @@ impl Builder<MonotonicClock> {
             defs: Vec::new(),
             error: None,
             access: Access::default(),
+            on_conflict: OnConflict::Refuse,
             clock: MonotonicClock,
+            sync_every: None,
         }
     }
 }
@@ -126,6 +132,21 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// What [`Builder::create_or_open`] does when the file exists with other definitions:
+    /// refuse (the default) or adopt the requested ones (see [`OnConflict`]).
+    pub fn on_conflict(mut self, policy: OnConflict) -> Self {
+        self.on_conflict = policy;
+        self
+    }
+
+    /// What the file does with its state at a reboot (stored at creation; default
+    /// [`OnReboot::Translate`]: quotas used before the reboot stay used). Setting it also
+    /// requires an existing file to have made the same choice ([`Error::DefinitionConflict`]).
+    pub fn on_reboot(mut self, on_reboot: OnReboot) -> Self {
+        self.access.on_reboot = Some(on_reboot);
+        self
+    }
+
     /// Use another clock (for example [`crate::CoarseMonotonicClock`], or a
     /// [`crate::ManualClock`] in tests).
     pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
@@ -133,25 +154,88 @@ impl<C: Clock> Builder<C> {
             defs: self.defs,
             error: self.error,
             access: self.access,
+            on_conflict: self.on_conflict,
             clock,
+            sync_every: self.sync_every,
         }
+    }
+
+    /// Bound what a power loss can forget: a helper thread of this handle writes the file's
+    /// dirty pages to the disk every `period` ([`Limiter::sync`]), off the decision path, until
+    /// the last clone of the handle is dropped. After a power loss at most `period` (plus one
+    /// sync's duration) of admissions are forgotten. The thread does not survive a `fork`; one
+    /// syncing process per file is enough (`shmlimit sync PATH --every 1s` does it for any
+    /// language).
+    pub fn sync_every(mut self, period: Duration) -> Self {
+        self.sync_every = Some(period);
+        self
     }
 
     /// Create the file with these definitions, or attach to it if it exists with the same ones.
     ///
+    /// An existing file is compared with the request using its *live* parameters (a bucket
+    /// retuned to 300/s matches a request for 300/s). When they differ, the
+    /// [`Builder::on_conflict`] policy decides: refuse (the default), or adopt the requested
+    /// definitions by a live retune or by a new file that atomically replaces the old one.
+    /// Processes starting together with the same new definitions converge on one file: each
+    /// adopts under an exclusive `flock` of the file it found, after checking that the path
+    /// still names it, so one of them retunes or replaces and the others find it done.
+    ///
     /// # Errors
     ///
     /// A bad definition ([`Error::InvalidParameter`]); an existing file with other definitions
-    /// ([`Error::DefinitionConflict`]); any open or validation error of [`Limiter::open`].
+    /// under [`OnConflict::Refuse`] ([`Error::DefinitionConflict`], naming every differing
+    /// field); any open or validation error of [`Limiter::open`].
     pub fn create_or_open(self, path: impl AsRef<Path>) -> Result<Limiter<C>> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let mapped = file::create_or_open(path.as_ref(), &self.defs, &self.access)?;
-        Limiter::from_mapped(mapped, self.clock)
+        let path = path.as_ref();
+        for _ in 0..64 {
+            let mapped = file::create_or_open(path, &self.defs, &self.access)?;
+            let limiter = Limiter::from_mapped(mapped, self.clock.clone())?;
+            let diff = reconcile::diff(&self.defs, &limiter.live_definitions());
+            if diff.is_empty() {
+                return Ok(limiter.syncing(self.sync_every));
+            }
+            if self.on_conflict == OnConflict::Refuse {
+                return Err(Error::DefinitionConflict {
+                    path: path.to_owned(),
+                    reason: diff.message(),
+                });
+            }
+            if self.adopt(&limiter, path)? {
+                return Ok(limiter.syncing(self.sync_every));
+            }
+        }
+        Err(Error::NotInitialized(path.to_owned()))
     }
 
-    /// Attach to an existing file; if limits were added, they must match the file's.
+    /// Under the file's lock: retune `limiter`'s file to the requested definitions (`true`),
+    /// or replace it with a new file (`false`: attach again), unless another process already
+    /// did (`true` if the file now matches, `false` if the path names another file).
+    fn adopt(&self, limiter: &Limiter<C>, path: &Path) -> Result<bool> {
+        let guard = limiter.shared.lock()?;
+        if !limiter.shared.still_at_path() {
+            return Ok(false); // replaced meanwhile: look at the file that is there now
+        }
+        // Another process may have adopted while this one waited for the lock.
+        let diff = reconcile::diff(&self.defs, &limiter.live_definitions());
+        if diff.is_empty() {
+            return Ok(true);
+        }
+        if !diff.needs_new_file {
+            for (index, def) in &diff.retunes {
+                limiter.limit_at(*index).retune_to(&def.algorithm, &guard)?;
+            }
+            return Ok(true);
+        }
+        file::replace(path, &self.defs, &self.access)?;
+        Ok(false)
+    }
+
+    /// Attach to an existing file; if limits were added, they must match the file's (live
+    /// parameters, as [`Builder::create_or_open`] compares them). This never changes the file.
     ///
     /// # Errors
     ///
@@ -160,9 +244,21 @@ impl<C: Clock> Builder<C> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let expected = (!self.defs.is_empty()).then_some(self.defs.as_slice());
-        let mapped = file::open(path.as_ref(), expected, &self.access)?;
-        Limiter::from_mapped(mapped, self.clock)
+        if !self.defs.is_empty() {
+            file::check_defs(&self.defs)?;
+        }
+        let mapped = file::open(path.as_ref(), &self.access)?;
+        let limiter = Limiter::from_mapped(mapped, self.clock)?;
+        if !self.defs.is_empty() {
+            let diff = reconcile::diff(&self.defs, &limiter.live_definitions());
+            if !diff.is_empty() {
+                return Err(Error::DefinitionConflict {
+                    path: path.as_ref().to_owned(),
+                    reason: diff.message(),
+                });
+            }
+        }
+        Ok(limiter.syncing(self.sync_every))
     }
 
     /// A private, read-only snapshot of an existing file, for inspection tools: validated as
@@ -214,6 +310,148 @@ pub(crate) struct Shared {
     params: Vec<Params>,
     /// Serialises this process's retuning; `flock` serialises processes.
     tuning: Mutex<()>,
+    /// Whether the path still names this file (see [`Shared::check`]).
+    watch: Watch,
+}
+
+/// How often, at most, a handle checks that its path still names the file it mapped.
+pub const REPLACEMENT_CHECK: Duration = Duration::from_secs(1);
+
+/// How often, at most, a handle retries attaching to a replacement that could not be opened.
+const REATTACH_RETRY: Duration = Duration::from_millis(100);
+
+#[derive(Default)]
+struct Watch {
+    /// Clock time of the next check (the earliest any handle of this file needs one).
+    next_check: AtomicU64,
+    /// The file now at the path, once noticed and attached.
+    successor: OnceLock<Arc<Shared>>,
+    /// Serialises checks; holds the last failed re-attach: (retry at, what failed).
+    failure: Mutex<Option<(u64, String)>>,
+}
+
+impl Shared {
+    fn new(mapped: Mapped, params: Vec<Params>) -> Shared {
+        Shared {
+            counters: Region::of(&mapped),
+            mapped,
+            params,
+            tuning: Mutex::new(()),
+            watch: Watch::default(),
+        }
+    }
+
+    /// Whether the path still names the file this process mapped: same device and inode, and
+    /// the same file id in the header (read with `pread`, so a truncated file cannot fault).
+    pub(crate) fn still_at_path(&self) -> bool {
+        use std::os::unix::fs::FileExt;
+        let m = &self.mapped;
+        match file::path_ident(&m.path) {
+            Ok((dev, ino)) if dev == m.ident.dev && ino == m.ident.ino => {
+                let mut id = [0u8; 8];
+                m.file
+                    .read_exact_at(&mut id, (word::FILE_ID * 8) as u64)
+                    .is_ok()
+                    && u64::from_ne_bytes(id) == m.ident.file_id
+            }
+            _ => false,
+        }
+    }
+
+    /// At clock time `t`: `Ok(None)` while this is still the file at the path (checked at most
+    /// once per [`REPLACEMENT_CHECK`]), the file that replaced it once noticed, or why the
+    /// replacement cannot be attached (retried at most once per [`REATTACH_RETRY`]).
+    #[cold]
+    #[inline(never)]
+    fn check(&self, t: u64) -> Result<Option<Arc<Shared>>> {
+        if let Some(next) = self.watch.successor.get() {
+            return Ok(Some(Arc::clone(next)));
+        }
+        // Relaxed: a time; the mutex below orders the check itself.
+        if t < self.watch.next_check.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let mut failure = self.watch.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(next) = self.watch.successor.get() {
+            return Ok(Some(Arc::clone(next)));
+        }
+        if t < self.watch.next_check.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let path = &self.mapped.path;
+        if let Some((retry_at, reason)) = failure.as_ref() {
+            if t < *retry_at {
+                return Err(reattach_error(path, reason.clone()));
+            }
+        }
+        if self.still_at_path() {
+            *failure = None;
+            self.watch.next_check.store(
+                t.saturating_add(REPLACEMENT_CHECK.as_nanos() as u64),
+                Ordering::Relaxed,
+            );
+            return Ok(None);
+        }
+        match file::open(path, &self.mapped.access).map(|m| {
+            let wall = m.header(word::WALL_OFFSET);
+            let params = m
+                .defs
+                .iter()
+                .map(|d| params_of(&d.algorithm, wall))
+                .collect();
+            Shared::new(m, params)
+        }) {
+            Ok(next) => {
+                *failure = None;
+                Ok(Some(Arc::clone(
+                    self.watch.successor.get_or_init(|| Arc::new(next)),
+                )))
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                *failure = Some((
+                    t.saturating_add(REATTACH_RETRY.as_nanos() as u64),
+                    reason.clone(),
+                ));
+                Err(reattach_error(path, reason))
+            }
+        }
+    }
+
+    /// This process's tuning mutex and an exclusive `flock` on the file.
+    fn lock(&self) -> Result<RetuneGuard<'_>> {
+        let local = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
+        let fd = self.mapped.file.as_raw_fd();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            // SAFETY: `fd` is the open descriptor owned by the mapping's File; flock has no
+            // memory preconditions.
+            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+                return Ok(RetuneGuard { fd, _local: local });
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Io {
+                    op: "taking the retune lock",
+                    path: self.mapped.path.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "flock held for 10 s",
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// The error of a handle whose file was replaced by one it cannot attach to.
+#[cold]
+fn reattach_error(path: &Path, reason: String) -> Error {
+    Error::Io {
+        op: "re-attaching to the file that replaced this one",
+        path: path.to_owned(),
+        source: std::io::Error::other(reason),
+    }
 }
 
 /// One attached limiter file. Cheap to clone; every clone shares the mapping.
@@ -269,13 +507,62 @@ impl<C: Clock> Limiter<C> {
             .map(|def| params_of(&def.algorithm, wall))
             .collect();
         Ok(Limiter {
-            shared: Arc::new(Shared {
-                counters: Region::of(&mapped),
-                mapped,
-                params,
-                tuning: Mutex::new(()),
-            }),
+            shared: Arc::new(Shared::new(mapped, params)),
             clock,
+        })
+    }
+
+    /// The definitions with their live parameters (a retuned rate, a window's live limit).
+    /// A fleet share keeps its stored rate: the fleet agent retunes the live one.
+    pub fn live_definitions(&self) -> Vec<LimitDef> {
+        (0..self.shared.params.len())
+            .map(|i| {
+                let limit = self.limit_at(i);
+                let mut def = limit.def().clone();
+                if def.fleet.is_none() {
+                    if let Ok(a) = limit.live_algorithm() {
+                        def.algorithm = a;
+                    }
+                }
+                def
+            })
+            .collect()
+    }
+
+    /// Start the helper thread of [`Builder::sync_every`].
+    fn syncing(self, every: Option<Duration>) -> Self {
+        if let Some(period) = every {
+            let weak = Arc::downgrade(&self.shared);
+            // A thread that cannot be started leaves the kernel's writeback as the only bound.
+            let _ = std::thread::Builder::new()
+                .name("shmlimit-sync".into())
+                .spawn(move || loop {
+                    std::thread::sleep(period);
+                    match weak.upgrade() {
+                        Some(shared) => {
+                            let _ = file::reboot::sync(&shared.mapped);
+                        }
+                        None => return,
+                    }
+                });
+        }
+        self
+    }
+
+    /// Write the file's dirty pages (every limit's state and counters) to the disk now, and
+    /// record this boot as alive for the translation at the next reboot. Off the decision
+    /// path: decisions go on meanwhile; the first write to each page after it costs that
+    /// process one minor page fault. A power loss forgets at most what was decided since the
+    /// last sync (or since the kernel last wrote the pages back, about 30 s by default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the kernel reports a write error.
+    pub fn sync(&self) -> Result<()> {
+        file::reboot::sync(&self.shared.mapped).map_err(|source| Error::Io {
+            op: "syncing the file to its disk",
+            path: self.shared.mapped.path.clone(),
+            source,
         })
     }
 
@@ -290,9 +577,16 @@ impl<C: Clock> Limiter<C> {
         &self.shared.mapped.path
     }
 
-    /// How many times the state was reset because the host rebooted.
+    /// How many times the state was reset because the host rebooted (files created with
+    /// [`OnReboot::Reset`]).
     pub fn reset_count(&self) -> u64 {
         self.shared.mapped.header(word::RESET_COUNT)
+    }
+
+    /// What the file does at a reboot, how many reboots it translated, and which limits hold a
+    /// state that could not be translated (and deny until it expires or they are reset).
+    pub fn reboot_info(&self) -> RebootInfo {
+        file::reboot::info(&self.shared.mapped)
     }
 
     /// The file's size in bytes.
@@ -318,6 +612,7 @@ impl<C: Clock> Limiter<C> {
             boot_id,
             created_unix_ns: m.header(word::CREATED),
             reset_count: m.header(word::RESET_COUNT),
+            file_id: m.ident.file_id,
         }
     }
 
@@ -371,6 +666,8 @@ impl<C: Clock> Limiter<C> {
             split: def.split.max(1) as usize,
             cache: Default::default(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
+            next_check: AtomicU64::new(0),
+            moved: OnceLock::new(),
         }
     }
 }
@@ -390,10 +687,7 @@ const DATE_TOLERANCE_NS: u64 = 1_000_000;
 pub const MAX_DATE_NS: u64 = 1 << 61;
 
 fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
-    let phase = |window_ns: u64, alignment: Alignment| match alignment {
-        Alignment::WallClock => wall_offset % window_ns,
-        Alignment::Monotonic => 0,
-    };
+    let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
     match *algorithm {
         Algorithm::TokenBucket { .. } => Params::TokenBucket,
         Algorithm::FixedWindow {
@@ -402,7 +696,11 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
             alignment,
         } => Params::FixedWindow(FixedWindow {
             limit,
-            window_ns,
+            window_ns: if alignment.is_months(window_ns) {
+                crate::algo::fixed_window::MONTHS
+            } else {
+                window_ns
+            },
             phase_ns: phase(window_ns, alignment),
         }),
         Algorithm::SlidingWindow {
@@ -515,6 +813,8 @@ pub struct FileInfo {
     pub created_unix_ns: u64,
     /// How many times a reboot reset the state.
     pub reset_count: u64,
+    /// The random id written at creation: a file copied over another in place has another id.
+    pub file_id: u64,
 }
 
 /// Decision counters of one limit, summed over every process.
@@ -582,6 +882,11 @@ pub struct Limit<C: Clock = MonotonicClock> {
     cache: [ParamCache; 2],
     /// This limit's identity in the grants it makes: its index and the file's hash seed.
     origin: u64,
+    /// Clock time at which this handle next checks that its file is still the one at the path
+    /// (one compare per decision; the check itself is off the hot path). Zero once moved.
+    next_check: AtomicU64,
+    /// The same limit in the file that replaced this one, once noticed.
+    moved: OnceLock<Box<Limit<C>>>,
 }
 
 // SAFETY: the raw pointers point into the mapping owned by `shared` (an Arc kept alive by every
@@ -605,6 +910,9 @@ impl<C: Clock> Clone for Limit<C> {
             split: self.split,
             cache: [self.cache[0].copy(), self.cache[1].copy()],
             origin: self.origin,
+            // Relaxed: a time; a stale copy only makes the clone check sooner.
+            next_check: AtomicU64::new(self.next_check.load(Ordering::Relaxed)),
+            moved: self.moved.clone(),
         }
     }
 }
@@ -1006,13 +1314,37 @@ impl<C: Clock> Limit<C> {
 
     #[inline(always)]
     fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let this = self.follow()?;
+        match at {
+            Some(now) => {
+                let decision = this.run_on(cost, commit, move || now);
+                this.check_after(this.clock.now_ns());
+                decision
+            }
+            None => {
+                // The decision reads the clock after it loads the state word (on every attempt),
+                // so its `now` is never older than the time of the decision that wrote the word;
+                // that read doubles as the time of the replacement check.
+                let used = std::cell::Cell::new(0);
+                let decision = this.run_on(cost, commit, || {
+                    let now = this.clock.now_ns();
+                    used.set(now);
+                    now
+                });
+                this.check_after(used.get());
+                decision
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn run_on(&self, cost: u64, commit: bool, now: impl Fn() -> u64) -> Result<Decision> {
         if cost == 0 {
             return Err(Error::ZeroCost);
         }
         if self.keyed {
             return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
-        let now = || at.unwrap_or_else(|| self.clock.now_ns());
         let decision = match self.params {
             Params::SlidingLog(log) => {
                 if cost > log.limit {
@@ -1186,6 +1518,10 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`Limit::refund`].
     pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+        let maker = self.maker_of(grant);
+        if !std::ptr::eq(maker, self) {
+            return maker.refund_units(grant, units);
+        }
         if self.keyed {
             return Err(self.wrong_kind("is keyed: use refund_key"));
         }
@@ -1339,6 +1675,11 @@ impl<C: Clock> Limit<C> {
         };
         algo.validate(self.name())?;
         let _guard = self.retune_lock()?;
+        self.retune_bucket_locked(capacity, rate, fleet)
+    }
+
+    /// [`Limit::retune_bucket`] with the retune lock held.
+    fn retune_bucket_locked(&self, capacity: u64, rate: Rate, fleet: Option<bool>) -> Result<()> {
         let active = (self.control(bucket::ACTIVE).load(Ordering::Acquire) & 1) as usize;
         let (old, was_fleet) = self.slot_params(bucket::PARAMS[active])?;
         let mark = if fleet.unwrap_or(was_fleet) {
@@ -1521,6 +1862,9 @@ impl<C: Clock> Limit<C> {
 
     fn set_window_rate(&self, rate: Rate) -> Result<()> {
         let window_ns = match self.params {
+            Params::FixedWindow(fw) if fw.window_ns == crate::algo::fixed_window::MONTHS => {
+                Rate::MONTH_NS
+            }
             Params::FixedWindow(fw) => fw.window_ns,
             Params::SlidingWindow(sw) => sw.window_ns,
             _ => return Err(self.wrong_kind("has no rate to change")),
@@ -1546,10 +1890,14 @@ impl<C: Clock> Limit<C> {
         }
         algo.validate(self.name())?;
         let _guard = self.retune_lock()?;
+        self.store_window_limit(limit);
+        Ok(())
+    }
+
+    fn store_window_limit(&self, limit: u64) {
         // Release: one word holds the limit and its check; decisions read it whole.
         self.control(layout::WINDOW_LIMIT)
             .store(pack_window_limit(limit), Ordering::Release);
-        Ok(())
     }
 
     /// Return the limit's state to fresh (full bucket, empty windows, log and table, no permits),
@@ -1566,27 +1914,111 @@ impl<C: Clock> Limit<C> {
 
     /// Hold this process's tuning mutex and an exclusive `flock` on the file.
     fn retune_lock(&self) -> Result<RetuneGuard<'_>> {
-        let local = self.shared.tuning.lock().unwrap_or_else(|p| p.into_inner());
-        let fd = self.shared.mapped.file.as_raw_fd();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            // SAFETY: `fd` is the open descriptor owned by the mapping's File; flock has no
-            // memory preconditions.
-            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(RetuneGuard { fd, _local: local });
+        self.shared.lock()
+    }
+
+    /// Retune to `algorithm` (same kind; what a live retune can change) under a held lock.
+    fn retune_to(&self, algorithm: &Algorithm, _locked: &RetuneGuard<'_>) -> Result<()> {
+        match *algorithm {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => self.retune_bucket_locked(capacity, Rate::from_emission_ns(emission_ns)?, None),
+            Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
+                self.store_window_limit(limit);
+                Ok(())
             }
-            if Instant::now() > deadline {
-                return Err(Error::Io {
-                    op: "taking the retune lock",
-                    path: self.shared.mapped.path.clone(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "flock held for 10 s",
-                    ),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(1));
+            _ => Err(self.wrong_kind("cannot be retuned live")),
         }
+    }
+
+    /// The handle to decide with at clock time `t`: this one, or (after its file was
+    /// replaced) the same limit in the new file. One compare unless a check is due.
+    #[inline(always)]
+    pub(crate) fn current_at(&self, t: u64) -> Result<&Limit<C>> {
+        // Relaxed: a time; a stale value only moves the check by one decision.
+        if t < self.next_check.load(Ordering::Relaxed) {
+            return Ok(self);
+        }
+        self.recheck(t)
+    }
+
+    /// The handle a decision runs on: this one, or, once a replacement was noticed (the next
+    /// check time is then 0), the handle of the file that replaced it. One load on the hot path.
+    #[inline(always)]
+    pub(crate) fn follow(&self) -> Result<&Limit<C>> {
+        // Relaxed: a time; 0 sends every later decision to the slow path.
+        if self.next_check.load(Ordering::Relaxed) != 0 {
+            return Ok(self);
+        }
+        self.recheck(self.clock.now_ns())
+    }
+
+    /// After a decision that read the clock at `t`: run the replacement check once it is due.
+    /// The decision itself was made on this file (a replaced file is used for at most one more
+    /// decision per handle); a failed check is reported by the next call, through
+    /// [`Limit::follow`].
+    #[inline(always)]
+    pub(crate) fn check_after(&self, t: u64) {
+        // Relaxed: as in `current_at`.
+        if t >= self.next_check.load(Ordering::Relaxed) && t != 0 && self.recheck(t).is_err() {
+            self.next_check.store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Limit::current_at`] at the clock's time now.
+    #[inline(always)]
+    pub(crate) fn current(&self) -> Result<&Limit<C>> {
+        self.current_at(self.clock.now_ns())
+    }
+
+    /// Check, off the hot path, that the file is still the one at the path; move to its
+    /// replacement once it is not.
+    #[cold]
+    #[inline(never)]
+    fn recheck(&self, t: u64) -> Result<&Limit<C>> {
+        if let Some(next) = self.moved.get() {
+            return next.current_at(t);
+        }
+        match self.shared.check(t)? {
+            None => {
+                // Relaxed: times; see `current_at`.
+                let next = self.shared.watch.next_check.load(Ordering::Relaxed);
+                self.next_check.store(next, Ordering::Relaxed);
+                Ok(self)
+            }
+            Some(shared) => {
+                let limiter = Limiter {
+                    shared,
+                    clock: self.clock.clone(),
+                };
+                let limit = limiter.limit(self.name()).map_err(|_| {
+                    reattach_error(
+                        &self.shared.mapped.path,
+                        format!(
+                            "the file now at the path has no limit {}",
+                            reconcile::quote(self.name())
+                        ),
+                    )
+                })?;
+                let next = self.moved.get_or_init(|| Box::new(limit));
+                // Relaxed: every later decision takes the slow path to the new file.
+                self.next_check.store(0, Ordering::Relaxed);
+                next.current_at(t)
+            }
+        }
+    }
+
+    /// The handle that made `grant`: this one, or one of the files that replaced it.
+    pub(crate) fn maker_of(&self, grant: &Decision) -> &Limit<C> {
+        let mut at = self;
+        while grant.origin != 0 && grant.origin != at.origin {
+            match at.moved.get() {
+                Some(next) => at = next,
+                None => return self,
+            }
+        }
+        at
     }
 }
 

@@ -42,16 +42,20 @@
 //!   [`Error::ClockMismatch`], [`Error::DefinitionConflict`]): the limiter retries opening at
 //!   most once per reopen interval, and [`GuardedLimiter::last_error`] says what failed;
 //! * [`Error::CorruptState`] from a decision: the limit's shared state is damaged (a plain handle
-//!   fails closed with this error until the limit is reset; a guarded one applies its policy).
+//!   fails closed with this error until the limit is reset; a guarded one applies its policy);
+//! * [`Error::Io`] from a decision: the file was replaced (see
+//!   [`crate::REPLACEMENT_CHECK`]) by one that cannot be attached, or that no longer defines
+//!   the limit; the handle retries attaching at most every 100 ms.
 //!
 //! Errors that are the caller's own ([`Error::ZeroCost`], [`Error::CostExceedsCapacity`],
 //! [`Error::InvalidKey`], [`Error::WrongKind`], [`Error::TableFull`], [`Error::UnknownLimit`]
 //! once the file is open) are returned as errors whatever the policy: serving them unlimited
 //! would hide a bug.
 //!
-//! Once attached, a guarded handle keeps its mapping (a mapped file stays usable even if it is
-//! unlinked), so after the first successful open the hot path is the plain one plus one atomic
-//! load.
+//! Once attached, a guarded handle re-validates as a plain one does: at most once a second it
+//! checks that its path still names the file it mapped (device, inode and the file id in the
+//! header) and moves to a replacement, so after the first successful open the hot path is the
+//! plain one plus one atomic load.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -131,6 +135,8 @@ impl GuardedDecision {
 /// The outcome of a guarded permit acquisition.
 #[derive(Debug)]
 #[must_use = "a held permit is released as soon as it is dropped"]
+// The held permit is the common case: boxing it would allocate on every acquisition.
+#[allow(clippy::large_enum_variant)]
 pub enum GuardedPermit<C: Clock = MonotonicClock> {
     /// A permit of the limit, held until dropped.
     Held(Permit<C>),
@@ -391,7 +397,8 @@ impl<C: Clock> GuardedLimit<C> {
             None => Ok(self.unavailable()),
             Some(l) => match f(l) {
                 Ok(d) => Ok(GuardedDecision::Decided(d)),
-                Err(Error::CorruptState { .. }) => Ok(self.unavailable()),
+                // Damaged state, or a file replaced by one that cannot be attached.
+                Err(Error::CorruptState { .. } | Error::Io { .. }) => Ok(self.unavailable()),
                 Err(e) => Err(e),
             },
         }
@@ -470,7 +477,9 @@ impl<C: Clock> GuardedLimit<C> {
             Some(l) => match acquire(l) {
                 Ok(Some(p)) => Ok(GuardedPermit::Held(p)),
                 Ok(None) => Ok(GuardedPermit::AllHeld),
-                Err(Error::CorruptState { .. }) => Ok(unavailable(self.unavailable())),
+                Err(Error::CorruptState { .. } | Error::Io { .. }) => {
+                    Ok(unavailable(self.unavailable()))
+                }
                 Err(e) => Err(e),
             },
         }

@@ -232,6 +232,10 @@ impl<C: Clock> Limit<C> {
     /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `n` exceeds the burst;
     /// [`Error::WrongKind`] on other algorithms and keyed limits; [`Error::CorruptState`].
     pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
+        let this = self.current()?;
+        if !std::ptr::eq(this, self) {
+            return this.reserve(n, max_delay);
+        }
         if n == 0 {
             return Err(Error::ZeroCost);
         }
@@ -335,6 +339,10 @@ impl<C: Clock> Limit<C> {
     /// As [`Limit::try_acquire`] and [`Limit::reserve`]; [`Error::WrongKind`] on a
     /// concurrency limit (use [`Limit::acquire_permit_timeout`]) or a keyed limit.
     pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
+        let this = self.current()?;
+        if !std::ptr::eq(this, self) {
+            return this.acquire_timeout(cost, timeout);
+        }
         match self.params() {
             Params::TokenBucket if !self.is_split() => Ok(self.reserve(cost, timeout)?.wait()),
             Params::TokenBucket => self.retry_until(cost, timeout),

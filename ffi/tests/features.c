@@ -954,6 +954,127 @@ static void reservations(const char *dir) {
     shmlimit_limit_free(window);
 }
 
+/* A deploy that changes a limit: refused by default, naming the fields; adopted live with
+ * SHMLIMIT_ON_CONFLICT_ADOPT (same file, usage kept); a new limit replaces the file, and a
+ * handle of the old file moves to the new one within about a second. */
+static void deploys(const char *dir) {
+    char path[4096];
+    shmlimit_def defs[2], def;
+    shmlimit_limiter *old = NULL, *limiter = NULL;
+    shmlimit_limit *api = NULL, *fresh = NULL;
+    shmlimit_options options;
+    shmlimit_decision d;
+    struct timespec pause = {1, 100000000};
+
+    snprintf(path, sizeof path, "%s/deploy.shm", dir);
+    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 20, SECOND, 200);
+    OK(shmlimit_limiter_create_or_open(path, defs, 1, NULL, &old));
+    OK(shmlimit_limiter_limit(old, "api", &api));
+    OK(shmlimit_acquire(api, 15, &d));
+    CHECK(d.allowed);
+    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 20, SECOND, 300);
+    EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
+    CHECK(contains(shmlimit_last_error(),
+                   "`api`: rate 200/s in the file, 300/s requested; burst 20 in both"));
+    memset(&options, 0, sizeof options);
+    options.on_conflict = 7;
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, defs, 1, &options, &limiter));
+    options.on_conflict = SHMLIMIT_ON_CONFLICT_ADOPT;
+    OK(shmlimit_limiter_create_or_open(path, defs, 1, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    OK(shmlimit_limit_live_definition(api, &def));
+    CHECK(def.limit == 20 && def.period_ns == (SECOND + 299) / 300); /* 300/s */
+    OK(shmlimit_acquire(api, 6, &d));
+    CHECK(!d.allowed); /* 15 of 20 still used */
+    /* The retuned file now matches 300/s under the default policy. */
+    OK(shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    /* A new limit: a new file replaces the old one. */
+    zero_def(&defs[1], "log", SHMLIMIT_SLIDING_LOG, 3, HOUR, 0);
+    OK(shmlimit_limiter_create_or_open(path, defs, 2, &options, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "api", &fresh));
+    nanosleep(&pause, NULL);
+    OK(shmlimit_peek(api, 1, &d)); /* runs the check, on the old file; the next decision moves */
+    OK(shmlimit_acquire(api, 20, &d)); /* the old handle, on the new file's full bucket */
+    CHECK(d.allowed);
+    OK(shmlimit_peek(fresh, 1, &d));
+    CHECK(!d.allowed || d.remaining < 20);
+    shmlimit_limit_free(fresh);
+    shmlimit_limit_free(api);
+    shmlimit_limiter_free(limiter);
+    shmlimit_limiter_free(old);
+}
+
+/* The reboot choice: stored at creation, and an opener asking for the other one is refused. */
+static void reboot_choice(const char *dir) {
+    char path[4096];
+    shmlimit_def def;
+    shmlimit_options options;
+    shmlimit_limiter *limiter = NULL;
+
+    snprintf(path, sizeof path, "%s/reboot.shm", dir);
+    zero_def(&def, "daily", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    memset(&options, 0, sizeof options);
+    options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    options.on_reboot = SHMLIMIT_ON_REBOOT_TRANSLATE;
+    EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_open",
+                shmlimit_limiter_open(path, &options, &limiter));
+    options.on_reboot = SHMLIMIT_ON_REBOOT_DEFAULT;
+    OK(shmlimit_limiter_open(path, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
+    OK(shmlimit_limiter_open(path, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+
+    /* A calendar day in UTC-05:00: the offset travels in the rate field, both ways. */
+    snprintf(path, sizeof path, "%s/calendar.shm", dir);
+    zero_def(&def, "day", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    def.rate = (uint64_t)(int64_t)(-5 * 3600);
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+    {
+        shmlimit_def stored;
+        OK(shmlimit_limiter_definition(limiter, 0, &stored));
+        CHECK(stored.alignment == SHMLIMIT_ALIGN_CALENDAR);
+        CHECK((int64_t)stored.rate == -5 * 3600);
+    }
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    /* A calendar month in UTC: full, it waits for the 1st of the next month (at most 31 days). */
+    snprintf(path, sizeof path, "%s/monthly.shm", dir);
+    zero_def(&def, "month", SHMLIMIT_FIXED_WINDOW, 3, SHMLIMIT_MONTH_NS, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+    {
+        shmlimit_limit *month = NULL;
+        shmlimit_decision d;
+        OK(shmlimit_limiter_limit(limiter, "month", &month));
+        OK(shmlimit_acquire(month, 3, &d));
+        CHECK(d.allowed);
+        OK(shmlimit_acquire(month, 1, &d));
+        CHECK(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= 31 * 86400 * SECOND);
+        shmlimit_limit_free(month);
+    }
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    def.rate = (uint64_t)(int64_t)(19 * 3600);
+    zero_def(&def, "day", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    def.rate = (uint64_t)(int64_t)(19 * 3600);
+    snprintf(path, sizeof path, "%s/calendar-bad.shm", dir);
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+}
+
 /* What an HTTP client is told: the reset of each decision, each limit's policy, and the header
  * values rendered by the core. */
 static void client_headers(const char *dir) {
@@ -1035,6 +1156,8 @@ int main(int argc, char **argv) {
     keyed_permits(argv[1]);
     waiting(argv[1]);
     reservations(argv[1]);
+    deploys(argv[1]);
+    reboot_choice(argv[1]);
     client_headers(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;

@@ -30,6 +30,7 @@
 //! ([`open_snapshot`]) reads the data extents with `pread` and allocates nothing.
 
 pub(crate) mod layout;
+pub(crate) mod reboot;
 
 use std::fs::{self, File};
 use std::io;
@@ -37,7 +38,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -56,6 +56,8 @@ pub(crate) struct Access {
     /// Accept a file in a directory that others may write without the sticky bit (where anyone
     /// who can write the directory can replace the file).
     pub allow_unsafe_directory: bool,
+    /// What a created file does at a reboot; `Some` also requires an opened file to agree.
+    pub on_reboot: Option<reboot::OnReboot>,
 }
 
 impl Default for Access {
@@ -64,8 +66,18 @@ impl Default for Access {
             mode: 0o600,
             allow_other_owner: false,
             allow_unsafe_directory: false,
+            on_reboot: None,
         }
     }
+}
+
+/// What names one limiter file: the device and inode it was opened as, and the random id its
+/// creator wrote in its header. A path that stops naming both is a replaced file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ident {
+    pub dev: u64,
+    pub ino: u64,
+    pub file_id: u64,
 }
 
 /// A validated, mapped limiter file.
@@ -76,6 +88,10 @@ pub(crate) struct Mapped {
     pub geometry: Geometry,
     pub defs: Vec<LimitDef>,
     pub file: File,
+    /// The file as it was opened.
+    pub ident: Ident,
+    /// The access checks it was opened with (a re-attach uses them again).
+    pub access: Access,
 }
 
 // The mapping is only ever accessed through atomics at validated offsets.
@@ -121,6 +137,11 @@ impl Mapped {
         }
     }
 
+    /// `msync(MS_SYNC)` of the whole mapping: its dirty pages are on the disk on return.
+    pub fn flush(&self) -> io::Result<()> {
+        self.map.flush()
+    }
+
     pub fn header(&self, index: usize) -> u64 {
         // Acquire: pairs with the Release stores of a boot reset.
         self.word(index * 8).load(Ordering::Acquire)
@@ -160,7 +181,7 @@ fn open_existing(path: &Path) -> io::Result<File> {
 }
 
 /// The complete initial image of header and definitions.
-fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
+fn image(defs: &[LimitDef], geometry: &Geometry, on_reboot: reboot::OnReboot) -> Vec<u8> {
     let mut header = vec![0u64; HEADER_SIZE / 8];
     header[word::MAGIC] = layout::MAGIC;
     header[word::VERSION] = layout::FORMAT_VERSION as u64 | ((HEADER_SIZE as u64) << 32);
@@ -179,6 +200,8 @@ fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
     header[word::CLOCK_ID] = layout::CLOCK_MONOTONIC_ID;
     header[word::TIMENS_OFFSET] = clock::timens_monotonic_offset_ns() as u64;
     header[word::WALL_OFFSET] = clock::wall_offset_ns();
+    header[word::WALL_MAX] = header[word::WALL_OFFSET];
+    header[word::ON_REBOOT] = on_reboot.code();
     header[word::CREATED] = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -186,6 +209,7 @@ fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
     let seed = random_seed();
     header[word::HASH_SEED] = seed[0];
     header[word::HASH_SEED + 1] = seed[1];
+    header[word::FILE_ID] = random_seed()[0].max(1);
     let mut def_bytes = Vec::with_capacity(defs.len() * DEF_SIZE);
     for (def, &slot) in defs.iter().zip(&geometry.slots) {
         for w in layout::encode_def(def, slot) {
@@ -227,7 +251,7 @@ fn random_seed() -> [u64; 2] {
 /// `Ok(false)`: another creator won the race.
 fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
     let geometry = Geometry::compute(defs);
-    let bytes = image(defs, &geometry);
+    let bytes = image(defs, &geometry, access.on_reboot.unwrap_or_default());
     let lines = control_lines(defs, &geometry);
     let dir = parent_dir(path);
     let fill = |file: &File| -> io::Result<()> {
@@ -530,35 +554,32 @@ fn check_directory(path: &Path, access: &Access) -> Result<()> {
     Ok(())
 }
 
-/// Create the file with `defs` unless it exists, then attach; an existing file must hold the
-/// same definitions.
+/// Create the file with `defs` unless it exists, then attach, taking an existing file's
+/// definitions as they are (the caller reconciles them with `defs`, see [`crate::reconcile`]).
 pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) -> Result<Mapped> {
     check_mode(access)?;
     check_defs(defs)?;
     check_directory(path, access)?;
     for _ in 0..64 {
         match open_existing(path) {
-            Ok(file) => return attach(file, path, Some(defs), access, false),
+            Ok(file) => return attach(file, path, access, false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("opening", path, e)),
         }
         if create_new(path, defs, access)? {
             let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-            return attach(file, path, Some(defs), access, false);
+            return attach(file, path, access, false);
         }
     }
     Err(Error::NotInitialized(path.to_owned()))
 }
 
 /// Attach to an existing file, taking its definitions as they are.
-pub(crate) fn open(path: &Path, expected: Option<&[LimitDef]>, access: &Access) -> Result<Mapped> {
+pub(crate) fn open(path: &Path, access: &Access) -> Result<Mapped> {
     check_mode(access)?;
-    if let Some(defs) = expected {
-        check_defs(defs)?;
-    }
     check_directory(path, access)?;
     let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, expected, access, false)
+    attach(file, path, access, false)
 }
 
 /// A private copy of an existing file, for reading its state: validated as [`open`] does,
@@ -572,10 +593,44 @@ pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, None, access, true)
+    attach(file, path, access, true)
 }
 
-fn check_defs(defs: &[LimitDef]) -> Result<()> {
+/// Replace the file at `path` with a new one holding `defs`: the new file is complete (written
+/// and linked under a temporary name in the same directory) before `rename` puts it at `path`
+/// in one step. Processes attached to the old file keep it mapped until they notice.
+pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access) -> Result<()> {
+    check_defs(defs)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = parent_dir(path).join(format!(
+        ".{name}.{}.{:x}.new",
+        std::process::id(),
+        random_seed()[0]
+    ));
+    if !create_new(&tmp, defs, access)? {
+        return Err(io_err(
+            "creating the replacement file",
+            &tmp,
+            io::Error::from(io::ErrorKind::AlreadyExists),
+        ));
+    }
+    fs::rename(&tmp, path).map_err(|e| {
+        let _ = fs::remove_file(&tmp);
+        io_err("renaming the replacement file into place", path, e)
+    })
+}
+
+/// What `path` names now: its device and inode (without following a final symlink).
+pub(crate) fn path_ident(path: &Path) -> io::Result<(u64, u64)> {
+    let meta = fs::symlink_metadata(path)?;
+    Ok((meta.dev(), meta.ino()))
+}
+
+/// Check the definitions as creating a file would.
+pub(crate) fn check_defs(defs: &[LimitDef]) -> Result<()> {
     if defs.len() > MAX_LIMITS {
         return Err(crate::error::invalid(
             "",
@@ -616,13 +671,7 @@ fn read_words(file: &File, path: &Path, offset: u64, len: usize) -> Result<Vec<u
 }
 
 /// Validate an open file completely, then map it.
-fn attach(
-    file: File,
-    path: &Path,
-    expected: Option<&[LimitDef]>,
-    access: &Access,
-    snapshot: bool,
-) -> Result<Mapped> {
+fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -> Result<Mapped> {
     let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
     if !meta.file_type().is_file() {
         return Err(Error::NotRegularFile(path.to_owned()));
@@ -758,9 +807,26 @@ fn attach(
             our_offset_ns: ours,
         });
     }
-    if let Some(expected) = expected {
-        compare_defs(path, expected, &defs)?;
+    let on_reboot = reboot::OnReboot::from_code(header[word::ON_REBOOT])
+        .ok_or_else(|| corrupt(path, "unknown reboot policy (word 25)"))?;
+    if access.on_reboot.is_some_and(|want| want != on_reboot) {
+        return Err(Error::DefinitionConflict {
+            path: path.to_owned(),
+            reason: format!(
+                "the file was created to {} at a reboot, not to {}",
+                on_reboot.describe(),
+                access.on_reboot.unwrap_or_default().describe()
+            ),
+        });
     }
+    if header[word::FILE_ID] == 0 {
+        return Err(corrupt(path, "file id is zero"));
+    }
+    let ident = Ident {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        file_id: header[word::FILE_ID],
+    };
     let map = if snapshot {
         let mut copy = MmapOptions::new()
             .len(geometry.file_size)
@@ -782,8 +848,10 @@ fn attach(
         geometry,
         defs,
         file,
+        ident,
+        access: access.clone(),
     };
-    reset_if_rebooted(&mapped)?;
+    reboot::on_open(&mapped)?;
     Ok(mapped)
 }
 
@@ -821,96 +889,5 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
             }
         }
     }
-}
-
-fn compare_defs(path: &Path, expected: &[LimitDef], found: &[LimitDef]) -> Result<()> {
-    let conflict = |reason: String| Error::DefinitionConflict {
-        path: path.to_owned(),
-        reason,
-    };
-    for want in expected {
-        match found.iter().find(|d| d.name == want.name) {
-            None => {
-                return Err(conflict(format!(
-                    "limit `{}` is not defined in the file",
-                    want.name
-                )))
-            }
-            Some(have) if have != want => {
-                return Err(conflict(format!(
-                    "limit `{}` is {:?} in the file, {:?} requested",
-                    want.name, have, want
-                )))
-            }
-            Some(_) => {}
-        }
-    }
-    if let Some(extra) = found
-        .iter()
-        .find(|d| !expected.iter().any(|w| w.name == d.name))
-    {
-        return Err(conflict(format!(
-            "the file also defines `{}`, which was not requested",
-            extra.name
-        )));
-    }
-    Ok(())
-}
-
-/// If the file's boot id is not this boot's, every stored time belongs to a dead clock: reset all
-/// state to fresh (full buckets, empty windows and logs), once, under an exclusive `flock`.
-fn reset_if_rebooted(mapped: &Mapped) -> Result<()> {
-    let boot = clock::boot_id();
-    let ours = [
-        u64::from_ne_bytes(boot[..8].try_into().expect("8 bytes")),
-        u64::from_ne_bytes(boot[8..].try_into().expect("8 bytes")),
-    ];
-    let current = || {
-        [
-            mapped.header(word::BOOT_ID),
-            mapped.header(word::BOOT_ID + 1),
-        ]
-    };
-    if current() == ours {
-        return Ok(());
-    }
-    let fd = mapped.file.as_raw_fd();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        // SAFETY: `fd` is the open file descriptor owned by `mapped.file`; flock has no memory
-        // preconditions.
-        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(Error::NotInitialized(mapped.path.clone()));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    if current() != ours {
-        for index in 0..mapped.defs.len() {
-            reset_limit(mapped, index);
-        }
-        let g = &mapped.geometry;
-        for w in mapped.words(g.stats_offset, g.stats_len / 8) {
-            // Relaxed: published by the Release store of the boot id below.
-            w.store(0, Ordering::Relaxed);
-        }
-        mapped
-            .word(word::WALL_OFFSET * 8)
-            .store(clock::wall_offset_ns(), Ordering::Relaxed);
-        mapped
-            .word(word::RESET_COUNT * 8)
-            .fetch_add(1, Ordering::Relaxed);
-        // Release: whoever reads this boot id (Acquire) sees the zeroed state.
-        mapped
-            .word(word::BOOT_ID * 8)
-            .store(ours[0], Ordering::Release);
-        mapped
-            .word((word::BOOT_ID + 1) * 8)
-            .store(ours[1], Ordering::Release);
-    }
-    // SAFETY: as above.
-    unsafe { libc::flock(fd, libc::LOCK_UN) };
-    Ok(())
+    reboot::clear_failed(mapped, index);
 }

@@ -392,6 +392,10 @@ impl<C: Clock> Limit<C> {
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] as for
     /// [`Limit::try_acquire_key`].
     pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
+        let maker = self.maker_of(grant);
+        if !std::ptr::eq(maker, self) {
+            return maker.refund_key(key, grant);
+        }
         self.keyed_only()?;
         let tag = self.key_tag(key)?;
         self.check_origin(grant)?;
@@ -504,13 +508,41 @@ impl<C: Clock> Limit<C> {
 
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let this = self.follow()?;
+        match at {
+            Some(now) => {
+                let decision = this.run_key_on(key, cost, commit, &mut || now);
+                this.check_after(this.clock().now_ns());
+                decision
+            }
+            None => {
+                // Every attempt reads the clock after loading the key's state (see
+                // `Limit::run`); the last read doubles as the time of the replacement check.
+                let mut used = 0;
+                let decision = this.run_key_on(key, cost, commit, &mut || {
+                    used = this.clock().now_ns();
+                    used
+                });
+                this.check_after(used);
+                decision
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn run_key_on(
+        &self,
+        key: &[u8],
+        cost: u64,
+        commit: bool,
+        mut now: impl FnMut() -> u64,
+    ) -> Result<Decision> {
         if cost == 0 {
             return Err(Error::ZeroCost);
         }
         let on_full = self.keyed_only()?;
         let tag = self.key_tag(key)?;
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
-        let mut now = || at.unwrap_or_else(|| self.clock().now_ns());
         let decision = match Table::new(slots).decide(self, tag, cost, commit, &mut now)? {
             Outcome::Decided(d) => d,
             Outcome::Full { fresh_in_ns } => {

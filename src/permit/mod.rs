@@ -446,6 +446,10 @@ impl<C: Clock> Limit<C> {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
+        let this = self.current()?;
+        if !std::ptr::eq(this, self) {
+            return this.try_acquire_permit();
+        }
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
         let entry = self.grab(&table, lease_ns, me);
@@ -465,6 +469,10 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`Limit::try_acquire_permit`].
     pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
+        let this = self.current()?;
+        if !std::ptr::eq(this, self) {
+            return this.acquire_permit_timeout(timeout);
+        }
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
         self.wait_for_permit(0, timeout, || {
@@ -537,6 +545,10 @@ impl<C: Clock> Limit<C> {
     /// # Ok(()) }
     /// ```
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
+        let this = self.current()?;
+        if !std::ptr::eq(this, self) {
+            return this.try_acquire_key_permit(key);
+        }
         let tag = self.key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
         let me = self.own_identity()?;
@@ -561,6 +573,10 @@ impl<C: Clock> Limit<C> {
         key: &[u8],
         timeout: Duration,
     ) -> Result<Option<Permit<C>>> {
+        let this = self.current()?;
+        if !std::ptr::eq(this, self) {
+            return this.acquire_key_permit_timeout(key, timeout);
+        }
         let tag = self.key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
         let me = self.own_identity()?;

@@ -36,6 +36,7 @@ class WrapperTest(unittest.TestCase):
         self.assertEqual(shmlimit._Def.near_limit.offset, 56)
         self.assertEqual(shmlimit._Def.fleet_emission_ns.offset, 64)
         self.assertEqual(ctypes.sizeof(shmlimit._Options), 40)
+        self.assertEqual(shmlimit._Options.on_conflict.offset, 8)
         # Decisions cross ctypes as opaque bytes of the extension's sizeof(shmlimit_decision).
         self.assertEqual(ctypes.sizeof(shmlimit._Decision), _native.DECISION_SIZE)
         self.assertEqual(ctypes.sizeof(shmlimit._Stats), 64)
@@ -301,6 +302,84 @@ class LaterFeaturesTest(unittest.TestCase):
                 b.set_limit(5)
             with self.assertRaises(shmlimit.InvalidParameterError):
                 b.set_rate(0)
+
+    def test_deploy_that_changes_a_limit(self):
+        # Release 1: 200/s. A worker uses 15 of the 20 tokens.
+        old = Limiter.create_or_open(self.path, {"api": TokenBucket(rate=200, burst=20)})
+        api = old.limit("api")
+        self.assertTrue(api.try_acquire(15))
+        # Release 2 asks for 300/s: refused by default, naming the fields...
+        new = {"api": TokenBucket(rate=300, burst=20)}
+        with self.assertRaises(shmlimit.DefinitionConflictError) as cm:
+            Limiter.create_or_open(self.path, new)
+        self.assertTrue(str(cm.exception).endswith(
+            "`api`: rate 200/s in the file, 300/s requested; burst 20 in both"), str(cm.exception))
+        with self.assertRaises(ValueError):
+            Limiter.create_or_open(self.path, new, on_conflict="replace")
+        # ... adopted live with on_conflict="adopt": same file, usage kept, old handle retuned.
+        with Limiter.create_or_open(self.path, new, on_conflict="adopt") as lim:
+            self.assertEqual(lim.limit("api").live_definition.emission_ns, 3_333_334)
+        self.assertEqual(api.live_definition.emission_ns, 3_333_334)
+        # A file retuned to 300/s matches a request for 300/s (refuse, the default).
+        Limiter.create_or_open(self.path, new).close()
+        # A new limit needs a new file: it replaces the old one, and the old handle moves to
+        # it within about a second.
+        newer = {"api": TokenBucket(rate=300, burst=20), "log": SlidingLog(3, HOUR)}
+        with Limiter.create_or_open(self.path, newer, on_conflict="adopt") as lim:
+            self.assertEqual(set(lim.definitions()), {"api", "log"})
+            self.assertEqual(lim.limit("api").stats().allowed, 0)
+            time.sleep(1.1)
+            api.peek()  # runs the check (decided on the old file); the next decision moves
+            self.assertTrue(api.try_acquire(20))  # the new file's full bucket
+            self.assertEqual(lim.limit("api").stats().allowed, 1)
+        old.close()
+    def test_calendar_windows(self):
+        week = FixedWindow(5, shmlimit.WEEK, aligned="calendar", utc_offset=-5 * 3600)
+        with Limiter.create_or_open(self.path, {"week": week}) as lim:
+            self.assertEqual(lim.definitions()["week"], week)
+            self.assertTrue(lim.limit("week").try_acquire(5))
+            self.assertFalse(lim.limit("week").try_acquire())
+        month = FixedWindow(3, shmlimit.MONTH, aligned="calendar")
+        with Limiter.create_or_open(os.path.join(self.dir.name, "month.shm"),
+                                    {"month": month}) as lim:
+            self.assertEqual(lim.definitions()["month"], month)
+            self.assertTrue(lim.limit("month").try_acquire(3))
+            denied = lim.limit("month").try_acquire()
+            self.assertFalse(denied)
+            self.assertLessEqual(denied.retry_after, 31 * shmlimit.DAY)
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            FixedWindow(5, shmlimit.DAY, utc_offset=3600)
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            Limiter.create_or_open(os.path.join(self.dir.name, "bad.shm"), {
+                "d": FixedWindow(5, shmlimit.DAY, aligned="calendar", utc_offset=19 * 3600)})
+
+    def test_rates_per_day_week_and_month(self):
+        self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.DAY).emission_ns, 8_640_000_000)
+        self.assertEqual(TokenBucket(rate=7, per=shmlimit.WEEK).emission_ns, 86_400 * 10**9)
+        self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.MONTH).emission_ns, 262_974_600_000)
+
+    def test_a_daily_quota_survives_a_simulated_reboot_unless_the_file_resets(self):
+        day = 86_400
+        boot_id_offset = 12 * 8  # header words 12-13
+        for choice, back in (("translate", False), (None, False), ("reset", True)):
+            path = os.path.join(self.dir.name, f"reboot-{choice}.shm")
+            with Limiter.create_or_open(path, {"daily": FixedWindow(10, day)},
+                                        on_reboot=choice) as lim:
+                self.assertTrue(lim.limit("daily").try_acquire(10))
+                self.assertFalse(lim.limit("daily").try_acquire())
+            # Another boot wrote the file: its boot id differs.
+            with open(path, "r+b") as f:
+                f.seek(boot_id_offset)
+                word = bytearray(f.read(8))
+                word[0] ^= 0xFF
+                f.seek(boot_id_offset)
+                f.write(bytes(word))
+            with Limiter.open(path) as lim:
+                self.assertEqual(bool(lim.limit("daily").try_acquire()), back, choice)
+        with self.assertRaises(shmlimit.DefinitionConflictError):
+            Limiter.open(os.path.join(self.dir.name, "reboot-reset.shm"), on_reboot="translate")
+        with self.assertRaises(ValueError):
+            Limiter.open(self.path, on_reboot="sometimes")
 
     def test_acquire_with_timeout(self):
         with Limiter.create_or_open(self.path, {

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use shmlimit::{Algorithm, Decision, Limiter, PermitHolder, Stats};
+use shmlimit::{Algorithm, Decision, Limiter, OnConflict, OnReboot, PermitHolder, Stats};
 use toml::{Table, Value};
 
 use crate::config::{self, Definition};
@@ -20,8 +20,11 @@ use crate::{Failure, OpenArgs};
         "  shmlimit create /dev/shm/app.shm --config limits.toml\n",
         "  shmlimit create /dev/shm/api.shm --name api --algorithm token_bucket --rate 100/s --burst 20\n",
         "  shmlimit create /dev/shm/search.shm --name search --algorithm sliding_log --limit 100 --window 60s\n\n",
-        "If the file exists with the same definitions, it is left as it is; with other definitions,\n",
-        "it is an error (exit 2).\n\n",
+        "If the file exists with the same definitions (its live, possibly retuned, parameters), it is\n",
+        "left as it is. With other definitions it is an error (exit 2) naming every differing field,\n",
+        "unless --on-conflict adopt: then a rate, burst or window limit is retuned live (usage kept),\n",
+        "and any other change makes a new file that atomically replaces the old one (processes\n",
+        "attached to it move to the new file within about a second).\n\n",
         exit_codes!()
     )
 )]
@@ -67,9 +70,31 @@ pub struct CreateArgs {
     /// Permission bits (octal) of the created file; 660 shares it with the group
     #[arg(long, value_name = "MODE", default_value = "600", value_parser = crate::parse_mode)]
     mode: u32,
+    /// When the file exists with other definitions: refuse (default) or adopt
+    #[arg(long, value_name = "POLICY", default_value = "refuse", value_parser = ["refuse", "adopt"])]
+    on_conflict: String,
+    /// At a reboot: translate (default; quotas used before it stay used) or reset (every limit
+    /// fresh). Given for an existing file, it must be the file's choice
+    #[arg(long, value_name = "CHOICE", value_parser = parse_on_reboot)]
+    on_reboot: Option<OnReboot>,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
+}
+
+fn parse_on_reboot(text: &str) -> Result<OnReboot, String> {
+    match text {
+        "translate" => Ok(OnReboot::Translate),
+        "reset" => Ok(OnReboot::Reset),
+        other => Err(format!("\"{other}\": write translate or reset")),
+    }
+}
+
+fn on_reboot_name(choice: OnReboot) -> &'static str {
+    match choice {
+        OnReboot::Translate => "translate",
+        OnReboot::Reset => "reset",
+    }
 }
 
 #[derive(Args)]
@@ -438,6 +463,7 @@ fn inline_def(args: &CreateArgs) -> Result<Vec<Definition>, Failure> {
 struct CreateJson {
     path: String,
     created: bool,
+    adopted: bool,
     limits: Vec<DefinitionJson>,
 }
 
@@ -447,25 +473,50 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
         None => inline_def(&args)?,
     };
     let existed = std::fs::symlink_metadata(&args.path).is_ok();
-    let mut builder = Limiter::builder().mode(args.mode);
-    for def in &defs {
-        builder = builder.define(def.def.clone());
-    }
-    let limiter = builder
+    let adopt = args.on_conflict == "adopt";
+    let builder = |policy| {
+        let mut b = Limiter::builder().mode(args.mode).on_conflict(policy);
+        if let Some(choice) = args.on_reboot {
+            b = b.on_reboot(choice);
+        }
+        for def in &defs {
+            b = b.define(def.def.clone());
+        }
+        b
+    };
+    // Whether adopting changes anything: the file as it is, compared without changing it.
+    let differed = existed
+        && adopt
+        && matches!(
+            builder(OnConflict::Refuse).open(&args.path),
+            Err(shmlimit::Error::DefinitionConflict { .. })
+        );
+    let policy = if adopt {
+        OnConflict::Adopt
+    } else {
+        OnConflict::Refuse
+    };
+    let limiter = builder(policy)
         .create_or_open(&args.path)
         .map_err(|e| Failure::library(e, &args.path))?;
+    let live = limiter.live_definitions();
     if args.json {
         print_json(&CreateJson {
             path: args.path.display().to_string(),
             created: !existed,
-            limits: limiter
-                .definitions()
+            adopted: differed,
+            limits: live
                 .iter()
                 .map(|d| DefinitionJson::of(&d.name, &d.algorithm))
                 .collect(),
         });
     } else {
-        if existed {
+        if differed {
+            println!(
+                "{}: existed with other definitions; adopted these",
+                args.path.display()
+            );
+        } else if existed {
             println!(
                 "{}: exists with these definitions; left as it is",
                 args.path.display()
@@ -481,14 +532,9 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
         }
         print!(
             "{}",
-            render::definitions(
-                limiter
-                    .definitions()
-                    .iter()
-                    .map(|d| (d.name.as_str(), &d.algorithm)),
-            )
+            render::definitions(live.iter().map(|d| (d.name.as_str(), &d.algorithm)),)
         );
-        print_options(limiter.definitions());
+        print_options(&live);
     }
     Ok(())
 }
@@ -500,6 +546,16 @@ struct InspectJson {
     mode: String,
     owner_uid: u32,
     reset_count: u64,
+    /// "translate" or "reset": what a reboot does to the state.
+    on_reboot: &'static str,
+    /// Reboots whose stored times were translated.
+    translations: u64,
+    /// Wall time that elapsed across the last translated reboot, ns (negative: the wall clock
+    /// went backwards).
+    last_reboot_wall_elapsed_ns: i64,
+    /// Limits holding a state that could not be translated: they deny until it expires or they
+    /// are reset.
+    failed_closed: Vec<String>,
     format_version: u32,
     /// The boot the stored times belong to, as 32 hex digits.
     boot_id: String,
@@ -693,6 +749,12 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
     })?;
     let states = states(&limiter);
     let info = limiter.file_info();
+    let reboot = limiter.reboot_info();
+    let failed: Vec<String> = reboot
+        .failed_closed
+        .iter()
+        .map(|&i| limiter.definitions()[i].name.clone())
+        .collect();
     if args.json {
         print_json(&InspectJson {
             path: args.path.display().to_string(),
@@ -700,6 +762,10 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
             mode: format!("{:04o}", meta.mode() & 0o777),
             owner_uid: meta.uid(),
             reset_count: info.reset_count,
+            on_reboot: on_reboot_name(reboot.on_reboot),
+            translations: reboot.translations,
+            last_reboot_wall_elapsed_ns: reboot.last_wall_elapsed_ns,
+            failed_closed: failed.clone(),
             format_version: info.format_version,
             boot_id: hex(&info.boot_id),
             created_unix_ns: info.created_unix_ns,
@@ -734,10 +800,37 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         info.counters.0,
         info.counters.1
     );
-    println!(
-        "resets  {} (state resets after a host reboot)",
-        info.reset_count
-    );
+    match reboot.on_reboot {
+        OnReboot::Translate => println!(
+            "reboot  translate: {} reboot{} translated{}",
+            reboot.translations,
+            if reboot.translations == 1 { "" } else { "s" },
+            if reboot.translations == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", the last after {} of wall time{}",
+                    render_signed_duration(reboot.last_wall_elapsed_ns),
+                    if reboot.last_wall_elapsed_ns < 0 {
+                        " (the wall clock went backwards: nothing extra granted)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+        ),
+        OnReboot::Reset => println!(
+            "reboot  reset: {} state reset{} after a host reboot",
+            info.reset_count,
+            if info.reset_count == 1 { "" } else { "s" }
+        ),
+    }
+    for name in &failed {
+        println!(
+            "FAILED CLOSED  limit \"{name}\": a state from before the last reboot could not be \
+             translated; it denies until that state expires or `shmlimit reset` is run"
+        );
+    }
     println!();
     println!("definitions ({})", states.len());
     print!(
@@ -842,6 +935,17 @@ fn monotonic_now_ns() -> u64 {
 }
 
 /// A creation time in Unix nanoseconds, as UTC `YYYY-MM-DD HH:MM:SS` (and the raw value).
+fn render_signed_duration(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let secs = ns.unsigned_abs() / 1_000_000_000;
+    format!(
+        "{sign}{}h{:02}m{:02}s",
+        secs / 3_600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 fn created(unix_ns: u64) -> String {
     let secs = unix_ns / 1_000_000_000;
     let (days, rem) = (secs / 86_400, secs % 86_400);

@@ -1,0 +1,561 @@
+//! Deploys that change definitions, and files replaced under running processes.
+//!
+//! * `create_or_open` compares with the file's live parameters; under the default
+//!   `OnConflict::Refuse` a difference is an error naming every differing field in the user's
+//!   terms; under `OnConflict::Adopt` a change the layout can hold is a live retune that keeps
+//!   the usage, any other change a new file that atomically replaces the old one;
+//! * many processes starting together with new definitions converge on one file;
+//! * a handle notices, within about a second, that its path names another file (unlink and
+//!   recreate, rename over, bytes copied over the same inode, truncate and restore) and moves
+//!   to it: across the replacement, admissions stay within the new file's bound plus what the
+//!   old one can grant during the detection interval.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::time::Duration;
+
+use common::{fork_lock, fork_workers, now_ns, spawn, temp_path, SharedWords, MS, SEC};
+use shmlimit::{
+    Algorithm, Error, FixedWindow, Limiter, OnConflict, Rate, SlidingLog, TokenBucket, Unavailable,
+    REPLACEMENT_CHECK,
+};
+
+fn bucket(per_s: u64, burst: u64) -> TokenBucket {
+    TokenBucket::new(burst, Rate::per_second(per_s).unwrap())
+}
+
+fn ino(path: &Path) -> u64 {
+    fs::metadata(path).unwrap().ino()
+}
+
+#[test]
+fn a_conflict_names_every_differing_field_in_user_terms() {
+    let (_dir, path) = temp_path("conflict.shm");
+    Limiter::builder()
+        .limit("api", bucket(200, 20))
+        .limit("search", FixedWindow::new(100, Duration::from_secs(60)))
+        .create_or_open(&path)
+        .unwrap();
+    let err = Limiter::builder()
+        .limit("api", bucket(300, 20))
+        .limit("search", FixedWindow::new(100, Duration::from_secs(60)))
+        .create_or_open(&path)
+        .unwrap_err();
+    assert!(matches!(err, Error::DefinitionConflict { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.ends_with("`api`: rate 200/s in the file, 300/s requested; burst 20 in both"),
+        "{text}"
+    );
+    assert!(!text.contains("TokenBucket {"), "no Debug dump: {text}");
+    let err = Limiter::builder()
+        .limit("api", SlidingLog::new(20, Duration::from_secs(1)))
+        .limit("extra", bucket(1, 1))
+        .create_or_open(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains(
+            "`api`: token bucket, rate 200/s, burst 20 in the file, sliding log, limit 20, \
+             window 1s requested"
+        ) && err.contains("`extra`: not in the file, requested as token bucket, rate 1/s, burst 1")
+            && err.contains("`search`: in the file (fixed window, limit 100, window 1min"),
+        "{err}"
+    );
+    // Nothing changed in the file.
+    let l = Limiter::open(&path).unwrap();
+    assert_eq!(
+        l.limit("api").unwrap().live_algorithm().unwrap(),
+        *l.limit("api").unwrap().algorithm()
+    );
+}
+
+#[test]
+fn comparisons_use_the_live_parameters() {
+    let (_dir, path) = temp_path("live.shm");
+    let limiter = Limiter::builder()
+        .limit("api", bucket(200, 20))
+        .create_or_open(&path)
+        .unwrap();
+    limiter
+        .limit("api")
+        .unwrap()
+        .set_token_bucket(20, Rate::per_second(300).unwrap())
+        .unwrap();
+    // The retuned file matches a request for 300/s, and no longer one for 200/s.
+    Limiter::builder()
+        .limit("api", bucket(300, 20))
+        .create_or_open(&path)
+        .expect("a file retuned to 300/s matches 300/s");
+    let err = Limiter::builder()
+        .limit("api", bucket(200, 20))
+        .create_or_open(&path)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.ends_with("`api`: rate 300/s in the file, 200/s requested; burst 20 in both"),
+        "{err}"
+    );
+    // Builder::open compares the same way.
+    Limiter::builder()
+        .limit("api", bucket(300, 20))
+        .open(&path)
+        .unwrap();
+}
+
+#[test]
+fn adopting_a_rate_or_limit_change_is_a_live_retune_that_keeps_the_usage() {
+    let (_dir, path) = temp_path("retune.shm");
+    let slow = Rate::new(1, Duration::from_secs(3600)).unwrap();
+    let old = Limiter::builder()
+        .limit("api", TokenBucket::new(20, slow))
+        .limit("win", FixedWindow::new(10, Duration::from_secs(3600)))
+        .create_or_open(&path)
+        .unwrap();
+    let id = old.file_info().file_id;
+    let (api, win) = (old.limit("api").unwrap(), old.limit("win").unwrap());
+    assert!(api.try_acquire(15).unwrap().is_allowed());
+    assert!(win.try_acquire(8).unwrap().is_allowed());
+    let slower = Rate::new(1, Duration::from_secs(7200)).unwrap();
+    let new = Limiter::builder()
+        .limit("api", TokenBucket::new(40, slower))
+        .limit("win", FixedWindow::new(12, Duration::from_secs(3600)))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    assert_eq!(new.file_info().file_id, id, "a retune keeps the file");
+    // The old handles see the new parameters at once, with the usage kept: 15 of 20 used
+    // becomes 30 of 40 (15 tokens at the old rate are 15 tokens at the new one).
+    assert_eq!(
+        api.live_algorithm().unwrap(),
+        Algorithm::TokenBucket {
+            capacity: 40,
+            emission_ns: slower.emission_ns()
+        }
+    );
+    assert!(api.try_acquire(25).unwrap().is_allowed());
+    assert!(
+        api.try_acquire(1).unwrap().is_denied(),
+        "the usage was kept"
+    );
+    assert!(win.try_acquire(4).unwrap().is_allowed());
+    assert!(win.try_acquire(1).unwrap().is_denied(), "8 + 4 of 12");
+}
+
+#[test]
+fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow() {
+    let (_dir, path) = temp_path("grow.shm");
+    let old = Limiter::builder()
+        .limit("api", bucket(1, 5))
+        .create_or_open(&path)
+        .unwrap();
+    let api = old.limit("api").unwrap();
+    assert!(api.try_acquire(5).unwrap().is_allowed());
+    let before = ino(&path);
+    let new = Limiter::builder()
+        .limit("api", bucket(1, 5))
+        .limit("log", SlidingLog::new(3, Duration::from_secs(60)))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    assert_ne!(ino(&path), before, "a new file at the path");
+    assert_ne!(new.file_info().file_id, old.file_info().file_id);
+    assert_eq!(new.definitions().len(), 2);
+    // No temporary file is left in the directory.
+    let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names.len(), 1, "{names:?}");
+    // Within the check interval the old handle moves to the new (full) bucket: the decision
+    // that runs the check (here a peek) is still made on the old file, the next on the new.
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    assert!(!api.peek(5).unwrap().is_allowed(), "the old, empty bucket");
+    let d = api.try_acquire(5).unwrap();
+    assert!(d.is_allowed(), "decided on the new file's full bucket");
+    assert_eq!(new.limit("api").unwrap().stats().allowed, 1, "one decision");
+    // A grant made on the new file is refunded there through the old handle.
+    api.refund(&d).unwrap();
+    assert!(new.limit("api").unwrap().peek(5).unwrap().is_allowed());
+    // A limit removed by a later replacement is an error for its handles, not a silent
+    // decision on the old file.
+    let log = new.limit("log").unwrap();
+    assert!(log.try_acquire(1).unwrap().is_allowed());
+    Limiter::builder()
+        .limit("api", bucket(1, 5))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    assert!(
+        log.peek(1).unwrap().is_allowed(),
+        "the check runs after this decision"
+    );
+    let err = log.try_acquire(1).unwrap_err().to_string();
+    assert!(err.contains("has no limit `log`"), "{err}");
+}
+
+/// 16 processes start at once with definitions the file does not hold: all succeed, on one
+/// file, with one outcome.
+fn race(new_layout: bool) {
+    let _g = fork_lock();
+    let (_dir, path) = temp_path("race.shm");
+    let old = Limiter::builder()
+        .limit("api", bucket(200, 20))
+        .create_or_open(&path)
+        .unwrap();
+    let results = fork_workers(16, |_| {
+        let mut b = Limiter::builder().limit("api", bucket(300, 30));
+        if new_layout {
+            b = b.limit("extra", FixedWindow::new(5, Duration::from_secs(1)));
+        }
+        let l = b
+            .on_conflict(OnConflict::Adopt)
+            .create_or_open(&path)
+            .unwrap();
+        let live = l.limit("api").unwrap().live_algorithm().unwrap();
+        vec![
+            l.file_info().file_id,
+            live.capacity(),
+            l.definitions().len() as u64,
+        ]
+    });
+    let ids: std::collections::BTreeSet<u64> = results.iter().map(|r| r[0]).collect();
+    assert_eq!(ids.len(), 1, "all 16 on one file: {results:?}");
+    let final_id = Limiter::open(&path).unwrap().file_info().file_id;
+    assert_eq!(ids.into_iter().next(), Some(final_id));
+    assert_eq!(
+        final_id != old.file_info().file_id,
+        new_layout,
+        "replaced only for a new layout"
+    );
+    for r in &results {
+        assert_eq!(r[1], 30);
+        assert_eq!(r[2], if new_layout { 2 } else { 1 });
+    }
+    let names = fs::read_dir(path.parent().unwrap()).unwrap().count();
+    assert_eq!(names, 1, "no temporary files left");
+}
+
+#[test]
+fn sixteen_processes_adopting_a_retune_agree() {
+    race(false);
+}
+
+#[test]
+fn sixteen_processes_adopting_a_new_layout_converge_on_one_file() {
+    race(true);
+}
+
+#[test]
+fn sixteen_processes_with_equal_definitions_all_succeed() {
+    let _g = fork_lock();
+    let (_dir, path) = temp_path("equal.shm");
+    let results = fork_workers(16, |_| {
+        let l = Limiter::builder()
+            .limit("api", bucket(300, 30))
+            .create_or_open(&path)
+            .unwrap();
+        vec![l.file_info().file_id]
+    });
+    let ids: std::collections::BTreeSet<u64> = results.iter().map(|r| r[0]).collect();
+    assert_eq!(ids.len(), 1);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    UnlinkRecreate,
+    RenameOver,
+    CopyInPlace,
+    TruncateRestore,
+}
+
+const B: u64 = 10;
+const PER_S: u64 = 20;
+
+const OTHER_B: u64 = 5;
+
+/// The file a replacement puts at the path: another limit first, so that `tb` sits at
+/// another offset than in the old file (a handle following old offsets would decide on
+/// `other`).
+fn create_new_file(path: &Path) -> Limiter {
+    Limiter::builder()
+        .limit("other", bucket(1, OTHER_B))
+        .limit("tb", bucket(PER_S, B))
+        .create_or_open(path)
+        .unwrap()
+}
+
+/// Old workers hammer `tb` from before a replacement until the end; new workers start on the
+/// new file right after it. Counted across all of them, admissions stay within the old file's
+/// bound up to the replacement plus the detection interval, plus the new file's bound.
+fn replaced_under_running_workers(how: How) {
+    let _g = fork_lock();
+    let (dir, path) = temp_path("replaced.shm");
+    let t0 = now_ns();
+    let old = Limiter::builder()
+        .limit("tb", bucket(PER_S, B))
+        .create_or_open(&path)
+        .unwrap();
+    let old_tb = old.limit("tb").unwrap();
+    let end = t0 + 4 * SEC;
+    let replace_at = t0 + SEC;
+    // Word 0: pause request; word 1: paused workers.
+    let ctl = SharedWords::new(2);
+    let work = |path: &Path| {
+        let limiter = Limiter::open(path).unwrap();
+        let tb = limiter.limit("tb").unwrap();
+        let (mut admitted, mut errors) = (0u64, 0u64);
+        while now_ns() < end {
+            if ctl.at(0).load(std::sync::atomic::Ordering::SeqCst) == 1 {
+                ctl.at(1).fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                while ctl.at(0).load(std::sync::atomic::Ordering::SeqCst) == 1 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                ctl.at(1).fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            match tb.try_acquire(1) {
+                Ok(d) if d.is_allowed() => admitted += 1,
+                Ok(_) => {}
+                Err(_) => errors += 1,
+            }
+            std::thread::yield_now();
+        }
+        vec![admitted, errors]
+    };
+    let olds: Vec<_> = (0..3).map(|_| spawn(|| work(&path))).collect();
+    std::thread::sleep(Duration::from_nanos(replace_at.saturating_sub(now_ns())));
+    let staging = dir.path().join("staging.shm");
+    let t_new = now_ns();
+    let pause = |on: bool| {
+        use std::sync::atomic::Ordering::SeqCst;
+        ctl.at(0).store(on as u64, SeqCst);
+        let want = if on { olds.len() as u64 } else { 0 };
+        while ctl.at(1).load(SeqCst) != want {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    match how {
+        How::UnlinkRecreate => {
+            fs::remove_file(&path).unwrap();
+            drop(create_new_file(&path));
+        }
+        How::RenameOver => {
+            drop(create_new_file(&staging));
+            fs::rename(&staging, &path).unwrap();
+        }
+        How::CopyInPlace => {
+            // New bytes over the same inode, without truncating (the size is the same).
+            drop(create_new_file(&staging));
+            let bytes = fs::read(&staging).unwrap();
+            assert_eq!(bytes.len() as u64, fs::metadata(&path).unwrap().len());
+            let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all_at(&bytes, 0).unwrap();
+        }
+        How::TruncateRestore => {
+            // Truncated (workers paused: a mapped page past the end would fault), then another
+            // limiter file's bytes written back, as `cp` over the path does.
+            drop(create_new_file(&staging));
+            let bytes = fs::read(&staging).unwrap();
+            pause(true);
+            let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+            f.set_len(0).unwrap();
+            f.write_all_at(&bytes, 0).unwrap();
+            pause(false);
+        }
+    }
+    let t_replaced = now_ns();
+    let news: Vec<_> = (0..2).map(|_| spawn(|| work(&path))).collect();
+    let now = Limiter::open(&path).unwrap();
+    let other = now.limit("other").unwrap();
+    // After the detection interval, the old file grants nothing more, and no handle decides
+    // through old offsets.
+    std::thread::sleep(Duration::from_nanos(
+        (t_replaced + REPLACEMENT_CHECK.as_nanos() as u64 + 500 * MS).saturating_sub(now_ns()),
+    ));
+    let old_mid = old_tb.stats().allowed;
+    let other_mid = other.stats().allowed;
+    let mut admitted = 0;
+    let mut errors = 0;
+    for c in olds.into_iter().chain(news) {
+        let (status, words) = c.wait();
+        assert_eq!(status, 0, "worker failed");
+        admitted += words[0];
+        errors += words[1];
+    }
+    let secs = |ns: u64| ns as f64 / SEC as f64;
+    // The old file: from its creation to the replacement plus one check interval.
+    let old_bound =
+        B + (PER_S as f64 * secs(t_replaced - t0 + REPLACEMENT_CHECK.as_nanos() as u64)) as u64;
+    // The new file: from its creation to the end.
+    let new_bound = B + (PER_S as f64 * secs(end - t_new)) as u64;
+    // Bytes written over the same inode: until they notice, handles decide through their old
+    // offsets on whatever the new file holds there (here `other`), within that state's own
+    // bound over the detection interval.
+    let same_inode = matches!(how, How::CopyInPlace | How::TruncateRestore);
+    let other_bound = if same_inode {
+        OTHER_B + secs(REPLACEMENT_CHECK.as_nanos() as u64).ceil() as u64
+    } else {
+        0
+    };
+    let new_tb = now.limit("tb").unwrap().stats().allowed;
+    let other_end = other.stats().allowed;
+    println!(
+        "{how:?}: {admitted} admitted ({new_tb} decisions admitted by the new file's `tb`, \
+         {other_end} through old offsets), bound {old_bound} + {new_bound} + {other_bound}, \
+         {errors} errors"
+    );
+    assert!(
+        admitted <= old_bound + new_bound + other_bound,
+        "{how:?}: {admitted} admitted > {old_bound} + {new_bound} + {other_bound}"
+    );
+    assert_eq!(
+        other_end, other_mid,
+        "{how:?}: decided on `other` through old offsets after the detection interval"
+    );
+    if !same_inode {
+        assert_eq!(other_end, 0, "{how:?}: decided on `other`");
+    }
+    if !same_inode {
+        assert_eq!(
+            old_tb.stats().allowed,
+            old_mid,
+            "{how:?}: the old file admitted after the detection interval"
+        );
+    }
+    // Everyone moved: the new file saw the old workers too (more than the new ones alone
+    // would be admitted is not required, but none of its admissions may exceed its bound).
+    assert!(new_tb <= new_bound, "{how:?}: {new_tb} > {new_bound}");
+}
+
+#[test]
+fn unlinked_and_recreated_file_is_noticed() {
+    replaced_under_running_workers(How::UnlinkRecreate);
+}
+
+#[test]
+fn file_renamed_over_is_noticed() {
+    replaced_under_running_workers(How::RenameOver);
+}
+
+#[test]
+fn file_copied_in_place_is_noticed() {
+    replaced_under_running_workers(How::CopyInPlace);
+}
+
+#[test]
+fn truncated_and_restored_file_is_noticed() {
+    replaced_under_running_workers(How::TruncateRestore);
+}
+
+#[test]
+fn a_replacement_that_cannot_be_opened_is_an_error_until_it_can() {
+    let (dir, path) = temp_path("broken.shm");
+    let old = Limiter::builder()
+        .limit("tb", bucket(1000, 1000))
+        .create_or_open(&path)
+        .unwrap();
+    let tb = old.limit("tb").unwrap();
+    assert!(tb.try_acquire(1).unwrap().is_allowed());
+    let guarded = Limiter::open_guarded(&path, Duration::from_millis(0));
+    let closed = guarded.limit("tb", Unavailable::FailClosed);
+    let d = closed.try_acquire(1).unwrap();
+    assert!(d.is_allowed() && !d.is_unavailable());
+    // Something else is put at the path.
+    let junk = dir.path().join("junk");
+    fs::write(&junk, b"not a limiter file").unwrap();
+    fs::rename(&junk, &path).unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    // The decision that runs the check is made on the file the handle had; every later one fails.
+    assert!(tb.peek(1).unwrap().is_allowed());
+    assert!(closed.peek(1).unwrap().is_allowed());
+    for _ in 0..3 {
+        let err = tb.try_acquire(1).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        assert!(err.to_string().contains("re-attaching"), "{err}");
+    }
+    // A guarded handle re-validates the same way, and applies its policy.
+    let d = closed.try_acquire(1).unwrap();
+    assert!(d.is_denied() && d.is_unavailable(), "{d:?}");
+    // Once a limiter file is there again, the handle attaches to it.
+    fs::remove_file(&path).unwrap();
+    create_new_file(&path);
+    std::thread::sleep(Duration::from_millis(150));
+    assert!(tb.try_acquire(1).unwrap().is_allowed());
+    assert_eq!(
+        Limiter::open(&path)
+            .unwrap()
+            .limit("tb")
+            .unwrap()
+            .stats()
+            .allowed,
+        1
+    );
+}
+
+#[test]
+fn a_zeroed_file_id_is_refused() {
+    let (_dir, path) = temp_path("noid.shm");
+    drop(
+        Limiter::builder()
+            .limit("tb", bucket(1, 1))
+            .create_or_open(&path)
+            .unwrap(),
+    );
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&0u64.to_ne_bytes(), 28 * 8).unwrap();
+    let err = Limiter::open(&path).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. }), "{err:?}");
+}
+
+#[test]
+fn shmlimit_create_refuses_or_adopts() {
+    let (_dir, path) = temp_path("cli.shm");
+    let create = |rate: &str, extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_shmlimit"))
+            .arg("create")
+            .arg(&path)
+            .args([
+                "--name",
+                "api",
+                "--algorithm",
+                "token_bucket",
+                "--rate",
+                rate,
+            ])
+            .args(["--burst", "20"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(create("200/s", &[]).status.success());
+    let out = create("300/s", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`api`: rate 200/s in the file, 300/s requested; burst 20 in both"),
+        "{err}"
+    );
+    let out = create("300/s", &["--on-conflict", "adopt"]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("existed with other definitions; adopted these"),
+        "{text}"
+    );
+    let l = Limiter::open(&path).unwrap();
+    assert_eq!(
+        l.limit("api").unwrap().live_algorithm().unwrap(),
+        Algorithm::TokenBucket {
+            capacity: 20,
+            emission_ns: Rate::per_second(300).unwrap().emission_ns()
+        }
+    );
+    // Now the same request is left as it is.
+    let out = create("300/s", &[]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("left as it is"));
+}
