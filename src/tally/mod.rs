@@ -35,6 +35,10 @@
 //!   `clone` system call) that decides on an inherited handle writes its parent's lane: then
 //!   counts of the two may be lost (decisions are unaffected).
 //! - Every lane held: decisions count on the shared lane (one locked add each), still exactly.
+//! - A reboot that keeps the counters (translation) keeps the owner words too: they name
+//!   threads of the previous boot, gone, and are taken over as any gone owner's lane (a tid
+//!   reused with the same start-time bits only keeps its lane held longer; it never gives one
+//!   lane two writers, as the old owner writes nothing more).
 
 pub(crate) mod lanes;
 #[cfg(test)]
