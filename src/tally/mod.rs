@@ -34,7 +34,8 @@
 //!   lane, so the child claims its own. A child made without running the handlers (a raw
 //!   `clone` system call) that decides on an inherited handle writes its parent's lane: then
 //!   counts of the two may be lost (decisions are unaffected).
-//! - Every lane held: decisions count on the shared lane (one locked add each), still exactly.
+//! - Every lane held, or this thread's `/proc/<tid>/stat` unreadable (no `/proc`): decisions
+//!   count on the shared lane (one locked add each), still exactly.
 //! - A reboot that keeps the counters (translation) keeps the owner words too: they name
 //!   threads of the previous boot, gone, and are taken over as any gone owner's lane (a tid
 //!   reused with the same start-time bits only keeps its lane held longer; it never gives one
