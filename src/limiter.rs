@@ -13,13 +13,12 @@ use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{try_decide, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
-use crate::file::layout::{
-    self, bucket, pack_window_limit, unpack_window_limit, word, COUNTERS, LANES,
-};
+use crate::file::layout::{self, bucket, pack_window_limit, unpack_window_limit, word};
 use crate::file::reboot::{OnReboot, RebootInfo};
 use crate::file::{self, Access, Mapped};
 use crate::reconcile::{self, OnConflict};
 use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
+use crate::tally::{Region, Tally};
 
 /// Defines limits and creates or attaches to a limiter file.
 ///
@@ -306,6 +305,8 @@ pub(crate) enum Params {
 
 pub(crate) struct Shared {
     pub(crate) mapped: Mapped,
+    /// The counter region, for the handles' [`Tally`].
+    counters: Region,
     params: Vec<Params>,
     /// Serialises this process's retuning; `flock` serialises processes.
     tuning: Mutex<()>,
@@ -332,6 +333,7 @@ struct Watch {
 impl Shared {
     fn new(mapped: Mapped, params: Vec<Params>) -> Shared {
         Shared {
+            counters: Region::of(&mapped),
             mapped,
             params,
             tuning: Mutex::new(()),
@@ -651,9 +653,6 @@ impl<C: Clock> Limiter<C> {
         // keyed concurrency limit's permit blocks after it).
         let area_words = (len - layout::LINE) / 8;
         let area = m.words(offset + layout::LINE, area_words).as_ptr();
-        // Lane 0's counters of this limit; a thread adds its lane's offset (see `count`).
-        let stats = m.words(m.geometry.stats_at(0, index), COUNTERS).as_ptr();
-        let lane_words = m.geometry.lane_stride / 8;
         Limit {
             shared: Arc::clone(&self.shared),
             clock: self.clock.clone(),
@@ -662,10 +661,7 @@ impl<C: Clock> Limiter<C> {
             control,
             area,
             area_words,
-            stats,
-            lane_words,
-            shadow: def.shadow,
-            near: def.near_limit,
+            tally: Tally::new(self.shared.counters, index, def.shadow, def.near_limit),
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,
             cache: Default::default(),
@@ -689,51 +685,6 @@ const DATE_TOLERANCE_NS: u64 = 1_000_000;
 /// windows and the log have room to spare. Dated calls beyond it are refused with
 /// [`Error::ClockOutOfRange`].
 pub const MAX_DATE_NS: u64 = 1 << 61;
-
-/// This thread's counter lane: spread by pid over processes and by a per-process sequence over
-/// threads, so that threads and processes rarely share a counter line.
-///
-/// A child of `fork` inherits the forking thread's cached lane; a `pthread_atfork` child
-/// handler counts forks, so the child picks its own lane on its first decision (without a
-/// `getpid` per decision).
-#[inline(always)]
-fn lane() -> usize {
-    use std::cell::Cell;
-    use std::sync::atomic::AtomicUsize;
-    thread_local! {
-        /// (forks seen when the lane was chosen, lane); the lane is usize::MAX until chosen.
-        static LANE: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
-    }
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    static FORKS: AtomicUsize = AtomicUsize::new(0);
-    // Not a `Once`: a child forked while another thread is inside `call_once` would wait for it
-    // forever. A swap never blocks.
-    static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    extern "C" fn forked() {
-        // Relaxed: a generation count read by this (now only) thread of the child.
-        FORKS.fetch_add(1, Ordering::Relaxed);
-    }
-    LANE.with(|cell| {
-        // Relaxed: see `forked`.
-        let forks = FORKS.load(Ordering::Relaxed);
-        let (seen, lane) = cell.get();
-        if lane != usize::MAX && seen == forks {
-            return lane;
-        }
-        // Relaxed: only which thread installs the handler is decided here.
-        if !INSTALLED.swap(true, Ordering::Relaxed) {
-            // SAFETY: registers a handler with no preconditions; `forked` only adds to an
-            // atomic, which is allowed in a child after fork. If it fails, children keep their
-            // parent's lane: counts stay exact, only shared.
-            unsafe { libc::pthread_atfork(None, None, Some(forked)) };
-        }
-        let pid = (std::process::id().wrapping_mul(0x9E37_79B9) >> 28) as usize;
-        // Relaxed: only a distinct number per thread is needed.
-        let lane = (pid + NEXT.fetch_add(1, Ordering::Relaxed)) % LANES;
-        cell.set((FORKS.load(Ordering::Relaxed), lane));
-        lane
-    })
-}
 
 fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
     let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
@@ -867,6 +818,11 @@ pub struct FileInfo {
 }
 
 /// Decision counters of one limit, summed over every process.
+///
+/// Counts are exact and never go backwards: every committed decision adds one to a counter
+/// word of its thread's lane in the file (see the layout), which a reader in any process sees
+/// as soon as the store is visible; a lane outlives the thread or process that wrote it. What
+/// passed is `allowed - refunded`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Decisions that admitted (including shadow-denied ones, which are admitted).
@@ -877,6 +833,10 @@ pub struct Stats {
     pub shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     pub near_limit: u64,
+    /// Grants given back whole: explicit refunds ([`Limit::refund`], [`Limit::refund_key`], a
+    /// composed refund) and the roll-backs of composed checks that denied
+    /// ([`crate::try_acquire_all`]). `allowed - refunded` is what passed.
+    pub refunded: u64,
 }
 
 /// The untyped view of one limit, whatever its kind: what [`Limiter::limit`] and
@@ -921,10 +881,8 @@ pub struct Limit<C: Clock = MonotonicClock> {
     control: *const AtomicU64,
     area: *const AtomicU64,
     area_words: usize,
-    stats: *const AtomicU64,
-    lane_words: usize,
-    shadow: bool,
-    near: u16,
+    /// What happens after a decision: shadow mode, near-limit, counters.
+    tally: Tally,
     keyed: bool,
     split: usize,
     cache: [ParamCache; 2],
@@ -953,10 +911,7 @@ impl<C: Clock> Clone for Limit<C> {
             control: self.control,
             area: self.area,
             area_words: self.area_words,
-            stats: self.stats,
-            lane_words: self.lane_words,
-            shadow: self.shadow,
-            near: self.near,
+            tally: self.tally,
             keyed: self.keyed,
             split: self.split,
             cache: [self.cache[0].copy(), self.cache[1].copy()],
@@ -1366,26 +1321,7 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let this = self.follow()?;
-        match at {
-            Some(now) => {
-                let decision = this.run_on(cost, commit, move || now);
-                this.check_after(this.clock.now_ns());
-                decision
-            }
-            None => {
-                // The decision reads the clock after it loads the state word (on every attempt),
-                // so its `now` is never older than the time of the decision that wrote the word;
-                // that read doubles as the time of the replacement check.
-                let used = std::cell::Cell::new(0);
-                let decision = this.run_on(cost, commit, || {
-                    let now = this.clock.now_ns();
-                    used.set(now);
-                    now
-                });
-                this.check_after(used.get());
-                decision
-            }
-        }
+        this.run_on(cost, commit, || this.decision_time(at))
     }
 
     #[inline(always)]
@@ -1396,7 +1332,6 @@ impl<C: Clock> Limit<C> {
         if self.keyed {
             return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
-        let shadow = self.shadow;
         let decision = match self.params {
             Params::SlidingLog(log) => {
                 if cost > log.limit {
@@ -1417,7 +1352,7 @@ impl<C: Clock> Limit<C> {
             })
             .map_err(|e| self.step_error(e, cost))?,
         };
-        let decision = self.finish(decision, cost, commit, shadow);
+        let decision = self.finish(decision, cost, commit);
         Ok(decision)
     }
 
@@ -1498,41 +1433,33 @@ impl<C: Clock> Limit<C> {
         Ok(denied.unwrap_or_else(|| Decision::denied(u64::MAX, 0, 1)))
     }
 
-    /// Count a decision and apply shadow mode. Shared with the keyed path.
+    /// Stamp a decision with its cost and origin; a committed one then goes through the
+    /// [`Tally`] (shadow mode, counters, near-limit). Shared with the keyed, permit and wait
+    /// paths.
     #[inline(always)]
-    pub(crate) fn finish(
-        &self,
-        mut decision: Decision,
-        cost: u64,
-        commit: bool,
-        shadow: bool,
-    ) -> Decision {
+    pub(crate) fn finish(&self, mut decision: Decision, cost: u64, commit: bool) -> Decision {
         decision.cost = cost;
         decision.origin = self.origin;
         if !commit {
             return decision;
         }
-        if decision.is_denied() && shadow {
-            decision = Decision::allowed(0, 1).resetting(decision.reset_after_ns());
-            decision.cost = 0; // nothing was taken: a refund of it gives nothing back
-            decision.shadow_denied = true;
-            self.count(2);
-        }
-        self.count(decision.is_denied() as usize);
-        if decision.is_allowed() && decision.is_near(self.near) {
-            self.count(3);
-        }
-        decision
+        self.tally.after(decision)
     }
 
-    #[inline(always)]
-    fn count(&self, which: usize) {
-        // SAFETY: `stats` points at this limit's four counters in lane 0; lane `lane() < LANES`
-        // of the same limit is `lane_words` words further per lane, inside the stats region
-        // whose size the geometry validated.
-        let counter = unsafe { &*self.stats.add(lane() * self.lane_words + which) };
-        // Relaxed: a statistic; it orders nothing.
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Count a grant given back: called once per refund of a whole grant, by every refund path
+    /// (so composed checks count their roll-backs).
+    ///
+    /// A grant of cost 0 counts only when it is shadow-denied (admitted, taking nothing): a
+    /// denial, a peek or a grant record without its grant (from C) gives nothing back.
+    pub(crate) fn count_refund(&self, grant: &Decision, units: u64) {
+        let whole = if grant.cost == 0 {
+            grant.shadow_denied
+        } else {
+            units >= grant.cost
+        };
+        if grant.is_allowed() && whole {
+            self.tally.refunded();
+        }
     }
 
     fn area_log(&self, log: SlidingLog) -> &[AtomicU64] {
@@ -1588,8 +1515,17 @@ impl<C: Clock> Limit<C> {
         self.check_origin(grant)?;
         let units = units.min(grant.cost);
         if !grant.is_allowed() || units == 0 {
+            // A shadow-denied grant took nothing, but it was admitted: giving it back counts.
+            self.count_refund(grant, units);
             return Ok(());
         }
+        self.refund_state(grant, units)?;
+        self.count_refund(grant, units);
+        Ok(())
+    }
+
+    /// Give `units` of `grant` back to the state.
+    fn refund_state(&self, grant: &Decision, units: u64) -> Result<()> {
         match self.params {
             Params::SlidingLog(log) => {
                 let now = self.clock.now_ns();
@@ -1650,20 +1586,10 @@ impl<C: Clock> Limit<C> {
         }
     }
 
-    /// Decisions of this limit so far, summed over all processes.
+    /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
+    /// current they are).
     pub fn stats(&self) -> Stats {
-        let m = &self.shared.mapped;
-        let mut s = Stats::default();
-        for lane in 0..LANES {
-            let c = m.words(m.geometry.stats_at(lane, self.index), COUNTERS);
-            // Relaxed: statistics; no decision depends on them. Saturating: the counters are
-            // words of a file any process may have written, not proof of 2^64 decisions.
-            s.allowed = s.allowed.saturating_add(c[0].load(Ordering::Relaxed));
-            s.denied = s.denied.saturating_add(c[1].load(Ordering::Relaxed));
-            s.shadow_denied = s.shadow_denied.saturating_add(c[2].load(Ordering::Relaxed));
-            s.near_limit = s.near_limit.saturating_add(c[3].load(Ordering::Relaxed));
-        }
-        s
+        self.tally.read()
     }
 
     /// The algorithm with its live parameters (after any [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate)).
@@ -2015,14 +1941,28 @@ impl<C: Clock> Limit<C> {
         self.recheck(self.clock.now_ns())
     }
 
-    /// After a decision that read the clock at `t`: run the replacement check once it is due.
-    /// The decision itself was made on this file (a replaced file is used for at most one more
-    /// decision per handle); a failed check is reported by the next call, through
-    /// [`Limit::follow`].
+    /// The time of one attempt of a decision, read after the attempt loaded the state word (so
+    /// that it is never older than the time of the decision that wrote the word), or the
+    /// caller's date `at`. The clock read doubles as the time of the replacement check: once it
+    /// is due, the check runs here, off the hot path; the decision under way still completes on
+    /// this file (so a replaced file serves at most one more decision per handle), and the next
+    /// one starts on the file that replaced it. A failed check is reported by the next call,
+    /// through [`Limit::follow`].
     #[inline(always)]
-    pub(crate) fn check_after(&self, t: u64) {
+    pub(crate) fn decision_time(&self, at: Option<u64>) -> u64 {
+        let t = self.clock.now_ns();
         // Relaxed: as in `current_at`.
-        if t >= self.next_check.load(Ordering::Relaxed) && t != 0 && self.recheck(t).is_err() {
+        if t >= self.next_check.load(Ordering::Relaxed) {
+            self.check_due(t);
+        }
+        at.unwrap_or(t)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_due(&self, t: u64) {
+        if t != 0 && self.recheck(t).is_err() {
+            // Relaxed: as in `current_at`.
             self.next_check.store(0, Ordering::Relaxed);
         }
     }

@@ -247,8 +247,12 @@ pub struct shmlimit_stats {
     pub shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     pub near_limit: u64,
+    /// Grants given back whole: explicit refunds (`shmlimit_refund`, `shmlimit_refund_key`,
+    /// `shmlimit_refund_all`), cancelled reservations, and the roll-backs of composed checks
+    /// that denied (`shmlimit_acquire_all`). `allowed - refunded` is what passed.
+    pub refunded: u64,
     /// Zero; room for later counters.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 3],
 }
 
 /// Most limits one composed check may hold.
@@ -413,6 +417,8 @@ impl shmlimit_decision {
         }
         let mut grant = Decision::from_grant_record(self.grant);
         grant.origin = self.reserved[1];
+        // A shadow-denied grant took nothing (cost 0) but was admitted: its refund counts.
+        grant.shadow_denied = self.shadow_denied;
         grant
     }
 }
@@ -424,7 +430,8 @@ impl From<Stats> for shmlimit_stats {
             denied: s.denied,
             shadow_denied: s.shadow_denied,
             near_limit: s.near_limit,
-            reserved: [0; 4],
+            refunded: s.refunded,
+            reserved: [0; 3],
         }
     }
 }

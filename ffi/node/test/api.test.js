@@ -70,7 +70,10 @@ test('tryAcquire, peek and the decision fields', (t) => {
   assert.ok(denied.retryAfterMs > HOUR - 1000 && denied.retryAfterMs <= HOUR, `retryAfterMs ${denied.retryAfterMs}`);
   assert.equal(denied.retryAfterNs, Math.round(denied.retryAfterMs * 1e6));
   assert.ok(denied.resetMs >= denied.retryAfterMs);
-  assert.deepEqual(api.stats(), { allowed: 2, denied: 1, shadowDenied: 0, nearLimit: 1 });
+  assert.deepEqual(api.stats(), { allowed: 2, denied: 1, shadowDenied: 0, nearLimit: 1, refunded: 0 });
+  api.refund(first); // given back whole: allowed - refunded is what passed
+  api.refund(denied); // a denial took nothing: not counted
+  assert.deepEqual(api.stats(), { allowed: 2, denied: 1, shadowDenied: 0, nearLimit: 1, refunded: 1 });
 });
 
 test('errors are Error subclasses with the C status as code', (t) => {
@@ -207,6 +210,40 @@ test('live retuning, reset and policy', (t) => {
   assert.equal(win.peek(12).allowed, true);
   assert.throws(() => win.setTokenBucket(1, 1), shmlimit.WrongKindError);
   assert.throws(() => limiter.limit('api').setLimit(5), shmlimit.WrongKindError);
+});
+
+test('a deploy that changes a limit: refused by default, adopted live, or a new file', (t) => {
+  const file = path.join(tmpdir(t), 'deploy.shm');
+  const before = shmlimit.Limiter.createOrOpen(file, { api: shmlimit.tokenBucket({ rate: 2, burst: 20 }) });
+  t.after(() => before.close());
+  assert.equal(before.limit('api').tryAcquire(15).allowed, true);
+  const faster = { api: shmlimit.tokenBucket({ rate: 3, burst: 20 }) };
+  assert.throws(() => shmlimit.Limiter.createOrOpen(file, faster), (e) =>
+    e instanceof shmlimit.DefinitionConflictError &&
+    e.message.includes('`api`: rate 2/s in the file, 3/s requested; burst 20 in both'));
+  assert.throws(() => shmlimit.Limiter.createOrOpen(file, faster, { onConflict: 'sometimes' }), RangeError);
+  const ino = fs.statSync(file).ino;
+  shmlimit.Limiter.createOrOpen(file, faster, { onConflict: 'adopt' }).close();
+  assert.equal(fs.statSync(file).ino, ino, 'a live retune keeps the file');
+  assert.equal(before.limit('api').tryAcquire(10).allowed, false, 'the usage is kept');
+  // The retuned file matches the new definitions under the default policy.
+  shmlimit.Limiter.createOrOpen(file, faster).close();
+  // A new limit needs a new file, atomically in place of the old one.
+  const more = { ...faster, log: shmlimit.slidingLog({ limit: 3, window: HOUR }) };
+  const after = shmlimit.Limiter.createOrOpen(file, more, { onConflict: 'adopt' });
+  t.after(() => after.close());
+  assert.notEqual(fs.statSync(file).ino, ino);
+  assert.deepEqual(Object.keys(after.definitions()), ['api', 'log']);
+});
+
+test('the reboot choice is stored at creation and checked on open', (t) => {
+  const file = path.join(tmpdir(t), 'reboot.shm');
+  shmlimit.Limiter.createOrOpen(file, { daily: shmlimit.fixedWindow({ limit: 10, window: 86400 * 1000 }) },
+    { onReboot: 'reset' }).close();
+  assert.throws(() => shmlimit.Limiter.open(file, { onReboot: 'translate' }), shmlimit.DefinitionConflictError);
+  shmlimit.Limiter.open(file, { onReboot: 'reset' }).close();
+  shmlimit.Limiter.open(file).close();
+  assert.throws(() => shmlimit.Limiter.open(file, { onReboot: 'sometimes' }), RangeError);
 });
 
 test('shadow limits never deny and count what they would have denied', (t) => {
