@@ -833,9 +833,11 @@ pub struct Stats {
     pub shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     pub near_limit: u64,
-    /// Grants given back whole: explicit refunds ([`Limit::refund`], [`Limit::refund_key`], a
-    /// composed refund) and the roll-backs of composed checks that denied
-    /// ([`crate::try_acquire_all`]). `allowed - refunded` is what passed.
+    /// Grants given back whole: explicit refunds
+    /// ([`refund`](crate::TokenBucketLimit::refund),
+    /// [`refund_key`](crate::KeyedTokenBucketLimit::refund_key), a composed refund) and the
+    /// roll-backs of composed checks that denied ([`crate::try_acquire_all`]).
+    /// `allowed - refunded` is what passed.
     pub refunded: u64,
 }
 

@@ -51,7 +51,7 @@ fn composed_roll_backs_count_as_refunds() {
         .limit("b", FixedWindow::new(5, HOUR))
         .create_or_open(&path)
         .unwrap();
-    let (a, b) = (limiter.limit("a").unwrap(), limiter.limit("b").unwrap());
+    let (a, b) = (limiter.window("a").unwrap(), limiter.window("b").unwrap());
     let passed = (0..100)
         .filter(|_| {
             try_acquire_all(&[Check::new(&a, 1), Check::new(&b, 1)])
@@ -82,7 +82,7 @@ fn explicit_refunds_count() {
         .limit("bucket", TokenBucket::per_second(1).burst(5))
         .create_or_open(&path)
         .unwrap();
-    let window = limiter.limit("window").unwrap();
+    let window = limiter.window("window").unwrap();
     let g = window.try_acquire(2).unwrap();
     window.refund(&g).unwrap();
     let g = window.try_acquire(2).unwrap();
@@ -96,7 +96,7 @@ fn explicit_refunds_count() {
     let s = window.stats();
     assert_eq!((s.allowed, s.denied, s.refunded), (11, 1, 1));
 
-    let shadow = limiter.limit("shadow").unwrap();
+    let shadow = limiter.window("shadow").unwrap();
     let _ = shadow.try_acquire(1).unwrap();
     let shadowed = shadow.try_acquire(1).unwrap();
     assert!(shadowed.is_shadow_denied());
@@ -104,7 +104,7 @@ fn explicit_refunds_count() {
     let s = shadow.stats();
     assert_eq!((s.allowed, s.shadow_denied, s.refunded), (2, 1, 1));
 
-    let keyed = limiter.limit("keyed").unwrap();
+    let keyed = limiter.keyed_window("keyed").unwrap();
     let g = keyed.try_acquire_key(b"k", 1).unwrap();
     keyed.refund_key(b"k", &g).unwrap();
     let checks = [Check::keyed(&keyed, b"k", 1), Check::new(&window, 1)];
@@ -113,7 +113,7 @@ fn explicit_refunds_count() {
     let s = keyed.stats();
     assert_eq!((s.allowed, s.refunded), (2, 2), "a refund and a roll-back");
 
-    let bucket = limiter.limit("bucket").unwrap();
+    let bucket = limiter.token_bucket("bucket").unwrap();
     let r = bucket.reserve(2, Duration::ZERO).unwrap();
     assert!(r.cancel().unwrap());
     let first = bucket.reserve(1, Duration::ZERO).unwrap();
@@ -137,7 +137,7 @@ fn a_denial_writes_only_its_threads_own_counter() {
         .limit("bucket", TokenBucket::per_second(1).burst(1))
         .create_or_open(&path)
         .unwrap();
-    let bucket = limiter.limit("bucket").unwrap();
+    let bucket = limiter.token_bucket("bucket").unwrap();
     assert!(bucket.try_acquire(1).unwrap().is_allowed()); // the thread's lane is claimed
     let before = words(&path);
     for _ in 0..1000 {
@@ -184,7 +184,7 @@ fn forked_and_killed_processes_are_counted_exactly() {
         .limit("w", FixedWindow::new(700_000, HOUR))
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit("w").unwrap();
+    let limit = limiter.window("w").unwrap();
     // The parent decides first: its thread claims a lane the children inherit in its cache.
     assert!(limit.try_acquire(1).unwrap().is_allowed());
     let own = SharedWords::new(2 * (WORKERS + 1) + 2);
@@ -202,7 +202,7 @@ fn forked_and_killed_processes_are_counted_exactly() {
                 let l = if i % 2 == 0 {
                     limit
                 } else {
-                    opened = Limiter::open(path).unwrap().limit("w").unwrap();
+                    opened = Limiter::open(path).unwrap().window("w").unwrap();
                     &opened
                 };
                 // All at once, so that they decide at the same time.
@@ -267,7 +267,7 @@ fn threads_beyond_the_lanes_and_lanes_of_exited_threads() {
         .limit("w", FixedWindow::new(1_000_000, HOUR))
         .create_or_open(&path)
         .unwrap();
-    let limit = limiter.limit("w").unwrap();
+    let limit = limiter.window("w").unwrap();
     let round = || {
         let barrier = Arc::new(Barrier::new(THREADS));
         let handles: Vec<_> = (0..THREADS)
