@@ -1278,7 +1278,7 @@ impl<C: Clock> Limit<C> {
     /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `cost` can never be granted;
     /// [`Error::CorruptState`] when the shared state is damaged (fail closed);
     /// [`Error::WrongKind`] on a keyed or concurrency limit.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_acquire(&self, cost: u64) -> Result<Decision> {
         self.run(cost, true, None)
     }
@@ -1288,7 +1288,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn peek(&self, cost: u64) -> Result<Decision> {
         self.run(cost, false, None)
     }

@@ -434,11 +434,11 @@ use typed_handle;
 macro_rules! unkeyed_rate {
     ($name:ident) => {
         impl<C: Clock> RateLimit<C> for $name<C> {
-            #[inline]
+            #[inline(always)]
             fn try_acquire(&self, cost: u64) -> Result<Decision> {
                 self.0.try_acquire(cost)
             }
-            #[inline]
+            #[inline(always)]
             fn peek(&self, cost: u64) -> Result<Decision> {
                 self.0.peek(cost)
             }
@@ -463,7 +463,7 @@ macro_rules! unkeyed_rate {
             ///
             /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `cost` can never be
             /// granted; [`Error::CorruptState`] when the shared state is damaged (fail closed).
-            #[inline]
+            #[inline(always)]
             pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
                 self.0.try_acquire(cost)
             }
@@ -473,7 +473,7 @@ macro_rules! unkeyed_rate {
             /// # Errors
             ///
             /// As [`Self::try_acquire`].
-            #[inline]
+            #[inline(always)]
             pub fn peek(&self, cost: u64) -> Result<Decision> {
                 self.0.peek(cost)
             }
@@ -530,11 +530,11 @@ use unkeyed_rate;
 macro_rules! keyed_rate {
     ($name:ident) => {
         impl<C: Clock> KeyedRateLimit<C> for $name<C> {
-            #[inline]
+            #[inline(always)]
             fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
                 self.0.try_acquire_key(key, cost)
             }
-            #[inline]
+            #[inline(always)]
             fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
                 self.0.peek_key(key, cost)
             }
@@ -564,7 +564,7 @@ macro_rules! keyed_rate {
             /// [`Error::TableFull`] under [`FullPolicy::Error`](crate::FullPolicy::Error);
             /// [`Error::CorruptState`]; [`Error::WrongKind`] on a target without a 16-byte
             /// compare-and-swap.
-            #[inline]
+            #[inline(always)]
             pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
                 self.0.try_acquire_key(key, cost)
             }
@@ -575,7 +575,7 @@ macro_rules! keyed_rate {
             /// # Errors
             ///
             /// As [`Self::try_acquire_key`].
-            #[inline]
+            #[inline(always)]
             pub fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
                 self.0.peek_key(key, cost)
             }

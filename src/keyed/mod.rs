@@ -290,7 +290,7 @@ impl<C: Clock> Limit<C> {
     /// [`Error::TableFull`] when the table is full and the policy is [`FullPolicy::Error`];
     /// [`Error::CorruptState`]; [`Error::WrongKind`] if the limit is not keyed, or on a target
     /// without a 16-byte compare-and-swap.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
         self.run_key(key, cost, true, None)
     }
@@ -321,7 +321,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// As [`Limit::try_acquire_key`].
-    #[inline]
+    #[inline(always)]
     pub(crate) fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
         self.run_key(key, cost, false, None)
     }
