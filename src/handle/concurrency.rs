@@ -47,6 +47,7 @@ impl<C: Clock> ConcurrencyLimit<C> {
     /// # Errors
     ///
     /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
+    #[inline]
     pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
         self.0.try_acquire_permit()
     }
@@ -59,6 +60,7 @@ impl<C: Clock> ConcurrencyLimit<C> {
     /// # Errors
     ///
     /// As [`Self::try_acquire_permit`].
+    #[inline]
     pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
         self.0.acquire_permit_timeout(timeout)
     }
@@ -109,6 +111,7 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     /// policy is [`FullPolicy::Error`](crate::FullPolicy::Error); [`Error::Io`] as
     /// [`ConcurrencyLimit::try_acquire_permit`]; [`Error::WrongKind`] on a target without a
     /// 16-byte compare-and-swap.
+    #[inline]
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
         self.0.try_acquire_key_permit(key)
     }
@@ -122,6 +125,7 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     /// # Errors
     ///
     /// As [`Self::try_acquire_key_permit`].
+    #[inline]
     pub fn acquire_key_permit_timeout(
         &self,
         key: &[u8],

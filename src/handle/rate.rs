@@ -57,6 +57,7 @@ impl<C: Clock> TokenBucketLimit<C> {
     /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `n` exceeds the burst;
     /// [`Error::CorruptState`]; [`Error::WrongKind`] on a split bucket (its sub-buckets cannot
     /// book in one order: use [`Self::acquire_timeout`]).
+    #[inline]
     pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
         self.0.reserve(n, max_delay)
     }
