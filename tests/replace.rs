@@ -580,7 +580,7 @@ fn a_relative_path_survives_a_change_of_directory() {
             .limit("a", bucket(1000, 1000))
             .create_or_open("relative.shm")
             .unwrap();
-        let a = limiter.limit("a").unwrap();
+        let a = limiter.token_bucket("a").unwrap();
         assert!(a.try_acquire(1).unwrap().is_allowed());
         std::env::set_current_dir("/").unwrap();
         std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
@@ -606,7 +606,7 @@ fn a_limit_removed_then_restored_is_followed_to_the_file_that_restored_it() {
         .limit("x", bucket(1000, 1000))
         .create_or_open(&path)
         .unwrap();
-    let x = first.limit("x").unwrap();
+    let x = first.token_bucket("x").unwrap();
     assert!(x.try_acquire(1).unwrap().is_allowed());
     let _without = Limiter::builder()
         .limit("y", bucket(1, 1))
