@@ -335,6 +335,24 @@ pub(crate) struct Shared {
     watch: Watch,
 }
 
+/// [`Limiter::sync`]: `shared`'s file, then each file that replaced it in turn.
+fn sync_files(shared: &Arc<Shared>, t: u64) -> Result<()> {
+    let mut at = Arc::clone(shared);
+    for _ in 0..16 {
+        file::reboot::sync(&at.mapped).map_err(|source| Error::Io {
+            op: "syncing the file to its disk",
+            path: at.mapped.path.clone(),
+            source,
+        })?;
+        match at.check(t) {
+            Ok(Some(next)) => at = next,
+            // Still the file at the path, or nothing usable there now: nothing more to write.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// How often, at most, a handle checks that its path still names the file it mapped.
 pub const REPLACEMENT_CHECK: Duration = Duration::from_secs(1);
 
@@ -554,6 +572,7 @@ impl<C: Clock> Limiter<C> {
     fn syncing(self, every: Option<Duration>) -> Self {
         if let Some(period) = every {
             let weak = Arc::downgrade(&self.shared);
+            let clock = self.clock.clone();
             // A thread that cannot be started leaves the kernel's writeback as the only bound.
             let _ = std::thread::Builder::new()
                 .name("shmlimit-sync".into())
@@ -561,7 +580,7 @@ impl<C: Clock> Limiter<C> {
                     std::thread::sleep(period);
                     match weak.upgrade() {
                         Some(shared) => {
-                            let _ = file::reboot::sync(&shared.mapped);
+                            let _ = sync_files(&shared, clock.now_ns());
                         }
                         None => return,
                     }
@@ -579,12 +598,11 @@ impl<C: Clock> Limiter<C> {
     /// # Errors
     ///
     /// [`Error::Io`] if the kernel reports a write error.
+    ///
+    /// After the file was replaced (see [`Builder::on_conflict`]), the file now at the path is
+    /// written too (and the old one, which handles may still have decided on).
     pub fn sync(&self) -> Result<()> {
-        file::reboot::sync(&self.shared.mapped).map_err(|source| Error::Io {
-            op: "syncing the file to its disk",
-            path: self.shared.mapped.path.clone(),
-            source,
-        })
+        sync_files(&self.shared, self.clock.now_ns())
     }
 
     /// The limit definitions stored in the file (as created; see [`Limit::live_algorithm`] for

@@ -801,3 +801,32 @@ fn permit_ids_are_released_in_the_file_that_issued_them() {
     assert!(first.limit("jobs").unwrap().permit_holders().is_empty());
     assert!(!jobs.release_permit(old).unwrap(), "only once");
 }
+
+/// `Limiter::sync` (and so `sync_every` and `shmlimit sync --every`) writes the file that
+/// replaced the one it opened too, and records that file's boot as alive: the bound on what a
+/// power loss forgets holds across a deploy that replaced the file.
+#[test]
+fn sync_reaches_the_file_that_replaced_the_one_opened() {
+    let (_dir, path) = temp_path("sync.shm");
+    let limiter = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .create_or_open(&path)
+        .unwrap();
+    let _deploy = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    // Header word 22: the latest Unix time this boot was seen alive (written by a sync).
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&1u64.to_ne_bytes(), 22 * 8).unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    limiter.sync().unwrap();
+    let mut word = [0u8; 8];
+    fs::File::open(&path)
+        .unwrap()
+        .read_exact_at(&mut word, 22 * 8)
+        .unwrap();
+    assert!(u64::from_ne_bytes(word) > 1, "the new file was synced");
+}
