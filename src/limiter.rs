@@ -251,7 +251,30 @@ impl<C: Clock> Builder<C> {
             }
             return Ok(true);
         }
-        file::replace(path, &self.defs, &self.access, &limiter.shared.mapped)?;
+        // Limits defined the same before and after keep their state (not permits: their
+        // holders release them into the old file; not keyed tables: the new file has its own
+        // hash seed).
+        let live = limiter.live_definitions();
+        let stored = limiter.definitions();
+        let carry: Vec<(usize, usize)> = self
+            .defs
+            .iter()
+            .enumerate()
+            .filter(|(_, def)| {
+                def.keyed.is_none() && !matches!(def.algorithm, Algorithm::Concurrency { .. })
+            })
+            .filter_map(|(to, def)| {
+                let from = stored.iter().position(|d| d.name == def.name)?;
+                (stored[from] == *def && live[from] == *def).then_some((from, to))
+            })
+            .collect();
+        file::replace(
+            path,
+            &self.defs,
+            &self.access,
+            &limiter.shared.mapped,
+            &carry,
+        )?;
         Ok(false)
     }
 
