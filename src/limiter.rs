@@ -224,13 +224,57 @@ impl<C: Clock> Builder<C> {
         if diff.is_empty() {
             return Ok(true);
         }
+        // A fleet-managed bucket's live rate belongs to its fleet agent (FLEET.md): a retune
+        // would overwrite the agent's share, and a new file would start unmanaged (at its
+        // configured rate, beyond the fleet's total) while the agent kept leasing the old one.
+        let names: Vec<String> = (0..limiter.shared.params.len())
+            .map(|i| limiter.limit_at(i))
+            .filter(|l| l.is_fleet_managed())
+            .filter(|l| diff.needs_new_file || diff.retunes.iter().any(|(i, _)| *i == l.index))
+            .map(|l| reconcile::quote(&l.def().name))
+            .collect();
+        if !names.is_empty() {
+            return Err(Error::DefinitionConflict {
+                path: path.to_owned(),
+                reason: format!(
+                    "{}; not adopted: {} fleet-managed (its rate belongs to the fleet agent). \
+                     Change the fleet's total instead, or stop the agent (its lease ends and \
+                     the bucket is fenced), deploy, and start the agent again",
+                    diff.message(),
+                    names.join(", ") + if names.len() == 1 { " is" } else { " are" }
+                ),
+            });
+        }
         if !diff.needs_new_file {
             for (index, def) in &diff.retunes {
                 limiter.limit_at(*index).retune_to(&def.algorithm, &guard)?;
             }
             return Ok(true);
         }
-        file::replace(path, &self.defs, &self.access)?;
+        // Limits defined the same before and after keep their state (not permits: their
+        // holders release them into the old file; not keyed tables: the new file has its own
+        // hash seed).
+        let live = limiter.live_definitions();
+        let stored = limiter.definitions();
+        let carry: Vec<(usize, usize)> = self
+            .defs
+            .iter()
+            .enumerate()
+            .filter(|(_, def)| {
+                def.keyed.is_none() && !matches!(def.algorithm, Algorithm::Concurrency { .. })
+            })
+            .filter_map(|(to, def)| {
+                let from = stored.iter().position(|d| d.name == def.name)?;
+                (stored[from] == *def && live[from] == *def).then_some((from, to))
+            })
+            .collect();
+        file::replace(
+            path,
+            &self.defs,
+            &self.access,
+            &limiter.shared.mapped,
+            &carry,
+        )?;
         Ok(false)
     }
 
@@ -312,6 +356,24 @@ pub(crate) struct Shared {
     tuning: Mutex<()>,
     /// Whether the path still names this file (see [`Shared::check`]).
     watch: Watch,
+}
+
+/// [`Limiter::sync`]: `shared`'s file, then each file that replaced it in turn.
+fn sync_files(shared: &Arc<Shared>, t: u64) -> Result<()> {
+    let mut at = Arc::clone(shared);
+    for _ in 0..16 {
+        file::reboot::sync(&at.mapped).map_err(|source| Error::Io {
+            op: "syncing the file to its disk",
+            path: at.mapped.path.clone(),
+            source,
+        })?;
+        match at.check(t) {
+            Ok(Some(next)) => at = next,
+            // Still the file at the path, or nothing usable there now: nothing more to write.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(())
 }
 
 /// How often, at most, a handle checks that its path still names the file it mapped.
@@ -519,7 +581,7 @@ impl<C: Clock> Limiter<C> {
             .map(|i| {
                 let limit = self.limit_at(i);
                 let mut def = limit.def().clone();
-                if def.fleet.is_none() {
+                if def.fleet.is_none() && !limit.is_fleet_managed() {
                     if let Ok(a) = limit.live_algorithm() {
                         def.algorithm = a;
                     }
@@ -533,6 +595,7 @@ impl<C: Clock> Limiter<C> {
     fn syncing(self, every: Option<Duration>) -> Self {
         if let Some(period) = every {
             let weak = Arc::downgrade(&self.shared);
+            let clock = self.clock.clone();
             // A thread that cannot be started leaves the kernel's writeback as the only bound.
             let _ = std::thread::Builder::new()
                 .name("shmlimit-sync".into())
@@ -540,7 +603,7 @@ impl<C: Clock> Limiter<C> {
                     std::thread::sleep(period);
                     match weak.upgrade() {
                         Some(shared) => {
-                            let _ = file::reboot::sync(&shared.mapped);
+                            let _ = sync_files(&shared, clock.now_ns());
                         }
                         None => return,
                     }
@@ -558,12 +621,11 @@ impl<C: Clock> Limiter<C> {
     /// # Errors
     ///
     /// [`Error::Io`] if the kernel reports a write error.
+    ///
+    /// After the file was replaced (see [`Builder::on_conflict`]), the file now at the path is
+    /// written too (and the old one, which handles may still have decided on).
     pub fn sync(&self) -> Result<()> {
-        file::reboot::sync(&self.shared.mapped).map_err(|source| Error::Io {
-            op: "syncing the file to its disk",
-            path: self.shared.mapped.path.clone(),
-            source,
-        })
+        sync_files(&self.shared, self.clock.now_ns())
     }
 
     /// The limit definitions stored in the file (as created; see [`Limit::live_algorithm`] for
@@ -1793,6 +1855,11 @@ impl<C: Clock> Limit<C> {
         }
     }
 
+    /// Whether this is a token bucket whose live rate is a fleet agent's share.
+    pub(crate) fn is_fleet_managed(&self) -> bool {
+        matches!(self.fleet_lease(), Ok(Some(_)))
+    }
+
     /// The fleet lease of a fleet-managed token bucket at this instant (`None` for any other
     /// limit).
     ///
@@ -2019,6 +2086,16 @@ impl<C: Clock> Limit<C> {
                 next.current_at(t)
             }
         }
+    }
+
+    /// The random id of the file this handle decides on.
+    pub(crate) fn file_id(&self) -> u64 {
+        self.shared.mapped.ident.file_id
+    }
+
+    /// The handle of the file that replaced this one, once noticed.
+    pub(crate) fn moved_to(&self) -> Option<&Limit<C>> {
+        self.moved.get().map(|next| &**next)
     }
 
     /// The handle that made `grant`: this one, or one of the files that replaced it.

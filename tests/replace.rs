@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, now_ns, spawn, temp_path, SharedWords, MS, SEC};
 use shmlimit::{
-    Algorithm, Error, FixedWindow, Limiter, OnConflict, Rate, SlidingLog, TokenBucket, Unavailable,
-    REPLACEMENT_CHECK,
+    Algorithm, Error, FixedWindow, FleetShare, Limiter, OnConflict, OnReboot, Rate, SlidingLog,
+    TokenBucket, Unavailable, REPLACEMENT_CHECK,
 };
 
 fn bucket(per_s: u64, burst: u64) -> TokenBucket {
@@ -155,8 +155,10 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
     let api = old.token_bucket("api").unwrap();
     assert!(api.try_acquire(5).unwrap().is_allowed());
     let before = ino(&path);
+    // `api` changes too, so it starts fresh in the new file (unchanged limits keep their state,
+    // see `a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others`).
     let new = Limiter::builder()
-        .limit("api", bucket(1, 5))
+        .limit("api", bucket(2, 5))
         .limit("log", SlidingLog::new(3, Duration::from_secs(60)))
         .on_conflict(OnConflict::Adopt)
         .create_or_open(&path)
@@ -190,7 +192,7 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
     let log = new.sliding_log("log").unwrap();
     assert!(log.try_acquire(1).unwrap().is_allowed());
     Limiter::builder()
-        .limit("api", bucket(1, 5))
+        .limit("api", bucket(2, 5))
         .on_conflict(OnConflict::Adopt)
         .create_or_open(&path)
         .unwrap();
@@ -630,5 +632,271 @@ fn a_limit_removed_then_restored_is_followed_to_the_file_that_restored_it() {
         restored.limit("x").unwrap().stats().allowed,
         1,
         "decided on the third file"
+    );
+}
+
+/// A bucket its fleet agent manages (here without a fleet share in its definition, as
+/// `fleet run --total` does) matches its own definition: a worker restarting with the same
+/// definitions is not refused because the agent changed the live rate.
+#[test]
+fn a_fleet_managed_bucket_matches_its_stored_definition() {
+    let (_dir, path) = temp_path("managed.shm");
+    let limiter = Limiter::builder()
+        .limit("api", bucket(100, 10))
+        .create_or_open(&path)
+        .unwrap();
+    let api = limiter.limit("api").unwrap();
+    api.fleet_manage(1, Rate::per_second(1).unwrap()).unwrap();
+    api.set_fleet_deadline(0).unwrap();
+    Limiter::builder()
+        .limit("api", bucket(100, 10))
+        .create_or_open(&path)
+        .expect("the same definitions match");
+}
+
+/// Adopt never takes a fleet-managed bucket's rate from its agent: neither a live retune (it
+/// would overwrite the share under a running lease) nor a new file (it would start unmanaged,
+/// at its configured rate, while the agent kept leasing the old file). Both are refused,
+/// saying what to do, and the share and lease are untouched.
+#[test]
+fn adopt_refuses_to_take_a_fleet_managed_bucket_from_its_agent() {
+    let (_dir, path) = temp_path("fleet-adopt.shm");
+    let share = FleetShare {
+        total: Rate::per_second(1000).unwrap(),
+        weight: 1,
+    };
+    let with_share = |b: shmlimit::Builder, per_s: u64, burst: u64| {
+        b.limit_with("api", bucket(per_s, burst), |mut d| {
+            d.fleet = Some(share);
+            d
+        })
+    };
+    let limiter = with_share(Limiter::builder(), 1, 10)
+        .create_or_open(&path)
+        .unwrap();
+    let api = limiter.limit("api").unwrap();
+    api.fleet_manage(1, Rate::per_second(1).unwrap()).unwrap();
+    api.set_token_bucket(5, Rate::per_second(5).unwrap())
+        .unwrap();
+    api.set_fleet_deadline(shmlimit::Clock::now_ns(limiter.clock()) + 5 * SEC)
+        .unwrap();
+    let before = api.fleet_lease().unwrap().expect("leased");
+    let ino_before = ino(&path);
+    // A rate change (a live retune), then a new limit (a new file).
+    for deploy in [
+        with_share(Limiter::builder(), 500, 500),
+        with_share(Limiter::builder(), 1, 10).limit("other", bucket(1, 1)),
+    ] {
+        let Err(err) = deploy.on_conflict(OnConflict::Adopt).create_or_open(&path) else {
+            panic!("adopted a change to a fleet-managed bucket");
+        };
+        let text = err.to_string();
+        assert!(matches!(err, Error::DefinitionConflict { .. }), "{err:?}");
+        assert!(text.contains("`api` is fleet-managed"), "{text}");
+        assert_eq!(ino(&path), ino_before, "no new file");
+        let after = api.fleet_lease().unwrap().expect("still leased");
+        assert_eq!(
+            (after.share, after.fence, after.deadline_ns),
+            (before.share, before.fence, before.deadline_ns),
+            "the lease is untouched"
+        );
+    }
+    let mut admitted = 0;
+    for _ in 0..100 {
+        admitted += api.try_acquire(1).unwrap().is_allowed() as u64;
+    }
+    assert!(
+        admitted <= 5,
+        "{admitted} admitted under a 5/s burst-5 share"
+    );
+}
+
+/// A new file made by Adopt keeps the old file's reboot choice and permission bits: workers
+/// created with `OnReboot::Reset` and a group-shared mode re-attach to it.
+#[test]
+fn a_replacement_keeps_the_reboot_choice_and_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, path) = temp_path("keep.shm");
+    let worker = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .on_reboot(OnReboot::Reset)
+        .mode(0o660)
+        .create_or_open(&path)
+        .unwrap();
+    let api = worker.limit("api").unwrap();
+    assert!(api.try_acquire(1).unwrap().is_allowed());
+    // The deploy tool asks for neither.
+    let deployed = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .mode(0o660)
+        .create_or_open(&path)
+        .unwrap();
+    assert_eq!(deployed.reboot_info().on_reboot, OnReboot::Reset);
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o660
+    );
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    let _ = api.peek(1);
+    assert!(api.try_acquire(1).expect("re-attached").is_allowed());
+    // A worker restarting with its options starts too.
+    Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_reboot(OnReboot::Reset)
+        .mode(0o660)
+        .create_or_open(&path)
+        .expect("a restarted worker attaches");
+}
+
+/// Permits acquired by id (the C ABI's way) through a handle that moved to a new file are
+/// released in the file that issued them, and an old file's permit in the old file: the id
+/// names its file, so a release never frees another permit with the same index.
+#[test]
+fn permit_ids_are_released_in_the_file_that_issued_them() {
+    use shmlimit::Concurrency;
+    let (_dir, path) = temp_path("permit-ids.shm");
+    let first = Limiter::builder()
+        .limit("jobs", Concurrency::new(2))
+        .create_or_open(&path)
+        .unwrap();
+    let jobs = first.limit("jobs").unwrap();
+    let old = jobs.try_acquire_permit().unwrap().unwrap().into_id();
+    let _deploy = Limiter::builder()
+        .limit("jobs", Concurrency::new(2))
+        .limit("other", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    // An acquisition runs the check, and moves the handle to the new file.
+    let _ = jobs.try_acquire_permit().unwrap().map(|p| p.release());
+    let now = Limiter::open(&path).unwrap();
+    let fresh = now.limit("jobs").unwrap();
+    let a = jobs
+        .try_acquire_permit()
+        .unwrap()
+        .expect("a permit")
+        .into_id();
+    let b = jobs
+        .try_acquire_permit()
+        .unwrap()
+        .expect("a permit")
+        .into_id();
+    assert_eq!(fresh.permit_holders().len(), 2, "both held in the new file");
+    assert!(
+        jobs.try_acquire_permit().unwrap().is_none(),
+        "the new file is full"
+    );
+    assert!(jobs.release_permit(a).unwrap());
+    assert!(jobs.release_permit(b).unwrap());
+    assert!(
+        fresh.permit_holders().is_empty(),
+        "both released in the new file"
+    );
+    assert_eq!(
+        first.limit("jobs").unwrap().permit_holders().len(),
+        1,
+        "the old one untouched"
+    );
+    assert!(
+        jobs.release_permit(old).unwrap(),
+        "released in the old file"
+    );
+    assert!(first.limit("jobs").unwrap().permit_holders().is_empty());
+    assert!(!jobs.release_permit(old).unwrap(), "only once");
+}
+
+/// `Limiter::sync` (and so `sync_every` and `shmlimit sync --every`) writes the file that
+/// replaced the one it opened too, and records that file's boot as alive: the bound on what a
+/// power loss forgets holds across a deploy that replaced the file.
+#[test]
+fn sync_reaches_the_file_that_replaced_the_one_opened() {
+    let (_dir, path) = temp_path("sync.shm");
+    let limiter = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .create_or_open(&path)
+        .unwrap();
+    let _deploy = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    // Header word 22: the latest Unix time this boot was seen alive (written by a sync).
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&1u64.to_ne_bytes(), 22 * 8).unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    limiter.sync().unwrap();
+    let mut word = [0u8; 8];
+    fs::File::open(&path)
+        .unwrap()
+        .read_exact_at(&mut word, 22 * 8)
+        .unwrap();
+    assert!(u64::from_ne_bytes(word) > 1, "the new file was synced");
+}
+
+/// A deploy that needs a new file (here: a limit added) carries the state of every limit it
+/// leaves unchanged: a daily quota used up stays used up, in the new file, for the handles that
+/// move and for new ones; a changed limit starts fresh.
+#[test]
+fn a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others() {
+    let (_dir, path) = temp_path("carry.shm");
+    let daily = || FixedWindow::new(10, Duration::from_secs(86_400));
+    let first = Limiter::builder()
+        .limit("daily", daily())
+        .limit("log", SlidingLog::new(5, Duration::from_secs(3600)))
+        .limit("api", bucket(1, 5))
+        .create_or_open(&path)
+        .unwrap();
+    let quota = first.limit("daily").unwrap();
+    assert!(quota.try_acquire(10).unwrap().is_allowed());
+    assert!(first
+        .limit("log")
+        .unwrap()
+        .try_acquire(5)
+        .unwrap()
+        .is_allowed());
+    assert!(first
+        .limit("api")
+        .unwrap()
+        .try_acquire(5)
+        .unwrap()
+        .is_allowed());
+    let before = ino(&path);
+    let deployed = Limiter::builder()
+        .limit("daily", daily())
+        .limit("log", SlidingLog::new(5, Duration::from_secs(3600)))
+        .limit("api", bucket(1, 50)) // changed: starts fresh
+        .limit("new", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    assert_ne!(ino(&path), before, "a new file");
+    assert!(deployed
+        .limit("daily")
+        .unwrap()
+        .peek(1)
+        .unwrap()
+        .is_denied());
+    assert!(deployed.limit("log").unwrap().peek(1).unwrap().is_denied());
+    assert!(deployed
+        .limit("api")
+        .unwrap()
+        .peek(50)
+        .unwrap()
+        .is_allowed());
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    let _ = quota.peek(1); // runs the check
+    assert!(
+        quota.try_acquire(1).unwrap().is_denied(),
+        "still used up after the move"
+    );
+    assert_eq!(
+        deployed.limit("daily").unwrap().stats().denied,
+        1,
+        "decided on the new file"
     );
 }
