@@ -597,7 +597,7 @@ fn an_interrupted_translation_skips_the_limits_it_finished() {
     let (_dir, path) = disk_path("interrupted-done.shm");
     let (story, old) = Story::begin(&path, per_day_bucket);
     assert!(old
-        .limit("tb")
+        .token_bucket("tb")
         .unwrap()
         .try_acquire(10_000)
         .unwrap()
@@ -606,7 +606,12 @@ fn an_interrupted_translation_skips_the_limits_it_finished() {
     // A complete translation first (a reboot 3 h later), then the same boot's marker with
     // `tb` (limit 0) marked done: a second translation must leave `tb` as the first left it.
     let (first, clock) = story.reboot(&path, 3 * HOUR as i64, per_day_bucket);
-    let refilled = first.limit("tb").unwrap().peek(1).unwrap().remaining();
+    let refilled = first
+        .token_bucket("tb")
+        .unwrap()
+        .peek(1)
+        .unwrap()
+        .remaining();
     assert!(refilled > 1_000, "3 h of a 10,000/day bucket: {refilled}");
     let boot = (
         read_word(&path, WORD_BOOT_ID),
@@ -618,7 +623,7 @@ fn an_interrupted_translation_skips_the_limits_it_finished() {
     write_word(&path, 128, 1); // limit 0 done
     write_word(&path, WORD_BOOT_ID, boot.0 ^ 1); // the next open translates again
     let again = per_day_bucket().clock(clock.clone()).open(&path).unwrap();
-    let tb = again.limit("tb").unwrap();
+    let tb = again.token_bucket("tb").unwrap();
     assert!(
         tb.peek(1).unwrap().remaining() >= refilled,
         "`tb` was not moved a second time"

@@ -645,7 +645,7 @@ fn a_fleet_managed_bucket_matches_its_stored_definition() {
         .limit("api", bucket(100, 10))
         .create_or_open(&path)
         .unwrap();
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     api.fleet_manage(1, Rate::per_second(1).unwrap()).unwrap();
     api.set_fleet_deadline(0).unwrap();
     Limiter::builder()
@@ -674,7 +674,7 @@ fn adopt_refuses_to_take_a_fleet_managed_bucket_from_its_agent() {
     let limiter = with_share(Limiter::builder(), 1, 10)
         .create_or_open(&path)
         .unwrap();
-    let api = limiter.limit("api").unwrap();
+    let api = limiter.token_bucket("api").unwrap();
     api.fleet_manage(1, Rate::per_second(1).unwrap()).unwrap();
     api.set_token_bucket(5, Rate::per_second(5).unwrap())
         .unwrap();
@@ -723,7 +723,7 @@ fn a_replacement_keeps_the_reboot_choice_and_the_mode() {
         .mode(0o660)
         .create_or_open(&path)
         .unwrap();
-    let api = worker.limit("api").unwrap();
+    let api = worker.token_bucket("api").unwrap();
     assert!(api.try_acquire(1).unwrap().is_allowed());
     // The deploy tool asks for neither.
     let deployed = Limiter::builder()
@@ -762,7 +762,7 @@ fn permit_ids_are_released_in_the_file_that_issued_them() {
         .limit("jobs", Concurrency::new(2))
         .create_or_open(&path)
         .unwrap();
-    let jobs = first.limit("jobs").unwrap();
+    let jobs = first.concurrency("jobs").unwrap();
     let old = jobs.try_acquire_permit().unwrap().unwrap().into_id();
     let _deploy = Limiter::builder()
         .limit("jobs", Concurrency::new(2))
@@ -851,16 +851,16 @@ fn a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others() {
         .limit("api", bucket(1, 5))
         .create_or_open(&path)
         .unwrap();
-    let quota = first.limit("daily").unwrap();
+    let quota = first.window("daily").unwrap();
     assert!(quota.try_acquire(10).unwrap().is_allowed());
     assert!(first
-        .limit("log")
+        .sliding_log("log")
         .unwrap()
         .try_acquire(5)
         .unwrap()
         .is_allowed());
     assert!(first
-        .limit("api")
+        .token_bucket("api")
         .unwrap()
         .try_acquire(5)
         .unwrap()
@@ -876,14 +876,19 @@ fn a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others() {
         .unwrap();
     assert_ne!(ino(&path), before, "a new file");
     assert!(deployed
-        .limit("daily")
+        .window("daily")
         .unwrap()
         .peek(1)
         .unwrap()
         .is_denied());
-    assert!(deployed.limit("log").unwrap().peek(1).unwrap().is_denied());
     assert!(deployed
-        .limit("api")
+        .sliding_log("log")
+        .unwrap()
+        .peek(1)
+        .unwrap()
+        .is_denied());
+    assert!(deployed
+        .token_bucket("api")
         .unwrap()
         .peek(50)
         .unwrap()
