@@ -433,7 +433,14 @@ impl Shared {
         if t < self.watch.next_check.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let mut failure = self.watch.failure.lock().unwrap_or_else(|p| p.into_inner());
+        // Another thread is checking (it may be opening the new file, which can take a while):
+        // decide on this file meanwhile rather than wait. Never blocking here also keeps a
+        // child forked while another thread held the lock from waiting for it forever.
+        let mut failure = match self.watch.failure.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
         if let Some(next) = self.watch.successor.get() {
             return Ok(Some(Arc::clone(next)));
         }
