@@ -39,12 +39,12 @@
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 mod algo;
+#[doc(hidden)]
+pub mod c_abi;
 mod clock;
 mod compose;
 mod error;
-pub mod ffi;
 mod file;
-pub mod fleet;
 mod headers;
 mod keyed;
 mod limiter;
@@ -76,3 +76,8 @@ pub use spec::{
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
 pub use wait::Reservation;
+
+/// The longest a fleet lease deadline ([`Limit::set_fleet_deadline`]) may run ahead of a
+/// decision's clock, in nanoseconds (2^40, about 18 minutes): a deadline further ahead is taken
+/// as damage, and the decision fences. A fleet agent keeps its fence point under it.
+pub const MAX_FLEET_LEASE_NS: u64 = file::layout::bucket::MAX_LEASE_NS;

@@ -9,9 +9,9 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use crate::algo::Decision;
-use crate::limiter::Stats;
-use crate::spec::{
+use shmlimit::Decision;
+use shmlimit::Stats;
+use shmlimit::{
     Algorithm, Alignment, FleetShare, FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate,
     DEFAULT_NEAR_LIMIT,
 };
@@ -82,9 +82,9 @@ pub const SHMLIMIT_MAX_KEYS: u64 = 1 << 26;
 pub const SHMLIMIT_MAX_KEY_PERMITS: u64 = 64;
 
 const _: () = assert!(SHMLIMIT_DEFAULT_NEAR_LIMIT == DEFAULT_NEAR_LIMIT);
-const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == crate::spec::MAX_SPLIT);
-const _: () = assert!(SHMLIMIT_MAX_KEYS == crate::spec::MAX_KEYS);
-const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == crate::spec::MAX_KEY_PERMITS);
+const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == shmlimit::MAX_SPLIT);
+const _: () = assert!(SHMLIMIT_MAX_KEYS == shmlimit::MAX_KEYS);
+const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::MAX_KEY_PERMITS);
 
 /// One limit definition: an input of `shmlimit_limiter_create_or_open`, and what
 /// `shmlimit_limiter_definition` reports.
@@ -228,7 +228,7 @@ pub struct shmlimit_stats {
 
 /// Most limits one composed check may hold.
 pub const SHMLIMIT_MAX_CHECKS: usize = 8;
-const _: () = assert!(SHMLIMIT_MAX_CHECKS == crate::compose::MAX_CHECKS);
+const _: () = assert!(SHMLIMIT_MAX_CHECKS == shmlimit::MAX_CHECKS);
 
 /// One limit (and cost) of a composed check (`shmlimit_acquire_all`).
 #[allow(non_camel_case_types)]
@@ -294,8 +294,8 @@ pub struct shmlimit_permit_holder {
     pub reserved: [u64; 1],
 }
 
-impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
-    fn from(h: crate::permit::PermitHolder) -> Self {
+impl From<shmlimit::PermitHolder> for shmlimit_permit_holder {
+    fn from(h: shmlimit::PermitHolder) -> Self {
         shmlimit_permit_holder {
             id: h.id,
             pid: h.pid,
@@ -347,9 +347,9 @@ const _: () = {
 
 impl From<Decision> for shmlimit_decision {
     fn from(d: Decision) -> Self {
-        let grant = d.grant_record();
+        let (grant, origin) = shmlimit::c_abi::grant_record(&d);
         // The limit that made the grant, only where there is one.
-        let origin = if grant == [0; 2] { 0 } else { d.origin };
+        let origin = if grant == [0; 2] { 0 } else { origin };
         shmlimit_decision {
             allowed: d.is_allowed(),
             shadow_denied: d.is_shadow_denied(),
@@ -373,22 +373,20 @@ impl shmlimit_decision {
     /// What the decision told its caller (allowed, remaining, retry-after, reset), for
     /// rendering; it carries no grant.
     pub(crate) fn to_view(self) -> Decision {
-        let view = if self.allowed {
-            Decision::allowed(self.remaining, 1)
-        } else {
-            Decision::denied(self.retry_after_ns, self.remaining, 1)
-        };
-        view.resetting(self.reset_after_ns)
+        shmlimit::c_abi::view(
+            self.allowed,
+            self.remaining,
+            self.retry_after_ns,
+            self.reset_after_ns,
+        )
     }
 
     /// The grant this decision records, for a refund, with the limit that made it.
     pub(crate) fn to_grant(self) -> Decision {
         if !self.allowed {
-            return Decision::from_grant_record([0; 2]);
+            return shmlimit::c_abi::from_grant_record([0; 2], 0);
         }
-        let mut grant = Decision::from_grant_record(self.grant);
-        grant.origin = self.reserved[1];
-        grant
+        shmlimit::c_abi::from_grant_record(self.grant, self.reserved[1])
     }
 }
 
@@ -416,10 +414,10 @@ fn invalid(name: &str, reason: impl Into<String>) -> Failure {
 
 impl shmlimit_options {
     /// The reconcile policy of `create_or_open`.
-    pub(crate) fn on_conflict(&self) -> Result<crate::OnConflict, Failure> {
+    pub(crate) fn on_conflict(&self) -> Result<shmlimit::OnConflict, Failure> {
         match self.on_conflict {
-            SHMLIMIT_ON_CONFLICT_REFUSE => Ok(crate::OnConflict::Refuse),
-            SHMLIMIT_ON_CONFLICT_ADOPT => Ok(crate::OnConflict::Adopt),
+            SHMLIMIT_ON_CONFLICT_REFUSE => Ok(shmlimit::OnConflict::Refuse),
+            SHMLIMIT_ON_CONFLICT_ADOPT => Ok(shmlimit::OnConflict::Adopt),
             n => Err(invalid(
                 "",
                 format!(
@@ -585,10 +583,10 @@ fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
     Ok(algorithm.into_algorithm(name)?)
 }
 
-fn rename(e: crate::Error, name: &str) -> crate::Error {
+fn rename(e: shmlimit::Error, name: &str) -> shmlimit::Error {
     match e {
-        crate::Error::InvalidParameter { limit, reason } if limit.is_empty() => {
-            crate::Error::InvalidParameter {
+        shmlimit::Error::InvalidParameter { limit, reason } if limit.is_empty() => {
+            shmlimit::Error::InvalidParameter {
                 limit: name.to_owned(),
                 reason,
             }
