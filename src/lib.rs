@@ -60,6 +60,7 @@ pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
 pub use error::{Error, Result, MAX_ECHO};
 pub use file::layout::MAX_LIMITS;
+pub use file::reboot::{OnReboot, RebootInfo};
 pub use headers::{Policy, RateLimitHeaders};
 pub use keyed::MAX_KEY_LEN;
 pub use limiter::{

@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::file::layout::{
     self, bucket, pack_window_limit, unpack_window_limit, word, COUNTERS, LANES,
 };
+use crate::file::reboot::{OnReboot, RebootInfo};
 use crate::file::{self, Access, Mapped};
 use crate::reconcile::{self, OnConflict};
 use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
@@ -50,6 +51,7 @@ pub struct Builder<C: Clock = MonotonicClock> {
     access: Access,
     on_conflict: OnConflict,
     clock: C,
+    sync_every: Option<Duration>,
 }
 
 impl Builder<MonotonicClock> {
@@ -60,6 +62,7 @@ impl Builder<MonotonicClock> {
             access: Access::default(),
             on_conflict: OnConflict::Refuse,
             clock: MonotonicClock,
+            sync_every: None,
         }
     }
 }
@@ -139,6 +142,14 @@ impl<C: Clock> Builder<C> {
         self
     }
 
+    /// What the file does with its state at a reboot (stored at creation; default
+    /// [`OnReboot::Translate`]: quotas used before the reboot stay used). Setting it also
+    /// requires an existing file to have made the same choice ([`Error::DefinitionConflict`]).
+    pub fn on_reboot(mut self, on_reboot: OnReboot) -> Self {
+        self.access.on_reboot = Some(on_reboot);
+        self
+    }
+
     /// Use another clock (for example [`crate::CoarseMonotonicClock`], or a
     /// [`crate::ManualClock`] in tests).
     pub fn clock<D: Clock>(self, clock: D) -> Builder<D> {
@@ -148,7 +159,19 @@ impl<C: Clock> Builder<C> {
             access: self.access,
             on_conflict: self.on_conflict,
             clock,
+            sync_every: self.sync_every,
         }
+    }
+
+    /// Bound what a power loss can forget: a helper thread of this handle writes the file's
+    /// dirty pages to the disk every `period` ([`Limiter::sync`]), off the decision path, until
+    /// the last clone of the handle is dropped. After a power loss at most `period` (plus one
+    /// sync's duration) of admissions are forgotten. The thread does not survive a `fork`; one
+    /// syncing process per file is enough (`shmlimit sync PATH --every 1s` does it for any
+    /// language).
+    pub fn sync_every(mut self, period: Duration) -> Self {
+        self.sync_every = Some(period);
+        self
     }
 
     /// Create the file with these definitions, or attach to it if it exists with the same ones.
@@ -176,7 +199,7 @@ impl<C: Clock> Builder<C> {
             let limiter = Limiter::from_mapped(mapped, self.clock.clone())?;
             let diff = reconcile::diff(&self.defs, &limiter.live_definitions());
             if diff.is_empty() {
-                return Ok(limiter);
+                return Ok(limiter.syncing(self.sync_every));
             }
             if self.on_conflict == OnConflict::Refuse {
                 return Err(Error::DefinitionConflict {
@@ -185,7 +208,7 @@ impl<C: Clock> Builder<C> {
                 });
             }
             if self.adopt(&limiter, path)? {
-                return Ok(limiter);
+                return Ok(limiter.syncing(self.sync_every));
             }
         }
         Err(Error::NotInitialized(path.to_owned()))
@@ -238,7 +261,7 @@ impl<C: Clock> Builder<C> {
                 });
             }
         }
-        Ok(limiter)
+        Ok(limiter.syncing(self.sync_every))
     }
 
     /// A private, read-only snapshot of an existing file, for inspection tools: validated as
@@ -508,6 +531,43 @@ impl<C: Clock> Limiter<C> {
             .collect()
     }
 
+    /// Start the helper thread of [`Builder::sync_every`].
+    fn syncing(self, every: Option<Duration>) -> Self {
+        if let Some(period) = every {
+            let weak = Arc::downgrade(&self.shared);
+            // A thread that cannot be started leaves the kernel's writeback as the only bound.
+            let _ = std::thread::Builder::new()
+                .name("shmlimit-sync".into())
+                .spawn(move || loop {
+                    std::thread::sleep(period);
+                    match weak.upgrade() {
+                        Some(shared) => {
+                            let _ = file::reboot::sync(&shared.mapped);
+                        }
+                        None => return,
+                    }
+                });
+        }
+        self
+    }
+
+    /// Write the file's dirty pages (every limit's state and counters) to the disk now, and
+    /// record this boot as alive for the translation at the next reboot. Off the decision
+    /// path: decisions go on meanwhile; the first write to each page after it costs that
+    /// process one minor page fault. A power loss forgets at most what was decided since the
+    /// last sync (or since the kernel last wrote the pages back, about 30 s by default).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the kernel reports a write error.
+    pub fn sync(&self) -> Result<()> {
+        file::reboot::sync(&self.shared.mapped).map_err(|source| Error::Io {
+            op: "syncing the file to its disk",
+            path: self.shared.mapped.path.clone(),
+            source,
+        })
+    }
+
     /// The limit definitions stored in the file (as created; see [`Limit::live_algorithm`] for
     /// retuned parameters).
     pub fn definitions(&self) -> &[LimitDef] {
@@ -519,9 +579,16 @@ impl<C: Clock> Limiter<C> {
         &self.shared.mapped.path
     }
 
-    /// How many times the state was reset because the host rebooted.
+    /// How many times the state was reset because the host rebooted (files created with
+    /// [`OnReboot::Reset`]).
     pub fn reset_count(&self) -> u64 {
         self.shared.mapped.header(word::RESET_COUNT)
+    }
+
+    /// What the file does at a reboot, how many reboots it translated, and which limits hold a
+    /// state that could not be translated (and deny until it expires or they are reset).
+    pub fn reboot_info(&self) -> RebootInfo {
+        file::reboot::info(&self.shared.mapped)
     }
 
     /// The file's size in bytes.
@@ -673,10 +740,7 @@ fn lane() -> usize {
 }
 
 fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
-    let phase = |window_ns: u64, alignment: Alignment| match alignment {
-        Alignment::WallClock => wall_offset % window_ns,
-        Alignment::Monotonic => 0,
-    };
+    let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
     match *algorithm {
         Algorithm::TokenBucket { .. } => Params::TokenBucket,
         Algorithm::FixedWindow {
@@ -685,7 +749,11 @@ fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
             alignment,
         } => Params::FixedWindow(FixedWindow {
             limit,
-            window_ns,
+            window_ns: if alignment.is_months(window_ns) {
+                crate::algo::fixed_window::MONTHS
+            } else {
+                window_ns
+            },
             phase_ns: phase(window_ns, alignment),
         }),
         Algorithm::SlidingWindow {
@@ -1302,14 +1370,27 @@ impl<C: Clock> Limit<C> {
 
     #[inline(always)]
     fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        // The clock read of the decision doubles as the time of the replacement check (a dated
-        // call reads the clock for it).
-        // A CAS retry reuses it: an older time only sees less refill (stricter), and is clamped
-        // to the stored state as any stale read is.
-        let t = self.clock.now_ns();
-        let this = self.current_at(t)?;
-        let now = at.unwrap_or(t);
-        this.run_on(cost, commit, move || now)
+        let this = self.follow()?;
+        match at {
+            Some(now) => {
+                let decision = this.run_on(cost, commit, move || now);
+                this.check_after(this.clock.now_ns());
+                decision
+            }
+            None => {
+                // The decision reads the clock after it loads the state word (on every attempt),
+                // so its `now` is never older than the time of the decision that wrote the word;
+                // that read doubles as the time of the replacement check.
+                let used = std::cell::Cell::new(0);
+                let decision = this.run_on(cost, commit, || {
+                    let now = this.clock.now_ns();
+                    used.set(now);
+                    now
+                });
+                this.check_after(used.get());
+                decision
+            }
+        }
     }
 
     #[inline(always)]
@@ -1847,6 +1928,9 @@ impl<C: Clock> Limit<C> {
 
     fn set_window_rate(&self, rate: Rate) -> Result<()> {
         let window_ns = match self.params {
+            Params::FixedWindow(fw) if fw.window_ns == crate::algo::fixed_window::MONTHS => {
+                Rate::MONTH_NS
+            }
             Params::FixedWindow(fw) => fw.window_ns,
             Params::SlidingWindow(sw) => sw.window_ns,
             _ => return Err(self.wrong_kind("has no rate to change")),
@@ -1923,6 +2007,29 @@ impl<C: Clock> Limit<C> {
             return Ok(self);
         }
         self.recheck(t)
+    }
+
+    /// The handle a decision runs on: this one, or, once a replacement was noticed (the next
+    /// check time is then 0), the handle of the file that replaced it. One load on the hot path.
+    #[inline(always)]
+    pub(crate) fn follow(&self) -> Result<&Limit<C>> {
+        // Relaxed: a time; 0 sends every later decision to the slow path.
+        if self.next_check.load(Ordering::Relaxed) != 0 {
+            return Ok(self);
+        }
+        self.recheck(self.clock.now_ns())
+    }
+
+    /// After a decision that read the clock at `t`: run the replacement check once it is due.
+    /// The decision itself was made on this file (a replaced file is used for at most one more
+    /// decision per handle); a failed check is reported by the next call, through
+    /// [`Limit::follow`].
+    #[inline(always)]
+    pub(crate) fn check_after(&self, t: u64) {
+        // Relaxed: as in `current_at`.
+        if t >= self.next_check.load(Ordering::Relaxed) && t != 0 && self.recheck(t).is_err() {
+            self.next_check.store(0, Ordering::Relaxed);
+        }
     }
 
     /// [`Limit::current_at`] at the clock's time now.

@@ -144,14 +144,24 @@ fn fields(def: &LimitDef) -> Vec<Field> {
             alignment,
         } => {
             out.push(f("limit", limit.to_string(), true));
-            out.push(f("window", duration(window_ns), false));
+            out.push(f(
+                "window",
+                if alignment.is_months(window_ns) {
+                    "1 calendar month".into()
+                } else {
+                    duration(window_ns)
+                },
+                false,
+            ));
             out.push(f(
                 "alignment",
                 match alignment {
-                    Alignment::WallClock => "wall clock",
-                    Alignment::Monotonic => "monotonic",
-                }
-                .into(),
+                    Alignment::WallClock => "wall clock".into(),
+                    Alignment::Monotonic => "monotonic".into(),
+                    Alignment::Calendar { utc_offset_s } => {
+                        format!("calendar, UTC{:+}s", utc_offset_s)
+                    }
+                },
                 false,
             ));
         }
@@ -276,9 +286,9 @@ pub(crate) fn rate(emission_ns: u64) -> String {
     if emission_ns == 0 {
         return "unlimited".into();
     }
-    for (unit, ns) in [("s", 1e9), ("min", 60e9), ("h", 3600e9)] {
+    for (unit, ns) in [("s", 1e9), ("min", 60e9), ("h", 3600e9), ("day", 86_400e9)] {
         let per = ns / emission_ns as f64;
-        if per >= 1.0 || unit == "h" {
+        if per >= 1.0 || unit == "day" {
             return format!("{}/{unit}", number(per));
         }
     }

@@ -81,6 +81,37 @@ impl Rate {
         Rate::new(tokens, Duration::from_secs(1))
     }
 
+    /// An average Gregorian month in nanoseconds: a twelfth of 365.2425 days, 2,629,746 s.
+    pub const MONTH_NS: u64 = 2_629_746_000_000_000;
+
+    /// `tokens` per day (86,400 s): `Rate::per_day(10_000)` refills one token every 8.64 s.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_day(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_secs(86_400))
+    }
+
+    /// `tokens` per week (7 days).
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_week(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_secs(7 * 86_400))
+    }
+
+    /// `tokens` per average Gregorian month ([`Rate::MONTH_NS`]): a rate is an average, so the
+    /// refill does not follow the calendar's month lengths.
+    ///
+    /// # Errors
+    ///
+    /// As [`Rate::new`].
+    pub fn per_month(tokens: u64) -> Result<Rate> {
+        Rate::new(tokens, Duration::from_nanos(Rate::MONTH_NS))
+    }
+
     /// A fractional rate in tokens per second (e.g. `0.5` or `33.3`).
     ///
     /// # Errors
@@ -184,6 +215,53 @@ pub enum Alignment {
     WallClock,
     /// Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
     Monotonic,
+    /// Calendar boundaries in a fixed offset from UTC (`utc_offset_s` seconds east, at most
+    /// 18 h either way): windows of whole weeks start on Monday 00:00 of that offset, windows of
+    /// whole days at its midnight, other lengths at multiples of the window in its local time.
+    /// [`FixedWindow::daily`] and [`FixedWindow::weekly`] use it with offset 0 (UTC); in
+    /// [`Alignment::WallClock`] a week starts on Thursday, as the Unix epoch did.
+    Calendar {
+        /// Seconds east of UTC (`-5 * 3600` for UTC-05:00).
+        utc_offset_s: i32,
+    },
+}
+
+impl Alignment {
+    /// Calendar boundaries in UTC.
+    pub const UTC: Alignment = Alignment::Calendar { utc_offset_s: 0 };
+    /// The largest UTC offset a calendar alignment takes, in seconds (18 h).
+    pub const MAX_UTC_OFFSET_S: i32 = 18 * 3_600;
+
+    /// A calendar-aligned window of one average month ([`Rate::MONTH_NS`]) is the calendar
+    /// month (fixed windows only).
+    pub(crate) fn is_months(self, window_ns: u64) -> bool {
+        matches!(self, Alignment::Calendar { .. }) && window_ns == Rate::MONTH_NS
+    }
+
+    /// Where window boundaries fall: what to add to a monotonic time so that boundaries are at
+    /// multiples of the window, given the wall offset (realtime - monotonic) of this boot.
+    pub(crate) fn phase_ns(self, window_ns: u64, wall_offset: u64) -> u64 {
+        const DAY: i128 = 86_400_000_000_000;
+        if let (Alignment::Calendar { utc_offset_s }, true) = (self, self.is_months(window_ns)) {
+            // Months are found from the local time itself: the whole shift.
+            return (wall_offset as i64 as i128 + utc_offset_s as i128 * 1_000_000_000)
+                .clamp(0, u64::MAX as i128) as u64;
+        }
+        match self {
+            Alignment::WallClock => wall_offset % window_ns,
+            Alignment::Monotonic => 0,
+            Alignment::Calendar { utc_offset_s } => {
+                // 1970-01-05, the first Monday, is day 4: shift weeks by 3 days.
+                let monday = if window_ns as i128 % (7 * DAY) == 0 {
+                    3 * DAY
+                } else {
+                    0
+                };
+                let shift = utc_offset_s as i128 * 1_000_000_000 + monday;
+                (wall_offset as i128 + shift).rem_euclid(window_ns as i128) as u64
+            }
+        }
+    }
 }
 
 /// At most `limit` per clock-aligned window of length `window`.
@@ -209,6 +287,35 @@ impl FixedWindow {
     /// Change the boundary placement.
     pub fn aligned(mut self, alignment: Alignment) -> FixedWindow {
         self.alignment = alignment;
+        self
+    }
+
+    /// `limit` per calendar day, from midnight UTC (see [`FixedWindow::utc_offset`]).
+    pub fn daily(limit: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_secs(86_400)).aligned(Alignment::UTC)
+    }
+
+    /// `limit` per calendar month, from the first of the month 00:00 UTC (see
+    /// [`FixedWindow::utc_offset`]). Months have their calendar lengths (28 to 31 days); the
+    /// retry-after of a full month is the time to the next month's start. Stored as a
+    /// calendar-aligned window of one average month ([`Rate::MONTH_NS`]), which is what
+    /// definitions and `inspect` show.
+    pub fn monthly(limit: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_nanos(Rate::MONTH_NS)).aligned(Alignment::UTC)
+    }
+
+    /// `limit` per calendar week, from Monday 00:00 UTC (see [`FixedWindow::utc_offset`]).
+    pub fn weekly(limit: u64) -> FixedWindow {
+        FixedWindow::new(limit, Duration::from_secs(7 * 86_400)).aligned(Alignment::UTC)
+    }
+
+    /// Calendar boundaries in a fixed offset from UTC, `seconds` east (`-5 * 3600` for
+    /// UTC-05:00): days start at that offset's midnight, weeks on its Monday. A fixed offset,
+    /// not a time zone: daylight-saving changes are not followed.
+    pub fn utc_offset(mut self, seconds: i32) -> FixedWindow {
+        self.alignment = Alignment::Calendar {
+            utc_offset_s: seconds,
+        };
         self
     }
 }
@@ -358,6 +465,19 @@ impl Algorithm {
             }
             Ok(())
         };
+        let offset = |alignment: Alignment| -> Result<()> {
+            match alignment {
+                Alignment::Calendar { utc_offset_s }
+                    if utc_offset_s.unsigned_abs() > Alignment::MAX_UTC_OFFSET_S as u32 =>
+                {
+                    Err(invalid(
+                        limit,
+                        format!("UTC offset {utc_offset_s} s: must be within 18 h either way"),
+                    ))
+                }
+                _ => Ok(()),
+            }
+        };
         match *self {
             Algorithm::TokenBucket {
                 capacity,
@@ -388,18 +508,26 @@ impl Algorithm {
             Algorithm::FixedWindow {
                 limit: l,
                 window_ns,
-                ..
+                alignment,
             } => {
                 if l == 0 || l > u32::MAX as u64 {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^32-1")));
                 }
                 window(window_ns)?;
+                offset(alignment)?;
             }
             Algorithm::SlidingWindow {
                 limit: l,
                 window_ns,
-                ..
+                alignment,
             } => {
+                offset(alignment)?;
+                if alignment.is_months(window_ns) {
+                    return Err(invalid(
+                        limit,
+                        "calendar months are for fixed windows: a sliding window needs a fixed length",
+                    ));
+                }
                 if l == 0 || l > sliding_window::MAX_LIMIT {
                     return Err(invalid(limit, format!("limit {l}: must be 1..=2^20-1")));
                 }

@@ -617,12 +617,16 @@ fn bad_config_fields_each_give_their_message_and_exit_1() {
         (window("sliding_log", "limit = 10\nwindow = 60"), "limit \"w\": window: 60 has no unit"),
         (window("sliding_log", "limit = 10\nwindow = \"500us\""), "limit \"w\": window: \"500us\" is below the minimum of 1ms"),
         (window("sliding_log", "limit = 10\nwindow = \"0s\""), "limit \"w\": window: must be positive"),
-        (window("sliding_log", "limit = 10\nwindow = \"3 weeks\""), "limit \"w\": window: unknown unit \"weeks\""),
+        (window("fixed_window", "limit = 10\nwindow = \"1d\"\nalignment = \"calendar\"\nutc_offset = \"+19:00\""), "limit \"w\": utc_offset: \"+19:00\""),
+        (window("fixed_window", "limit = 10\nwindow = \"1d\"\nutc_offset = \"+01:00\""), "limit \"w\": utc_offset: only with alignment = \"calendar\""),
+        (window("sliding_log", "limit = 10\nwindow = \"3 fortnights\""), "limit \"w\": window: unknown unit \"fortnights\""),
+        (window("sliding_window", "limit = 10\nwindow = \"1month\""), "limit \"w\": window: \"1month\": months and years have no fixed length"),
+        (window("fixed_window", "limit = 10\nwindow = \"1month\"\nalignment = \"monotonic\""), "limit \"w\": alignment: a window of \"1month\" is a calendar month"),
         (window("sliding_log", "limit = -1\nwindow = \"1s\""), "limit \"w\": limit: must be at least 1"),
         (window("sliding_log", "limit = 20000000\nwindow = \"1s\""), "limit \"w\": limit: 20000000 is above the maximum 2^24"),
         (window("sliding_log", "limit = 10\nwindow = \"1s\"\nalignment = \"monotonic\""), "limit \"w\": alignment: not a field of sliding_log"),
         (window("sliding_window", "limit = 2000000\nwindow = \"1s\""), "limit \"w\": limit: 2000000 is above the maximum 2^20-1"),
-        (window("fixed_window", "limit = 10\nwindow = \"1s\"\nalignment = \"utc\""), "limit \"w\": alignment: \"utc\": use \"wall_clock\" or \"monotonic\""),
+        (window("fixed_window", "limit = 10\nwindow = \"1s\"\nalignment = \"utc\""), "limit \"w\": alignment: \"utc\": use \"wall_clock\", \"monotonic\" or \"calendar\""),
         (window("leaky_bucket", "limit = 10"), "limit \"w\": algorithm: unknown \"leaky_bucket\" (one of token_bucket, fixed_window, sliding_window, sliding_log, concurrency)"),
         ("[[limit]]\nname = \"w\"\nlimit = 5\n".into(), "limit \"w\": algorithm: missing"),
         ("[[limit]]\nalgorithm = \"sliding_log\"\n".into(), "limit #1: name: missing"),
@@ -1504,4 +1508,97 @@ fn demo_mixed_shares_the_bucket_between_rust_and_c_workers() {
     // At most the bound; at least the full bucket, under demand that never stops.
     assert!(admitted <= bound && admitted >= 20, "{out}");
     assert_eq!(bucket[3], "yes");
+}
+
+fn write_header_word(path: &Path, index: u64, value: u64) {
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .write_all_at(&value.to_ne_bytes(), index * 8)
+        .unwrap();
+}
+
+fn read_header_word(path: &Path, index: u64) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let mut b = [0u8; 8];
+    std::fs::File::open(path)
+        .unwrap()
+        .read_exact_at(&mut b, index * 8)
+        .unwrap();
+    u64::from_ne_bytes(b)
+}
+
+#[test]
+fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let reset = dir.path().join("reset.shm");
+    let args = [
+        "create",
+        s(&reset),
+        "--name",
+        "daily",
+        "--algorithm",
+        "fixed_window",
+        "--limit",
+        "10",
+        "--window",
+        "1d",
+    ];
+    ok(&[&args[..], &["--on-reboot", "reset"]].concat());
+    assert!(ok(&["inspect", s(&reset)]).contains("reboot  reset: 0 state resets"));
+    assert_eq!(
+        json(&["inspect", s(&reset), "--json"])["on_reboot"],
+        "reset"
+    );
+    let out = shmlimit(&[&args[..], &["--on-reboot", "translate"]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("created to reset its state at a reboot, not to translate"),
+        "{}",
+        stderr(&out)
+    );
+    expect_code(&[&args[..], &["--on-reboot", "sometimes"]].concat(), 1);
+
+    // A translated file whose wall clock went 100 days backwards across a (simulated) reboot:
+    // its 1 s sliding window cannot hold the translated state, which fails closed, and says so.
+    let path = dir.path().join("translate.shm");
+    ok(&[
+        "create",
+        s(&path),
+        "--name",
+        "sw",
+        "--algorithm",
+        "sliding_window",
+        "--limit",
+        "5",
+        "--window",
+        "1s",
+    ]);
+    {
+        let l = Limiter::open(&path).unwrap();
+        assert!(l.limit("sw").unwrap().try_acquire(5).unwrap().is_allowed());
+    }
+    let hundred_days = 100 * 86_400 * 1_000_000_000u64;
+    // The old boot's wall clock read 100 days later than this one does: its offset and its
+    // last Unix time.
+    write_header_word(&path, 21, read_header_word(&path, 21) + hundred_days);
+    write_header_word(&path, 22, read_header_word(&path, 22) + hundred_days);
+    write_header_word(&path, 12, !read_header_word(&path, 12));
+    let out = ok(&["inspect", s(&path)]);
+    assert!(
+        out.contains("reboot  translate: 1 reboot translated"),
+        "{out}"
+    );
+    assert!(out.contains("wall clock went backwards"), "{out}");
+    assert!(
+        out.contains("FAILED CLOSED  limit \"sw\""),
+        "inspect names the limit that fails closed\n{out}"
+    );
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(j["failed_closed"][0], "sw", "{j}");
+    assert_eq!(j["translations"], 1);
+    ok(&["reset", s(&path), "sw"]);
+    assert!(!ok(&["inspect", s(&path)]).contains("FAILED CLOSED"));
 }

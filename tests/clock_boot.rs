@@ -1,4 +1,5 @@
-//! Clocks and boots: a boot id change resets every kind of state once; a process in another time
+//! Clocks and boots: a boot id change resets every kind of state once (in a file made to reset;
+//! translation, the default, is in `tests/reboot.rs`); a process in another time
 //! namespace is refused (a real one made with `unshare --time` when this host permits it, and a
 //! simulated offset in the header otherwise); a process whose clock reads are older than the
 //! stored state never moves the state backwards.
@@ -13,8 +14,8 @@ use std::time::Duration;
 
 use common::{fork_lock, spawn, temp_path, SEC};
 use shmlimit::{
-    Alignment, Concurrency, Error, FixedWindow, Keyed, Limiter, ManualClock, Rate, SlidingLog,
-    SlidingWindow, TokenBucket,
+    Alignment, Concurrency, Error, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
+    SlidingLog, SlidingWindow, TokenBucket,
 };
 
 const WORD_BOOT_ID: u64 = 12;
@@ -81,7 +82,11 @@ fn exhaust(limiter: &Limiter) -> Vec<u64> {
 #[test]
 fn a_boot_id_change_resets_every_kind_of_state_once() {
     let (_dir, path) = temp_path("boot.shm");
-    let limiter = builder().create_or_open(&path).unwrap();
+    // A file made to reset at a reboot (the default translates: see tests/reboot.rs).
+    let limiter = builder()
+        .on_reboot(OnReboot::Reset)
+        .create_or_open(&path)
+        .unwrap();
     assert_eq!(exhaust(&limiter), vec![CAP; 6]);
     assert_eq!(exhaust(&limiter), vec![0; 6], "everything is used up");
     let boot = [

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, temp_path};
 use shmlimit::{
-    Algorithm, Alignment, Error, FixedWindow, IntoAlgorithm, Limiter, Rate, SlidingLog,
+    Algorithm, Alignment, Error, FixedWindow, IntoAlgorithm, Limiter, OnReboot, Rate, SlidingLog,
     SlidingWindow, TokenBucket,
 };
 
@@ -81,6 +81,19 @@ fn builder() -> shmlimit::Builder {
 fn valid_file() -> (tempfile::TempDir, std::path::PathBuf) {
     let (dir, path) = temp_path("limits.shm");
     drop(builder().create_or_open(&path).expect("create"));
+    (dir, path)
+}
+
+/// A valid file that resets its state at a reboot (the behaviour the reboot tests here check;
+/// `tests/reboot.rs` covers the default, which translates it).
+fn reset_file() -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, path) = temp_path("limits.shm");
+    drop(
+        builder()
+            .on_reboot(OnReboot::Reset)
+            .create_or_open(&path)
+            .expect("create"),
+    );
     (dir, path)
 }
 
@@ -364,7 +377,8 @@ fn another_format_version_is_refused() {
     let word = read_word(&path, WORD_VERSION);
     assert_eq!(word & 0xFFFF_FFFF, 4, "this build writes format version 4");
     // Version 1 (its key tags mean something else), version 2 (its word 7 is the active slot,
-    // where version 3 keeps a fleet lease deadline), version 3 (no file id) and a version from
+    // where version 3 keeps a fleet lease deadline), version 3 (no file id, no reboot words: its zeros would
+    // read as a wall clock at the epoch) and a version from
     // the future.
     for other in [1, 2, 3, 5] {
         write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | other);
@@ -569,7 +583,7 @@ fn world_writable_files_are_refused() {
 
 #[test]
 fn a_boot_id_change_resets_the_state_once() {
-    let (_dir, path) = valid_file();
+    let (_dir, path) = reset_file();
     let limiter = Limiter::open(&path).unwrap();
     assert_eq!(limiter.reset_count(), 0);
     let api = limiter.limit("api").unwrap();
@@ -731,7 +745,7 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
     // makes after attaching is wiped by another's reset.
     let _serial = fork_lock();
     for round in 0..5 {
-        let (_dir, path) = valid_file();
+        let (_dir, path) = reset_file();
         {
             let limiter = Limiter::open(&path).unwrap();
             assert!(limiter
@@ -761,5 +775,38 @@ fn eight_processes_opening_after_a_boot_id_change_reset_once() {
             "round {round}: the eight decisions all landed in the reset bucket"
         );
         assert_eq!(api.stats().allowed, 8, "round {round}");
+    }
+}
+
+#[test]
+fn eight_processes_opening_after_a_boot_id_change_translate_once() {
+    // The default keeps what was used: exactly one process translates (a second translation
+    // would move the times again), and the drained bucket stays drained for all eight.
+    let _serial = fork_lock();
+    for round in 0..5 {
+        let (_dir, path) = valid_file();
+        {
+            let limiter = Limiter::open(&path).unwrap();
+            let api = limiter.limit("api").unwrap();
+            assert!(api.try_acquire(100).unwrap().is_allowed());
+        }
+        let a = read_word(&path, WORD_BOOT_ID);
+        write_word(&path, WORD_BOOT_ID, !a);
+        let results = fork_workers(8, |_| {
+            let limiter = Limiter::open(&path).expect("open after the boot id change");
+            let d = limiter.limit("api").unwrap().try_acquire(1).unwrap();
+            vec![
+                d.is_allowed() as u64,
+                limiter.reboot_info().translations,
+                limiter.reset_count(),
+            ]
+        });
+        assert!(
+            results.iter().all(|r| r == &[0, 1, 0]),
+            "round {round}: every process denied after one translation: {results:?}"
+        );
+        let limiter = Limiter::open(&path).unwrap();
+        assert_eq!(limiter.reboot_info().translations, 1, "round {round}");
+        assert!(limiter.reboot_info().failed_closed.is_empty());
     }
 }

@@ -219,7 +219,7 @@ fn workers_adding_keys_never_fault(fs: &Tmpfs) -> Result<(), Failed> {
 }
 
 /// An old sparse file on a full filesystem: the open fails with ENOSPC before touching a page
-/// (an open that must reset for a new boot included); with room, the open allocates the holes.
+/// (an open that must translate the state for a new boot included); with room, the open allocates the holes.
 fn sparse_files_are_allocated_or_refused(fs: &Tmpfs) -> Result<(), Failed> {
     let scratch = tempfile::tempdir().unwrap();
     let original = scratch.path().join("orig.shm");
@@ -228,7 +228,7 @@ fn sparse_files_are_allocated_or_refused(fs: &Tmpfs) -> Result<(), Failed> {
         .map_err(|e| e.to_string())?; // 2 MiB
     let path = fs.path("sparse.shm");
     copy_sparse(&original, &path);
-    // A different boot id: the open must reset every state word.
+    // A different boot id: the open must translate every state word.
     let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.write_all_at(&[0x5Au8; 16], 12 * 8).unwrap();
     drop(f);
@@ -243,7 +243,7 @@ fn sparse_files_are_allocated_or_refused(fs: &Tmpfs) -> Result<(), Failed> {
     if fs.used() > before + MIB {
         return Err("the refused open kept space".into());
     }
-    // Free room: the open allocates the whole file, then decides (and resets) normally.
+    // Free room: the open allocates the whole file, then translates the state for the new boot and decides normally.
     fs::remove_file(fs.path("filler")).unwrap();
     let limiter = Limiter::open(&path).map_err(|e| e.to_string())?;
     if fs.used() < sparse_used + 2 * MIB - 64 * 1024 {
@@ -254,8 +254,8 @@ fn sparse_files_are_allocated_or_refused(fs: &Tmpfs) -> Result<(), Failed> {
         )
         .into());
     }
-    if limiter.reset_count() != 1 {
-        return Err("the boot reset did not run".into());
+    if limiter.reboot_info().translations != 1 {
+        return Err("the reboot translation did not run".into());
     }
     let l = limiter.limit("per_user").unwrap();
     if !l

@@ -32,10 +32,9 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header words 0..21 of format version 4 (see the layout table of the file format) are
-/// validated; word 28, the file id, is checksummed like them.
-const HEADER_WORDS: u64 = 21;
-const FILE_ID_WORD: u64 = 28;
+/// Header words of format version 4 (see the layout table of the file format): 0..=28 (word 28
+/// is the file id); words 64..128 are the failed-closed bitmap.
+const HEADER_WORDS: u64 = 29;
 const DEFS_OFFSET: u64 = 4096;
 const DEF_SIZE: u64 = 128;
 const CAP: u64 = 10;
@@ -160,7 +159,7 @@ fn every_header_word_corrupted_in_turn_is_refused_or_harmless() {
     let pristine = fs::read(&path).unwrap();
     let mut refused = 0;
     // The validated words, and the reserved words after them (a sample).
-    let words = (0..HEADER_WORDS).chain([22, 23, FILE_ID_WORD, 100, 511]);
+    let words = (0..HEADER_WORDS).chain([63, 64, 100, 127, 128, 511]);
     for w in words {
         let original = u64::from_ne_bytes(pristine[w as usize * 8..][..8].try_into().unwrap());
         for (how, value) in [
@@ -175,8 +174,10 @@ fn every_header_word_corrupted_in_turn_is_refused_or_harmless() {
             fs::write(&path, &pristine).unwrap();
             write_word(&path, w * 8, value);
             let result = Limiter::open(&path);
+            // Informational or reboot words: the boot id (a reboot), the wall offsets and
+            // times, the translation marker and counters, the failed-closed bitmap.
             let expect_error =
-                (!matches!(w, 12 | 13 | 16 | 17 | 18) && w < HEADER_WORDS) || w == FILE_ID_WORD;
+                !matches!(w, 12 | 13 | 16 | 17 | 18 | 21..=24 | 26 | 27) && w < HEADER_WORDS;
             match (result, expect_error) {
                 (Err(e), true) => {
                     refused += 1;
@@ -193,7 +194,12 @@ fn every_header_word_corrupted_in_turn_is_refused_or_harmless() {
                 }
                 (Ok(l), false) => {
                     if matches!(w, 12 | 13) {
-                        assert_eq!(l.reset_count(), 1, "a boot id change resets once");
+                        assert_eq!(
+                            l.reboot_info().translations,
+                            1,
+                            "a boot id change translates once"
+                        );
+                        assert_eq!(l.reset_count(), 0);
                     }
                     decide_at_one_instant(&l, 2 * CAP as usize);
                 }
@@ -203,6 +209,31 @@ fn every_header_word_corrupted_in_turn_is_refused_or_harmless() {
         }
     }
     println!("{refused} corrupted header words refused with a typed error");
+}
+
+/// The reboot words are read at a reboot: each of them damaged, together with a boot id change,
+/// still opens, translates once, and every limit stays within its capacity (at the instant of
+/// the test, and a day later).
+#[test]
+fn damaged_reboot_words_at_a_reboot_stay_within_bounds() {
+    let (_dir, path) = temp_path("reboot-words.shm");
+    {
+        let l = create(&path);
+        decide_at_one_instant(&l, 2 * CAP as usize);
+    }
+    let pristine = fs::read(&path).unwrap();
+    for w in [16u64, 21, 22, 23, 24, 26, 27, 64] {
+        let original = read_word(&path, w * 8);
+        for value in [0, u64::MAX, original ^ (1 << 63), original ^ 1, 1 << 62] {
+            fs::write(&path, &pristine).unwrap();
+            write_word(&path, w * 8, value);
+            write_word(&path, 12 * 8, read_word(&path, 12 * 8) ^ 0xFF);
+            let l = Limiter::open(&path).unwrap_or_else(|e| panic!("word {w} = {value:#x}: {e}"));
+            let before = if w == 26 { value } else { 0 };
+            assert_eq!(l.reboot_info().translations, before.wrapping_add(1));
+            decide_at_one_instant(&l, 2 * CAP as usize);
+        }
+    }
 }
 
 #[test]

@@ -170,8 +170,10 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(names.len(), 1, "{names:?}");
-    // Within the check interval the old handle moves to the new (full) bucket.
+    // Within the check interval the old handle moves to the new (full) bucket: the decision
+    // that runs the check (here a peek) is still made on the old file, the next on the new.
     std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    assert!(!api.peek(5).unwrap().is_allowed(), "the old, empty bucket");
     let d = api.try_acquire(5).unwrap();
     assert!(d.is_allowed(), "decided on the new file's full bucket");
     assert_eq!(new.limit("api").unwrap().stats().allowed, 1, "one decision");
@@ -181,12 +183,17 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
     // A limit removed by a later replacement is an error for its handles, not a silent
     // decision on the old file.
     let log = new.limit("log").unwrap();
+    assert!(log.try_acquire(1).unwrap().is_allowed());
     Limiter::builder()
         .limit("api", bucket(1, 5))
         .on_conflict(OnConflict::Adopt)
         .create_or_open(&path)
         .unwrap();
     std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    assert!(
+        log.peek(1).unwrap().is_allowed(),
+        "the check runs after this decision"
+    );
     let err = log.try_acquire(1).unwrap_err().to_string();
     assert!(err.contains("has no limit `log`"), "{err}");
 }
@@ -462,6 +469,9 @@ fn a_replacement_that_cannot_be_opened_is_an_error_until_it_can() {
     fs::write(&junk, b"not a limiter file").unwrap();
     fs::rename(&junk, &path).unwrap();
     std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    // The decision that runs the check is made on the file the handle had; every later one fails.
+    assert!(tb.peek(1).unwrap().is_allowed());
+    assert!(closed.peek(1).unwrap().is_allowed());
     for _ in 0..3 {
         let err = tb.try_acquire(1).unwrap_err();
         assert!(matches!(err, Error::Io { .. }), "{err:?}");

@@ -4,18 +4,23 @@
 //! [[limit]]
 //! name = "api"
 //! algorithm = "token_bucket"   # token_bucket | fixed_window | sliding_window | sliding_log
-//! rate = "100/s"               # "300/s", "100/min", "0.5/s", "5/10s"; a bare number is per second
+//! rate = "100/s"               # "300/s", "100/min", "10000/day", "7/week", "10000/month",
+//!                              # "0.5/s", "5/10s"; a bare number is per second (a month is the
+//!                              # average Gregorian month, 2,629,746 s)
 //! burst = 20
 //!
 //! [[limit]]
 //! name = "search"
 //! algorithm = "sliding_log"
 //! limit = 100
-//! window = "60s"               # "500ms", "60s", "1min", "2h", "1d"
+//! window = "60s"               # "500ms", "60s", "1min", "2h", "1d", "1week"
 //! ```
 //!
 //! Fixed and sliding windows also take `alignment = "wall_clock"` (the default: windows start at
-//! multiples of the window in Unix time) or `"monotonic"`. A concurrency limit takes
+//! multiples of the window in Unix time), `"monotonic"`, or `"calendar"` with an optional
+//! `utc_offset = "+05:30"`: days from that offset's midnight, weeks (`window = "1week"`) from its
+//! Monday 00:00. A fixed window of `window = "1month"` is the calendar month (from the first
+//! of the month 00:00 in UTC or `utc_offset`). A concurrency limit takes
 //! `permits = 5` and an optional `lease = "30s"`.
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
@@ -191,7 +196,7 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
         "token_bucket" => &["rate", "burst"],
         "sliding_log" => &["limit", "window"],
         "concurrency" => &["permits", "lease"],
-        _ => &["limit", "window", "alignment"],
+        _ => &["limit", "window", "alignment", "utc_offset"],
     };
     for key in limit.keys() {
         if key != "name"
@@ -243,17 +248,48 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
             };
             let l = whole(required("limit", "100")?, limit_max, &power_name(limit_max))
                 .map_err(|p| err("limit", &p))?;
-            let window =
-                window_value(required("window", "\"60s\"")?).map_err(|p| err("window", &p))?;
+            let window_field = required("window", "\"60s\"")?;
+            // Calendar months: a fixed window of "1month" (one average month, calendar aligned).
+            let monthly = other == "fixed_window"
+                && matches!(window_field, Value::String(w) if ["1month", "1 month", "month", "1mo"].contains(&w.trim()));
+            let window = if monthly {
+                Duration::from_nanos(Rate::MONTH_NS)
+            } else {
+                window_value(window_field).map_err(|p| err("window", &p))?
+            };
             let alignment = match limit.get("alignment") {
                 None => Alignment::WallClock,
                 Some(Value::String(a)) if a == "wall_clock" => Alignment::WallClock,
                 Some(Value::String(a)) if a == "monotonic" => Alignment::Monotonic,
+                Some(Value::String(a)) if a == "calendar" => Alignment::UTC,
                 Some(v) => {
                     return Err(err(
                         "alignment",
-                        &format!("{}: use \"wall_clock\" or \"monotonic\"", show(v)),
+                        &format!(
+                            "{}: use \"wall_clock\", \"monotonic\" or \"calendar\"",
+                            show(v)
+                        ),
                     ))
+                }
+            };
+            let alignment = match (monthly, alignment) {
+                (false, a) => a,
+                (true, Alignment::WallClock) if limit.get("alignment").is_none() => Alignment::UTC,
+                (true, a @ Alignment::Calendar { .. }) => a,
+                (true, _) => {
+                    return Err(err(
+                        "alignment",
+                        "a window of \"1month\" is a calendar month: use alignment = \"calendar\" (or none)",
+                    ))
+                }
+            };
+            let alignment = match (limit.get("utc_offset"), alignment) {
+                (None, a) => a,
+                (Some(v), Alignment::Calendar { .. }) => Alignment::Calendar {
+                    utc_offset_s: utc_offset(v).map_err(|p| err("utc_offset", &p))?,
+                },
+                (Some(_), _) => {
+                    return Err(err("utc_offset", "only with alignment = \"calendar\""))
                 }
             };
             match other {
@@ -460,6 +496,32 @@ fn window_value(v: &Value) -> Result<Duration, String> {
     Ok(window)
 }
 
+/// `"+05:30"`, `"-08:00"`, `"+02"`, `"Z"`: a fixed offset east of UTC, in seconds.
+fn utc_offset(v: &Value) -> Result<i32, String> {
+    let hint = "write \"+HH:MM\" or \"-HH:MM\" (east of UTC), or \"Z\"";
+    let Value::String(text) = v else {
+        return Err(format!("{}: {hint}", show(v)));
+    };
+    if text == "Z" || text == "UTC" {
+        return Ok(0);
+    }
+    let (sign, rest) = match text.split_at_checked(1) {
+        Some(("+", rest)) => (1, rest),
+        Some(("-", rest)) => (-1, rest),
+        _ => return Err(format!("\"{text}\": {hint}")),
+    };
+    let (h, m) = rest.split_once(':').unwrap_or((rest, "0"));
+    let (h, m): (i32, i32) = match (h.parse(), m.parse()) {
+        (Ok(h), Ok(m)) if (0..=18).contains(&h) && (0..60).contains(&m) => (h, m),
+        _ => return Err(format!("\"{text}\": {hint}, at most 18 h")),
+    };
+    let seconds = sign * (h * 3_600 + m * 60);
+    if seconds.abs() > 18 * 3_600 {
+        return Err(format!("\"{text}\": at most 18 h from UTC"));
+    }
+    Ok(seconds)
+}
+
 const RATE_HINT: &str = "write tokens per period, e.g. \"100/s\", \"100/min\", \"0.5/s\"";
 
 /// `"300/s"`, `"100/min"`, `"0.5/s"`, `"5/10s"`; a bare number is per second.
@@ -481,9 +543,9 @@ pub fn parse_rate(text: &str) -> Result<Rate, String> {
     let period = if period.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
         parse_duration(period)?
     } else {
-        let unit = unit_ns(period).ok_or_else(|| {
+        let unit = unit_ns(period).or_else(|| rate_unit_ns(period)).ok_or_else(|| {
             format!(
-                "unknown unit \"{period}\" in \"{text}\" (use ns, us, ms, s, min, h, d or a duration like 10s)"
+                "unknown unit \"{period}\" in \"{text}\" (use ns, us, ms, s, min, h, d, week, month, year or a duration like 10s)"
             )
         })?;
         Duration::from_nanos(unit)
@@ -525,6 +587,19 @@ fn unit_ns(unit: &str) -> Option<u64> {
         "m" | "min" | "minute" | "minutes" => 60_000_000_000,
         "h" | "hour" | "hours" => 3_600_000_000_000,
         "d" | "day" | "days" => 86_400_000_000_000,
+        "w" | "week" | "weeks" => 7 * 86_400_000_000_000,
+        _ => return None,
+    })
+}
+
+/// Periods a rate may be given per, beyond the fixed units: a month and a year as their average
+/// Gregorian lengths (a year of 365.2425 days, a month of a twelfth of it: 2,629,746 s). A rate is
+/// an average, so "10000/month" refills one token every 262.97 s whatever the month's length;
+/// windows, which have edges, take no months.
+fn rate_unit_ns(unit: &str) -> Option<u64> {
+    Some(match unit {
+        "mo" | "month" | "months" => shmlimit::Rate::MONTH_NS,
+        "y" | "yr" | "year" | "years" => 12 * shmlimit::Rate::MONTH_NS,
         _ => return None,
     })
 }
@@ -543,8 +618,13 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     if unit.is_empty() {
         return Err(format!("\"{text}\" has no unit: {hint}"));
     }
+    if rate_unit_ns(unit).is_some() {
+        return Err(format!(
+            "\"{text}\": months and years have no fixed length; a window takes ns, us, ms, s, min, h, d or week (a fixed window takes \"1month\" for calendar months; a token bucket takes \"10000/month\")"
+        ));
+    }
     let unit = unit_ns(unit).ok_or_else(|| {
-        format!("unknown unit \"{unit}\" in \"{text}\" (use ns, us, ms, s, min, h or d)")
+        format!("unknown unit \"{unit}\" in \"{text}\" (use ns, us, ms, s, min, h, d or week)")
     })?;
     let ns: u128 = if let Ok(n) = number.parse::<u64>() {
         u128::from(n) * u128::from(unit)
@@ -584,6 +664,84 @@ mod tests {
             .unwrap_err()
             .contains("unknown unit"));
         assert!(parse_rate("2000000000/s").unwrap_err().contains("faster"));
+        assert_eq!(parse_rate("10000/d").unwrap().emission_ns(), 8_640_000_000);
+        assert_eq!(
+            parse_rate("10000/day").unwrap().emission_ns(),
+            8_640_000_000
+        );
+        assert_eq!(
+            parse_rate("7/week").unwrap().emission_ns(),
+            86_400_000_000_000
+        );
+        assert_eq!(
+            parse_rate("10000/month").unwrap().emission_ns(),
+            262_974_600_000
+        );
+        assert_eq!(
+            parse_rate("12/year").unwrap().emission_ns(),
+            2_629_746_000_000_000
+        );
+        assert_eq!(
+            parse_rate("1/2w").unwrap().emission_ns(),
+            14 * 86_400_000_000_000
+        );
+    }
+
+    #[test]
+    fn calendar_windows_and_offsets() {
+        let defs = parse(
+            "t",
+            "[[limit]]\nname = \"w\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1week\"\nalignment = \"calendar\"\nutc_offset = \"-05:30\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            defs[0].algorithm,
+            Algorithm::FixedWindow {
+                limit: 5,
+                window_ns: 7 * 86_400_000_000_000,
+                alignment: Alignment::Calendar {
+                    utc_offset_s: -(5 * 3_600 + 30 * 60)
+                }
+            }
+        );
+        for bad in ["\"+19:00\"", "\"5\"", "3600", "\"+05:75\""] {
+            let text = format!(
+                "[[limit]]\nname = \"w\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1d\"\nalignment = \"calendar\"\nutc_offset = {bad}\n"
+            );
+            assert!(parse("t", &text).is_err(), "{bad}");
+        }
+        let text = "[[limit]]\nname = \"w\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1d\"\nutc_offset = \"+01:00\"\n";
+        assert!(
+            parse("t", text).is_err(),
+            "an offset needs calendar alignment"
+        );
+    }
+
+    #[test]
+    fn a_fixed_window_of_one_month_is_the_calendar_month() {
+        let defs = parse(
+            "t",
+            "[[limit]]\nname = \"m\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1month\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            defs[0].algorithm,
+            FixedWindow::monthly(5).into_algorithm("m").unwrap()
+        );
+        let bad = "[[limit]]\nname = \"m\"\nalgorithm = \"fixed_window\"\nlimit = 5\nwindow = \"1month\"\nalignment = \"monotonic\"\n";
+        assert!(parse("t", bad).is_err());
+        let sliding = "[[limit]]\nname = \"m\"\nalgorithm = \"sliding_window\"\nlimit = 5\nwindow = \"1month\"\n";
+        assert!(parse("t", sliding).is_err());
+    }
+
+    #[test]
+    fn windows_take_weeks_but_not_months() {
+        assert_eq!(
+            parse_duration("1week").unwrap(),
+            Duration::from_secs(7 * 86_400)
+        );
+        let e = parse_duration("1month").unwrap_err();
+        assert!(e.contains("no fixed length"), "{e}");
     }
 
     #[test]
@@ -596,7 +754,11 @@ mod tests {
         assert!(parse_duration("0s")
             .unwrap_err()
             .starts_with("must be positive"));
-        assert!(parse_duration("3 weeks")
+        assert_eq!(
+            parse_duration("3 weeks").unwrap(),
+            Duration::from_secs(21 * 86_400)
+        );
+        assert!(parse_duration("3 fortnights")
             .unwrap_err()
             .contains("unknown unit"));
     }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Serialize;
-use shmlimit::{Algorithm, Decision, Limiter, OnConflict, PermitHolder, Stats};
+use shmlimit::{Algorithm, Decision, Limiter, OnConflict, OnReboot, PermitHolder, Stats};
 use toml::{Table, Value};
 
 use crate::config::{self, Definition};
@@ -73,9 +73,28 @@ pub struct CreateArgs {
     /// When the file exists with other definitions: refuse (default) or adopt
     #[arg(long, value_name = "POLICY", default_value = "refuse", value_parser = ["refuse", "adopt"])]
     on_conflict: String,
+    /// At a reboot: translate (default; quotas used before it stay used) or reset (every limit
+    /// fresh). Given for an existing file, it must be the file's choice
+    #[arg(long, value_name = "CHOICE", value_parser = parse_on_reboot)]
+    on_reboot: Option<OnReboot>,
     /// Print the result as JSON
     #[arg(long)]
     json: bool,
+}
+
+fn parse_on_reboot(text: &str) -> Result<OnReboot, String> {
+    match text {
+        "translate" => Ok(OnReboot::Translate),
+        "reset" => Ok(OnReboot::Reset),
+        other => Err(format!("\"{other}\": write translate or reset")),
+    }
+}
+
+fn on_reboot_name(choice: OnReboot) -> &'static str {
+    match choice {
+        OnReboot::Translate => "translate",
+        OnReboot::Reset => "reset",
+    }
 }
 
 #[derive(Args)]
@@ -457,6 +476,9 @@ pub fn create(args: CreateArgs) -> Result<(), Failure> {
     let adopt = args.on_conflict == "adopt";
     let builder = |policy| {
         let mut b = Limiter::builder().mode(args.mode).on_conflict(policy);
+        if let Some(choice) = args.on_reboot {
+            b = b.on_reboot(choice);
+        }
         for def in &defs {
             b = b.define(def.def.clone());
         }
@@ -524,6 +546,16 @@ struct InspectJson {
     mode: String,
     owner_uid: u32,
     reset_count: u64,
+    /// "translate" or "reset": what a reboot does to the state.
+    on_reboot: &'static str,
+    /// Reboots whose stored times were translated.
+    translations: u64,
+    /// Wall time that elapsed across the last translated reboot, ns (negative: the wall clock
+    /// went backwards).
+    last_reboot_wall_elapsed_ns: i64,
+    /// Limits holding a state that could not be translated: they deny until it expires or they
+    /// are reset.
+    failed_closed: Vec<String>,
     format_version: u32,
     /// The boot the stored times belong to, as 32 hex digits.
     boot_id: String,
@@ -712,6 +744,12 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
     })?;
     let states = states(&limiter);
     let info = limiter.file_info();
+    let reboot = limiter.reboot_info();
+    let failed: Vec<String> = reboot
+        .failed_closed
+        .iter()
+        .map(|&i| limiter.definitions()[i].name.clone())
+        .collect();
     if args.json {
         print_json(&InspectJson {
             path: args.path.display().to_string(),
@@ -719,6 +757,10 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
             mode: format!("{:04o}", meta.mode() & 0o777),
             owner_uid: meta.uid(),
             reset_count: info.reset_count,
+            on_reboot: on_reboot_name(reboot.on_reboot),
+            translations: reboot.translations,
+            last_reboot_wall_elapsed_ns: reboot.last_wall_elapsed_ns,
+            failed_closed: failed.clone(),
             format_version: info.format_version,
             boot_id: hex(&info.boot_id),
             created_unix_ns: info.created_unix_ns,
@@ -753,10 +795,37 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
         info.counters.0,
         info.counters.1
     );
-    println!(
-        "resets  {} (state resets after a host reboot)",
-        info.reset_count
-    );
+    match reboot.on_reboot {
+        OnReboot::Translate => println!(
+            "reboot  translate: {} reboot{} translated{}",
+            reboot.translations,
+            if reboot.translations == 1 { "" } else { "s" },
+            if reboot.translations == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", the last after {} of wall time{}",
+                    render_signed_duration(reboot.last_wall_elapsed_ns),
+                    if reboot.last_wall_elapsed_ns < 0 {
+                        " (the wall clock went backwards: nothing extra granted)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+        ),
+        OnReboot::Reset => println!(
+            "reboot  reset: {} state reset{} after a host reboot",
+            info.reset_count,
+            if info.reset_count == 1 { "" } else { "s" }
+        ),
+    }
+    for name in &failed {
+        println!(
+            "FAILED CLOSED  limit \"{name}\": a state from before the last reboot could not be \
+             translated; it denies until that state expires or `shmlimit reset` is run"
+        );
+    }
     println!();
     println!("definitions ({})", states.len());
     print!(
@@ -861,6 +930,17 @@ fn monotonic_now_ns() -> u64 {
 }
 
 /// A creation time in Unix nanoseconds, as UTC `YYYY-MM-DD HH:MM:SS` (and the raw value).
+fn render_signed_duration(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let secs = ns.unsigned_abs() / 1_000_000_000;
+    format!(
+        "{sign}{}h{:02}m{:02}s",
+        secs / 3_600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
 fn created(unix_ns: u64) -> String {
     let secs = unix_ns / 1_000_000_000;
     let (days, rem) = (secs / 86_400, secs % 86_400);

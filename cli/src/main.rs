@@ -67,6 +67,7 @@ enum Command {
     SetRate(operate::SetRateArgs),
     Reset(operate::ResetArgs),
     Gc(operate::GcArgs),
+    Sync(operate::SyncArgs),
     /// Keep this host's share of a fleet-wide budget, allocated through Redis (see FLEET.md)
     Fleet(shmlimit_fleet::cli::FleetArgs),
 }
@@ -218,6 +219,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::SetRate(args) => operate::set_rate(args),
         Command::Reset(args) => operate::reset(args),
         Command::Gc(args) => operate::gc(args),
+        Command::Sync(args) => operate::sync(args),
         // The agent reports its own errors and chooses its exit code.
         Command::Fleet(args) => match shmlimit_fleet::cli::run_cli(args) {
             0 => Ok(()),

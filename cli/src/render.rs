@@ -133,14 +133,27 @@ pub fn rate(emission_ns: u64) -> String {
     }
 }
 
+/// A fixed UTC offset as `UTC`, `UTC+05:30` or `UTC-08:00`.
+pub fn utc_offset(seconds: i32) -> String {
+    if seconds == 0 {
+        return "UTC".to_owned();
+    }
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let m = seconds.unsigned_abs() / 60;
+    format!("UTC{sign}{:02}:{:02}", m / 60, m % 60)
+}
+
 /// The parameters of a limit in one phrase: `1000/s, burst 100`, `500 per 1s (wall-clock
 /// aligned)`, `100 in any 60s`.
 // A limit kind added to the library later is still shown, by kind and capacity.
 #[allow(unreachable_patterns)]
 pub fn parameters(algorithm: &Algorithm) -> String {
     let aligned = |a: Alignment| match a {
-        Alignment::WallClock => "wall-clock aligned",
-        Alignment::Monotonic => "monotonic aligned",
+        Alignment::WallClock => "wall-clock aligned".to_owned(),
+        Alignment::Monotonic => "monotonic aligned".to_owned(),
+        Alignment::Calendar { utc_offset_s } => {
+            format!("calendar aligned, {}", utc_offset(utc_offset_s))
+        }
     };
     match *algorithm {
         Algorithm::TokenBucket {
@@ -151,6 +164,13 @@ pub fn parameters(algorithm: &Algorithm) -> String {
             rate(emission_ns),
             duration(emission_ns)
         ),
+        Algorithm::FixedWindow {
+            limit,
+            window_ns,
+            alignment: Alignment::Calendar { utc_offset_s },
+        } if window_ns == shmlimit::Rate::MONTH_NS => {
+            format!("{limit} per calendar month ({})", utc_offset(utc_offset_s))
+        }
         Algorithm::FixedWindow {
             limit,
             window_ns,
@@ -229,6 +249,7 @@ impl DefinitionJson {
         let alignment = |a: Alignment| match a {
             Alignment::WallClock => "wall_clock",
             Alignment::Monotonic => "monotonic",
+            Alignment::Calendar { .. } => "calendar",
         };
         match *algorithm {
             Algorithm::TokenBucket {

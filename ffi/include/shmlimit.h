@@ -82,6 +82,22 @@
 // not exceed 2^26 either.
 #define SHMLIMIT_MAX_KEY_PERMITS 64
 
+// An average Gregorian month in nanoseconds (2,629,746 s): with `SHMLIMIT_ALIGN_CALENDAR`, a
+// fixed window of this `period_ns` is the calendar month (28 to 31 days, from the 1st 00:00 in
+// the offset); as a token bucket's `period_ns`, a rate per month.
+#define SHMLIMIT_MONTH_NS 2629746000000000
+
+// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
+// file keeps the choice it was created with.
+#define SHMLIMIT_ON_REBOOT_DEFAULT 0
+
+// `shmlimit_options.on_reboot`: at a reboot every stored time is translated to the new boot's
+// clock through the wall clock: quotas used before the reboot stay used (permits are released).
+#define SHMLIMIT_ON_REBOOT_TRANSLATE 1
+
+// `shmlimit_options.on_reboot`: at a reboot every state is reset to fresh, once.
+#define SHMLIMIT_ON_REBOOT_RESET 2
+
 // `shmlimit_options.on_conflict`: refuse other definitions (the default).
 #define SHMLIMIT_ON_CONFLICT_REFUSE 0
 
@@ -101,6 +117,11 @@ enum shmlimit_alignment
     SHMLIMIT_ALIGN_WALL_CLOCK = 0,
     // Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
     SHMLIMIT_ALIGN_MONOTONIC = 1,
+    // Calendar boundaries in a fixed offset from UTC: days from that offset's midnight, weeks
+    // from its Monday 00:00. The definition's `rate` field (otherwise 0 for windows) holds the
+    // offset in seconds east of UTC as a two's-complement `int64_t` (at most 18 h either way):
+    // `(uint64_t)(int64_t)(-5 * 3600)` for UTC-05:00, 0 for UTC.
+    SHMLIMIT_ALIGN_CALENDAR = 2,
 };
 #ifndef __cplusplus
 typedef uint32_t shmlimit_alignment;
@@ -325,7 +346,12 @@ typedef struct shmlimit_options {
     // `SHMLIMIT_DEFINITION_CONFLICT`; `SHMLIMIT_ON_CONFLICT_ADOPT` retunes the file live when
     // its layout can hold the new definitions, else atomically replaces it with a new file
     // (attached processes move to it within about a second). Ignored by `shmlimit_limiter_open`.
-    uint64_t on_conflict;
+    uint32_t on_conflict;
+    // What the file does with its state at a reboot: `SHMLIMIT_ON_REBOOT_DEFAULT` (0: a created
+    // file translates, an opened file keeps its own choice), `SHMLIMIT_ON_REBOOT_TRANSLATE` or
+    // `SHMLIMIT_ON_REBOOT_RESET` (stored at creation; an existing file must have made the same
+    // choice, else `SHMLIMIT_DEFINITION_CONFLICT`).
+    uint32_t on_reboot;
     // Must be zero.
     uint64_t reserved[3];
 } shmlimit_options;

@@ -131,11 +131,15 @@ unsafe fn builder_with(options: *const shmlimit_options) -> Result<shmlimit::Bui
     let options = unsafe { arg_opt("options", options) }?
         .copied()
         .unwrap_or_default();
-    let (mode, allow_other_owner) = options.validate()?;
-    Ok(Limiter::builder()
+    let (mode, allow_other_owner, on_reboot) = options.validate()?;
+    let builder = Limiter::builder()
         .mode(mode)
         .allow_other_owner(allow_other_owner)
-        .on_conflict(options.on_conflict()?))
+        .on_conflict(options.on_conflict()?);
+    Ok(match on_reboot {
+        Some(choice) => builder.on_reboot(choice),
+        None => builder,
+    })
 }
 
 /// The library's version, for example `"0.1.0"`: a static NUL-terminated string (never free it).

@@ -49,6 +49,11 @@ pub enum shmlimit_alignment {
     SHMLIMIT_ALIGN_WALL_CLOCK = 0,
     /// Boundaries at multiples of the window on `CLOCK_MONOTONIC`.
     SHMLIMIT_ALIGN_MONOTONIC = 1,
+    /// Calendar boundaries in a fixed offset from UTC: days from that offset's midnight, weeks
+    /// from its Monday 00:00. The definition's `rate` field (otherwise 0 for windows) holds the
+    /// offset in seconds east of UTC as a two's-complement `int64_t` (at most 18 h either way):
+    /// `(uint64_t)(int64_t)(-5 * 3600)` for UTC-05:00, 0 for UTC.
+    SHMLIMIT_ALIGN_CALENDAR = 2,
 }
 
 /// What a keyed limit does when its table has no slot for a new key (the `on_full` field of
@@ -164,15 +169,35 @@ pub struct shmlimit_options {
     /// `SHMLIMIT_DEFINITION_CONFLICT`; `SHMLIMIT_ON_CONFLICT_ADOPT` retunes the file live when
     /// its layout can hold the new definitions, else atomically replaces it with a new file
     /// (attached processes move to it within about a second). Ignored by `shmlimit_limiter_open`.
-    pub on_conflict: u64,
+    pub on_conflict: u32,
+    /// What the file does with its state at a reboot: `SHMLIMIT_ON_REBOOT_DEFAULT` (0: a created
+    /// file translates, an opened file keeps its own choice), `SHMLIMIT_ON_REBOOT_TRANSLATE` or
+    /// `SHMLIMIT_ON_REBOOT_RESET` (stored at creation; an existing file must have made the same
+    /// choice, else `SHMLIMIT_DEFINITION_CONFLICT`).
+    pub on_reboot: u32,
     /// Must be zero.
     pub reserved: [u64; 3],
 }
 
+/// An average Gregorian month in nanoseconds (2,629,746 s): with `SHMLIMIT_ALIGN_CALENDAR`, a
+/// fixed window of this `period_ns` is the calendar month (28 to 31 days, from the 1st 00:00 in
+/// the offset); as a token bucket's `period_ns`, a rate per month.
+pub const SHMLIMIT_MONTH_NS: u64 = 2_629_746_000_000_000;
+const _: () = assert!(SHMLIMIT_MONTH_NS == crate::Rate::MONTH_NS);
+
+/// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
+/// file keeps the choice it was created with.
+pub const SHMLIMIT_ON_REBOOT_DEFAULT: u32 = 0;
+/// `shmlimit_options.on_reboot`: at a reboot every stored time is translated to the new boot's
+/// clock through the wall clock: quotas used before the reboot stay used (permits are released).
+pub const SHMLIMIT_ON_REBOOT_TRANSLATE: u32 = 1;
+/// `shmlimit_options.on_reboot`: at a reboot every state is reset to fresh, once.
+pub const SHMLIMIT_ON_REBOOT_RESET: u32 = 2;
+
 /// `shmlimit_options.on_conflict`: refuse other definitions (the default).
-pub const SHMLIMIT_ON_CONFLICT_REFUSE: u64 = 0;
+pub const SHMLIMIT_ON_CONFLICT_REFUSE: u32 = 0;
 /// `shmlimit_options.on_conflict`: adopt the requested definitions.
-pub const SHMLIMIT_ON_CONFLICT_ADOPT: u64 = 1;
+pub const SHMLIMIT_ON_CONFLICT_ADOPT: u32 = 1;
 
 /// The outcome of one decision.
 ///
@@ -428,8 +453,8 @@ impl shmlimit_options {
         }
     }
 
-    /// Check the fields; `(mode, allow_other_owner)`.
-    pub(crate) fn validate(&self) -> Result<(u32, bool), Failure> {
+    /// Check the fields; `(mode, allow_other_owner, on_reboot)`.
+    pub(crate) fn validate(&self) -> Result<(u32, bool, Option<crate::OnReboot>), Failure> {
         if self.reserved != [0; 3] {
             return Err(invalid("", "shmlimit_options.reserved must be zero"));
         }
@@ -452,8 +477,21 @@ impl shmlimit_options {
                 ))
             }
         };
+        let on_reboot = match self.on_reboot {
+            SHMLIMIT_ON_REBOOT_DEFAULT => None,
+            SHMLIMIT_ON_REBOOT_TRANSLATE => Some(crate::OnReboot::Translate),
+            SHMLIMIT_ON_REBOOT_RESET => Some(crate::OnReboot::Reset),
+            n => {
+                return Err(invalid(
+                    "",
+                    format!(
+                        "on_reboot is {n}: must be SHMLIMIT_ON_REBOOT_DEFAULT, _TRANSLATE or _RESET"
+                    ),
+                ))
+            }
+        };
         let mode = if self.mode == 0 { 0o600 } else { self.mode };
-        Ok((mode, allow))
+        Ok((mode, allow, on_reboot))
     }
 }
 
@@ -514,9 +552,22 @@ pub(crate) fn to_def(def: &shmlimit_def, name: &str) -> Result<LimitDef, Failure
 
 /// Convert a definition's kind and parameters into the library's validated algorithm.
 fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
+    let calendar = def.alignment == 2;
     let alignment = match def.alignment {
         0 => Alignment::WallClock,
         1 => Alignment::Monotonic,
+        2 => {
+            let offset = def.rate as i64;
+            if offset.unsigned_abs() > Alignment::MAX_UTC_OFFSET_S as u64 {
+                return Err(invalid(
+                    name,
+                    format!("calendar UTC offset {offset} s (the rate field): must be within 18 h either way"),
+                ));
+            }
+            Alignment::Calendar {
+                utc_offset_s: offset as i32,
+            }
+        }
         n => {
             return Err(invalid(
                 name,
@@ -525,7 +576,7 @@ fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
         }
     };
     let no_rate = |what: &str| -> Result<(), Failure> {
-        if def.rate != 0 {
+        if def.rate != 0 && !(calendar && what.ends_with("window")) {
             return Err(invalid(name, format!("rate must be 0 for a {what}")));
         }
         Ok(())
@@ -625,6 +676,12 @@ fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
     let align = |a: Alignment| match a {
         Alignment::WallClock => shmlimit_alignment::SHMLIMIT_ALIGN_WALL_CLOCK as u32,
         Alignment::Monotonic => shmlimit_alignment::SHMLIMIT_ALIGN_MONOTONIC as u32,
+        Alignment::Calendar { .. } => shmlimit_alignment::SHMLIMIT_ALIGN_CALENDAR as u32,
+    };
+    // A calendar window's UTC offset travels in the rate field.
+    let offset = |a: Alignment| match a {
+        Alignment::Calendar { utc_offset_s } => utc_offset_s as i64 as u64,
+        _ => 0,
     };
     let (kind, alignment, limit, period_ns, rate) = match *algorithm {
         Algorithm::TokenBucket {
@@ -646,7 +703,7 @@ fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
             align(alignment),
             limit,
             window_ns,
-            0,
+            offset(alignment),
         ),
         Algorithm::SlidingWindow {
             limit,
@@ -657,7 +714,7 @@ fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shmlimit_def {
             align(alignment),
             limit,
             window_ns,
-            0,
+            offset(alignment),
         ),
         Algorithm::SlidingLog { limit, window_ns } => (
             shmlimit_kind::SHMLIMIT_SLIDING_LOG as u32,

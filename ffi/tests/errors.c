@@ -168,6 +168,10 @@ static void create_errors(const char *dir) {
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, &options, &limiter));
     memset(&options, 0, sizeof options);
+    options.on_reboot = 3;
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, defs, 1, &options, &limiter));
+    memset(&options, 0, sizeof options);
     options.reserved[0] = 1;
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, &options, &limiter));

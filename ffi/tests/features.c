@@ -998,6 +998,7 @@ static void deploys(const char *dir) {
     OK(shmlimit_limiter_create_or_open(path, defs, 2, &options, &limiter));
     OK(shmlimit_limiter_limit(limiter, "api", &fresh));
     nanosleep(&pause, NULL);
+    OK(shmlimit_peek(api, 1, &d)); /* runs the check, on the old file; the next decision moves */
     OK(shmlimit_acquire(api, 20, &d)); /* the old handle, on the new file's full bucket */
     CHECK(d.allowed);
     OK(shmlimit_peek(fresh, 1, &d));
@@ -1006,6 +1007,72 @@ static void deploys(const char *dir) {
     shmlimit_limit_free(api);
     shmlimit_limiter_free(limiter);
     shmlimit_limiter_free(old);
+}
+
+/* The reboot choice: stored at creation, and an opener asking for the other one is refused. */
+static void reboot_choice(const char *dir) {
+    char path[4096];
+    shmlimit_def def;
+    shmlimit_options options;
+    shmlimit_limiter *limiter = NULL;
+
+    snprintf(path, sizeof path, "%s/reboot.shm", dir);
+    zero_def(&def, "daily", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    memset(&options, 0, sizeof options);
+    options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    options.on_reboot = SHMLIMIT_ON_REBOOT_TRANSLATE;
+    EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_open",
+                shmlimit_limiter_open(path, &options, &limiter));
+    options.on_reboot = SHMLIMIT_ON_REBOOT_DEFAULT;
+    OK(shmlimit_limiter_open(path, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    options.on_reboot = SHMLIMIT_ON_REBOOT_RESET;
+    OK(shmlimit_limiter_open(path, &options, &limiter));
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+
+    /* A calendar day in UTC-05:00: the offset travels in the rate field, both ways. */
+    snprintf(path, sizeof path, "%s/calendar.shm", dir);
+    zero_def(&def, "day", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    def.rate = (uint64_t)(int64_t)(-5 * 3600);
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+    {
+        shmlimit_def stored;
+        OK(shmlimit_limiter_definition(limiter, 0, &stored));
+        CHECK(stored.alignment == SHMLIMIT_ALIGN_CALENDAR);
+        CHECK((int64_t)stored.rate == -5 * 3600);
+    }
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    /* A calendar month in UTC: full, it waits for the 1st of the next month (at most 31 days). */
+    snprintf(path, sizeof path, "%s/monthly.shm", dir);
+    zero_def(&def, "month", SHMLIMIT_FIXED_WINDOW, 3, SHMLIMIT_MONTH_NS, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    OK(shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
+    {
+        shmlimit_limit *month = NULL;
+        shmlimit_decision d;
+        OK(shmlimit_limiter_limit(limiter, "month", &month));
+        OK(shmlimit_acquire(month, 3, &d));
+        CHECK(d.allowed);
+        OK(shmlimit_acquire(month, 1, &d));
+        CHECK(!d.allowed && d.retry_after_ns > 0 && d.retry_after_ns <= 31 * 86400 * SECOND);
+        shmlimit_limit_free(month);
+    }
+    shmlimit_limiter_free(limiter);
+    limiter = NULL;
+    def.rate = (uint64_t)(int64_t)(19 * 3600);
+    zero_def(&def, "day", SHMLIMIT_FIXED_WINDOW, 10, 86400 * SECOND, 0);
+    def.alignment = SHMLIMIT_ALIGN_CALENDAR;
+    def.rate = (uint64_t)(int64_t)(19 * 3600);
+    snprintf(path, sizeof path, "%s/calendar-bad.shm", dir);
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                shmlimit_limiter_create_or_open(path, &def, 1, NULL, &limiter));
 }
 
 /* What an HTTP client is told: the reset of each decision, each limit's policy, and the header
@@ -1090,6 +1157,7 @@ int main(int argc, char **argv) {
     waiting(argv[1]);
     reservations(argv[1]);
     deploys(argv[1]);
+    reboot_choice(argv[1]);
     client_headers(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;

@@ -43,12 +43,38 @@ pub(crate) fn unpack(word: u64) -> (u32, u64) {
     ((word >> 32) as u32, word & 0xFFFF_FFFF)
 }
 
+/// `window_ns` of calendar-month windows in process memory (never a real window length, which is
+/// at most 2^60 ns): window `k` is the `k`-th month since January 1970 of the local time
+/// `now + phase_ns` (the phase is then the whole wall offset plus the UTC offset, not a
+/// remainder).
+pub(crate) const MONTHS: u64 = u64::MAX;
+
 impl FixedWindow {
+    /// The full index of the window holding `t` (`now + phase`).
+    #[inline(always)]
+    fn index(&self, t: u64) -> u64 {
+        if self.window_ns == MONTHS {
+            super::calendar::month_index(t)
+        } else {
+            t / self.window_ns
+        }
+    }
+
+    /// Where window `k` starts, in the units of `now + phase`.
+    #[inline(always)]
+    pub(crate) fn start(&self, k: u64) -> u64 {
+        if self.window_ns == MONTHS {
+            super::calendar::month_start(k)
+        } else {
+            k.saturating_mul(self.window_ns)
+        }
+    }
+
     /// The window index of `now` and the stored `(window, count)` it must count against.
     #[inline(always)]
     fn current(&self, now: u64, word: u64) -> (u64, u64, u64) {
         let t = now.saturating_add(self.phase_ns);
-        let full = t / self.window_ns;
+        let full = self.index(t);
         let (stored, count) = unpack(word);
         let diff = (full as u32).wrapping_sub(stored) as i32 as i64;
         let (window, count) = if diff == 0 {
@@ -65,9 +91,7 @@ impl FixedWindow {
     pub fn step(&self, now: u64, word: u64, n: u64) -> Step {
         let (t, window, count) = self.current(now, word);
         // The window holding the counts ends at `next`: then the limit is whole again.
-        let ends_in = (window + 1)
-            .saturating_mul(self.window_ns)
-            .saturating_sub(t);
+        let ends_in = self.start(window + 1).saturating_sub(t);
         if count + n <= self.limit {
             Step::Admit {
                 new: pack(window, count + n),
@@ -104,7 +128,7 @@ impl FixedWindow {
 
     /// The full index of the window `now` falls in.
     pub fn window_of(&self, now: u64) -> u64 {
-        now.saturating_add(self.phase_ns) / self.window_ns
+        self.index(now.saturating_add(self.phase_ns))
     }
 }
 

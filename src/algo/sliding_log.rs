@@ -51,8 +51,8 @@ use crate::sync::AtomicWord;
 
 /// Bits of time precision dropped in an entry: times are stored in units of 1024 ns.
 pub(crate) const TIME_SHIFT: u32 = 10;
-const TIME_MASK: u64 = (1 << 48) - 1;
-const FREED: u64 = 1 << 48;
+pub(crate) const TIME_MASK: u64 = (1 << 48) - 1;
+pub(crate) const FREED: u64 = 1 << 48;
 const LAP_SHIFT: u32 = 49;
 const LAP_MASK: u64 = 0x7FFF;
 /// The longest window: keeps `time + W` far from overflow.
@@ -64,6 +64,17 @@ pub(crate) struct SlidingLog {
     /// `L`, also the number of entries in the ring.
     pub limit: u64,
     pub window_ns: u64,
+}
+
+/// An entry's time in 1024 ns units and its other bits (lap tag, freed), for the reboot
+/// translation, which moves the time and keeps the rest.
+pub(crate) fn split_entry(entry: u64) -> (u64, u64) {
+    (entry & TIME_MASK, entry & !TIME_MASK)
+}
+
+/// The entry of [`split_entry`]'s parts.
+pub(crate) fn join_entry(units: u64, rest: u64) -> u64 {
+    (units & TIME_MASK) | (rest & !TIME_MASK)
 }
 
 #[inline(always)]

@@ -25,19 +25,27 @@
 //! | 5, 6 | definitions offset, length | |
 //! | 7, 8 | slots offset, length | |
 //! | 9, 10 | stats offset, length | |
-//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20, 28 and the definitions |
-//! | 12, 13 | boot id (16 bytes) | a mismatch on open resets the state (not in the checksum) |
+//! | 11 | checksum | FNV-1a 64 over words 1, 3..=10, 19..=20, 25, 28 and the definitions |
+//! | 12, 13 | boot id (16 bytes) | a mismatch on open translates or resets the state (not in the checksum; see `reboot`) |
 //! | 14 | clock id | 1 = `CLOCK_MONOTONIC` |
 //! | 15 | creator's time-namespace monotonic offset, ns (i64) | |
-//! | 16 | wall offset: realtime - monotonic, ns, at creation or last reset | aligns windows |
+//! | 16 | wall offset: realtime - monotonic, ns, at the boot's first open | aligns windows (their phase) |
 //! | 17 | creation time, Unix ns | informational |
 //! | 18 | reset count | incremented by each boot-id reset |
 //! | 19, 20 | keyed-hash seed | reserved for keyed limits |
+//! | 21 | highest wall offset seen in this boot (opens, `sync`), ns | maps this boot's times to Unix time at the next boot |
+//! | 22 | latest Unix time seen in this boot (opens, `sync`), ns | the reference of the next boot's translation |
+//! | 23, 24 | boot id of a translation under way | tells an interrupted translation |
+//! | 25 | on reboot: 0 translate, 1 reset | in the checksum |
+//! | 26 | translations done | informational |
+//! | 27 | wall time elapsed across the last translated reboot, ns (i64) | informational |
 //! | 28 | file id | random, non-zero, written at creation: attached handles compare it (with the path's device and inode) to notice a file replaced under them |
+//! | 64..128 | bitmap of limits whose state failed closed at a translation | cleared by a reset of the limit |
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
-//! bit 4 keyed, bit 5 fleet share, bits 8-15 split - 1, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
+//! bit 4 keyed, bit 5 fleet share, bit 6 calendar alignment (windows; the UTC offset in seconds,
+//! i64, in word 14), bits 8-15 split - 1, bits 16-31 near-limit fraction / 65536); parameters `a`, `b`
 //! (words 9, 10); key slots (word 11); slot offset and length in bytes (words 12, 13); fleet
 //! total as an emission interval and fleet weight (words 14, 15).
 //!
@@ -64,7 +72,8 @@
 //! lease deadline took word 7 (on the first 64 bytes of the control line, which every decision
 //! fetches) and the active-slot word moved to word 8; words 9-11 hold the fence slot. Version 4:
 //! header word 28 holds a random file id (earlier versions left it zero), so that a file copied
-//! over another in place is told apart.
+//! over another in place is told apart; the reboot words 21-27 and the failed-closed bitmap
+//! (words 64..128): a reboot translates the stored times unless word 25 says reset.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -113,6 +122,12 @@ pub(crate) mod word {
     pub const CREATED: usize = 17;
     pub const RESET_COUNT: usize = 18;
     pub const HASH_SEED: usize = 19;
+    pub const WALL_MAX: usize = 21;
+    pub const LAST_UNIX: usize = 22;
+    pub const TRANSLATING: usize = 23;
+    pub const ON_REBOOT: usize = 25;
+    pub const TRANSLATIONS: usize = 26;
+    pub const LAST_ELAPSED: usize = 27;
     pub const FILE_ID: usize = 28;
 }
 
@@ -126,6 +141,8 @@ const FLAG_SHADOW: u64 = 1 << 1;
 const FLAG_POLICY: u64 = 3 << 2;
 const FLAG_KEYED: u64 = 1 << 4;
 const FLAG_FLEET: u64 = 1 << 5;
+/// Windows: calendar alignment, its UTC offset in seconds (i64) in word 14.
+const FLAG_CALENDAR: u64 = 1 << 6;
 const FLAG_SPLIT: u64 = 0xFF << 8;
 const FLAG_NEAR: u64 = 0xFFFF << 16;
 const KNOWN_FLAGS: u64 = FLAG_MONOTONIC_ALIGNED
@@ -133,6 +150,7 @@ const KNOWN_FLAGS: u64 = FLAG_MONOTONIC_ALIGNED
     | FLAG_POLICY
     | FLAG_KEYED
     | FLAG_FLEET
+    | FLAG_CALENDAR
     | FLAG_SPLIT
     | FLAG_NEAR;
 
@@ -316,6 +334,7 @@ pub(crate) fn checksum(header: &[u64], defs: &[u8]) -> u64 {
         word::STATS_LEN,
         word::HASH_SEED,
         word::HASH_SEED + 1,
+        word::ON_REBOOT,
         word::FILE_ID,
     ] {
         h = fnv1a(h, &header[i].to_ne_bytes());
@@ -366,6 +385,17 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
         w[14] = f.total.emission_ns();
         w[15] = f.weight as u64;
     }
+    if let Algorithm::FixedWindow {
+        alignment: Alignment::Calendar { utc_offset_s },
+        ..
+    }
+    | Algorithm::SlidingWindow {
+        alignment: Alignment::Calendar { utc_offset_s },
+        ..
+    } = def.algorithm
+    {
+        w[14] = utc_offset_s as i64 as u64;
+    }
     flags |= (def.near_limit as u64) << 16;
     flags |= ((def.split.clamp(1, 256) - 1) as u64) << 8;
     w[8] = kind | (flags << 32);
@@ -388,6 +418,7 @@ fn align_flags(alignment: Alignment) -> u64 {
     match alignment {
         Alignment::WallClock => 0,
         Alignment::Monotonic => FLAG_MONOTONIC_ALIGNED,
+        Alignment::Calendar { .. } => FLAG_CALENDAR,
     }
 }
 
@@ -411,12 +442,28 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
     if flags & !KNOWN_FLAGS != 0 {
         return Err(format!("definition `{name}` has unknown flags set"));
     }
-    let alignment = if flags & FLAG_MONOTONIC_ALIGNED != 0 {
-        Alignment::Monotonic
-    } else {
-        Alignment::WallClock
+    let calendar = flags & FLAG_CALENDAR != 0;
+    let alignment = match (flags & FLAG_MONOTONIC_ALIGNED != 0, calendar) {
+        (true, true) => {
+            return Err(format!(
+                "definition `{name}` is aligned both to the monotonic clock and the calendar"
+            ))
+        }
+        (true, false) => Alignment::Monotonic,
+        (false, true) => {
+            let offset = w[14] as i64;
+            if offset.unsigned_abs() > Alignment::MAX_UTC_OFFSET_S as u64 {
+                return Err(format!(
+                    "definition `{name}` has an impossible UTC offset {offset}"
+                ));
+            }
+            Alignment::Calendar {
+                utc_offset_s: offset as i32,
+            }
+        }
+        (false, false) => Alignment::WallClock,
     };
-    let no_alignment = flags & FLAG_MONOTONIC_ALIGNED == 0;
+    let no_alignment = flags & (FLAG_MONOTONIC_ALIGNED | FLAG_CALENDAR) == 0;
     let (a, b) = (w[9], w[10]);
     let algorithm = match kind {
         KIND_TOKEN_BUCKET if no_alignment => Algorithm::TokenBucket {
@@ -483,7 +530,7 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             .map_err(|_| format!("definition `{name}`: fleet weight too large"))?;
         Some(FleetShare { total, weight })
     } else {
-        if w[14] != 0 || w[15] != 0 {
+        if (w[14] != 0 && !calendar) || w[15] != 0 {
             return Err(format!(
                 "definition `{name}` has fleet fields but no fleet share"
             ));

@@ -30,6 +30,7 @@
 //! ([`open_snapshot`]) reads the data extents with `pread` and allocates nothing.
 
 pub(crate) mod layout;
+pub(crate) mod reboot;
 
 use std::fs::{self, File};
 use std::io;
@@ -37,7 +38,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
@@ -56,6 +56,8 @@ pub(crate) struct Access {
     /// Accept a file in a directory that others may write without the sticky bit (where anyone
     /// who can write the directory can replace the file).
     pub allow_unsafe_directory: bool,
+    /// What a created file does at a reboot; `Some` also requires an opened file to agree.
+    pub on_reboot: Option<reboot::OnReboot>,
 }
 
 impl Default for Access {
@@ -64,6 +66,7 @@ impl Default for Access {
             mode: 0o600,
             allow_other_owner: false,
             allow_unsafe_directory: false,
+            on_reboot: None,
         }
     }
 }
@@ -134,6 +137,11 @@ impl Mapped {
         }
     }
 
+    /// `msync(MS_SYNC)` of the whole mapping: its dirty pages are on the disk on return.
+    pub fn flush(&self) -> io::Result<()> {
+        self.map.flush()
+    }
+
     pub fn header(&self, index: usize) -> u64 {
         // Acquire: pairs with the Release stores of a boot reset.
         self.word(index * 8).load(Ordering::Acquire)
@@ -173,7 +181,7 @@ fn open_existing(path: &Path) -> io::Result<File> {
 }
 
 /// The complete initial image of header and definitions.
-fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
+fn image(defs: &[LimitDef], geometry: &Geometry, on_reboot: reboot::OnReboot) -> Vec<u8> {
     let mut header = vec![0u64; HEADER_SIZE / 8];
     header[word::MAGIC] = layout::MAGIC;
     header[word::VERSION] = layout::FORMAT_VERSION as u64 | ((HEADER_SIZE as u64) << 32);
@@ -192,6 +200,8 @@ fn image(defs: &[LimitDef], geometry: &Geometry) -> Vec<u8> {
     header[word::CLOCK_ID] = layout::CLOCK_MONOTONIC_ID;
     header[word::TIMENS_OFFSET] = clock::timens_monotonic_offset_ns() as u64;
     header[word::WALL_OFFSET] = clock::wall_offset_ns();
+    header[word::WALL_MAX] = header[word::WALL_OFFSET];
+    header[word::ON_REBOOT] = on_reboot.code();
     header[word::CREATED] = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
@@ -241,7 +251,7 @@ fn random_seed() -> [u64; 2] {
 /// `Ok(false)`: another creator won the race.
 fn create_new(path: &Path, defs: &[LimitDef], access: &Access) -> Result<bool> {
     let geometry = Geometry::compute(defs);
-    let bytes = image(defs, &geometry);
+    let bytes = image(defs, &geometry, access.on_reboot.unwrap_or_default());
     let lines = control_lines(defs, &geometry);
     let dir = parent_dir(path);
     let fill = |file: &File| -> io::Result<()> {
@@ -797,6 +807,18 @@ fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -> Result<Ma
             our_offset_ns: ours,
         });
     }
+    let on_reboot = reboot::OnReboot::from_code(header[word::ON_REBOOT])
+        .ok_or_else(|| corrupt(path, "unknown reboot policy (word 25)"))?;
+    if access.on_reboot.is_some_and(|want| want != on_reboot) {
+        return Err(Error::DefinitionConflict {
+            path: path.to_owned(),
+            reason: format!(
+                "the file was created to {} at a reboot, not to {}",
+                on_reboot.describe(),
+                access.on_reboot.unwrap_or_default().describe()
+            ),
+        });
+    }
     if header[word::FILE_ID] == 0 {
         return Err(corrupt(path, "file id is zero"));
     }
@@ -829,7 +851,7 @@ fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -> Result<Ma
         ident,
         access: access.clone(),
     };
-    reset_if_rebooted(&mapped)?;
+    reboot::on_open(&mapped)?;
     Ok(mapped)
 }
 
@@ -867,62 +889,5 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
             }
         }
     }
-}
-
-/// If the file's boot id is not this boot's, every stored time belongs to a dead clock: reset all
-/// state to fresh (full buckets, empty windows and logs), once, under an exclusive `flock`.
-fn reset_if_rebooted(mapped: &Mapped) -> Result<()> {
-    let boot = clock::boot_id();
-    let ours = [
-        u64::from_ne_bytes(boot[..8].try_into().expect("8 bytes")),
-        u64::from_ne_bytes(boot[8..].try_into().expect("8 bytes")),
-    ];
-    let current = || {
-        [
-            mapped.header(word::BOOT_ID),
-            mapped.header(word::BOOT_ID + 1),
-        ]
-    };
-    if current() == ours {
-        return Ok(());
-    }
-    let fd = mapped.file.as_raw_fd();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        // SAFETY: `fd` is the open file descriptor owned by `mapped.file`; flock has no memory
-        // preconditions.
-        if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(Error::NotInitialized(mapped.path.clone()));
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    if current() != ours {
-        for index in 0..mapped.defs.len() {
-            reset_limit(mapped, index);
-        }
-        let g = &mapped.geometry;
-        for w in mapped.words(g.stats_offset, g.stats_len / 8) {
-            // Relaxed: published by the Release store of the boot id below.
-            w.store(0, Ordering::Relaxed);
-        }
-        mapped
-            .word(word::WALL_OFFSET * 8)
-            .store(clock::wall_offset_ns(), Ordering::Relaxed);
-        mapped
-            .word(word::RESET_COUNT * 8)
-            .fetch_add(1, Ordering::Relaxed);
-        // Release: whoever reads this boot id (Acquire) sees the zeroed state.
-        mapped
-            .word(word::BOOT_ID * 8)
-            .store(ours[0], Ordering::Release);
-        mapped
-            .word((word::BOOT_ID + 1) * 8)
-            .store(ours[1], Ordering::Release);
-    }
-    // SAFETY: as above.
-    unsafe { libc::flock(fd, libc::LOCK_UN) };
-    Ok(())
+    reboot::clear_failed(mapped, index);
 }

@@ -504,17 +504,25 @@ impl<C: Clock> Limit<C> {
 
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        // The clock read of the decision doubles as the time of the replacement check.
-        let t = self.clock().now_ns();
-        let this = self.current_at(t)?;
-        let first = std::cell::Cell::new(true);
-        this.run_key_on(key, cost, commit, &mut || {
-            if first.replace(false) {
-                at.unwrap_or(t)
-            } else {
-                at.unwrap_or_else(|| this.clock().now_ns())
+        let this = self.follow()?;
+        match at {
+            Some(now) => {
+                let decision = this.run_key_on(key, cost, commit, &mut || now);
+                this.check_after(this.clock().now_ns());
+                decision
             }
-        })
+            None => {
+                // Every attempt reads the clock after loading the key's state (see
+                // `Limit::run`); the last read doubles as the time of the replacement check.
+                let mut used = 0;
+                let decision = this.run_key_on(key, cost, commit, &mut || {
+                    used = this.clock().now_ns();
+                    used
+                });
+                this.check_after(used);
+                decision
+            }
+        }
     }
 
     #[inline(always)]

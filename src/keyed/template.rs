@@ -71,8 +71,7 @@ fn fixed_view(fw: &FixedWindow, now: u64, word: u64) -> Option<(u64, u64)> {
 
 pub(crate) fn fixed_fresh_in(fw: &FixedWindow, now: u64, word: u64) -> u64 {
     fixed_view(fw, now, word).map_or(0, |(window, _)| {
-        (window + 1)
-            .saturating_mul(fw.window_ns)
+        fw.start(window + 1)
             .saturating_sub(now.saturating_add(fw.phase_ns))
     })
 }

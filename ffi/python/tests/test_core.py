@@ -329,9 +329,57 @@ class LaterFeaturesTest(unittest.TestCase):
             self.assertEqual(set(lim.definitions()), {"api", "log"})
             self.assertEqual(lim.limit("api").stats().allowed, 0)
             time.sleep(1.1)
+            api.peek()  # runs the check (decided on the old file); the next decision moves
             self.assertTrue(api.try_acquire(20))  # the new file's full bucket
             self.assertEqual(lim.limit("api").stats().allowed, 1)
         old.close()
+    def test_calendar_windows(self):
+        week = FixedWindow(5, shmlimit.WEEK, aligned="calendar", utc_offset=-5 * 3600)
+        with Limiter.create_or_open(self.path, {"week": week}) as lim:
+            self.assertEqual(lim.definitions()["week"], week)
+            self.assertTrue(lim.limit("week").try_acquire(5))
+            self.assertFalse(lim.limit("week").try_acquire())
+        month = FixedWindow(3, shmlimit.MONTH, aligned="calendar")
+        with Limiter.create_or_open(os.path.join(self.dir.name, "month.shm"),
+                                    {"month": month}) as lim:
+            self.assertEqual(lim.definitions()["month"], month)
+            self.assertTrue(lim.limit("month").try_acquire(3))
+            denied = lim.limit("month").try_acquire()
+            self.assertFalse(denied)
+            self.assertLessEqual(denied.retry_after, 31 * shmlimit.DAY)
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            FixedWindow(5, shmlimit.DAY, utc_offset=3600)
+        with self.assertRaises(shmlimit.InvalidParameterError):
+            Limiter.create_or_open(os.path.join(self.dir.name, "bad.shm"), {
+                "d": FixedWindow(5, shmlimit.DAY, aligned="calendar", utc_offset=19 * 3600)})
+
+    def test_rates_per_day_week_and_month(self):
+        self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.DAY).emission_ns, 8_640_000_000)
+        self.assertEqual(TokenBucket(rate=7, per=shmlimit.WEEK).emission_ns, 86_400 * 10**9)
+        self.assertEqual(TokenBucket(rate=10_000, per=shmlimit.MONTH).emission_ns, 262_974_600_000)
+
+    def test_a_daily_quota_survives_a_simulated_reboot_unless_the_file_resets(self):
+        day = 86_400
+        boot_id_offset = 12 * 8  # header words 12-13
+        for choice, back in (("translate", False), (None, False), ("reset", True)):
+            path = os.path.join(self.dir.name, f"reboot-{choice}.shm")
+            with Limiter.create_or_open(path, {"daily": FixedWindow(10, day)},
+                                        on_reboot=choice) as lim:
+                self.assertTrue(lim.limit("daily").try_acquire(10))
+                self.assertFalse(lim.limit("daily").try_acquire())
+            # Another boot wrote the file: its boot id differs.
+            with open(path, "r+b") as f:
+                f.seek(boot_id_offset)
+                word = bytearray(f.read(8))
+                word[0] ^= 0xFF
+                f.seek(boot_id_offset)
+                f.write(bytes(word))
+            with Limiter.open(path) as lim:
+                self.assertEqual(bool(lim.limit("daily").try_acquire()), back, choice)
+        with self.assertRaises(shmlimit.DefinitionConflictError):
+            Limiter.open(os.path.join(self.dir.name, "reboot-reset.shm"), on_reboot="translate")
+        with self.assertRaises(ValueError):
+            Limiter.open(self.path, on_reboot="sometimes")
 
     def test_acquire_with_timeout(self):
         with Limiter.create_or_open(self.path, {

@@ -85,8 +85,14 @@ __all__ = [
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
     "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED", "Spec", "__version__",
-    "prometheus_text", "Policy", "rate_limit_headers",
+    "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH",
 ]
+
+#: Periods for ``TokenBucket(rate=..., per=...)``, in seconds. ``MONTH`` is the average Gregorian
+#: month (365.2425 / 12 days = 2,629,746 s): a rate is an average, whatever the month's length.
+DAY = 86_400.0
+WEEK = 7 * DAY
+MONTH = 2_629_746.0
 
 Seconds = Union[int, float, datetime.timedelta]
 #: A path: str, bytes or os.PathLike, without NUL.
@@ -286,7 +292,7 @@ _native._configure(_error, ClosedError, InvalidParameterError, ParameterOverflow
 # the non-waiting decisions, which shmlimit._native makes.
 
 _TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG, _CONCURRENCY = 1, 2, 3, 4, 5
-_ALIGNMENTS = {"wall": 0, "monotonic": 1}
+_ALIGNMENTS = {"wall": 0, "monotonic": 1, "calendar": 2}
 
 
 class _Def(ctypes.Structure):
@@ -311,7 +317,8 @@ class _Options(ctypes.Structure):
     _fields_ = [
         ("mode", ctypes.c_uint32),
         ("allow_other_owner", ctypes.c_uint32),
-        ("on_conflict", ctypes.c_uint64),
+        ("on_conflict", ctypes.c_uint32),
+        ("on_reboot", ctypes.c_uint32),
         ("reserved", ctypes.c_uint64 * 3),
     ]
 
@@ -806,14 +813,21 @@ class TokenBucket(Spec):
 
 
 class _Windowed(Spec):
-    def __init__(self, limit: int, window: Seconds, aligned: str = "wall", **options: Any):
+    def __init__(self, limit: int, window: Seconds, aligned: str = "wall",
+                 utc_offset: int = 0, **options: Any):
         self.limit = _u64(limit, "limit", low=1)
         self.window_ns = _ns(window, "window")
         if aligned not in _ALIGNMENTS:
             raise InvalidParameterError(
-                f"aligned={aligned!r}: 'wall' or 'monotonic'", InvalidParameterError.code
+                f"aligned={aligned!r}: 'wall', 'monotonic' or 'calendar'",
+                InvalidParameterError.code
             )
+        if utc_offset and aligned != "calendar":
+            raise InvalidParameterError("utc_offset needs aligned='calendar'",
+                                        InvalidParameterError.code)
         self.aligned = aligned
+        # Seconds east of UTC; the library refuses more than 18 h either way.
+        self.utc_offset = int(utc_offset)
         self._set_options(**options)
 
     @property
@@ -823,18 +837,22 @@ class _Windowed(Spec):
 
     def _fill(self, d: _Def) -> None:
         d.limit, d.period_ns, d.alignment = self.limit, self.window_ns, _ALIGNMENTS[self.aligned]
+        # A calendar window's UTC offset travels in the rate field, as an int64.
+        d.rate = self.utc_offset & (2**64 - 1)
 
     def _key(self) -> Tuple[object, ...]:
-        return (self.limit, self.window_ns, self.aligned)
+        return (self.limit, self.window_ns, self.aligned, self.utc_offset)
 
     def __repr__(self) -> str:
+        offset = f", utc_offset={self.utc_offset}" if self.utc_offset else ""
         return (f"{type(self).__name__}(limit={self.limit}, window={self.window!r}, "
-                f"aligned={self.aligned!r}{self._options_repr()})")
+                f"aligned={self.aligned!r}{offset}{self._options_repr()})")
 
 
 class FixedWindow(_Windowed):
-    """At most ``limit`` per window of ``window`` seconds (``aligned`` to 'wall' clock or
-    'monotonic' time); up to ``2 * limit`` across one boundary."""
+    """At most ``limit`` per window of ``window`` seconds (``aligned`` to 'wall' clock,
+    'monotonic' time, or the 'calendar': days from midnight and weeks from Monday 00:00 in UTC
+    or ``utc_offset`` seconds east of it); up to ``2 * limit`` across one boundary."""
 
     _kind = _FIXED_WINDOW
 
@@ -899,7 +917,7 @@ class Concurrency(Spec):
 
 
 def _spec_of(d: _Def) -> Spec:
-    aligned = "monotonic" if d.alignment == 1 else "wall"
+    aligned = {1: "monotonic", 2: "calendar"}.get(d.alignment, "wall")
     spec: Spec
     if d.kind == _TOKEN_BUCKET:
         bucket = TokenBucket.__new__(TokenBucket)
@@ -913,6 +931,7 @@ def _spec_of(d: _Def) -> Spec:
             FixedWindow if d.kind == _FIXED_WINDOW else SlidingWindow
         )
         window.limit, window.window_ns, window.aligned = d.limit, d.period_ns, aligned
+        window.utc_offset = d.rate - 2**64 if d.rate >= 2**63 else d.rate
         spec = window
     elif d.kind == _SLIDING_LOG:
         log = SlidingLog.__new__(SlidingLog)
@@ -931,9 +950,15 @@ def _spec_of(d: _Def) -> Spec:
 _ON_CONFLICT = {"refuse": 0, "adopt": 1}
 
 
+_ON_REBOOT = {None: 0, "translate": 1, "reset": 2}
+
+
 def _options(mode: Optional[int], allow_other_owner: bool,
-             on_conflict: str = "refuse") -> _Options:
+             on_conflict: str = "refuse", on_reboot: Optional[str] = None) -> _Options:
     options = _Options()
+    if on_reboot not in _ON_REBOOT:
+        raise ValueError(f"on_reboot must be 'translate', 'reset' or None, not {on_reboot!r}")
+    options.on_reboot = _ON_REBOOT[on_reboot]
     if mode is not None:
         # The C struct reads 0 as "the default 0600"; an explicit mode 0 is a mistake (a file
         # nobody may read), refused here. Bits above 0o777, modes without owner read and write,
@@ -1538,6 +1563,7 @@ class Limiter(_Handle):
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
         on_conflict: str = "refuse",
+        on_reboot: Optional[str] = None,
     ) -> "Limiter":
         """Create the file with these limits, or attach to it if it exists with the same ones.
 
@@ -1547,13 +1573,16 @@ class Limiter(_Handle):
         DefinitionConflictError naming every differing field; ``on_conflict="adopt"`` retunes
         the file live when its layout can hold the new limits (usage kept), else replaces it
         atomically with a new file that attached processes move to within about a second.
-        Raises InvalidParameterError, DefinitionConflictError, or any error of open().
+        ``on_reboot`` is what a created file does at a reboot: ``"translate"`` (the default:
+        quotas used before the reboot stay used) or ``"reset"``; given for an existing file, it
+        must be the file's choice. Raises InvalidParameterError, DefinitionConflictError, or any
+        error of open().
         """
         if not isinstance(limits, Mapping):
             raise TypeError(f"limits: a mapping of names to definitions, not "
                             f"{type(limits).__name__}")
         raw_path = _path(path)
-        options = _options(mode, allow_other_owner, on_conflict)
+        options = _options(mode, allow_other_owner, on_conflict, on_reboot)
         names = [_name(name) for name in limits]
         defs = (_Def * max(len(names), 1))()
         for d, name, spec in zip(defs, names, limits.values()):
@@ -1576,15 +1605,18 @@ class Limiter(_Handle):
         *,
         mode: Optional[int] = None,
         allow_other_owner: bool = False,
+        on_reboot: Optional[str] = None,
     ) -> "Limiter":
         """Attach to an existing file by path alone; its limits are read from the file.
+
+        ``on_reboot``, if given, must be the file's choice (DefinitionConflictError otherwise).
 
         Raises IoError (for example errno ENOENT), SymlinkError, NotRegularFileError,
         PermissionDeniedError, ForeignFileError, VersionError, SizeError, CorruptFileError,
         NotInitializedError, ClockMismatchError.
         """
         raw_path = _path(path)
-        options = _options(mode, allow_other_owner)
+        options = _options(mode, allow_other_owner, on_reboot=on_reboot)
         out = _P()
         _check(_LIB.shmlimit_limiter_open(raw_path, ctypes.byref(options), ctypes.byref(out)))
         return cls(_address(out), path)
