@@ -1,10 +1,12 @@
-//! Every integration test in `tests/` runs under `cargo test`.
+//! Every integration test in `tests/` runs under `cargo test`, and every example in `examples/`
+//! is built.
 //!
 //! The workspace declares its tests by hand: most belong to the library's package (the top-level
 //! `Cargo.toml`, `autotests = false`), the ones that run the `shmlimit` binary to the command
 //! line's package (`cli/Cargo.toml`, as `path = "../tests/NAME.rs"`, so that cargo builds the
 //! binary for them and sets `CARGO_BIN_EXE_shmlimit`). A file added to `tests/` and declared in
-//! neither would silently never run: this test fails instead, and names it.
+//! neither would silently never run: this test fails instead, and names it. The examples are
+//! declared by hand too (the library's in `Cargo.toml`, the fleet agent's in `fleet/Cargo.toml`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -13,9 +15,9 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The `path` of every `[[test]]` in `manifest`, relative to the repository root (a `[[test]]`
-/// without one is `tests/NAME.rs`).
-fn declared(manifest: &Path, dir: &Path) -> Vec<PathBuf> {
+/// The `path` of every `[[test]]` (`table` "test", default directory `tests/`) or `[[example]]`
+/// ("example", `examples/`) in `manifest`: its `path` relative to `dir`, or `DEFAULT/NAME.rs`.
+fn declared(manifest: &Path, dir: &Path, table: &str, default: &str) -> Vec<PathBuf> {
     let text =
         std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
     let mut tests = Vec::new();
@@ -25,9 +27,9 @@ fn declared(manifest: &Path, dir: &Path) -> Vec<PathBuf> {
         if let Some((name, path)) = current.take() {
             let path = match (path, name) {
                 (Some(path), _) => dir.join(path),
-                (None, Some(name)) => dir.join("tests").join(format!("{name}.rs")),
+                (None, Some(name)) => dir.join(default).join(format!("{name}.rs")),
                 (None, None) => panic!(
-                    "{}: a [[test]] with neither name nor path",
+                    "{}: a [[{table}]] with neither name nor path",
                     manifest.display()
                 ),
             };
@@ -38,7 +40,7 @@ fn declared(manifest: &Path, dir: &Path) -> Vec<PathBuf> {
         let line = line.trim();
         if line.starts_with('[') {
             flush(&mut current);
-            if line == "[[test]]" {
+            if line == format!("[[{table}]]") {
                 current = Some((None, None));
             }
             continue;
@@ -69,7 +71,7 @@ fn every_test_file_is_declared_by_a_package() {
     let mut declared_files = BTreeSet::new();
     let mut binary_tests = BTreeSet::new();
     for dir in [root.clone(), root.join("cli")] {
-        for path in declared(&dir.join("Cargo.toml"), &dir) {
+        for path in declared(&dir.join("Cargo.toml"), &dir, "test", "tests") {
             let path = normalise(&path);
             if dir.ends_with("cli") {
                 binary_tests.insert(path.clone());
@@ -120,4 +122,38 @@ fn every_test_file_is_declared_by_a_package() {
             "tests/{name} not found among the declared tests: the manifests were misread"
         );
     }
+}
+
+#[test]
+fn every_example_is_declared_by_a_package() {
+    let root = root();
+    let mut declared_files = BTreeSet::new();
+    for dir in [root.clone(), root.join("fleet")] {
+        for path in declared(&dir.join("Cargo.toml"), &dir, "example", "examples") {
+            assert!(
+                declared_files.insert(normalise(&path)),
+                "{} is declared twice",
+                path.display()
+            );
+        }
+    }
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(root.join("examples")).expect("examples/") {
+        let path = entry.expect("directory entry").path();
+        if path.extension().is_some_and(|e| e == "rs")
+            && !declared_files.contains(&normalise(&path))
+        {
+            missing.push(path.file_name().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "examples/{{{}}} would never be built: declare each as an [[example]] in Cargo.toml (or \
+         in fleet/Cargo.toml, with path = \"../examples/NAME.rs\", if it needs the fleet agent)",
+        missing.join(", ")
+    );
+    assert!(
+        declared_files.contains(&normalise(&root.join("examples/fleet_agent.rs"))),
+        "examples/fleet_agent.rs not found among the declared examples: the manifests were misread"
+    );
 }

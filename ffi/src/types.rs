@@ -183,7 +183,7 @@ pub struct shmlimit_options {
 /// fixed window of this `period_ns` is the calendar month (28 to 31 days, from the 1st 00:00 in
 /// the offset); as a token bucket's `period_ns`, a rate per month.
 pub const SHMLIMIT_MONTH_NS: u64 = 2_629_746_000_000_000;
-const _: () = assert!(SHMLIMIT_MONTH_NS == crate::Rate::MONTH_NS);
+const _: () = assert!(SHMLIMIT_MONTH_NS == shmlimit::Rate::MONTH_NS);
 
 /// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
 /// file keeps the choice it was created with.
@@ -454,7 +454,7 @@ impl shmlimit_options {
     }
 
     /// Check the fields; `(mode, allow_other_owner, on_reboot)`.
-    pub(crate) fn validate(&self) -> Result<(u32, bool, Option<crate::OnReboot>), Failure> {
+    pub(crate) fn validate(&self) -> Result<(u32, bool, Option<shmlimit::OnReboot>), Failure> {
         if self.reserved != [0; 3] {
             return Err(invalid("", "shmlimit_options.reserved must be zero"));
         }
@@ -479,8 +479,8 @@ impl shmlimit_options {
         };
         let on_reboot = match self.on_reboot {
             SHMLIMIT_ON_REBOOT_DEFAULT => None,
-            SHMLIMIT_ON_REBOOT_TRANSLATE => Some(crate::OnReboot::Translate),
-            SHMLIMIT_ON_REBOOT_RESET => Some(crate::OnReboot::Reset),
+            SHMLIMIT_ON_REBOOT_TRANSLATE => Some(shmlimit::OnReboot::Translate),
+            SHMLIMIT_ON_REBOOT_RESET => Some(shmlimit::OnReboot::Reset),
             n => {
                 return Err(invalid(
                     "",
