@@ -34,6 +34,13 @@
 //! | [`SlidingWindow`] | about `L` per `W` (weighted estimate; up to ~`2 L` adversarially) |
 //!
 //! Each admission is dated between its clock read and its commit; the bounds are over those dates.
+//!
+//! ## Packages
+//!
+//! This crate is all a Rust worker needs (its dependencies: memmap2, crossbeam-utils, libc, nix).
+//! The C library (`libshmlimit.so` / `libshmlimit.a`, packages `shmlimit-ffi` and `libshmlimit`
+//! in `ffi/`), the fleet agent (`shmlimit-fleet`, `fleet/`) and the `shmlimit` command
+//! (`shmlimit-cli`, `cli/`) are packages of the same workspace, built on this crate.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
