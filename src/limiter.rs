@@ -1371,26 +1371,7 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let this = self.follow()?;
-        match at {
-            Some(now) => {
-                let decision = this.run_on(cost, commit, move || now);
-                this.check_after(this.clock.now_ns());
-                decision
-            }
-            None => {
-                // The decision reads the clock after it loads the state word (on every attempt),
-                // so its `now` is never older than the time of the decision that wrote the word;
-                // that read doubles as the time of the replacement check.
-                let used = std::cell::Cell::new(0);
-                let decision = this.run_on(cost, commit, || {
-                    let now = this.clock.now_ns();
-                    used.set(now);
-                    now
-                });
-                this.check_after(used.get());
-                decision
-            }
-        }
+        this.run_on(cost, commit, || this.decision_time(at))
     }
 
     #[inline(always)]
@@ -2020,14 +2001,28 @@ impl<C: Clock> Limit<C> {
         self.recheck(self.clock.now_ns())
     }
 
-    /// After a decision that read the clock at `t`: run the replacement check once it is due.
-    /// The decision itself was made on this file (a replaced file is used for at most one more
-    /// decision per handle); a failed check is reported by the next call, through
-    /// [`Limit::follow`].
+    /// The time of one attempt of a decision, read after the attempt loaded the state word (so
+    /// that it is never older than the time of the decision that wrote the word), or the
+    /// caller's date `at`. The clock read doubles as the time of the replacement check: once it
+    /// is due, the check runs here, off the hot path; the decision under way still completes on
+    /// this file (so a replaced file serves at most one more decision per handle), and the next
+    /// one starts on the file that replaced it. A failed check is reported by the next call,
+    /// through [`Limit::follow`].
     #[inline(always)]
-    pub(crate) fn check_after(&self, t: u64) {
+    pub(crate) fn decision_time(&self, at: Option<u64>) -> u64 {
+        let t = self.clock.now_ns();
         // Relaxed: as in `current_at`.
-        if t >= self.next_check.load(Ordering::Relaxed) && t != 0 && self.recheck(t).is_err() {
+        if t >= self.next_check.load(Ordering::Relaxed) {
+            self.check_due(t);
+        }
+        at.unwrap_or(t)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn check_due(&self, t: u64) {
+        if t != 0 && self.recheck(t).is_err() {
+            // Relaxed: as in `current_at`.
             self.next_check.store(0, Ordering::Relaxed);
         }
     }

@@ -505,24 +505,9 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let this = self.follow()?;
-        match at {
-            Some(now) => {
-                let decision = this.run_key_on(key, cost, commit, &mut || now);
-                this.check_after(this.clock().now_ns());
-                decision
-            }
-            None => {
-                // Every attempt reads the clock after loading the key's state (see
-                // `Limit::run`); the last read doubles as the time of the replacement check.
-                let mut used = 0;
-                let decision = this.run_key_on(key, cost, commit, &mut || {
-                    used = this.clock().now_ns();
-                    used
-                });
-                this.check_after(used);
-                decision
-            }
-        }
+        // Every attempt reads the clock after loading the key's state (see
+        // `Limit::decision_time`).
+        this.run_key_on(key, cost, commit, &mut || this.decision_time(at))
     }
 
     #[inline(always)]
