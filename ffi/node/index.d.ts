@@ -241,6 +241,14 @@ export interface OpenOptions {
   mode?: number;
   /** Accept a file owned by another user. */
   allowOtherOwner?: boolean;
+  /** `createOrOpen` on a file with other definitions: throw `DefinitionConflictError`
+   *  (`'refuse'`, the default) or adopt them (`'adopt'`: a live retune when the file's layout
+   *  holds the change, else an atomic replacement that attached processes follow). */
+  onConflict?: 'refuse' | 'adopt';
+  /** What a created file does at a reboot: translate its stored times (the default: quotas
+   *  used before the reboot stay used) or reset every limit; for an existing file, it must be
+   *  the file's choice. */
+  onReboot?: 'translate' | 'reset';
 }
 
 /** One limiter file. */

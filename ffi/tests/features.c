@@ -967,16 +967,16 @@ static void deploys(const char *dir) {
     struct timespec pause = {1, 100000000};
 
     snprintf(path, sizeof path, "%s/deploy.shm", dir);
-    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 20, SECOND, 200);
+    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 20, SECOND, 2);
     OK(shmlimit_limiter_create_or_open(path, defs, 1, NULL, &old));
     OK(shmlimit_limiter_limit(old, "api", &api));
     OK(shmlimit_acquire(api, 15, &d));
     CHECK(d.allowed);
-    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 20, SECOND, 300);
+    zero_def(&defs[0], "api", SHMLIMIT_TOKEN_BUCKET, 20, SECOND, 3);
     EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_create_or_open",
                 shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
     CHECK(contains(shmlimit_last_error(),
-                   "`api`: rate 200/s in the file, 300/s requested; burst 20 in both"));
+                   "`api`: rate 2/s in the file, 3/s requested; burst 20 in both"));
     memset(&options, 0, sizeof options);
     options.on_conflict = 7;
     EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
@@ -986,10 +986,10 @@ static void deploys(const char *dir) {
     shmlimit_limiter_free(limiter);
     limiter = NULL;
     OK(shmlimit_limit_live_definition(api, &def));
-    CHECK(def.limit == 20 && def.period_ns == (SECOND + 299) / 300); /* 300/s */
-    OK(shmlimit_acquire(api, 6, &d));
-    CHECK(!d.allowed); /* 15 of 20 still used */
-    /* The retuned file now matches 300/s under the default policy. */
+    CHECK(def.limit == 20 && def.period_ns == (SECOND + 2) / 3); /* 3/s */
+    OK(shmlimit_acquire(api, 10, &d));
+    CHECK(!d.allowed); /* 15 of 20 still used: 10 more need 5 tokens, 1.7 s of refill at 3/s */
+    /* The retuned file now matches 3/s under the default policy. */
     OK(shmlimit_limiter_create_or_open(path, defs, 1, NULL, &limiter));
     shmlimit_limiter_free(limiter);
     limiter = NULL;

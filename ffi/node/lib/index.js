@@ -768,6 +768,10 @@ class Limit {
 // ---------------------------------------------------------------------------------------------
 // Limiters.
 
+/** `shmlimit_options.on_conflict` and `.on_reboot` values. */
+const ON_CONFLICT = { refuse: 0, adopt: 1 };
+const ON_REBOOT = { default: 0, translate: 1, reset: 2 };
+
 /** One limiter file, attached. */
 class Limiter {
   constructor(handle, path) {
@@ -777,8 +781,14 @@ class Limiter {
   }
 
   /** Create the file with `definitions` ({name: tokenBucket(...), ...}), or open it if it
-   *  exists with the same definitions (`DefinitionConflictError` otherwise). `mode` (default
-   *  0o600) and `allowOtherOwner` (default false) as in the C ABI. */
+   *  exists with the same definitions (compared with its live parameters). When they differ,
+   *  `onConflict: 'refuse'` (the default) throws `DefinitionConflictError` naming every
+   *  differing field; `'adopt'` retunes the file live when its layout holds the change (usage
+   *  kept), else replaces it atomically with a new file that attached processes move to within
+   *  about a second. `onReboot: 'translate'` (the default for a created file: quotas used
+   *  before a reboot stay used) or `'reset'`; given for an existing file, it must be the
+   *  file's choice. `mode` (default 0o600) and `allowOtherOwner` (default false) as in the C
+   *  ABI. */
   static createOrOpen(path, definitions, opts = {}) {
     if (typeof definitions !== 'object' || definitions === null) {
       throw new TypeError('definitions must be an object of {name: definition}');
@@ -801,7 +811,15 @@ class Limiter {
   static _open(path, defs, opts, what) {
     if (typeof path !== 'string') path = String(path);
     const mode = opts.mode === undefined ? 0 : opts.mode;
-    const h = native.open(path, defs, mode, Boolean(opts.allowOtherOwner));
+    const onConflict = ON_CONFLICT[opts.onConflict === undefined ? 'refuse' : opts.onConflict];
+    if (onConflict === undefined) {
+      throw new RangeError(`onConflict must be 'refuse' or 'adopt', not ${String(opts.onConflict).slice(0, 80)}`);
+    }
+    const onReboot = ON_REBOOT[opts.onReboot === undefined ? 'default' : opts.onReboot];
+    if (onReboot === undefined) {
+      throw new RangeError(`onReboot must be 'translate' or 'reset', not ${String(opts.onReboot).slice(0, 80)}`);
+    }
+    const h = native.open(path, defs, mode, Boolean(opts.allowOtherOwner), onConflict, onReboot);
     if (typeof h === 'number') throw failure(h, `${what} ${path}`);
     return new Limiter(h, path);
   }

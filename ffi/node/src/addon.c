@@ -402,9 +402,10 @@ static napi_value def_object(napi_env env, const shmlimit_def *d) {
     return out;
 }
 
-/* open(path, defs | null, mode, allowOtherOwner) -> limiter handle, or a status number. */
+/* open(path, defs | null, mode, allowOtherOwner, onConflict, onReboot) -> limiter handle, or a
+ * status number. onConflict and onReboot are the C option values (checked by the library). */
 static napi_value js_open(napi_env env, napi_callback_info info) {
-    ARGS(4);
+    ARGS(6);
     size_t path_len = 0;
     NAPI(napi_get_value_string_utf8(env, argv[0], NULL, 0, &path_len));
     char *path = (char *)malloc(path_len + 1);
@@ -420,15 +421,19 @@ static napi_value js_open(napi_env env, napi_callback_info info) {
     }
     shmlimit_options opts;
     memset(&opts, 0, sizeof opts);
-    uint64_t mode = 0;
+    uint64_t mode = 0, on_conflict = 0, on_reboot = 0;
     bool other = false;
     if (!get_u64(env, argv[2], &mode) || mode > UINT32_MAX ||
-        napi_get_value_bool(env, argv[3], &other) != napi_ok) {
+        napi_get_value_bool(env, argv[3], &other) != napi_ok ||
+        !get_u64(env, argv[4], &on_conflict) || on_conflict > UINT32_MAX ||
+        !get_u64(env, argv[5], &on_reboot) || on_reboot > UINT32_MAX) {
         free(path);
         return int32_value(env, BAD_ARG);
     }
     opts.mode = (uint32_t)mode;
     opts.allow_other_owner = other ? 1 : 0;
+    opts.on_conflict = (uint32_t)on_conflict;
+    opts.on_reboot = (uint32_t)on_reboot;
 
     napi_valuetype t;
     NAPI(napi_typeof(env, argv[1], &t));

@@ -209,6 +209,40 @@ test('live retuning, reset and policy', (t) => {
   assert.throws(() => limiter.limit('api').setLimit(5), shmlimit.WrongKindError);
 });
 
+test('a deploy that changes a limit: refused by default, adopted live, or a new file', (t) => {
+  const file = path.join(tmpdir(t), 'deploy.shm');
+  const before = shmlimit.Limiter.createOrOpen(file, { api: shmlimit.tokenBucket({ rate: 2, burst: 20 }) });
+  t.after(() => before.close());
+  assert.equal(before.limit('api').tryAcquire(15).allowed, true);
+  const faster = { api: shmlimit.tokenBucket({ rate: 3, burst: 20 }) };
+  assert.throws(() => shmlimit.Limiter.createOrOpen(file, faster), (e) =>
+    e instanceof shmlimit.DefinitionConflictError &&
+    e.message.includes('`api`: rate 2/s in the file, 3/s requested; burst 20 in both'));
+  assert.throws(() => shmlimit.Limiter.createOrOpen(file, faster, { onConflict: 'sometimes' }), RangeError);
+  const ino = fs.statSync(file).ino;
+  shmlimit.Limiter.createOrOpen(file, faster, { onConflict: 'adopt' }).close();
+  assert.equal(fs.statSync(file).ino, ino, 'a live retune keeps the file');
+  assert.equal(before.limit('api').tryAcquire(10).allowed, false, 'the usage is kept');
+  // The retuned file matches the new definitions under the default policy.
+  shmlimit.Limiter.createOrOpen(file, faster).close();
+  // A new limit needs a new file, atomically in place of the old one.
+  const more = { ...faster, log: shmlimit.slidingLog({ limit: 3, window: HOUR }) };
+  const after = shmlimit.Limiter.createOrOpen(file, more, { onConflict: 'adopt' });
+  t.after(() => after.close());
+  assert.notEqual(fs.statSync(file).ino, ino);
+  assert.deepEqual(Object.keys(after.definitions()), ['api', 'log']);
+});
+
+test('the reboot choice is stored at creation and checked on open', (t) => {
+  const file = path.join(tmpdir(t), 'reboot.shm');
+  shmlimit.Limiter.createOrOpen(file, { daily: shmlimit.fixedWindow({ limit: 10, window: 86400 * 1000 }) },
+    { onReboot: 'reset' }).close();
+  assert.throws(() => shmlimit.Limiter.open(file, { onReboot: 'translate' }), shmlimit.DefinitionConflictError);
+  shmlimit.Limiter.open(file, { onReboot: 'reset' }).close();
+  shmlimit.Limiter.open(file).close();
+  assert.throws(() => shmlimit.Limiter.open(file, { onReboot: 'sometimes' }), RangeError);
+});
+
 test('shadow limits never deny and count what they would have denied', (t) => {
   const { limiter } = open(t, { dry: shmlimit.fixedWindow({ limit: 2, window: HOUR, shadow: true }) });
   const dry = limiter.limit('dry');

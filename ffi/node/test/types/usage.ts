@@ -11,7 +11,7 @@ async function main(): Promise<void> {
     daily: fixedWindow({ limit: 10_000, window: 86_400_000, aligned: 'monotonic' }),
     per_user: tokenBucket({ rate: 10, burst: 5, keyed: { capacity: 1000, onFull: 'allow' } }),
     db: concurrency({ permits: 8, lease: 30_000 }),
-  }, { mode: 0o660 });
+  }, { mode: 0o660, onConflict: 'adopt', onReboot: 'translate' });
   const api = limiter.limit('api');
   const d: Decision = api.tryAcquire();
   const n: number = d.remaining + d.retryAfterMs + d.resetMs;
