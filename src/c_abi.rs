@@ -17,10 +17,12 @@ pub fn grant_record(decision: &Decision) -> ([u64; 2], u64) {
     (decision.grant_record(), decision.origin)
 }
 
-/// A grant rebuilt from [`grant_record`]'s words and origin, good for a refund only.
-pub fn from_grant_record(record: [u64; 2], origin: u64) -> Decision {
+/// A grant rebuilt from [`grant_record`]'s words and origin, and whether it was shadow-denied
+/// (admitted, taking nothing: its refund still counts), good for a refund only.
+pub fn from_grant_record(record: [u64; 2], origin: u64, shadow_denied: bool) -> Decision {
     let mut grant = Decision::from_grant_record(record);
     grant.origin = origin;
+    grant.shadow_denied = shadow_denied;
     grant
 }
 

@@ -59,6 +59,7 @@ mod permit;
 mod reconcile;
 mod spec;
 mod sync;
+mod tally;
 mod unavailable;
 mod wait;
 

@@ -15,13 +15,12 @@ use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{try_decide, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
-use crate::file::layout::{
-    self, bucket, pack_window_limit, unpack_window_limit, word, COUNTERS, LANES,
-};
+use crate::file::layout::{self, bucket, pack_window_limit, unpack_window_limit, word};
 use crate::file::reboot::{OnReboot, RebootInfo};
 use crate::file::{self, Access, Mapped};
 use crate::reconcile::{self, OnConflict};
 use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
+use crate::tally::{Region, Tally};
 
 /// Defines limits and creates or attaches to a limiter file.
 ///
@@ -308,6 +307,8 @@ pub(crate) enum Params {
 
 pub(crate) struct Shared {
     pub(crate) mapped: Mapped,
+    /// The counter region, for the handles' [`Tally`].
+    counters: Region,
     params: Vec<Params>,
     /// Serialises this process's retuning; `flock` serialises processes.
     tuning: Mutex<()>,
@@ -334,6 +335,7 @@ struct Watch {
 impl Shared {
     fn new(mapped: Mapped, params: Vec<Params>) -> Shared {
         Shared {
+            counters: Region::of(&mapped),
             mapped,
             params,
             tuning: Mutex::new(()),
@@ -655,9 +657,6 @@ impl<C: Clock> Limiter<C> {
         // keyed concurrency limit's permit blocks after it).
         let area_words = (len - layout::LINE) / 8;
         let area = m.words(offset + layout::LINE, area_words).as_ptr();
-        // Lane 0's counters of this limit; a thread adds its lane's offset (see `count`).
-        let stats = m.words(m.geometry.stats_at(0, index), COUNTERS).as_ptr();
-        let lane_words = m.geometry.lane_stride / 8;
         Limit {
             shared: Arc::clone(&self.shared),
             clock: self.clock.clone(),
@@ -666,10 +665,7 @@ impl<C: Clock> Limiter<C> {
             control,
             area,
             area_words,
-            stats,
-            lane_words,
-            shadow: def.shadow,
-            near: def.near_limit,
+            tally: Tally::new(self.shared.counters, index, def.shadow, def.near_limit),
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,
             cache: Default::default(),
@@ -693,51 +689,6 @@ const DATE_TOLERANCE_NS: u64 = 1_000_000;
 /// windows and the log have room to spare. Dated calls beyond it are refused with
 /// [`Error::ClockOutOfRange`].
 pub const MAX_DATE_NS: u64 = 1 << 61;
-
-/// This thread's counter lane: spread by pid over processes and by a per-process sequence over
-/// threads, so that threads and processes rarely share a counter line.
-///
-/// A child of `fork` inherits the forking thread's cached lane; a `pthread_atfork` child
-/// handler counts forks, so the child picks its own lane on its first decision (without a
-/// `getpid` per decision).
-#[inline(always)]
-fn lane() -> usize {
-    use std::cell::Cell;
-    use std::sync::atomic::AtomicUsize;
-    thread_local! {
-        /// (forks seen when the lane was chosen, lane); the lane is usize::MAX until chosen.
-        static LANE: Cell<(usize, usize)> = const { Cell::new((0, usize::MAX)) };
-    }
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    static FORKS: AtomicUsize = AtomicUsize::new(0);
-    // Not a `Once`: a child forked while another thread is inside `call_once` would wait for it
-    // forever. A swap never blocks.
-    static INSTALLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    extern "C" fn forked() {
-        // Relaxed: a generation count read by this (now only) thread of the child.
-        FORKS.fetch_add(1, Ordering::Relaxed);
-    }
-    LANE.with(|cell| {
-        // Relaxed: see `forked`.
-        let forks = FORKS.load(Ordering::Relaxed);
-        let (seen, lane) = cell.get();
-        if lane != usize::MAX && seen == forks {
-            return lane;
-        }
-        // Relaxed: only which thread installs the handler is decided here.
-        if !INSTALLED.swap(true, Ordering::Relaxed) {
-            // SAFETY: registers a handler with no preconditions; `forked` only adds to an
-            // atomic, which is allowed in a child after fork. If it fails, children keep their
-            // parent's lane: counts stay exact, only shared.
-            unsafe { libc::pthread_atfork(None, None, Some(forked)) };
-        }
-        let pid = (std::process::id().wrapping_mul(0x9E37_79B9) >> 28) as usize;
-        // Relaxed: only a distinct number per thread is needed.
-        let lane = (pid + NEXT.fetch_add(1, Ordering::Relaxed)) % LANES;
-        cell.set((FORKS.load(Ordering::Relaxed), lane));
-        lane
-    })
-}
 
 fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
     let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
@@ -871,6 +822,11 @@ pub struct FileInfo {
 }
 
 /// Decision counters of one limit, summed over every process.
+///
+/// Counts are exact and never go backwards: every committed decision adds one to a counter
+/// word of its thread's lane in the file (see the layout), which a reader in any process sees
+/// as soon as the store is visible; a lane outlives the thread or process that wrote it. What
+/// passed is `allowed - refunded`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Decisions that admitted (including shadow-denied ones, which are admitted).
@@ -881,6 +837,10 @@ pub struct Stats {
     pub shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     pub near_limit: u64,
+    /// Grants given back whole: explicit refunds ([`Limit::refund`], [`Limit::refund_key`], a
+    /// composed refund) and the roll-backs of composed checks that denied
+    /// ([`crate::try_acquire_all`]). `allowed - refunded` is what passed.
+    pub refunded: u64,
 }
 
 /// A handle to one limit: resolved once by name, then `try_acquire` on the hot path.
@@ -919,10 +879,8 @@ pub struct Limit<C: Clock = MonotonicClock> {
     control: *const AtomicU64,
     area: *const AtomicU64,
     area_words: usize,
-    stats: *const AtomicU64,
-    lane_words: usize,
-    shadow: bool,
-    near: u16,
+    /// What happens after a decision: shadow mode, near-limit, counters.
+    tally: Tally,
     keyed: bool,
     split: usize,
     /// Read by every bucket decision, written only when a retune makes it refill: on a cache
@@ -954,10 +912,7 @@ impl<C: Clock> Clone for Limit<C> {
             control: self.control,
             area: self.area,
             area_words: self.area_words,
-            stats: self.stats,
-            lane_words: self.lane_words,
-            shadow: self.shadow,
-            near: self.near,
+            tally: self.tally,
             keyed: self.keyed,
             split: self.split,
             cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
@@ -1382,7 +1337,6 @@ impl<C: Clock> Limit<C> {
         if self.keyed {
             return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
-        let shadow = self.shadow;
         let decision = match self.params {
             Params::SlidingLog(log) => {
                 if cost > log.limit {
@@ -1403,7 +1357,7 @@ impl<C: Clock> Limit<C> {
             })
             .map_err(|e| self.step_error(e, cost))?,
         };
-        let decision = self.finish(decision, cost, commit, shadow);
+        let decision = self.finish(decision, cost, commit);
         Ok(decision)
     }
 
@@ -1484,41 +1438,33 @@ impl<C: Clock> Limit<C> {
         Ok(denied.unwrap_or_else(|| Decision::denied(u64::MAX, 0, 1)))
     }
 
-    /// Count a decision and apply shadow mode. Shared with the keyed path.
+    /// Stamp a decision with its cost and origin; a committed one then goes through the
+    /// [`Tally`] (shadow mode, counters, near-limit). Shared with the keyed, permit and wait
+    /// paths.
     #[inline(always)]
-    pub(crate) fn finish(
-        &self,
-        mut decision: Decision,
-        cost: u64,
-        commit: bool,
-        shadow: bool,
-    ) -> Decision {
+    pub(crate) fn finish(&self, mut decision: Decision, cost: u64, commit: bool) -> Decision {
         decision.cost = cost;
         decision.origin = self.origin;
         if !commit {
             return decision;
         }
-        if decision.is_denied() && shadow {
-            decision = Decision::allowed(0, 1).resetting(decision.reset_after_ns());
-            decision.cost = 0; // nothing was taken: a refund of it gives nothing back
-            decision.shadow_denied = true;
-            self.count(2);
-        }
-        self.count(decision.is_denied() as usize);
-        if decision.is_allowed() && decision.is_near(self.near) {
-            self.count(3);
-        }
-        decision
+        self.tally.after(decision)
     }
 
-    #[inline(always)]
-    fn count(&self, which: usize) {
-        // SAFETY: `stats` points at this limit's four counters in lane 0; lane `lane() < LANES`
-        // of the same limit is `lane_words` words further per lane, inside the stats region
-        // whose size the geometry validated.
-        let counter = unsafe { &*self.stats.add(lane() * self.lane_words + which) };
-        // Relaxed: a statistic; it orders nothing.
-        counter.fetch_add(1, Ordering::Relaxed);
+    /// Count a grant given back: called once per refund of a whole grant, by every refund path
+    /// (so composed checks count their roll-backs).
+    ///
+    /// A grant of cost 0 counts only when it is shadow-denied (admitted, taking nothing): a
+    /// denial, a peek or a grant record without its grant (from C) gives nothing back.
+    pub(crate) fn count_refund(&self, grant: &Decision, units: u64) {
+        let whole = if grant.cost == 0 {
+            grant.shadow_denied
+        } else {
+            units >= grant.cost
+        };
+        if grant.is_allowed() && whole {
+            self.tally.refunded();
+        }
     }
 
     fn area_log(&self, log: SlidingLog) -> &[AtomicU64] {
@@ -1574,8 +1520,17 @@ impl<C: Clock> Limit<C> {
         self.check_origin(grant)?;
         let units = units.min(grant.cost);
         if !grant.is_allowed() || units == 0 {
+            // A shadow-denied grant took nothing, but it was admitted: giving it back counts.
+            self.count_refund(grant, units);
             return Ok(());
         }
+        self.refund_state(grant, units)?;
+        self.count_refund(grant, units);
+        Ok(())
+    }
+
+    /// Give `units` of `grant` back to the state.
+    fn refund_state(&self, grant: &Decision, units: u64) -> Result<()> {
         match self.params {
             Params::SlidingLog(log) => {
                 let now = self.clock.now_ns();
@@ -1636,20 +1591,10 @@ impl<C: Clock> Limit<C> {
         }
     }
 
-    /// Decisions of this limit so far, summed over all processes.
+    /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
+    /// current they are).
     pub fn stats(&self) -> Stats {
-        let m = &self.shared.mapped;
-        let mut s = Stats::default();
-        for lane in 0..LANES {
-            let c = m.words(m.geometry.stats_at(lane, self.index), COUNTERS);
-            // Relaxed: statistics; no decision depends on them. Saturating: the counters are
-            // words of a file any process may have written, not proof of 2^64 decisions.
-            s.allowed = s.allowed.saturating_add(c[0].load(Ordering::Relaxed));
-            s.denied = s.denied.saturating_add(c[1].load(Ordering::Relaxed));
-            s.shadow_denied = s.shadow_denied.saturating_add(c[2].load(Ordering::Relaxed));
-            s.near_limit = s.near_limit.saturating_add(c[3].load(Ordering::Relaxed));
-        }
-        s
+        self.tally.read()
     }
 
     /// The algorithm with its live parameters (after any [`Limit::set_rate`]).

@@ -157,7 +157,7 @@ impl<C: Clock> Reservation<C> {
 
     /// Give the tokens back if no later booking or admission depends on them: one CAS from
     /// exactly the state word this reservation stored to that word minus its tokens. True when
-    /// given back; false when something was booked after it (the tokens stay used), when the
+    /// given back (and counted as refunded); false when something was booked after it (the tokens stay used), when the
     /// bucket was retuned or reset meanwhile, or for a refused reservation.
     ///
     /// # Errors
@@ -171,11 +171,16 @@ impl<C: Clock> Reservation<C> {
         let g = self.limit.bucket_params((tag >> 63) as usize)?;
         let back = ((booked & !PARAM_TAG) - self.cost * g.emission_ns) | tag;
         // AcqRel: a state change like any decision (pairs with their Acquire loads).
-        Ok(self
+        let given_back = self
             .limit
             .control(0)
             .compare_exchange(booked, back, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok())
+            .is_ok();
+        if given_back {
+            // Counted as allowed when booked: now as refunded.
+            self.limit.count_refund(&self.decision, self.decision.cost);
+        }
+        Ok(given_back)
     }
 }
 
@@ -309,7 +314,7 @@ impl<C: Clock> Limit<C> {
         now: u64,
         delay: u64,
     ) -> Reservation<C> {
-        let decision = self.finish(decision, n, true, self.def().shadow);
+        let decision = self.finish(decision, n, true);
         let shadowed = decision.is_shadow_denied();
         let delay = if shadowed { 0 } else { delay };
         Reservation {

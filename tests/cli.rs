@@ -514,8 +514,13 @@ fn inspect_shows_what_a_worker_process_did() {
         assert_eq!(l["near_limit"], by_name[name]["near_limit"]);
         assert_eq!(l["near_limit"].as_u64().unwrap(), number(human[7]));
         assert_eq!(l["shadow_denied"].as_u64().unwrap(), number(human[6]));
+        assert_eq!(l["refunded"].as_u64().unwrap(), number(human[8]));
     }
     let prom = ok(&["stats", s(&path), "--prometheus"]);
+    assert!(
+        prom.contains("# TYPE shmlimit_refunded_total counter"),
+        "{prom}"
+    );
     let near = by_name["api"]["near_limit"].as_u64().unwrap();
     assert!(
         prom.contains(&format!(

@@ -14,7 +14,7 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header word indices, as documented in the layout of the file format (version 4).
+/// Header word indices, as documented in the layout of the file format (version 5).
 const WORD_VERSION: u64 = 1;
 const WORD_INIT: u64 = 2;
 const WORD_BOOT_ID: u64 = 12;
@@ -375,18 +375,18 @@ fn long_inputs_are_cut_in_messages() {
 fn another_format_version_is_refused() {
     let (_dir, path) = valid_file();
     let word = read_word(&path, WORD_VERSION);
-    assert_eq!(word & 0xFFFF_FFFF, 4, "this build writes format version 4");
+    assert_eq!(word & 0xFFFF_FFFF, 5, "this build writes format version 5");
     // Version 1 (its key tags mean something else), version 2 (its word 7 is the active slot,
-    // where version 3 keeps a fleet lease deadline), version 3 (no file id, no reboot words: its zeros would
-    // read as a wall clock at the epoch) and a version from
-    // the future.
-    for other in [1, 2, 3, 5] {
+    // where version 3 keeps a fleet lease deadline), version 3 (no file id, no reboot words: its
+    // zeros would read as a wall clock at the epoch), version 4 (its counter lanes are shared
+    // and have no owner line) and a version from the future.
+    for other in [1, 2, 3, 4, 6] {
         write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | other);
         for e in open_both(&path) {
             match e {
                 Error::Version {
                     found, expected, ..
-                } => assert_eq!((found, expected), (other as u32, 4)),
+                } => assert_eq!((found, expected), (other as u32, 5)),
                 other => panic!("expected Version, got {other:?}"),
             }
         }

@@ -624,6 +624,8 @@ pub struct LimitJson {
     shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     near_limit: u64,
+    /// Grants given back whole (refunds, composed roll-backs): `allowed - refunded` passed.
+    refunded: u64,
     /// The live parameters, present when a retune made them differ from the definition.
     #[serde(skip_serializing_if = "Option::is_none")]
     live: Option<DefinitionJson>,
@@ -669,6 +671,7 @@ impl LimitJson {
             denied: state.stats.denied,
             shadow_denied: state.stats.shadow_denied,
             near_limit: state.stats.near_limit,
+            refunded: state.stats.refunded,
             live: state.live.map(|a| DefinitionJson::of(&state.name, &a)),
             keys: state.keys.map(|(used, slots)| KeysJson { used, slots }),
             live_rate_per_s: rate_per_s(&state.applied()),
@@ -708,6 +711,7 @@ pub fn state_table(states: &[LimitState]) -> String {
             "denied %",
             "shadow denied",
             "near limit",
+            "refunded",
         ],
         1,
     );
@@ -729,6 +733,7 @@ pub fn state_table(states: &[LimitState]) -> String {
             format!("{:.1}%", denial_percent(s.stats.allowed, s.stats.denied)),
             s.stats.shadow_denied.to_string(),
             s.stats.near_limit.to_string(),
+            s.stats.refunded.to_string(),
         ]);
     }
     table.render()
@@ -1036,6 +1041,12 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
         "counter",
         "Admissions that left less than the near-limit fraction of the capacity.",
         each(&|s| Some((base(s), s.stats.near_limit.to_string()))),
+    );
+    family(
+        "shmlimit_refunded_total",
+        "counter",
+        "Grants given back whole (refunds and composed roll-backs): allowed minus refunded is what passed.",
+        each(&|s| Some((base(s), s.stats.refunded.to_string()))),
     );
     family(
         "shmlimit_keys_used",

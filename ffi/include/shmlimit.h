@@ -398,8 +398,12 @@ typedef struct shmlimit_stats {
     uint64_t shadow_denied;
     // Admissions that left less than the near-limit fraction of the capacity.
     uint64_t near_limit;
+    // Grants given back whole: explicit refunds (`shmlimit_refund`, `shmlimit_refund_key`,
+    // `shmlimit_refund_all`), cancelled reservations, and the roll-backs of composed checks
+    // that denied (`shmlimit_acquire_all`). `allowed - refunded` is what passed.
+    uint64_t refunded;
     // Zero; room for later counters.
-    uint64_t reserved[4];
+    uint64_t reserved[3];
 } shmlimit_stats;
 
 // One limit (and cost) of a composed check (`shmlimit_acquire_all`).

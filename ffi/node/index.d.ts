@@ -116,6 +116,8 @@ export interface Stats {
   denied: number;
   shadowDenied: number;
   nearLimit: number;
+  /** Grants given back whole (refunds, composed roll-backs): `allowed - refunded` passed. */
+  refunded: number;
 }
 
 export interface Policy {

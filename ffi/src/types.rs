@@ -247,8 +247,12 @@ pub struct shmlimit_stats {
     pub shadow_denied: u64,
     /// Admissions that left less than the near-limit fraction of the capacity.
     pub near_limit: u64,
+    /// Grants given back whole: explicit refunds (`shmlimit_refund`, `shmlimit_refund_key`,
+    /// `shmlimit_refund_all`), cancelled reservations, and the roll-backs of composed checks
+    /// that denied (`shmlimit_acquire_all`). `allowed - refunded` is what passed.
+    pub refunded: u64,
     /// Zero; room for later counters.
-    pub reserved: [u64; 4],
+    pub reserved: [u64; 3],
 }
 
 /// Most limits one composed check may hold.
@@ -409,9 +413,10 @@ impl shmlimit_decision {
     /// The grant this decision records, for a refund, with the limit that made it.
     pub(crate) fn to_grant(self) -> Decision {
         if !self.allowed {
-            return shmlimit::c_abi::from_grant_record([0; 2], 0);
+            return shmlimit::c_abi::from_grant_record([0; 2], 0, false);
         }
-        shmlimit::c_abi::from_grant_record(self.grant, self.reserved[1])
+        // A shadow-denied grant took nothing (cost 0) but was admitted: its refund counts.
+        shmlimit::c_abi::from_grant_record(self.grant, self.reserved[1], self.shadow_denied)
     }
 }
 
@@ -422,7 +427,8 @@ impl From<Stats> for shmlimit_stats {
             denied: s.denied,
             shadow_denied: s.shadow_denied,
             near_limit: s.near_limit,
-            reserved: [0; 4],
+            refunded: s.refunded,
+            reserved: [0; 3],
         }
     }
 }

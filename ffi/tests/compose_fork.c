@@ -257,6 +257,15 @@ int main(int argc, char **argv) {
     EXPECT(stats[0].allowed == total.allowed + total.denied && stats[0].denied == 0);
     EXPECT(stats[1].allowed == total.allowed && stats[1].denied == total.denied);
     EXPECT(stats[2].allowed == total.allowed && stats[2].denied == 0);
+    /* Refunds are counted: the first limit's grant of every denied request was rolled back,
+     * and every explicitly refunded request gave back all three; so on every limit,
+     * allowed - refunded is what passed. */
+    EXPECT(stats[0].refunded == total.denied + total.refunded);
+    EXPECT(stats[1].refunded == total.refunded);
+    EXPECT(stats[2].refunded == total.refunded);
+    for (i = 0; i < 3; i++) {
+        EXPECT(stats[i].allowed - stats[i].refunded == net);
+    }
     EXPECT(total.denied >= WORKERS); /* every worker ended on a denial */
     for (i = 0; i < 3; i++) {
         shmlimit_limit_free(limits[i]);

@@ -93,6 +93,15 @@ static void one_process(shmlimit_limit *client, shmlimit_limit *global) {
     EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_acquire_all", shmlimit_acquire_all(c, 2, &out));
     OK(shmlimit_peek_key(client, (const uint8_t *)"dave", 4, 1, &d));
     CHECK(d.remaining == PER_CLIENT - 1); /* the grant taken before the error was given back */
+    /* The counters: the roll-backs (carol's when alice denied, dave's when the global check
+     * failed) and the explicit refund count as refunded; allowed - refunded is what passed. */
+    {
+        shmlimit_stats st;
+        OK(shmlimit_limit_stats(client, &st));
+        CHECK(st.allowed == 8 && st.denied == 2 && st.refunded == 3);
+        OK(shmlimit_limit_stats(global, &st));
+        CHECK(st.allowed == 4 && st.denied == 0 && st.refunded == 1);
+    }
     check_of(&c[1], global, NULL);
     c[0].key = NULL;
     c[0].key_len = 4;

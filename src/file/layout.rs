@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 3)
+//! # Layout (format version 5)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -10,7 +10,7 @@
 //! 0             4096                 header (words below; the rest reserved, zero)
 //! 4096          N x 128, to 4096     limit definitions, one 128-byte record each
 //! slots_offset  sum of slot lines    per-limit state, each limit on its own 128-byte lines
-//! stats_offset  LANES x lane_stride  decision counters, one lane of lines per process group
+//! stats_offset  LANES x lane_stride  decision counters: per lane an owner line, then the limits' counters
 //! ```
 //!
 //! Header words (index x 8 = byte offset):
@@ -61,7 +61,12 @@
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
 //! | keyed concurrency | w0-15: eight (release sequence, waiter count) pairs, a key's waiters on pair `tag mod 8` | key slots x 16 bytes (tag, bit `i` set while permit `i` of the key is held), to a whole line; then per key slot, `C` permit entries as above, to a whole line |
 //!
-//! Counters: per lane and limit, four words: allowed, denied, shadow-denied, near-limit.
+//! Counters: [`LANES`] lanes of `lane_stride` bytes. A lane starts with an owner line (word 0:
+//! the owner word, pid 22 bits / start time 24 bits / generation 18 bits as a permit's, naming
+//! the *thread* that owns the lane by its tid; the rest reserved), then per limit [`COUNTERS`]
+//! words: allowed, denied, shadow-denied, near-limit, refunded, three reserved (zero); to a
+//! whole line. Lane 0 is never owned: threads without a lane of their own add to it atomically.
+//! An owned lane is written only by its owner, with plain stores (see the `tally` module).
 //!
 //! **Versioning.** Any change to an offset, a record, a state-word encoding or the meaning of a
 //! field bumps [`FORMAT_VERSION`]; readers refuse other versions. New fields go in reserved
@@ -73,7 +78,10 @@
 //! fetches) and the active-slot word moved to word 8; words 9-11 hold the fence slot. Version 4:
 //! header word 28 holds a random file id (earlier versions left it zero), so that a file copied
 //! over another in place is told apart; the reboot words 21-27 and the failed-closed bitmap
-//! (words 64..128): a reboot translates the stored times unless word 25 says reset.
+//! (words 64..128): a reboot translates the stored times unless word 25 says reset. Version 5:
+//! counter lanes are owned by one thread each and written with plain stores (an owner line at
+//! the start of each lane; lane 0 shared), 64 lanes of eight words per limit, a `refunded`
+//! counter.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -86,7 +94,7 @@ use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef,
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 4;
+pub(crate) const FORMAT_VERSION: u32 = 5;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -97,8 +105,8 @@ pub(crate) const LINE: usize = 128;
 pub(crate) const DEF_SIZE: usize = 128;
 /// Most limits in one file.
 pub const MAX_LIMITS: usize = 4096;
-/// Counter lanes: processes are spread over them by pid so counters are rarely shared.
-pub(crate) const LANES: usize = 16;
+/// Counter lanes: lane 0 is shared (atomic adds), lanes 1.. are each owned by one thread.
+pub(crate) const LANES: usize = 64;
 pub(crate) const CLOCK_MONOTONIC_ID: u64 = 1;
 
 /// Header word indices.
@@ -204,8 +212,18 @@ pub(crate) fn key_table_words(slots: usize) -> usize {
 pub(crate) const KEY_SLOT: usize = 16;
 /// Bytes per permit in a concurrency limit.
 pub(crate) const PERMIT_SLOT: usize = 16;
-/// Counter words per limit per lane.
-pub(crate) const COUNTERS: usize = 4;
+/// Counter words per limit per lane (allowed, denied, shadow-denied, near-limit, refunded, and
+/// three reserved).
+pub(crate) const COUNTERS: usize = 8;
+
+/// Word indices of a limit's counters in a lane.
+pub(crate) mod counter {
+    pub const ALLOWED: usize = 0;
+    pub const DENIED: usize = 1;
+    pub const SHADOW_DENIED: usize = 2;
+    pub const NEAR_LIMIT: usize = 3;
+    pub const REFUNDED: usize = 4;
+}
 
 /// Token-bucket control-line word indices.
 pub(crate) mod bucket {
@@ -266,7 +284,8 @@ impl Geometry {
         }
         let slots_len = at - slots_offset;
         let stats_offset = slots_offset + round_up(slots_len.max(1), PAGE);
-        let lane_stride = round_up((n * COUNTERS * 8).max(1), LINE);
+        // An owner line, then the counters.
+        let lane_stride = LINE + round_up((n * COUNTERS * 8).max(1), LINE);
         let stats_len = LANES * lane_stride;
         let file_size = stats_offset + round_up(stats_len, PAGE);
         Geometry {
@@ -282,10 +301,14 @@ impl Geometry {
         }
     }
 
-    /// Byte offset of limit `index`'s counters (allowed, denied, shadow-denied, near-limit) in
-    /// `lane`.
+    /// Byte offset of limit `index`'s counters (see [`COUNTERS`]) in `lane`.
     pub fn stats_at(&self, lane: usize, index: usize) -> usize {
-        self.stats_offset + lane * self.lane_stride + index * COUNTERS * 8
+        self.lane_at(lane) + LINE + index * COUNTERS * 8
+    }
+
+    /// Byte offset of `lane`: its owner word, the first word of its owner line.
+    pub fn lane_at(&self, lane: usize) -> usize {
+        self.stats_offset + lane * self.lane_stride
     }
 }
 

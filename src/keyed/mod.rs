@@ -402,10 +402,14 @@ impl<C: Clock> Limit<C> {
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
         let units = grant.cost;
         if !grant.is_allowed() || units == 0 {
+            // A shadow-denied (or fail-open) grant took nothing, but it was admitted.
+            self.count_refund(grant, units);
             return Ok(());
         }
         let mut now = || self.clock().now_ns();
-        Table::new(slots).refund(self, tag, grant, units, &mut now)
+        Table::new(slots).refund(self, tag, grant, units, &mut now)?;
+        self.count_refund(grant, units);
+        Ok(())
     }
 
     /// How many of the table's slots hold a key, and how many slots it has: `(used, slots)`.
@@ -524,7 +528,6 @@ impl<C: Clock> Limit<C> {
         let on_full = self.keyed_only()?;
         let tag = self.key_tag(key)?;
         let slots = slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
-        let shadow = self.def().shadow;
         let decision = match Table::new(slots).decide(self, tag, cost, commit, &mut now)? {
             Outcome::Decided(d) => d,
             Outcome::Full { fresh_in_ns } => {
@@ -542,7 +545,7 @@ impl<C: Clock> Limit<C> {
                         Decision::denied(retry, 0, 1)
                     }
                     FullPolicy::Allow => {
-                        let mut d = self.finish(Decision::allowed(0, 1), cost, commit, shadow);
+                        let mut d = self.finish(Decision::allowed(0, 1), cost, commit);
                         d.cost = 0; // nothing was recorded: a refund of it gives nothing back
                         return Ok(d);
                     }
@@ -554,7 +557,7 @@ impl<C: Clock> Limit<C> {
                 }
             }
         };
-        Ok(self.finish(decision, cost, commit, shadow))
+        Ok(self.finish(decision, cost, commit))
     }
 }
 

@@ -86,7 +86,7 @@
 
 mod futex;
 pub(crate) mod keyed;
-mod liveness;
+pub(crate) mod liveness;
 pub(crate) mod slot;
 
 #[cfg(test)]
@@ -411,7 +411,7 @@ impl<C: Clock> Limit<C> {
         } else {
             Decision::denied(PERMIT_RECHECK.as_nanos() as u64, 0, 1)
         };
-        let decision = self.finish(decision, 1, true, self.def().shadow);
+        let decision = self.finish(decision, 1, true);
         decision.is_allowed().then(|| Permit {
             limit: self.clone(),
             entry,

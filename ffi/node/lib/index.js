@@ -612,11 +612,14 @@ class Limit {
     if (st !== 0) throw failure(st, `refundKey on '${this.name}'`);
   }
 
-  /** Decision counters summed over every process attached to the file. */
+  /**
+   * Decision counters summed over every process attached to the file. `refunded` counts grants
+   * given back whole (refunds, composed roll-backs): `allowed - refunded` is what passed.
+   */
   stats() {
     const s = native.stats(this._h);
     if (typeof s === 'number') throw failure(s, `stats of '${this.name}'`);
-    return { allowed: s[0], denied: s[1], shadowDenied: s[2], nearLimit: s[3] };
+    return { allowed: s[0], denied: s[1], shadowDenied: s[2], nearLimit: s[3], refunded: s[4] };
   }
 
   /** The definition the file was created with. */

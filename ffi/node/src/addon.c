@@ -647,7 +647,7 @@ static napi_value js_refund(napi_env env, napi_callback_info info) {
     return int32_value(env, st);
 }
 
-/* stats(limit) -> [allowed, denied, shadowDenied, nearLimit], or a status number. */
+/* stats(limit) -> [allowed, denied, shadowDenied, nearLimit, refunded], or a status number. */
 static napi_value js_stats(napi_env env, napi_callback_info info) {
     ARGS(1);
     const shmlimit_limit *l = get_limit(env, argv[0]);
@@ -660,9 +660,9 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
         return int32_value(env, st);
     }
     napi_value out;
-    const uint64_t v[4] = {s.allowed, s.denied, s.shadow_denied, s.near_limit};
-    NAPI(napi_create_array_with_length(env, 4, &out));
-    for (uint32_t i = 0; i < 4; i++) {
+    const uint64_t v[5] = {s.allowed, s.denied, s.shadow_denied, s.near_limit, s.refunded};
+    NAPI(napi_create_array_with_length(env, 5, &out));
+    for (uint32_t i = 0; i < 5; i++) {
         napi_value n = u64_number(env, v[i]);
         if (n == NULL) {
             return NULL;

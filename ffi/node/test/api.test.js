@@ -70,7 +70,10 @@ test('tryAcquire, peek and the decision fields', (t) => {
   assert.ok(denied.retryAfterMs > HOUR - 1000 && denied.retryAfterMs <= HOUR, `retryAfterMs ${denied.retryAfterMs}`);
   assert.equal(denied.retryAfterNs, Math.round(denied.retryAfterMs * 1e6));
   assert.ok(denied.resetMs >= denied.retryAfterMs);
-  assert.deepEqual(api.stats(), { allowed: 2, denied: 1, shadowDenied: 0, nearLimit: 1 });
+  assert.deepEqual(api.stats(), { allowed: 2, denied: 1, shadowDenied: 0, nearLimit: 1, refunded: 0 });
+  api.refund(first); // given back whole: allowed - refunded is what passed
+  api.refund(denied); // a denial took nothing: not counted
+  assert.deepEqual(api.stats(), { allowed: 2, denied: 1, shadowDenied: 0, nearLimit: 1, refunded: 1 });
 });
 
 test('errors are Error subclasses with the C status as code', (t) => {

@@ -198,14 +198,15 @@ class Prometheus(FileTest):
             "db": shmlimit.Concurrency(permits=2),
         }) as lim:
             api, per_client, db = (lim.limit(n) for n in ("api", "per_client", "db"))
-            for _ in range(3):
-                api.try_acquire()
+            grants = [api.try_acquire() for _ in range(3)]
+            api.refund(grants[0])  # given back: counted as refunded
             per_client.try_acquire_key("a")
             per_client.try_acquire_key("b")
             with db.permit():
                 text = shmlimit.prometheus_text(lim)
             self.assertEqual(api.stats()._asdict(),
-                             {"allowed": 2, "denied": 1, "shadow_denied": 0, "near_limit": 1})
+                             {"allowed": 2, "denied": 1, "shadow_denied": 0, "near_limit": 1,
+                              "refunded": 1})
         f = f'file="{self.path}",'
         for line in (
             "# TYPE shmlimit_decisions_total counter",
@@ -215,6 +216,7 @@ class Prometheus(FileTest):
             f'shmlimit_keys_used{{{f}limit="per_client"}} 2',
             f'shmlimit_permits_held{{{f}limit="db"}} 1',
             f'shmlimit_near_limit_total{{{f}limit="api"}} 1',
+            f'shmlimit_refunded_total{{{f}limit="api"}} 1',
         ):
             self.assertIn(line + "\n", text)
         # Every sample line is "name{labels} value".

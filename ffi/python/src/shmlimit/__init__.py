@@ -338,7 +338,8 @@ class _Stats(ctypes.Structure):
         ("denied", ctypes.c_uint64),
         ("shadow_denied", ctypes.c_uint64),
         ("near_limit", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("refunded", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 3),
     ]
 
 
@@ -995,25 +996,30 @@ def _grant_of(decision: Decision) -> "ctypes.Array[ctypes.c_char]":
 
 
 class Stats:
-    """Decision counters of one limit, summed over every process attached to the file."""
+    """Decision counters of one limit, summed over every process attached to the file.
+    ``refunded`` counts grants given back whole (refunds, and the roll-backs of composed checks
+    that denied): ``allowed - refunded`` is what passed."""
 
-    __slots__ = ("allowed", "denied", "shadow_denied", "near_limit")
+    __slots__ = ("allowed", "denied", "shadow_denied", "near_limit", "refunded")
 
-    def __init__(self, allowed: int, denied: int, shadow_denied: int = 0, near_limit: int = 0):
+    def __init__(self, allowed: int, denied: int, shadow_denied: int = 0, near_limit: int = 0,
+                 refunded: int = 0):
         self.allowed = allowed
         self.denied = denied
         self.shadow_denied = shadow_denied
         self.near_limit = near_limit
+        self.refunded = refunded
 
-    def _tuple(self) -> Tuple[int, int, int, int]:
-        return (self.allowed, self.denied, self.shadow_denied, self.near_limit)
+    def _tuple(self) -> Tuple[int, int, int, int, int]:
+        return (self.allowed, self.denied, self.shadow_denied, self.near_limit, self.refunded)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Stats) and self._tuple() == other._tuple()
 
     def __repr__(self) -> str:
         return (f"Stats(allowed={self.allowed}, denied={self.denied}, "
-                f"shadow_denied={self.shadow_denied}, near_limit={self.near_limit})")
+                f"shadow_denied={self.shadow_denied}, near_limit={self.near_limit}, "
+                f"refunded={self.refunded})")
 
     def _asdict(self) -> Dict[str, int]:
         return dict(zip(self.__slots__, self._tuple()))
@@ -1277,7 +1283,7 @@ class Limit(_native.LimitBase):
     def stats(self) -> Stats:
         out = _Stats()
         _check(self._lib.shmlimit_limit_stats(self._live(), ctypes.byref(out)))
-        return Stats(out.allowed, out.denied, out.shadow_denied, out.near_limit)
+        return Stats(out.allowed, out.denied, out.shadow_denied, out.near_limit, out.refunded)
 
     def policy(self) -> "Policy":
         """The limit's quota per window in the terms of the IETF ``RateLimit-Policy`` field,
@@ -1479,7 +1485,8 @@ def _label(value: str) -> str:
 def prometheus_text(source: Union["Limiter", Iterable[Limit]], file: Optional[str] = None) -> str:
     """The Prometheus text exposition format (0.0.4) of limits' counters, with the metric
     names of ``shmlimit stats --prometheus``: ``shmlimit_decisions_total{outcome=...}``,
-    ``shmlimit_shadow_denied_total``, ``shmlimit_near_limit_total`` (counters summed over every
+    ``shmlimit_shadow_denied_total``, ``shmlimit_near_limit_total``,
+    ``shmlimit_refunded_total`` (counters summed over every
     process attached to the file), and ``shmlimit_keys_used`` (keyed limits) and
     ``shmlimit_permits_held`` (concurrency limits) gauges. ``source`` is a Limiter (every limit
     of its file; ``file`` defaults to its path) or Limits. Serve it from any worker: the
@@ -1500,6 +1507,9 @@ def prometheus_text(source: Union["Limiter", Iterable[Limit]], file: Optional[st
         "shmlimit_near_limit_total": (
             "counter", "Admissions that left less than the near-limit fraction of the capacity.",
             []),
+        "shmlimit_refunded_total": (
+            "counter", "Grants given back whole (refunds and composed roll-backs): allowed minus "
+            "refunded is what passed.", []),
         "shmlimit_keys_used": ("gauge", "Keys in use in a keyed limit's table.", []),
         "shmlimit_permits_held": (
             "gauge", "Permits of a concurrency limit held right now.", []),
@@ -1516,6 +1526,8 @@ def prometheus_text(source: Union["Limiter", Iterable[Limit]], file: Optional[st
             f"shmlimit_shadow_denied_total{{{base}}} {stats.shadow_denied}")
         families["shmlimit_near_limit_total"][2].append(
             f"shmlimit_near_limit_total{{{base}}} {stats.near_limit}")
+        families["shmlimit_refunded_total"][2].append(
+            f"shmlimit_refunded_total{{{base}}} {stats.refunded}")
         definition = limit.definition
         if definition.keyed is not None:
             used, _slots = limit.key_occupancy()
