@@ -348,7 +348,7 @@ impl Shared {
     pub(crate) fn still_at_path(&self) -> bool {
         use std::os::unix::fs::FileExt;
         let m = &self.mapped;
-        match file::path_ident(&m.path) {
+        match file::path_ident(&m.anchor) {
             Ok((dev, ino)) if dev == m.ident.dev && ino == m.ident.ino => {
                 let mut id = [0u8; 8];
                 m.file
@@ -394,7 +394,7 @@ impl Shared {
             );
             return Ok(None);
         }
-        match file::open(path, &self.mapped.access).map(|m| {
+        match file::open(&self.mapped.anchor, &self.mapped.access).map(|m| {
             let wall = m.header(word::WALL_OFFSET);
             let params = m
                 .defs
@@ -1993,7 +1993,16 @@ impl<C: Clock> Limit<C> {
                 self.next_check.store(next, Ordering::Relaxed);
                 Ok(self)
             }
-            Some(shared) => {
+            Some(mut shared) => {
+                // The file that replaced this one may have been replaced in turn (a deploy that
+                // removed this limit, then one that restored it): follow the chain to the file
+                // at the path now. Each link checks its own path at most once per interval.
+                for _ in 0..16 {
+                    match shared.check(t)? {
+                        Some(next) => shared = next,
+                        None => break,
+                    }
+                }
                 let limiter = Limiter {
                     shared,
                     clock: self.clock.clone(),

@@ -559,3 +559,71 @@ fn shmlimit_create_refuses_or_adopts() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("left as it is"));
 }
+
+/// A process that opened its file by a relative path and then changed its working directory
+/// keeps watching the file it opened (the path is made absolute at open), instead of failing
+/// to re-attach (or following another file of the same name in the new directory).
+#[test]
+fn a_relative_path_survives_a_change_of_directory() {
+    let _g = fork_lock();
+    let (dir, _path) = temp_path("relative.shm");
+    let dir_path = dir.path().to_owned();
+    // In a child: the working directory belongs to the whole process.
+    let child = spawn(move || {
+        std::env::set_current_dir(&dir_path).unwrap();
+        let limiter = Limiter::builder()
+            .limit("a", bucket(1000, 1000))
+            .create_or_open("relative.shm")
+            .unwrap();
+        let a = limiter.limit("a").unwrap();
+        assert!(a.try_acquire(1).unwrap().is_allowed());
+        std::env::set_current_dir("/").unwrap();
+        std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+        let first = a.try_acquire(1).is_ok() as u64;
+        let second = a.try_acquire(1).is_ok() as u64;
+        vec![first, second, a.stats().allowed]
+    });
+    let (status, words) = child.wait();
+    assert_eq!(status, 0, "the child failed");
+    assert_eq!(
+        words,
+        vec![1, 1, 3],
+        "decisions after the chdir: ok, ok; 3 counted"
+    );
+}
+
+/// A limit removed by one deploy and restored by the next: its handles error while it is gone,
+/// then decide on the file that restored it (the chain of replacements is followed).
+#[test]
+fn a_limit_removed_then_restored_is_followed_to_the_file_that_restored_it() {
+    let (_dir, path) = temp_path("restored.shm");
+    let first = Limiter::builder()
+        .limit("x", bucket(1000, 1000))
+        .create_or_open(&path)
+        .unwrap();
+    let x = first.limit("x").unwrap();
+    assert!(x.try_acquire(1).unwrap().is_allowed());
+    let _without = Limiter::builder()
+        .limit("y", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    let _ = x.peek(1); // runs the check
+    let err = x.try_acquire(1).unwrap_err().to_string();
+    assert!(err.contains("has no limit `x`"), "{err}");
+    let restored = Limiter::builder()
+        .limit("x", bucket(1000, 1000))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    let _ = x.peek(1);
+    let d = x.try_acquire(1).expect("the restored limit is found");
+    assert!(d.is_allowed());
+    assert_eq!(
+        restored.limit("x").unwrap().stats().allowed,
+        1,
+        "decided on the third file"
+    );
+}

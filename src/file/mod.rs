@@ -84,7 +84,11 @@ pub(crate) struct Ident {
 pub(crate) struct Mapped {
     map: MmapRaw,
     len: usize,
+    /// The path as the caller gave it (messages, `Limiter::path`).
     pub path: PathBuf,
+    /// The path made absolute against the working directory at open: what the replacement
+    /// check looks at, so that a process that changes its directory keeps watching its file.
+    pub anchor: PathBuf,
     pub geometry: Geometry,
     pub defs: Vec<LimitDef>,
     pub file: File,
@@ -845,6 +849,7 @@ fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -> Result<Ma
         map,
         len: geometry.file_size,
         path: path.to_owned(),
+        anchor: std::path::absolute(path).unwrap_or_else(|_| path.to_owned()),
         geometry,
         defs,
         file,
