@@ -226,13 +226,34 @@ impl<C: Clock> Builder<C> {
         if diff.is_empty() {
             return Ok(true);
         }
+        // A fleet-managed bucket's live rate belongs to its fleet agent (FLEET.md): a retune
+        // would overwrite the agent's share, and a new file would start unmanaged (at its
+        // configured rate, beyond the fleet's total) while the agent kept leasing the old one.
+        let names: Vec<String> = (0..limiter.shared.params.len())
+            .map(|i| limiter.limit_at(i))
+            .filter(|l| l.is_fleet_managed())
+            .filter(|l| diff.needs_new_file || diff.retunes.iter().any(|(i, _)| *i == l.index))
+            .map(|l| reconcile::quote(&l.def().name))
+            .collect();
+        if !names.is_empty() {
+            return Err(Error::DefinitionConflict {
+                path: path.to_owned(),
+                reason: format!(
+                    "{}; not adopted: {} fleet-managed (its rate belongs to the fleet agent). \
+                     Change the fleet's total instead, or stop the agent (its lease ends and \
+                     the bucket is fenced), deploy, and start the agent again",
+                    diff.message(),
+                    names.join(", ") + if names.len() == 1 { " is" } else { " are" }
+                ),
+            });
+        }
         if !diff.needs_new_file {
             for (index, def) in &diff.retunes {
                 limiter.limit_at(*index).retune_to(&def.algorithm, &guard)?;
             }
             return Ok(true);
         }
-        file::replace(path, &self.defs, &self.access)?;
+        file::replace(path, &self.defs, &self.access, &limiter.shared.mapped)?;
         Ok(false)
     }
 
@@ -523,7 +544,7 @@ impl<C: Clock> Limiter<C> {
             .map(|i| {
                 let limit = self.limit_at(i);
                 let mut def = limit.def().clone();
-                if def.fleet.is_none() {
+                if def.fleet.is_none() && !limit.is_fleet_managed() {
                     if let Ok(a) = limit.live_algorithm() {
                         def.algorithm = a;
                     }
@@ -1794,6 +1815,11 @@ impl<C: Clock> Limit<C> {
             } => self.retune_bucket(capacity, Rate::from_emission_ns(emission_ns)?, Some(false)),
             _ => Err(self.wrong_kind("is not a token bucket")),
         }
+    }
+
+    /// Whether this is a token bucket whose live rate is a fleet agent's share.
+    pub(crate) fn is_fleet_managed(&self) -> bool {
+        matches!(self.fleet_lease(), Ok(Some(_)))
     }
 
     /// The fleet lease of a fleet-managed token bucket at this instant (`None` for any other

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, now_ns, spawn, temp_path, SharedWords, MS, SEC};
 use shmlimit::{
-    Algorithm, Error, FixedWindow, Limiter, OnConflict, Rate, SlidingLog, TokenBucket, Unavailable,
-    REPLACEMENT_CHECK,
+    Algorithm, Error, FixedWindow, FleetShare, Limiter, OnConflict, OnReboot, Rate, SlidingLog,
+    TokenBucket, Unavailable, REPLACEMENT_CHECK,
 };
 
 fn bucket(per_s: u64, burst: u64) -> TokenBucket {
@@ -626,4 +626,120 @@ fn a_limit_removed_then_restored_is_followed_to_the_file_that_restored_it() {
         1,
         "decided on the third file"
     );
+}
+
+/// A bucket its fleet agent manages (here without a fleet share in its definition, as
+/// `fleet run --total` does) matches its own definition: a worker restarting with the same
+/// definitions is not refused because the agent changed the live rate.
+#[test]
+fn a_fleet_managed_bucket_matches_its_stored_definition() {
+    let (_dir, path) = temp_path("managed.shm");
+    let limiter = Limiter::builder()
+        .limit("api", bucket(100, 10))
+        .create_or_open(&path)
+        .unwrap();
+    let api = limiter.limit("api").unwrap();
+    api.fleet_manage(1, Rate::per_second(1).unwrap()).unwrap();
+    api.set_fleet_deadline(0).unwrap();
+    Limiter::builder()
+        .limit("api", bucket(100, 10))
+        .create_or_open(&path)
+        .expect("the same definitions match");
+}
+
+/// Adopt never takes a fleet-managed bucket's rate from its agent: neither a live retune (it
+/// would overwrite the share under a running lease) nor a new file (it would start unmanaged,
+/// at its configured rate, while the agent kept leasing the old file). Both are refused,
+/// saying what to do, and the share and lease are untouched.
+#[test]
+fn adopt_refuses_to_take_a_fleet_managed_bucket_from_its_agent() {
+    let (_dir, path) = temp_path("fleet-adopt.shm");
+    let share = FleetShare {
+        total: Rate::per_second(1000).unwrap(),
+        weight: 1,
+    };
+    let with_share = |b: shmlimit::Builder, per_s: u64, burst: u64| {
+        b.limit_with("api", bucket(per_s, burst), |mut d| {
+            d.fleet = Some(share);
+            d
+        })
+    };
+    let limiter = with_share(Limiter::builder(), 1, 10)
+        .create_or_open(&path)
+        .unwrap();
+    let api = limiter.limit("api").unwrap();
+    api.fleet_manage(1, Rate::per_second(1).unwrap()).unwrap();
+    api.set_token_bucket(5, Rate::per_second(5).unwrap())
+        .unwrap();
+    api.set_fleet_deadline(shmlimit::Clock::now_ns(limiter.clock()) + 5 * SEC)
+        .unwrap();
+    let before = api.fleet_lease().unwrap().expect("leased");
+    let ino_before = ino(&path);
+    // A rate change (a live retune), then a new limit (a new file).
+    for deploy in [
+        with_share(Limiter::builder(), 500, 500),
+        with_share(Limiter::builder(), 1, 10).limit("other", bucket(1, 1)),
+    ] {
+        let Err(err) = deploy.on_conflict(OnConflict::Adopt).create_or_open(&path) else {
+            panic!("adopted a change to a fleet-managed bucket");
+        };
+        let text = err.to_string();
+        assert!(matches!(err, Error::DefinitionConflict { .. }), "{err:?}");
+        assert!(text.contains("`api` is fleet-managed"), "{text}");
+        assert_eq!(ino(&path), ino_before, "no new file");
+        let after = api.fleet_lease().unwrap().expect("still leased");
+        assert_eq!(
+            (after.share, after.fence, after.deadline_ns),
+            (before.share, before.fence, before.deadline_ns),
+            "the lease is untouched"
+        );
+    }
+    let mut admitted = 0;
+    for _ in 0..100 {
+        admitted += api.try_acquire(1).unwrap().is_allowed() as u64;
+    }
+    assert!(
+        admitted <= 5,
+        "{admitted} admitted under a 5/s burst-5 share"
+    );
+}
+
+/// A new file made by Adopt keeps the old file's reboot choice and permission bits: workers
+/// created with `OnReboot::Reset` and a group-shared mode re-attach to it.
+#[test]
+fn a_replacement_keeps_the_reboot_choice_and_the_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let (_dir, path) = temp_path("keep.shm");
+    let worker = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .on_reboot(OnReboot::Reset)
+        .mode(0o660)
+        .create_or_open(&path)
+        .unwrap();
+    let api = worker.limit("api").unwrap();
+    assert!(api.try_acquire(1).unwrap().is_allowed());
+    // The deploy tool asks for neither.
+    let deployed = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .mode(0o660)
+        .create_or_open(&path)
+        .unwrap();
+    assert_eq!(deployed.reboot_info().on_reboot, OnReboot::Reset);
+    assert_eq!(
+        fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o660
+    );
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    let _ = api.peek(1);
+    assert!(api.try_acquire(1).expect("re-attached").is_allowed());
+    // A worker restarting with its options starts too.
+    Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_reboot(OnReboot::Reset)
+        .mode(0o660)
+        .create_or_open(&path)
+        .expect("a restarted worker attaches");
 }

@@ -603,8 +603,18 @@ pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
 /// Replace the file at `path` with a new one holding `defs`: the new file is complete (written
 /// and linked under a temporary name in the same directory) before `rename` puts it at `path`
 /// in one step. Processes attached to the old file keep it mapped until they notice.
-pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access) -> Result<()> {
+///
+/// The new file keeps what the old one was given at creation beyond its definitions: its reboot
+/// choice, its permission bits and (where this process may give them) its owner and group, so
+/// that every process attached to the old file can attach to the new one.
+pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access, old: &Mapped) -> Result<()> {
     check_defs(defs)?;
+    let meta = old.file.metadata().map_err(|e| io_err("fstat", path, e))?;
+    let access = &Access {
+        mode: meta.mode() & 0o777,
+        on_reboot: reboot::OnReboot::from_code(old.header(word::ON_REBOOT)).or(access.on_reboot),
+        ..access.clone()
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -621,6 +631,9 @@ pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access) -> Result
             io::Error::from(io::ErrorKind::AlreadyExists),
         ));
     }
+    // Best effort: only root (or a member of the group, for the group) may give the file away;
+    // a file left owned by this process's user is reported by the opens that refuse it.
+    let _ = std::os::unix::fs::chown(&tmp, Some(meta.uid()), Some(meta.gid()));
     fs::rename(&tmp, path).map_err(|e| {
         let _ = fs::remove_file(&tmp);
         io_err("renaming the replacement file into place", path, e)
