@@ -2050,6 +2050,16 @@ impl<C: Clock> Limit<C> {
         }
     }
 
+    /// The random id of the file this handle decides on.
+    pub(crate) fn file_id(&self) -> u64 {
+        self.shared.mapped.ident.file_id
+    }
+
+    /// The handle of the file that replaced this one, once noticed.
+    pub(crate) fn moved_to(&self) -> Option<&Limit<C>> {
+        self.moved.get().map(|next| &**next)
+    }
+
     /// The handle that made `grant`: this one, or one of the files that replaced it.
     pub(crate) fn maker_of(&self, grant: &Decision) -> &Limit<C> {
         let mut at = self;

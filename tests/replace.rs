@@ -743,3 +743,61 @@ fn a_replacement_keeps_the_reboot_choice_and_the_mode() {
         .create_or_open(&path)
         .expect("a restarted worker attaches");
 }
+
+/// Permits acquired by id (the C ABI's way) through a handle that moved to a new file are
+/// released in the file that issued them, and an old file's permit in the old file: the id
+/// names its file, so a release never frees another permit with the same index.
+#[test]
+fn permit_ids_are_released_in_the_file_that_issued_them() {
+    use shmlimit::Concurrency;
+    let (_dir, path) = temp_path("permit-ids.shm");
+    let first = Limiter::builder()
+        .limit("jobs", Concurrency::new(2))
+        .create_or_open(&path)
+        .unwrap();
+    let jobs = first.limit("jobs").unwrap();
+    let old = jobs.try_acquire_permit().unwrap().unwrap().into_id();
+    let _deploy = Limiter::builder()
+        .limit("jobs", Concurrency::new(2))
+        .limit("other", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    // An acquisition runs the check, and moves the handle to the new file.
+    let _ = jobs.try_acquire_permit().unwrap().map(|p| p.release());
+    let now = Limiter::open(&path).unwrap();
+    let fresh = now.limit("jobs").unwrap();
+    let a = jobs
+        .try_acquire_permit()
+        .unwrap()
+        .expect("a permit")
+        .into_id();
+    let b = jobs
+        .try_acquire_permit()
+        .unwrap()
+        .expect("a permit")
+        .into_id();
+    assert_eq!(fresh.permit_holders().len(), 2, "both held in the new file");
+    assert!(
+        jobs.try_acquire_permit().unwrap().is_none(),
+        "the new file is full"
+    );
+    assert!(jobs.release_permit(a).unwrap());
+    assert!(jobs.release_permit(b).unwrap());
+    assert!(
+        fresh.permit_holders().is_empty(),
+        "both released in the new file"
+    );
+    assert_eq!(
+        first.limit("jobs").unwrap().permit_holders().len(),
+        1,
+        "the old one untouched"
+    );
+    assert!(
+        jobs.release_permit(old).unwrap(),
+        "released in the old file"
+    );
+    assert!(first.limit("jobs").unwrap().permit_holders().is_empty());
+    assert!(!jobs.release_permit(old).unwrap(), "only once");
+}

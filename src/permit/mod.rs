@@ -125,18 +125,32 @@ pub struct Permit<C: Clock = MonotonicClock> {
     entry: Option<(usize, OwnerWord)>,
 }
 
-/// The C-ABI id of a permit: bit 63 set, generation in bits 32-49, entry index in bits 0-31
-/// (for a keyed limit, key slot x permits per key + entry).
-fn permit_id(index: usize, word: OwnerWord) -> u64 {
-    (1 << 63) | (word.gen() << 32) | index as u64
+/// The C-ABI id of a permit: bit 63 set, the tag of the file that holds it in bits 50-62 (see
+/// [`file_tag`]), generation in bits 32-49, entry index in bits 0-31 (for a keyed limit, key
+/// slot x permits per key + entry).
+fn permit_id(index: usize, word: OwnerWord, tag: u64) -> u64 {
+    (1 << 63) | (tag << 50) | (word.gen() << 32) | index as u64
 }
 
-/// The entry and generation an id names.
-fn decode_id(id: u64) -> Option<(usize, u64)> {
-    if id >> 63 != 1 || (id >> 32) & !GEN_MASK & ((1 << 31) - 1) != 0 {
+/// The entry, generation and file tag an id names.
+fn decode_id(id: u64) -> Option<(usize, u64, u64)> {
+    if id >> 63 != 1 || (id >> 50) & TAG_MASK == 0 {
         return None;
     }
-    Some(((id & 0xFFFF_FFFF) as usize, (id >> 32) & GEN_MASK))
+    Some((
+        (id & 0xFFFF_FFFF) as usize,
+        (id >> 32) & GEN_MASK,
+        (id >> 50) & TAG_MASK,
+    ))
+}
+
+const TAG_MASK: u64 = (1 << 13) - 1;
+
+/// 13 bits of a file's random id, never 0: which file of a chain of replacements a permit id
+/// was issued by, so that a release by id after the handle moved reaches that file (two files
+/// of one chain share a tag with probability 1/8191; the owner and generation checks remain).
+fn file_tag(file_id: u64) -> u64 {
+    file_id % TAG_MASK + 1
 }
 
 impl<C: Clock> Permit<C> {
@@ -144,7 +158,8 @@ impl<C: Clock> Permit<C> {
     /// among the permits held at once, never 0. A permit that holds nothing (granted by a
     /// shadow limit that would have refused, or by a full key table's `Allow` policy) has id 0.
     pub fn id(&self) -> u64 {
-        self.entry.map_or(0, |(i, w)| permit_id(i, w))
+        self.entry
+            .map_or(0, |(i, w)| permit_id(i, w, self.limit.permit_tag()))
     }
 
     /// Whether this permit still holds its entry: false after a reset of the limit, or when its
@@ -638,10 +653,27 @@ impl<C: Clock> Limit<C> {
     /// [`Limit::try_acquire_permit`].
     pub fn release_permit(&self, id: u64) -> Result<bool> {
         self.entries()?;
-        let me = self.own_identity()?;
-        let Some((index, gen)) = decode_id(id) else {
+        let Some((index, gen, tag)) = decode_id(id) else {
             return Ok(false);
         };
+        // The file that issued it: this handle's, or one that replaced it since.
+        let mut at = self;
+        while at.permit_tag() != tag {
+            match at.moved_to() {
+                Some(next) => at = next,
+                None => return Ok(false),
+            }
+        }
+        at.release_in_this_file(index, gen)
+    }
+
+    /// This handle's file's tag in permit ids.
+    pub(crate) fn permit_tag(&self) -> u64 {
+        file_tag(self.file_id())
+    }
+
+    fn release_in_this_file(&self, index: usize, gen: u64) -> Result<bool> {
+        let me = self.own_identity()?;
         match self.entry_word(index) {
             Some(word) if !word.is_free() && word.owner() == me && word.gen() == gen => {
                 Ok(self.release_entry(index, word))
@@ -672,7 +704,7 @@ impl<C: Clock> Limit<C> {
         };
         held.into_iter()
             .map(|(key_tag, index, word, since)| PermitHolder {
-                id: permit_id(index, word),
+                id: permit_id(index, word, self.permit_tag()),
                 pid: word.pid(),
                 key_tag,
                 since_ns: since,
@@ -737,13 +769,18 @@ mod tests {
     #[test]
     fn ids_round_trip_and_reject_garbage() {
         let w = OwnerWord::held(GEN_MASK, slot::owner(3, 4));
-        // The largest index: 2^26 key slots x 64 permits - 1.
-        let id = permit_id((1 << 32) - 1, w);
-        assert_eq!(decode_id(id), Some(((1 << 32) - 1, GEN_MASK)));
-        assert_eq!(decode_id(permit_id(7, OwnerWord::held(5, 9))), Some((7, 5)));
+        // The largest index: 2^26 key slots x 64 permits - 1; the largest tag.
+        let id = permit_id((1 << 32) - 1, w, TAG_MASK);
+        assert_eq!(decode_id(id), Some(((1 << 32) - 1, GEN_MASK, TAG_MASK)));
+        assert_eq!(
+            decode_id(permit_id(7, OwnerWord::held(5, 9), 1)),
+            Some((7, 5, 1))
+        );
         assert_eq!(decode_id(0), None);
         assert_eq!(decode_id(id & !(1 << 63)), None);
-        assert_eq!(decode_id(id | 1 << 50), None);
-        assert_eq!(decode_id(id | 1 << 62), None);
+        assert_eq!(decode_id(id & !(TAG_MASK << 50)), None, "no tag");
+        for file_id in [0, 1, TAG_MASK - 1, TAG_MASK, u64::MAX] {
+            assert!((1..=TAG_MASK).contains(&file_tag(file_id)));
+        }
     }
 }
