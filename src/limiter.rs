@@ -253,7 +253,30 @@ impl<C: Clock> Builder<C> {
             }
             return Ok(true);
         }
-        file::replace(path, &self.defs, &self.access, &limiter.shared.mapped)?;
+        // Limits defined the same before and after keep their state (not permits: their
+        // holders release them into the old file; not keyed tables: the new file has its own
+        // hash seed).
+        let live = limiter.live_definitions();
+        let stored = limiter.definitions();
+        let carry: Vec<(usize, usize)> = self
+            .defs
+            .iter()
+            .enumerate()
+            .filter(|(_, def)| {
+                def.keyed.is_none() && !matches!(def.algorithm, Algorithm::Concurrency { .. })
+            })
+            .filter_map(|(to, def)| {
+                let from = stored.iter().position(|d| d.name == def.name)?;
+                (stored[from] == *def && live[from] == *def).then_some((from, to))
+            })
+            .collect();
+        file::replace(
+            path,
+            &self.defs,
+            &self.access,
+            &limiter.shared.mapped,
+            &carry,
+        )?;
         Ok(false)
     }
 
@@ -337,6 +360,24 @@ pub(crate) struct Shared {
     watch: Watch,
 }
 
+/// [`Limiter::sync`]: `shared`'s file, then each file that replaced it in turn.
+fn sync_files(shared: &Arc<Shared>, t: u64) -> Result<()> {
+    let mut at = Arc::clone(shared);
+    for _ in 0..16 {
+        file::reboot::sync(&at.mapped).map_err(|source| Error::Io {
+            op: "syncing the file to its disk",
+            path: at.mapped.path.clone(),
+            source,
+        })?;
+        match at.check(t) {
+            Ok(Some(next)) => at = next,
+            // Still the file at the path, or nothing usable there now: nothing more to write.
+            Ok(None) | Err(_) => break,
+        }
+    }
+    Ok(())
+}
+
 /// How often, at most, a handle checks that its path still names the file it mapped.
 pub const REPLACEMENT_CHECK: Duration = Duration::from_secs(1);
 
@@ -394,7 +435,14 @@ impl Shared {
         if t < self.watch.next_check.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let mut failure = self.watch.failure.lock().unwrap_or_else(|p| p.into_inner());
+        // Another thread is checking (it may be opening the new file, which can take a while):
+        // decide on this file meanwhile rather than wait. Never blocking here also keeps a
+        // child forked while another thread held the lock from waiting for it forever.
+        let mut failure = match self.watch.failure.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+        };
         if let Some(next) = self.watch.successor.get() {
             return Ok(Some(Arc::clone(next)));
         }
@@ -558,6 +606,7 @@ impl<C: Clock> Limiter<C> {
     fn syncing(self, every: Option<Duration>) -> Self {
         if let Some(period) = every {
             let weak = Arc::downgrade(&self.shared);
+            let clock = self.clock.clone();
             // A thread that cannot be started leaves the kernel's writeback as the only bound.
             let _ = std::thread::Builder::new()
                 .name("shmlimit-sync".into())
@@ -565,7 +614,7 @@ impl<C: Clock> Limiter<C> {
                     std::thread::sleep(period);
                     match weak.upgrade() {
                         Some(shared) => {
-                            let _ = file::reboot::sync(&shared.mapped);
+                            let _ = sync_files(&shared, clock.now_ns());
                         }
                         None => return,
                     }
@@ -583,12 +632,11 @@ impl<C: Clock> Limiter<C> {
     /// # Errors
     ///
     /// [`Error::Io`] if the kernel reports a write error.
+    ///
+    /// After the file was replaced (see [`Builder::on_conflict`]), the file now at the path is
+    /// written too (and the old one, which handles may still have decided on).
     pub fn sync(&self) -> Result<()> {
-        file::reboot::sync(&self.shared.mapped).map_err(|source| Error::Io {
-            op: "syncing the file to its disk",
-            path: self.shared.mapped.path.clone(),
-            source,
-        })
+        sync_files(&self.shared, self.clock.now_ns())
     }
 
     /// The limit definitions stored in the file (as created; see [`Limit::live_algorithm`] for

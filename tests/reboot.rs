@@ -566,6 +566,49 @@ fn an_interrupted_translation_keeps_the_stricter_reading() {
         0,
         "no refill for the down time: the word may not have been translated"
     );
+    // Limits are marked done one by one (header words 128..192): with none marked, `tb` (the
+    // first) is the one that may be half translated, and `inspect` names it; `daily` was
+    // never touched and is translated exactly.
+    assert_eq!(new.reboot_info().failed_closed, vec![0]);
+}
+
+/// After an interruption, the limits the translation had finished are not translated again.
+#[test]
+fn an_interrupted_translation_skips_the_limits_it_finished() {
+    let (_dir, path) = disk_path("interrupted-done.shm");
+    let (story, old) = Story::begin(&path, per_day_bucket);
+    assert!(old
+        .limit("tb")
+        .unwrap()
+        .try_acquire(10_000)
+        .unwrap()
+        .is_allowed());
+    drop(old);
+    // A complete translation first (a reboot 3 h later), then the same boot's marker with
+    // `tb` (limit 0) marked done: a second translation must leave `tb` as the first left it.
+    let (first, clock) = story.reboot(&path, 3 * HOUR as i64, per_day_bucket);
+    let refilled = first.limit("tb").unwrap().peek(1).unwrap().remaining();
+    assert!(refilled > 1_000, "3 h of a 10,000/day bucket: {refilled}");
+    let boot = (
+        read_word(&path, WORD_BOOT_ID),
+        read_word(&path, WORD_BOOT_ID + 1),
+    );
+    drop(first);
+    write_word(&path, WORD_TRANSLATING, boot.0);
+    write_word(&path, WORD_TRANSLATING + 1, boot.1);
+    write_word(&path, 128, 1); // limit 0 done
+    write_word(&path, WORD_BOOT_ID, boot.0 ^ 1); // the next open translates again
+    let again = per_day_bucket().clock(clock.clone()).open(&path).unwrap();
+    let tb = again.limit("tb").unwrap();
+    assert!(
+        tb.peek(1).unwrap().remaining() >= refilled,
+        "`tb` was not moved a second time"
+    );
+    assert_eq!(
+        again.reboot_info().failed_closed,
+        vec![1],
+        "`daily` was under way"
+    );
 }
 
 /// A power loss keeps the pages as the kernel last wrote them. Simulated by copies of the file

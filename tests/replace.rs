@@ -155,8 +155,10 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
     let api = old.limit("api").unwrap();
     assert!(api.try_acquire(5).unwrap().is_allowed());
     let before = ino(&path);
+    // `api` changes too, so it starts fresh in the new file (unchanged limits keep their state,
+    // see `a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others`).
     let new = Limiter::builder()
-        .limit("api", bucket(1, 5))
+        .limit("api", bucket(2, 5))
         .limit("log", SlidingLog::new(3, Duration::from_secs(60)))
         .on_conflict(OnConflict::Adopt)
         .create_or_open(&path)
@@ -185,7 +187,7 @@ fn adopting_a_change_the_layout_cannot_hold_replaces_the_file_and_handles_follow
     let log = new.limit("log").unwrap();
     assert!(log.try_acquire(1).unwrap().is_allowed());
     Limiter::builder()
-        .limit("api", bucket(1, 5))
+        .limit("api", bucket(2, 5))
         .on_conflict(OnConflict::Adopt)
         .create_or_open(&path)
         .unwrap();
@@ -800,4 +802,96 @@ fn permit_ids_are_released_in_the_file_that_issued_them() {
     );
     assert!(first.limit("jobs").unwrap().permit_holders().is_empty());
     assert!(!jobs.release_permit(old).unwrap(), "only once");
+}
+
+/// `Limiter::sync` (and so `sync_every` and `shmlimit sync --every`) writes the file that
+/// replaced the one it opened too, and records that file's boot as alive: the bound on what a
+/// power loss forgets holds across a deploy that replaced the file.
+#[test]
+fn sync_reaches_the_file_that_replaced_the_one_opened() {
+    let (_dir, path) = temp_path("sync.shm");
+    let limiter = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .create_or_open(&path)
+        .unwrap();
+    let _deploy = Limiter::builder()
+        .limit("api", bucket(1000, 1000))
+        .limit("b", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    // Header word 22: the latest Unix time this boot was seen alive (written by a sync).
+    let f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&1u64.to_ne_bytes(), 22 * 8).unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    limiter.sync().unwrap();
+    let mut word = [0u8; 8];
+    fs::File::open(&path)
+        .unwrap()
+        .read_exact_at(&mut word, 22 * 8)
+        .unwrap();
+    assert!(u64::from_ne_bytes(word) > 1, "the new file was synced");
+}
+
+/// A deploy that needs a new file (here: a limit added) carries the state of every limit it
+/// leaves unchanged: a daily quota used up stays used up, in the new file, for the handles that
+/// move and for new ones; a changed limit starts fresh.
+#[test]
+fn a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others() {
+    let (_dir, path) = temp_path("carry.shm");
+    let daily = || FixedWindow::new(10, Duration::from_secs(86_400));
+    let first = Limiter::builder()
+        .limit("daily", daily())
+        .limit("log", SlidingLog::new(5, Duration::from_secs(3600)))
+        .limit("api", bucket(1, 5))
+        .create_or_open(&path)
+        .unwrap();
+    let quota = first.limit("daily").unwrap();
+    assert!(quota.try_acquire(10).unwrap().is_allowed());
+    assert!(first
+        .limit("log")
+        .unwrap()
+        .try_acquire(5)
+        .unwrap()
+        .is_allowed());
+    assert!(first
+        .limit("api")
+        .unwrap()
+        .try_acquire(5)
+        .unwrap()
+        .is_allowed());
+    let before = ino(&path);
+    let deployed = Limiter::builder()
+        .limit("daily", daily())
+        .limit("log", SlidingLog::new(5, Duration::from_secs(3600)))
+        .limit("api", bucket(1, 50)) // changed: starts fresh
+        .limit("new", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    assert_ne!(ino(&path), before, "a new file");
+    assert!(deployed
+        .limit("daily")
+        .unwrap()
+        .peek(1)
+        .unwrap()
+        .is_denied());
+    assert!(deployed.limit("log").unwrap().peek(1).unwrap().is_denied());
+    assert!(deployed
+        .limit("api")
+        .unwrap()
+        .peek(50)
+        .unwrap()
+        .is_allowed());
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    let _ = quota.peek(1); // runs the check
+    assert!(
+        quota.try_acquire(1).unwrap().is_denied(),
+        "still used up after the move"
+    );
+    assert_eq!(
+        deployed.limit("daily").unwrap().stats().denied,
+        1,
+        "decided on the new file"
+    );
 }

@@ -41,6 +41,7 @@
 //! | 27 | wall time elapsed across the last translated reboot, ns (i64) | informational |
 //! | 28 | file id | random, non-zero, written at creation: attached handles compare it (with the path's device and inode) to notice a file replaced under them |
 //! | 64..128 | bitmap of limits whose state failed closed at a translation | cleared by a reset of the limit |
+//! | 128..192 | bitmap of limits the translation under way has finished | read only after an interrupted translation |
 //!
 //! Definition record (16 words): name (words 0..8, NUL-padded, at most 63 bytes); word 8: kind
 //! (low 32) and flags (high 32: bit 0 monotonic alignment, bit 1 shadow, bits 2-3 full policy,
@@ -81,7 +82,7 @@
 //! (words 64..128): a reboot translates the stored times unless word 25 says reset. Version 5:
 //! counter lanes are owned by one thread each and written with plain stores (an owner line at
 //! the start of each lane; lane 0 shared), 64 lanes of eight words per limit, a `refunded`
-//! counter.
+//! counter; header words 128..192 mark the limits a reboot translation has finished.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or

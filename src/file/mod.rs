@@ -607,7 +607,18 @@ pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
 /// The new file keeps what the old one was given at creation beyond its definitions: its reboot
 /// choice, its permission bits and (where this process may give them) its owner and group, so
 /// that every process attached to the old file can attach to the new one.
-pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access, old: &Mapped) -> Result<()> {
+///
+/// `carry` pairs (index in `old`, index in `defs`) of limits defined the same in both: their
+/// state is copied into the new file before it is published (a read of `old` at that instant;
+/// decisions still made on `old` until its handles notice are not carried, within the bound
+/// across a replacement), so a deploy that adds a limit does not give the others' quotas back.
+pub(crate) fn replace(
+    path: &Path,
+    defs: &[LimitDef],
+    access: &Access,
+    old: &Mapped,
+    carry: &[(usize, usize)],
+) -> Result<()> {
     check_defs(defs)?;
     let meta = old.file.metadata().map_err(|e| io_err("fstat", path, e))?;
     let access = &Access {
@@ -631,6 +642,12 @@ pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access, old: &Map
             io::Error::from(io::ErrorKind::AlreadyExists),
         ));
     }
+    if !carry.is_empty() {
+        if let Err(e) = carry_state(old, &tmp, access, carry) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e);
+        }
+    }
     // Best effort: only root (or a member of the group, for the group) may give the file away;
     // a file left owned by this process's user is reported by the opens that refuse it.
     let _ = std::os::unix::fs::chown(&tmp, Some(meta.uid()), Some(meta.gid()));
@@ -638,6 +655,29 @@ pub(crate) fn replace(path: &Path, defs: &[LimitDef], access: &Access, old: &Map
         let _ = fs::remove_file(&tmp);
         io_err("renaming the replacement file into place", path, e)
     })
+}
+
+/// Copy the state lines of the `carry` limits from `old` into the unpublished file `tmp`, and
+/// the wall offset their window phases were computed with.
+fn carry_state(old: &Mapped, tmp: &Path, access: &Access, carry: &[(usize, usize)]) -> Result<()> {
+    let new = open(tmp, access)?;
+    for &(from, to) in carry {
+        let (src, len) = old.geometry.slots[from];
+        let (dst, new_len) = new.geometry.slots[to];
+        if len != new_len {
+            continue;
+        }
+        // Relaxed: a snapshot of words other processes may be changing (each word is a whole
+        // state); the file is published by the rename that follows.
+        for (w, v) in new.words(dst, len / 8).iter().zip(old.words(src, len / 8)) {
+            w.store(v.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+    for i in [word::WALL_OFFSET, word::WALL_MAX] {
+        // Relaxed: as above.
+        new.word(i * 8).store(old.header(i), Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// What `path` names now: its device and inode (without following a final symlink).

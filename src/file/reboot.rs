@@ -174,11 +174,15 @@ pub(crate) fn info(mapped: &Mapped) -> RebootInfo {
     }
 }
 
+/// Header words 128..192: the limits a translation has finished (see `translate_all`).
+pub(crate) const DONE_BITMAP: usize = 128;
+
+fn bit_of(mapped: &Mapped, base: usize, index: usize) -> (&std::sync::atomic::AtomicU64, u64) {
+    (mapped.word((base + index / 64) * 8), 1 << (index % 64))
+}
+
 fn failed_word(mapped: &Mapped, index: usize) -> (&std::sync::atomic::AtomicU64, u64) {
-    (
-        mapped.word((FAILED_BITMAP + index / 64) * 8),
-        1 << (index % 64),
-    )
+    bit_of(mapped, FAILED_BITMAP, index)
 }
 
 fn is_failed(mapped: &Mapped, index: usize) -> bool {
@@ -549,14 +553,33 @@ fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64) {
         now,
         interrupted,
     };
-    for i in FAILED_BITMAP..FAILED_BITMAP + layout::MAX_LIMITS / 64 {
-        mapped.word(i * 8).store(0, Ordering::Relaxed);
+    if !interrupted {
+        for i in FAILED_BITMAP..DONE_BITMAP + layout::MAX_LIMITS / 64 {
+            mapped.word(i * 8).store(0, Ordering::Relaxed);
+        }
     }
+    // Limits are translated in order, each marked done after its last word: after an
+    // interruption, the done ones are skipped, the first pending one is the only one that may
+    // be half translated (it keeps the stricter reading of each word and is reported failed
+    // closed), and the later ones were never touched (translated exactly).
+    let mut under_way = interrupted;
     for index in 0..mapped.defs.len() {
-        if translate_limit(mapped, index, &shift) {
+        let (done, done_bit) = bit_of(mapped, DONE_BITMAP, index);
+        if interrupted && done.load(Ordering::Relaxed) & done_bit != 0 {
+            continue;
+        }
+        let ambiguous = std::mem::replace(&mut under_way, false);
+        let this = Shift {
+            interrupted: ambiguous,
+            ..shift
+        };
+        if translate_limit(mapped, index, &this) || ambiguous {
             let (w, bit) = failed_word(mapped, index);
             w.fetch_or(bit, Ordering::Relaxed);
         }
+        // SeqCst fence: the limit's words are in the file before its done bit.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        done.fetch_or(done_bit, Ordering::Relaxed);
     }
     let elapsed = if last_unix == 0 {
         0
