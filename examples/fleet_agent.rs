@@ -14,9 +14,9 @@ use clap::Parser;
 #[command(name = "fleet_agent")]
 struct Cli {
     #[command(flatten)]
-    fleet: shmlimit::fleet::cli::FleetArgs,
+    fleet: shmlimit_fleet::cli::FleetArgs,
 }
 
 fn main() {
-    std::process::exit(shmlimit::fleet::cli::run_cli(Cli::parse().fleet));
+    std::process::exit(shmlimit_fleet::cli::run_cli(Cli::parse().fleet));
 }

@@ -34,17 +34,24 @@
 //! | [`SlidingWindow`] | about `L` per `W` (weighted estimate; up to ~`2 L` adversarially) |
 //!
 //! Each admission is dated between its clock read and its commit; the bounds are over those dates.
+//!
+//! ## Packages
+//!
+//! This crate is all a Rust worker needs (its dependencies: memmap2, crossbeam-utils, libc, nix).
+//! The C library (`libshmlimit.so` / `libshmlimit.a`, packages `shmlimit-ffi` and `libshmlimit`
+//! in `ffi/`), the fleet agent (`shmlimit-fleet`, `fleet/`) and the `shmlimit` command
+//! (`shmlimit-cli`, `cli/`) are packages of the same workspace, built on this crate.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 mod algo;
+#[doc(hidden)]
+pub mod c_abi;
 mod clock;
 mod compose;
 mod error;
-pub mod ffi;
 mod file;
-pub mod fleet;
 mod handle;
 mod headers;
 mod keyed;
@@ -84,3 +91,8 @@ pub use spec::{
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
 pub use wait::Reservation;
+
+/// The longest a fleet lease deadline ([`TokenBucketLimit::set_fleet_deadline`]) may run ahead
+/// of a decision's clock, in nanoseconds (2^40, about 18 minutes): a deadline further ahead is
+/// taken as damage, and the decision fences. A fleet agent keeps its fence point under it.
+pub const MAX_FLEET_LEASE_NS: u64 = file::layout::bucket::MAX_LEASE_NS;

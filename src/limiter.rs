@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crossbeam_utils::{Backoff, CachePadded};
+
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
@@ -508,6 +510,8 @@ impl Shared {
                     ),
                 });
             }
+            // A sleep, not crossbeam's `Backoff`: the holder is another process retuning or
+            // resetting the file (system calls, milliseconds), and flock has no timed wait.
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -956,7 +960,10 @@ pub struct Limit<C: Clock = MonotonicClock> {
     tally: Tally,
     keyed: bool,
     split: usize,
-    cache: [ParamCache; 2],
+    /// Read by every bucket decision, written only when a retune makes it refill: on a cache
+    /// line (pair) of its own, so that writes to whatever the process keeps next to the handle
+    /// (the handle is often a field of a larger, mutable struct) never evict it.
+    cache: CachePadded<[ParamCache; 2]>,
     /// This limit's identity in the grants it makes: its index and the file's hash seed.
     origin: u64,
     /// Clock time at which this handle next checks that its file is still the one at the path
@@ -985,7 +992,7 @@ impl<C: Clock> Clone for Limit<C> {
             tally: self.tally,
             keyed: self.keyed,
             split: self.split,
-            cache: [self.cache[0].copy(), self.cache[1].copy()],
+            cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
             origin: self.origin,
             // Relaxed: a time; a stale copy only makes the clone check sooner.
             next_check: AtomicU64::new(self.next_check.load(Ordering::Relaxed)),
@@ -1084,6 +1091,10 @@ impl<C: Clock> Limit<C> {
     /// whether the slot is a fleet share (its check carries [`bucket::FLEET`]).
     #[inline(always)]
     fn slot_params(&self, base: usize) -> Result<(Gcra, bool)> {
+        // A mismatch means a retune is between its stores: spin, exponentially longer each time
+        // (crossbeam's Backoff, at most 2^6 spin hints a round), rather than re-reading the
+        // line the retuning process is writing at once.
+        let backoff = Backoff::new();
         for _ in 0..64 {
             // Acquire on the check word: pairs with the Release store a retune ends with, so the
             // two parameter words read after it are at least as new. A torn read fails the check.
@@ -1109,7 +1120,7 @@ impl<C: Clock> Limit<C> {
                     _ => break,
                 };
             }
-            std::hint::spin_loop();
+            backoff.spin();
         }
         Err(self.fault(Fault::Corrupt))
     }

@@ -679,7 +679,11 @@ fn bad_config_fields_each_give_their_message_and_exit_1() {
 
 #[test]
 fn check_accepts_the_example_config() {
-    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/limits.toml");
+    // This test belongs to the command line's package (cli/): the repository root is its parent.
+    let example = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli/ has a parent")
+        .join("examples/limits.toml");
     let out = ok(&["check", s(&example)]);
     assert!(out.contains("8 limits OK"), "{out}");
     let j = json(&["check", s(&example), "--json"]);

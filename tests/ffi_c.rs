@@ -367,7 +367,7 @@ fn rust_and_c_workers_share_one_budget() {
 /// the mapping, which kept it mapped for the life of the process).
 #[test]
 fn permit_ids_keep_no_mapping_alive() {
-    use shmlimit::ffi::{self, shmlimit_status::SHMLIMIT_OK};
+    use shmlimit_ffi::{self as ffi, shmlimit_status::SHMLIMIT_OK};
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("leak.shm");
     let _created = Limiter::builder()
@@ -437,7 +437,9 @@ fn permit_ids_keep_no_mapping_alive() {
 /// `Limit::reserve` refuses split buckets (`WrongKind`): their sub-buckets have no single order.
 #[test]
 fn reservations_on_a_split_bucket_respect_its_capacity() {
-    use shmlimit::ffi::{self, shmlimit_status::SHMLIMIT_OK, shmlimit_status::SHMLIMIT_WRONG_KIND};
+    use shmlimit_ffi::{
+        self as ffi, shmlimit_status::SHMLIMIT_OK, shmlimit_status::SHMLIMIT_WRONG_KIND,
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("split.shm");
     let hour = Rate::new(1, Duration::from_secs(3600)).unwrap();

@@ -1,5 +1,5 @@
 //! The checked-in C header `ffi/include/shmlimit.h` must be exactly what cbindgen generates from
-//! `src/ffi/` with `ffi/cbindgen.toml`. Regenerate it with
+//! `ffi/src/` with `ffi/cbindgen.toml`. Regenerate it with
 //! `SHMLIMIT_BLESS=1 cargo test --test ffi_header`.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ fn root() -> PathBuf {
 
 /// The Rust sources of the C ABI.
 fn sources(root: &Path) -> Vec<PathBuf> {
-    let dir = root.join("src/ffi");
+    let dir = root.join("ffi/src");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
@@ -23,10 +23,10 @@ fn sources(root: &Path) -> Vec<PathBuf> {
 fn generate(root: &Path) -> String {
     let config = cbindgen::Config::from_file(root.join("ffi/cbindgen.toml"))
         .expect("ffi/cbindgen.toml parses");
-    // cbindgen follows the `mod` declarations of src/ffi/mod.rs into the other files.
+    // cbindgen follows the `mod` declarations of ffi/src/lib.rs into the other files.
     let bindings = cbindgen::Builder::new()
         .with_config(config)
-        .with_src(root.join("src/ffi/mod.rs"))
+        .with_src(root.join("ffi/src/lib.rs"))
         .generate()
         .expect("cbindgen generates the header");
     let mut out = Vec::new();
@@ -51,7 +51,7 @@ fn header_matches_the_rust_exports() {
             .position(|(a, b)| a != b)
             .unwrap_or_else(|| checked_in.lines().count().min(generated.lines().count()));
         panic!(
-            "{} is out of date with src/ffi/ (first difference at line {}).\n\
+            "{} is out of date with ffi/src/ (first difference at line {}).\n\
              Regenerate it with: SHMLIMIT_BLESS=1 cargo test --test ffi_header\n\
              checked in: {:?}\n\
              generated:  {:?}",

@@ -343,7 +343,7 @@ fn long_inputs_are_cut_in_messages() {
     // SAFETY: valid NUL-terminated strings and out-pointers that live across the calls; the
     // handle is freed once, and the last-error string is copied before any further call.
     unsafe {
-        use shmlimit::ffi::*;
+        use shmlimit_ffi::*;
         assert_eq!(
             shmlimit_limiter_open(c_path.as_ptr(), std::ptr::null(), &mut handle) as i32,
             0

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use shmlimit::fleet::{self, share, AgentConfig};
 use shmlimit::{Clock, Limit, Limiter, TokenBucket};
+use shmlimit_fleet::{self as fleet, share, AgentConfig};
 
 const FLEET: &str = "downstream";
 const LIMIT: &str = "downstream";

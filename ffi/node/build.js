@@ -5,8 +5,8 @@
 //
 // Runs as the package's `install` script. Steps:
 //   1. libshmlimit.a: from SHMLIMIT_LIB_DIR when set (a directory holding it), else
-//      `cargo build --release --lib` in the crate this package sits in (../.. or
-//      SHMLIMIT_CRATE_DIR), in cargo's own target directory.
+//      `cargo build --release -p libshmlimit` (the C library's package) in the workspace this
+//      package sits in (../.. or SHMLIMIT_CRATE_DIR), in cargo's own target directory.
 //   2. The Node-API headers: include/node-api/ (a copy of the node-api-headers package; see
 //      napiInclude below). Nothing is downloaded.
 //   3. `cc` (or $CC) compiles and links the shared object.
@@ -55,7 +55,7 @@ function libraryDir(crate) {
     return path.resolve(process.env.SHMLIMIT_LIB_DIR);
   }
   const manifest = path.join(crate, 'Cargo.toml');
-  run('cargo', ['build', '--release', '--lib', '--manifest-path', manifest], { stdio: ['ignore', 'inherit', 'inherit'] });
+  run('cargo', ['build', '--release', '-p', 'libshmlimit', '--manifest-path', manifest], { stdio: ['ignore', 'inherit', 'inherit'] });
   const meta = JSON.parse(run('cargo', ['metadata', '--format-version', '1', '--no-deps', '--manifest-path', manifest]).toString());
   return path.join(meta.target_directory, 'release');
 }

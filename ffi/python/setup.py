@@ -27,9 +27,15 @@ from setuptools.command.build_ext import build_ext
 from setuptools.command.sdist import sdist
 
 HERE = Path(__file__).resolve().parent
-# What of the crate an sdist must carry to build libshmlimit.so: the manifest and lock file,
-# the sources (library and CLI), the bench target the manifest names, and the C header.
-CRATE_FILES = ["Cargo.toml", "Cargo.lock", "README.md", "src", "benches", "ffi/include"]
+# What of the workspace an sdist must carry to build libshmlimit.so: the manifests and lock file,
+# the sources of every member (cargo loads the whole workspace: the library, the C ABI and the C
+# library, the CLI, the fleet agent), the targets the manifests name (tests, benches, examples:
+# cargo checks that they exist), and the C header.
+CRATE_FILES = [
+    "Cargo.toml", "Cargo.lock", "README.md", "src", "benches", "tests", "examples",
+    "ffi/Cargo.toml", "ffi/src", "ffi/libshmlimit", "ffi/include",
+    "cli/Cargo.toml", "cli/src", "fleet/Cargo.toml", "fleet/src",
+]
 
 
 def crate_root() -> Path:
@@ -48,17 +54,19 @@ def crate_root() -> Path:
 
 
 def crate_version(root: Path) -> str:
-    """The [package] version of Cargo.toml: the wheel's version is the crate's."""
+    """The [workspace.package] version of Cargo.toml, which every package of the workspace
+    inherits: the wheel's version is the crate's."""
     text = (root / "Cargo.toml").read_text(encoding="utf-8")
-    section = re.search(r"^\[package\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
+    section = re.search(r"^\[workspace\.package\]\s*$(.*?)(?=^\[|\Z)", text, re.M | re.S)
     match = section and re.search(r'^version\s*=\s*"([^"]+)"', section.group(1), re.M)
     if not match:
-        raise SystemExit(f"shmlimit: no [package] version in {root / 'Cargo.toml'}")
+        raise SystemExit(f"shmlimit: no [workspace.package] version in {root / 'Cargo.toml'}")
     return match.group(1)
 
 
 class BuildExt(build_ext):
-    """cargo build --release --lib, then the extension against the library it built."""
+    """cargo build --release -p libshmlimit (the C library's package), then the extension
+    against the library it built."""
 
     def run(self) -> None:
         root = crate_root()
@@ -69,7 +77,7 @@ class BuildExt(build_ext):
                 "shmlimit: building the wheel needs the Rust toolchain (cargo not found on "
                 "PATH); install it from https://rustup.rs or your distribution"
             )
-        command = [cargo, "build", "--release", "--lib", "--locked",
+        command = [cargo, "build", "--release", "-p", "libshmlimit", "--locked",
                    "--manifest-path", str(root / "Cargo.toml")]
         env = dict(os.environ, CARGO_TARGET_DIR=str(target))
         print("shmlimit: " + " ".join(command), file=sys.stderr)

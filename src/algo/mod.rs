@@ -305,7 +305,10 @@ pub(crate) fn try_decide<A: AtomicWord, E>(
                     return Ok(decision);
                 }
                 // AcqRel on success: the next decision's Acquire load sees this one whole.
-                // Acquire on failure: we retry from the word that beat us.
+                // Acquire on failure: we retry from the word that beat us. No backoff on failure
+                // (crossbeam's `Backoff`): a failed CAS means another decision committed, and the
+                // retry already has the word it wrote, so waiting would only add latency to the
+                // loser; the decision is one line, one CAS, and never waits for anyone.
                 match word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
                     Ok(_) => return Ok(decision),
                     Err(actual) => current = actual,

@@ -237,7 +237,7 @@ class ReadBack(FileTest):
 
 class ErrorClasses(unittest.TestCase):
     def test_every_status_of_the_header_has_its_class(self) -> None:
-        """The header the package was built with (generated from src/ffi/status.rs) and the
+        """The header the package was built with (generated from ffi/src/status.rs) and the
         module's classes agree: every status code has a class with that code, and no class
         claims a code the library does not have."""
         import re

@@ -1,6 +1,7 @@
 //! The host agent: one per host, beside the workers. It renews the host's lease, applies the
 //! granted share to the local limit, and fences the limit to the minimum when it cannot renew.
 
+use shmlimit::c_abi::Untyped as _;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,13 +11,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT};
 use super::share::{self, LocalShare};
-use crate::{Clock, Limit, Limiter, Rate};
+use shmlimit::{Clock, Limit, Limiter, Rate};
 
 /// What can stop an agent.
 #[derive(Debug)]
 pub enum FleetError {
     /// The limiter file or the limit.
-    Limiter(crate::Error),
+    Limiter(shmlimit::Error),
     /// Redis (only for [`status`] and for an invalid URL; the agent itself rides out outages).
     Redis(redis::RedisError),
     /// A configuration that cannot work.
@@ -35,8 +36,8 @@ impl fmt::Display for FleetError {
 
 impl std::error::Error for FleetError {}
 
-impl From<crate::Error> for FleetError {
-    fn from(e: crate::Error) -> Self {
+impl From<shmlimit::Error> for FleetError {
+    fn from(e: shmlimit::Error) -> Self {
         FleetError::Limiter(e)
     }
 }
@@ -195,7 +196,7 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
         )));
     }
     // The deadline written to the file must be within the longest lease a decision accepts.
-    if cfg.fence_after().as_nanos() >= crate::file::layout::bucket::MAX_LEASE_NS as u128 {
+    if cfg.fence_after().as_nanos() >= shmlimit::MAX_FLEET_LEASE_NS as u128 {
         return Err(conf(
             "the fence point must be under 2^40 ns (18 minutes)".into(),
         ));
@@ -276,7 +277,7 @@ impl Shared {
         let new = self.local_share(units);
         let live = self.limit.live_algorithm().ok();
         let holds = live
-            == Some(crate::Algorithm::TokenBucket {
+            == Some(shmlimit::Algorithm::TokenBucket {
                 capacity: new.capacity,
                 emission_ns: new.emission_ns,
             });
@@ -468,7 +469,7 @@ impl Agent {
         // before the server refuses it.
         let lock = agent_lock(&cfg)?;
         let limit = limiter.limit(&cfg.limit)?;
-        if !matches!(limit.algorithm(), crate::Algorithm::TokenBucket { .. }) {
+        if !matches!(limit.algorithm(), shmlimit::Algorithm::TokenBucket { .. }) {
             return Err(FleetError::Config(format!(
                 "limit `{}` is not a token bucket",
                 cfg.limit

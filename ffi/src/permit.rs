@@ -2,6 +2,7 @@
 //! (per key, for a keyed limit), each named by a 64-bit id, taken over when its holder dies or
 //! its lease expires.
 
+use shmlimit::c_abi::Untyped as _;
 use std::time::Duration;
 
 use super::boundary::{arg_out, arg_ref, ffi_boundary};
@@ -9,7 +10,7 @@ use super::keyed::key_arg;
 use super::status::{shmlimit_status::*, Failure};
 use super::types::shmlimit_permit_holder;
 use super::{shmlimit_limit, shmlimit_status};
-use crate::permit::Permit;
+use shmlimit::Permit;
 
 /// What `shmlimit_permit_acquire` returns for a permit that holds nothing: granted by a shadow
 /// (dry-run) limit that would have refused, or by a full key table whose policy is
@@ -268,9 +269,11 @@ pub unsafe extern "C" fn shmlimit_permit_holders(
         let limit = unsafe { arg_ref("limit", limit) }?;
         if !matches!(
             limit.inner.algorithm(),
-            crate::spec::Algorithm::Concurrency { .. }
+            shmlimit::Algorithm::Concurrency { .. }
         ) {
-            return Err(limit.inner.wrong_kind("is not a concurrency limit").into());
+            return Err(
+                shmlimit::c_abi::wrong_kind(&limit.inner, "is not a concurrency limit").into(),
+            );
         }
         let list = limit.inner.permit_holders();
         if let Some(holders) = holders {
@@ -310,9 +313,11 @@ pub unsafe extern "C" fn shmlimit_permit_reclaim_dead(
         let limit = unsafe { arg_ref("limit", limit) }?;
         if !matches!(
             limit.inner.algorithm(),
-            crate::spec::Algorithm::Concurrency { .. }
+            shmlimit::Algorithm::Concurrency { .. }
         ) {
-            return Err(limit.inner.wrong_kind("is not a concurrency limit").into());
+            return Err(
+                shmlimit::c_abi::wrong_kind(&limit.inner, "is not a concurrency limit").into(),
+            );
         }
         let reclaimed = limit.inner.reclaim_dead_permits();
         // SAFETY: `reclaimed_out` is valid for one write (the caller's contract).

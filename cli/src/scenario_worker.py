@@ -1,6 +1,6 @@
 """One service instance of `shmlimit demo --scenario dependency`, in Python.
 
-The same instance as the Rust `demo-worker` (src/bin/shmlimit/scenario_worker.rs), through the
+The same instance as the Rust `demo-worker` (cli/src/scenario_worker.rs), through the
 C ABI (the package ffi/python, laid out next to this file by the scenario):
 requests from a Poisson generator, items per request bounded, the per-client keyed limit, a
 reservation on `intake` waiting at most --queue-ms, and before every outbound attempt a permit

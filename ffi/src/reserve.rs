@@ -1,5 +1,6 @@
 //! Reservations from C: book the next tokens of a token bucket now, proceed after a delay.
 
+use shmlimit::c_abi::Untyped as _;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -7,7 +8,7 @@ use super::boundary::{arg_out, arg_ref, ffi_boundary, run_void};
 use super::status::{shmlimit_status::*, Failure};
 use super::types::shmlimit_decision;
 use super::{shmlimit_limit, shmlimit_status};
-use crate::wait::Reservation;
+use shmlimit::Reservation;
 
 /// A granted booking of tokens (opaque), made by `shmlimit_reserve`; freed by
 /// `shmlimit_reservation_free`. Thread-safe.

@@ -5,8 +5,8 @@ use super::keyed::key_arg;
 use super::shmlimit_status;
 use super::status::{shmlimit_status::*, Failure};
 use super::types::{shmlimit_check, shmlimit_composed, shmlimit_decision, SHMLIMIT_MAX_CHECKS};
-use crate::compose::{try_acquire_all, Acquire, Check};
-use crate::limiter::Limit;
+use shmlimit::Limit;
+use shmlimit::{try_acquire_all, Check};
 
 /// A decision slot with nothing in it (see `shmlimit_composed.decisions`).
 const NONE: shmlimit_decision = shmlimit_decision {
@@ -44,7 +44,7 @@ unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failu
             let limit: &Limit =
                 &unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?.inner;
             if check.key.is_null() && check.key_len == 0 {
-                return Ok(Check::untyped(limit, None, check.cost));
+                return Ok(shmlimit::c_abi::check(limit, None, check.cost));
             }
             // SAFETY: `key` is NULL or points at `key_len` readable bytes (the caller's
             // contract); NULL with a length is refused there.
@@ -52,7 +52,7 @@ unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failu
                 f.message = format!("checks[{i}].{}", f.message);
                 f
             })?;
-            Ok(Check::untyped(limit, Some(key), check.cost))
+            Ok(shmlimit::c_abi::check(limit, Some(key), check.cost))
         })
         .collect()
 }
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn shmlimit_refund_all(
         }
         let mut first = Ok(());
         for (check, decision) in rust.iter().zip(&composed.decisions) {
-            if let Err(e) = check.give_back(&decision.to_grant()) {
+            if let Err(e) = shmlimit::c_abi::give_back(check, &decision.to_grant()) {
                 first = first.and(Err(Failure::from(e)));
             }
         }

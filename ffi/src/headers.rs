@@ -1,6 +1,6 @@
 //! What an HTTP client is told, from C: a limit's policy and the IETF `RateLimit` /
 //! `RateLimit-Policy` and `Retry-After` header values rendered by the core
-//! ([`crate::RateLimitHeaders`]), so that every binding sends the same numbers.
+//! ([`shmlimit::RateLimitHeaders`]), so that every binding sends the same numbers.
 
 use std::ffi::c_char;
 
@@ -8,7 +8,7 @@ use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
 use super::shmlimit_limit;
 use super::status::{shmlimit_status, shmlimit_status::*, Failure};
 use super::types::{shmlimit_decision, SHMLIMIT_MAX_CHECKS};
-use crate::headers::{Policy, RateLimitHeaders};
+use shmlimit::{Policy, RateLimitHeaders};
 
 /// Size of each header value buffer of `shmlimit_headers`, with its NUL: room for
 /// `SHMLIMIT_MAX_CHECKS` items of the longest name and the largest numbers.

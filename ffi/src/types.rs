@@ -9,9 +9,9 @@
 use std::ffi::c_char;
 use std::time::Duration;
 
-use crate::algo::Decision;
-use crate::limiter::Stats;
-use crate::spec::{
+use shmlimit::Decision;
+use shmlimit::Stats;
+use shmlimit::{
     Algorithm, Alignment, FleetShare, FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate,
     DEFAULT_NEAR_LIMIT,
 };
@@ -87,9 +87,9 @@ pub const SHMLIMIT_MAX_KEYS: u64 = 1 << 26;
 pub const SHMLIMIT_MAX_KEY_PERMITS: u64 = 64;
 
 const _: () = assert!(SHMLIMIT_DEFAULT_NEAR_LIMIT == DEFAULT_NEAR_LIMIT);
-const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == crate::spec::MAX_SPLIT);
-const _: () = assert!(SHMLIMIT_MAX_KEYS == crate::spec::MAX_KEYS);
-const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == crate::spec::MAX_KEY_PERMITS);
+const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == shmlimit::MAX_SPLIT);
+const _: () = assert!(SHMLIMIT_MAX_KEYS == shmlimit::MAX_KEYS);
+const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::MAX_KEY_PERMITS);
 
 /// One limit definition: an input of `shmlimit_limiter_create_or_open`, and what
 /// `shmlimit_limiter_definition` reports.
@@ -183,7 +183,7 @@ pub struct shmlimit_options {
 /// fixed window of this `period_ns` is the calendar month (28 to 31 days, from the 1st 00:00 in
 /// the offset); as a token bucket's `period_ns`, a rate per month.
 pub const SHMLIMIT_MONTH_NS: u64 = 2_629_746_000_000_000;
-const _: () = assert!(SHMLIMIT_MONTH_NS == crate::Rate::MONTH_NS);
+const _: () = assert!(SHMLIMIT_MONTH_NS == shmlimit::Rate::MONTH_NS);
 
 /// `shmlimit_options.on_reboot`: a created file translates its state at a reboot, an opened
 /// file keeps the choice it was created with.
@@ -257,7 +257,7 @@ pub struct shmlimit_stats {
 
 /// Most limits one composed check may hold.
 pub const SHMLIMIT_MAX_CHECKS: usize = 8;
-const _: () = assert!(SHMLIMIT_MAX_CHECKS == crate::compose::MAX_CHECKS);
+const _: () = assert!(SHMLIMIT_MAX_CHECKS == shmlimit::MAX_CHECKS);
 
 /// One limit (and cost) of a composed check (`shmlimit_acquire_all`).
 #[allow(non_camel_case_types)]
@@ -323,8 +323,8 @@ pub struct shmlimit_permit_holder {
     pub reserved: [u64; 1],
 }
 
-impl From<crate::permit::PermitHolder> for shmlimit_permit_holder {
-    fn from(h: crate::permit::PermitHolder) -> Self {
+impl From<shmlimit::PermitHolder> for shmlimit_permit_holder {
+    fn from(h: shmlimit::PermitHolder) -> Self {
         shmlimit_permit_holder {
             id: h.id,
             pid: h.pid,
@@ -376,9 +376,9 @@ const _: () = {
 
 impl From<Decision> for shmlimit_decision {
     fn from(d: Decision) -> Self {
-        let grant = d.grant_record();
+        let (grant, origin) = shmlimit::c_abi::grant_record(&d);
         // The limit that made the grant, only where there is one.
-        let origin = if grant == [0; 2] { 0 } else { d.origin };
+        let origin = if grant == [0; 2] { 0 } else { origin };
         shmlimit_decision {
             allowed: d.is_allowed(),
             shadow_denied: d.is_shadow_denied(),
@@ -402,24 +402,21 @@ impl shmlimit_decision {
     /// What the decision told its caller (allowed, remaining, retry-after, reset), for
     /// rendering; it carries no grant.
     pub(crate) fn to_view(self) -> Decision {
-        let view = if self.allowed {
-            Decision::allowed(self.remaining, 1)
-        } else {
-            Decision::denied(self.retry_after_ns, self.remaining, 1)
-        };
-        view.resetting(self.reset_after_ns)
+        shmlimit::c_abi::view(
+            self.allowed,
+            self.remaining,
+            self.retry_after_ns,
+            self.reset_after_ns,
+        )
     }
 
     /// The grant this decision records, for a refund, with the limit that made it.
     pub(crate) fn to_grant(self) -> Decision {
         if !self.allowed {
-            return Decision::from_grant_record([0; 2]);
+            return shmlimit::c_abi::from_grant_record([0; 2], 0, false);
         }
-        let mut grant = Decision::from_grant_record(self.grant);
-        grant.origin = self.reserved[1];
         // A shadow-denied grant took nothing (cost 0) but was admitted: its refund counts.
-        grant.shadow_denied = self.shadow_denied;
-        grant
+        shmlimit::c_abi::from_grant_record(self.grant, self.reserved[1], self.shadow_denied)
     }
 }
 
@@ -448,10 +445,10 @@ fn invalid(name: &str, reason: impl Into<String>) -> Failure {
 
 impl shmlimit_options {
     /// The reconcile policy of `create_or_open`.
-    pub(crate) fn on_conflict(&self) -> Result<crate::OnConflict, Failure> {
+    pub(crate) fn on_conflict(&self) -> Result<shmlimit::OnConflict, Failure> {
         match self.on_conflict {
-            SHMLIMIT_ON_CONFLICT_REFUSE => Ok(crate::OnConflict::Refuse),
-            SHMLIMIT_ON_CONFLICT_ADOPT => Ok(crate::OnConflict::Adopt),
+            SHMLIMIT_ON_CONFLICT_REFUSE => Ok(shmlimit::OnConflict::Refuse),
+            SHMLIMIT_ON_CONFLICT_ADOPT => Ok(shmlimit::OnConflict::Adopt),
             n => Err(invalid(
                 "",
                 format!(
@@ -463,7 +460,7 @@ impl shmlimit_options {
     }
 
     /// Check the fields; `(mode, allow_other_owner, on_reboot)`.
-    pub(crate) fn validate(&self) -> Result<(u32, bool, Option<crate::OnReboot>), Failure> {
+    pub(crate) fn validate(&self) -> Result<(u32, bool, Option<shmlimit::OnReboot>), Failure> {
         if self.reserved != [0; 3] {
             return Err(invalid("", "shmlimit_options.reserved must be zero"));
         }
@@ -488,8 +485,8 @@ impl shmlimit_options {
         };
         let on_reboot = match self.on_reboot {
             SHMLIMIT_ON_REBOOT_DEFAULT => None,
-            SHMLIMIT_ON_REBOOT_TRANSLATE => Some(crate::OnReboot::Translate),
-            SHMLIMIT_ON_REBOOT_RESET => Some(crate::OnReboot::Reset),
+            SHMLIMIT_ON_REBOOT_TRANSLATE => Some(shmlimit::OnReboot::Translate),
+            SHMLIMIT_ON_REBOOT_RESET => Some(shmlimit::OnReboot::Reset),
             n => {
                 return Err(invalid(
                     "",
@@ -643,10 +640,10 @@ fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, Failure> {
     Ok(algorithm.into_algorithm(name)?)
 }
 
-fn rename(e: crate::Error, name: &str) -> crate::Error {
+fn rename(e: shmlimit::Error, name: &str) -> shmlimit::Error {
     match e {
-        crate::Error::InvalidParameter { limit, reason } if limit.is_empty() => {
-            crate::Error::InvalidParameter {
+        shmlimit::Error::InvalidParameter { limit, reason } if limit.is_empty() => {
+            shmlimit::Error::InvalidParameter {
                 limit: name.to_owned(),
                 reason,
             }

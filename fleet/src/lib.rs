@@ -2,7 +2,7 @@
 //!
 //! Each host runs one [`Agent`] beside its workers. The workers decide on the host's limiter
 //! file as always (never talking to Redis); the agent retunes the host's token bucket
-//! ([`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket)) to the share that Redis granted it. Redis is the only
+//! ([`shmlimit::TokenBucketLimit::set_token_bucket`]) to the share that Redis granted it. Redis is the only
 //! authority on allocations; there is no consensus protocol.
 //!
 //! ## Protocol
@@ -29,8 +29,8 @@
 //! The lease on the server starts when the script runs, after the agent sent the request at
 //! `sent` (its monotonic clock). A renewal that succeeded gives the lease deadline
 //! `sent + ttl - margin` (margin `ttl / 4` by default), which the agent writes into the limiter
-//! file next to the share ([`TokenBucketLimit::set_fleet_deadline`](crate::TokenBucketLimit::set_fleet_deadline); the bucket is made
-//! fleet-managed with [`TokenBucketLimit::fleet_manage`](crate::TokenBucketLimit::fleet_manage)). Every decision on the bucket compares
+//! file next to the share ([`shmlimit::TokenBucketLimit::set_fleet_deadline`]; the bucket is made
+//! fleet-managed with [`shmlimit::TokenBucketLimit::fleet_manage`]). Every decision on the bucket compares
 //! its clock read with the deadline and past it decides with the fence (the part of the
 //! reserved minimum the server holds for the host, or the floor): no stall or death of the
 //! agent or of its [`Guard`] keeps a share past its lease. The share and the deadline are
@@ -70,6 +70,8 @@
 //! the floor at once). A failover that keeps the keys but loses the latest writes can lose recent
 //! grants: the hosts holding them keep them until their next renewal (at most `ttl / 5` plus one
 //! round trip), which then lowers them to the recorded grant. See `FLEET.md`.
+
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 mod agent;
 pub mod cli;

@@ -17,9 +17,9 @@ use super::status::{set_last_error, shmlimit_status, Failure};
 /// evaluates to a `shmlimit_status`.
 macro_rules! ffi_boundary {
     ($function:expr, $body:block) => {
-        $crate::ffi::boundary::run(
+        $crate::boundary::run(
             $function,
-            move || -> ::std::result::Result<(), $crate::ffi::status::Failure> { $body },
+            move || -> ::std::result::Result<(), $crate::status::Failure> { $body },
         )
     };
 }
@@ -205,7 +205,7 @@ impl<T> Out<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ffi::shmlimit_last_error;
+    use crate::shmlimit_last_error;
 
     fn last_error() -> String {
         // SAFETY: shmlimit_last_error returns a NUL-terminated string valid until the next

@@ -1,17 +1,18 @@
 //! Live retuning and resetting of a limit: every process attached to the file picks the new
 //! parameters up on its next decision, without reopening.
 
+use shmlimit::c_abi::Untyped as _;
 use std::time::Duration;
 
 use super::boundary::{arg_out, arg_ref, ffi_boundary};
 use super::types::{self, shmlimit_def};
 use super::{shmlimit_limit, shmlimit_status};
-use crate::spec::Rate;
+use shmlimit::Rate;
 
 /// A rate of `tokens` per `period_ns`, with the name of the limit it is for in its errors.
-fn rate(limit: &shmlimit_limit, tokens: u64, period_ns: u64) -> crate::Result<Rate> {
+fn rate(limit: &shmlimit_limit, tokens: u64, period_ns: u64) -> shmlimit::Result<Rate> {
     Rate::new(tokens, Duration::from_nanos(period_ns)).map_err(|e| match e {
-        crate::Error::InvalidParameter { reason, .. } => crate::Error::InvalidParameter {
+        shmlimit::Error::InvalidParameter { reason, .. } => shmlimit::Error::InvalidParameter {
             limit: limit.inner.name().to_owned(),
             reason,
         },

@@ -14,10 +14,11 @@
 //! `1 + T / 2^42 ns` sends, that is one send in practice (the one token a full bucket holds),
 //! then one per 73 minutes.
 
+use shmlimit::c_abi::Untyped as _;
 use std::fmt;
 
 use super::protocol::UNITS_PER_TOKEN;
-use crate::{Algorithm, Limit, Rate};
+use shmlimit::{Algorithm, Limit, Rate};
 
 /// The emission interval of the floor (a share of 0): 2^42 ns, about 73 minutes.
 pub const FLOOR_EMISSION_NS: u64 = 1 << 42;
@@ -28,7 +29,8 @@ const UNIT_NS: u128 = UNITS_PER_TOKEN as u128 * 1_000_000_000;
 /// The share (units) that a rate is, rounded down.
 ///
 /// ```
-/// use shmlimit::{fleet::share::units_of, Rate};
+/// use shmlimit::Rate;
+/// use shmlimit_fleet::share::units_of;
 /// assert_eq!(units_of(Rate::per_second(1000).unwrap()), 1_000_000_000);
 /// // 300/s is one token every 3333334 ns (rounded up): a little under 300/s.
 /// assert_eq!(units_of(Rate::per_second(300).unwrap()), 299_999_940);
@@ -77,7 +79,7 @@ impl LocalShare {
     /// The bucket for `units` of a fleet total of `total` units with fleet burst `burst`.
     ///
     /// ```
-    /// use shmlimit::fleet::{share::FLOOR_EMISSION_NS, LocalShare};
+    /// use shmlimit_fleet::{share::FLOOR_EMISSION_NS, LocalShare};
     /// let total = 1000 * 1_000_000; // 1000/s
     /// let quarter = LocalShare::of(total / 4, total, 20);
     /// assert_eq!((quarter.capacity, quarter.emission_ns), (5, 4_000_000)); // 250/s, burst 5
@@ -108,8 +110,8 @@ impl LocalShare {
     ///
     /// # Errors
     ///
-    /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
-    pub fn apply(&self, limit: &Limit) -> crate::Result<()> {
+    /// As [`shmlimit::TokenBucketLimit::set_token_bucket`].
+    pub fn apply(&self, limit: &Limit) -> shmlimit::Result<()> {
         limit.set_token_bucket(self.capacity, Rate::from_emission_ns(self.emission_ns)?)
     }
 }

@@ -1,5 +1,5 @@
 //! Guarded limits from C: an explicit fail-open or fail-closed choice for the time the limiter
-//! file is missing, unreadable or invalid (see `crate::unavailable`).
+//! file is missing, unreadable or invalid (see `shmlimit::GuardedLimiter`).
 //!
 //! A guarded handle opens whatever the state of the file: while the file cannot be used, each
 //! guarded limit decides by the policy it was given (`SHMLIMIT_FAIL_OPEN` or
@@ -7,6 +7,7 @@
 //! `SHMLIMIT_DECISION_UNAVAILABLE` in `shmlimit_decision.reserved[0]`. The file is opened again
 //! at most once per reopen interval; once attached, decisions are the plain ones.
 
+use shmlimit::c_abi::Untyped as _;
 use std::ffi::c_char;
 use std::time::Duration;
 
@@ -14,7 +15,7 @@ use super::boundary::{arg_out, arg_ref, arg_slice, arg_str, ffi_boundary, run_vo
 use super::keyed::SHMLIMIT_MAX_KEY_LEN;
 use super::status::{shmlimit_status, Failure};
 use super::types::shmlimit_decision;
-use crate::unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, Unavailable};
+use shmlimit::{GuardedDecision, GuardedLimit, GuardedLimiter, Unavailable};
 
 /// Policy of a guarded limit (the `unavailable` argument of `shmlimit_guarded_limiter_limit`):
 /// admit every request, unlimited, while the file is unavailable. For limits that protect against
@@ -124,7 +125,7 @@ pub unsafe extern "C" fn shmlimit_guarded_limiter_open(
         let out = arg_out("guarded_out", guarded_out)?;
         // SAFETY: `path` is NULL or NUL-terminated (the caller's contract).
         let path = unsafe { super::path_arg("path", path) }?;
-        let inner = crate::Limiter::open_guarded(path, Duration::from_nanos(reopen_every_ns));
+        let inner = shmlimit::Limiter::open_guarded(path, Duration::from_nanos(reopen_every_ns));
         let guarded = Box::into_raw(Box::new(shmlimit_guarded_limiter { inner }));
         // SAFETY: `guarded_out` is valid for one write (the caller's contract).
         unsafe { out.write(guarded) };
@@ -242,7 +243,7 @@ pub unsafe extern "C" fn shmlimit_guarded_limit_free(limit: *mut shmlimit_guarde
 /// `key` must be NULL or point at `key_len` readable bytes for `'a`.
 unsafe fn key_arg<'a>(key: *const u8, key_len: usize) -> Result<&'a [u8], Failure> {
     if key_len > SHMLIMIT_MAX_KEY_LEN && !key.is_null() {
-        return Err(crate::Error::InvalidKey {
+        return Err(shmlimit::Error::InvalidKey {
             reason: format!("{key_len} bytes: keys are at most {SHMLIMIT_MAX_KEY_LEN} bytes"),
         }
         .into());
@@ -261,7 +262,7 @@ unsafe fn decide(
     limit: *const shmlimit_guarded_limit,
     commit: bool,
     decision_out: *mut shmlimit_decision,
-    run: impl FnOnce(&GuardedLimit) -> crate::Result<GuardedDecision>,
+    run: impl FnOnce(&GuardedLimit) -> shmlimit::Result<GuardedDecision>,
 ) -> shmlimit_status {
     ffi_boundary!(function, {
         let out = arg_out("decision_out", decision_out)?;

@@ -6,12 +6,13 @@ use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
 use super::status::Failure;
 use super::types::shmlimit_decision;
 use super::{shmlimit_limit, shmlimit_status};
-use crate::limiter::Limit;
+use shmlimit::c_abi::Untyped as _;
+use shmlimit::Limit;
 
 /// Longest key in bytes.
 pub const SHMLIMIT_MAX_KEY_LEN: usize = 1024;
 
-const _: () = assert!(SHMLIMIT_MAX_KEY_LEN == crate::keyed::MAX_KEY_LEN);
+const _: () = assert!(SHMLIMIT_MAX_KEY_LEN == shmlimit::MAX_KEY_LEN);
 
 /// The key argument. `(NULL, 0)` is the empty key, refused by the library as invalid; NULL
 /// with a length is `SHMLIMIT_NULL_POINTER`; a length over `SHMLIMIT_MAX_KEY_LEN` is
@@ -22,7 +23,7 @@ const _: () = assert!(SHMLIMIT_MAX_KEY_LEN == crate::keyed::MAX_KEY_LEN);
 /// `key` must be NULL or point at `key_len` readable bytes for `'a`.
 pub(super) unsafe fn key_arg<'a>(key: *const u8, key_len: usize) -> Result<&'a [u8], Failure> {
     if key_len > SHMLIMIT_MAX_KEY_LEN && !key.is_null() {
-        return Err(crate::Error::InvalidKey {
+        return Err(shmlimit::Error::InvalidKey {
             reason: format!("{key_len} bytes: keys are at most {SHMLIMIT_MAX_KEY_LEN} bytes"),
         }
         .into());
@@ -44,7 +45,7 @@ unsafe fn decide_key(
     key_len: usize,
     commit: bool,
     decision_out: *mut shmlimit_decision,
-    run: impl FnOnce(&Limit, &[u8]) -> crate::Result<crate::Decision>,
+    run: impl FnOnce(&Limit, &[u8]) -> shmlimit::Result<shmlimit::Decision>,
 ) -> shmlimit_status {
     ffi_boundary!(function, {
         let out = arg_out("decision_out", decision_out)?;
@@ -264,9 +265,9 @@ pub unsafe extern "C" fn shmlimit_limit_reclaim_idle_keys(
     })
 }
 
-fn keyed_only(limit: &Limit) -> crate::Result<()> {
+fn keyed_only(limit: &Limit) -> shmlimit::Result<()> {
     if limit.def().keyed.is_none() {
-        return Err(limit.wrong_kind("is not keyed"));
+        return Err(shmlimit::c_abi::wrong_kind(limit, "is not keyed"));
     }
     Ok(())
 }

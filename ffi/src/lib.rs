@@ -26,10 +26,13 @@
 //! `Decision::from_grant_record`; peeks and denials record none.
 //!
 //! Each export is one `ffi_boundary!` block (see `boundary.rs`); the handles are boxed Rust
-//! values ([`crate::Limiter`] and [`crate::Limit`] plus the NUL-terminated names the ABI hands
+//! values ([`shmlimit::Limiter`] and [`shmlimit::Limit`] plus the NUL-terminated names the ABI hands
 //! out), created by `Box::into_raw` and destroyed by `Box::from_raw` in their `_free`.
 //! The header is generated from these files by cbindgen (`ffi/cbindgen.toml`);
 //! `tests/ffi_header.rs` fails when they drift apart.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 pub(crate) mod boundary;
 pub mod compose;
@@ -42,6 +45,7 @@ pub mod retune;
 pub mod status;
 pub mod types;
 
+use shmlimit::c_abi::Untyped as _;
 use std::ffi::{c_char, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -54,7 +58,7 @@ pub use types::{
     shmlimit_full_policy, shmlimit_kind, shmlimit_options, shmlimit_permit_holder, shmlimit_stats,
 };
 
-use crate::limiter::{Limit, Limiter};
+use shmlimit::{Limit, Limiter};
 
 /// Longest limit name in bytes, not counting the NUL.
 pub const SHMLIMIT_MAX_NAME_LEN: usize = 63;
@@ -64,10 +68,10 @@ pub const SHMLIMIT_MAX_LIMITS: usize = 4096;
 /// How far ahead of the clock a dated call (`shmlimit_acquire_at`, `shmlimit_acquire_key_at`)
 /// may be, in nanoseconds: 1 ms. Later dates are refused with `SHMLIMIT_CLOCK_OUT_OF_RANGE`.
 pub const SHMLIMIT_DATE_TOLERANCE_NS: u64 = 1_000_000;
-const _: () = assert!(SHMLIMIT_DATE_TOLERANCE_NS as u128 == crate::DATE_TOLERANCE.as_nanos());
+const _: () = assert!(SHMLIMIT_DATE_TOLERANCE_NS as u128 == shmlimit::DATE_TOLERANCE.as_nanos());
 
-const _: () = assert!(SHMLIMIT_MAX_NAME_LEN == crate::spec::MAX_NAME_LEN);
-const _: () = assert!(SHMLIMIT_MAX_LIMITS == crate::file::layout::MAX_LIMITS);
+const _: () = assert!(SHMLIMIT_MAX_NAME_LEN == shmlimit::MAX_NAME_LEN);
+const _: () = assert!(SHMLIMIT_MAX_LIMITS == shmlimit::MAX_LIMITS);
 
 /// One attached limiter file (opaque).
 ///
@@ -123,9 +127,7 @@ unsafe fn path_arg<'a>(argument: &str, ptr: *const c_char) -> Result<&'a Path, F
 /// # Safety
 ///
 /// `options`, if non-NULL, must point at a valid `shmlimit_options` for the call.
-unsafe fn builder_with(
-    options: *const shmlimit_options,
-) -> Result<crate::limiter::Builder, Failure> {
+unsafe fn builder_with(options: *const shmlimit_options) -> Result<shmlimit::Builder, Failure> {
     // SAFETY: forwarded contract.
     let options = unsafe { arg_opt("options", options) }?
         .copied()
@@ -409,7 +411,7 @@ unsafe fn decide(
     limit: *const shmlimit_limit,
     commit: bool,
     decision_out: *mut shmlimit_decision,
-    decide: impl FnOnce(&Limit) -> crate::Result<crate::Decision>,
+    decide: impl FnOnce(&Limit) -> shmlimit::Result<shmlimit::Decision>,
 ) -> shmlimit_status {
     ffi_boundary!(function, {
         let out = arg_out("decision_out", decision_out)?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::agent::{self, AgentConfig};
 use super::share::fmt_units;
-use crate::Rate;
+use shmlimit::Rate;
 
 /// Fleet budgets: per-host shares of one fleet-wide rate, allocated through Redis.
 #[derive(clap::Args, Debug)]

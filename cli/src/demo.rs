@@ -778,8 +778,8 @@ mod mixed {
     use super::{WorkerReport, BUCKET};
     use crate::Failure;
 
-    const WORKER_C: &str = include_str!("../../../ffi/examples/worker.c");
-    const HEADER: &str = include_str!("../../../ffi/include/shmlimit.h");
+    const WORKER_C: &str = include_str!("../../ffi/examples/worker.c");
+    const HEADER: &str = include_str!("../../ffi/include/shmlimit.h");
 
     /// The directory of the `libshmlimit.so` built with this binary: next to it, in `deps/`
     /// (where `cargo test` builds it without copying it up) or one level up; the most recently

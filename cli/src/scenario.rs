@@ -263,7 +263,7 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
     };
     // Ctrl-C reaches the children (same process group); this process notices it, stops what
     // is left of the run and removes its temporary directory.
-    let stop = shmlimit::fleet::cli::stop_on_signals();
+    let stop = shmlimit_fleet::cli::stop_on_signals();
     for &on in plan {
         let python = python.as_ref().map(|p| (p, args.python));
         runs.push(run_once(
@@ -376,15 +376,15 @@ fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
     };
     write(
         package.join("__init__.py"),
-        include_str!("../../../ffi/python/src/shmlimit/__init__.py"),
+        include_str!("../../ffi/python/src/shmlimit/__init__.py"),
     )?;
     write(
         dir.join("_native.c"),
-        include_str!("../../../ffi/python/src/shmlimit/_native.c"),
+        include_str!("../../ffi/python/src/shmlimit/_native.c"),
     )?;
     write(
         dir.join("shmlimit.h"),
-        include_str!("../../../ffi/include/shmlimit.h"),
+        include_str!("../../ffi/include/shmlimit.h"),
     )?;
     std::fs::copy(&library, package.join("libshmlimit.so"))
         .map_err(|e| format!("{}: {e}", library.display()))?;

@@ -350,7 +350,7 @@ pub struct MemberStatus {
 /// spread by weight over everyone. The parts add up to at most `avail`.
 ///
 /// ```
-/// use shmlimit::fleet::protocol::fair_parts;
+/// use shmlimit_fleet::protocol::fair_parts;
 /// // Two busy members and an idle one: the busy ones share what the idle one leaves.
 /// assert_eq!(fair_parts(1000, &[(1, 5000), (1, 5000), (1, 0)]), vec![500, 500, 0]);
 /// // Nobody wants much: what is left is spread by weight.

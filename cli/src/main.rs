@@ -15,27 +15,16 @@ macro_rules! exit_codes {
     };
 }
 
-#[path = "shmlimit/config.rs"]
 mod config;
-#[path = "shmlimit/demo.rs"]
 mod demo;
-#[path = "shmlimit/dependency.rs"]
 mod dependency;
-#[path = "shmlimit/inspect.rs"]
 mod inspect;
-#[path = "shmlimit/operate.rs"]
 mod operate;
-#[path = "shmlimit/render.rs"]
 mod render;
-#[path = "shmlimit/scenario.rs"]
 mod scenario;
-#[path = "shmlimit/scenario_chart.rs"]
 mod scenario_chart;
-#[path = "shmlimit/scenario_fleet.rs"]
 mod scenario_fleet;
-#[path = "shmlimit/scenario_worker.rs"]
 mod scenario_worker;
-#[path = "shmlimit/watch.rs"]
 mod watch;
 
 use std::path::PathBuf;
@@ -80,7 +69,7 @@ enum Command {
     Gc(operate::GcArgs),
     Sync(operate::SyncArgs),
     /// Keep this host's share of a fleet-wide budget, allocated through Redis (see FLEET.md)
-    Fleet(shmlimit::fleet::cli::FleetArgs),
+    Fleet(shmlimit_fleet::cli::FleetArgs),
 }
 
 /// How a read command opens an existing file.
@@ -232,7 +221,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Gc(args) => operate::gc(args),
         Command::Sync(args) => operate::sync(args),
         // The agent reports its own errors and chooses its exit code.
-        Command::Fleet(args) => match shmlimit::fleet::cli::run_cli(args) {
+        Command::Fleet(args) => match shmlimit_fleet::cli::run_cli(args) {
             0 => Ok(()),
             code => Err(Failure {
                 code: code.clamp(1, 255) as u8,
