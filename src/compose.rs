@@ -167,8 +167,8 @@ impl<C: Clock> Acquire for Check<'_, C> {
 /// # let path = dir.path().join("compose.shm");
 /// use shmlimit::{try_acquire_all, Check, Limiter, TokenBucket};
 /// let limiter = Limiter::builder()
-///     .limit("user", TokenBucket::per_second(100).burst(10))
-///     .limit("downstream", TokenBucket::per_second(300).burst(1))
+///     .limit("user", TokenBucket::per_second(1).burst(10))
+///     .limit("downstream", TokenBucket::per_second(1).burst(1))
 ///     .create_or_open(&path)?;
 /// let (user, downstream) = (limiter.token_bucket("user")?, limiter.token_bucket("downstream")?);
 /// let checks = [Check::new(&user, 1), Check::new(&downstream, 1)];

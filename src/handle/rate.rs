@@ -27,7 +27,7 @@ use crate::wait::Reservation;
 /// use std::time::Duration;
 /// use shmlimit::{Limiter, Rate, TokenBucket};
 /// let limiter = Limiter::builder()
-///     .limit("api", TokenBucket::per_second(100).burst(2))
+///     .limit("api", TokenBucket::per_second(1).burst(2))
 ///     .create_or_open(&path)?;
 /// let api = limiter.token_bucket("api")?; // resolve once
 /// let grant = api.try_acquire(2)?; // hot path
@@ -35,8 +35,8 @@ use crate::wait::Reservation;
 /// assert!(api.try_acquire(1)?.is_denied());
 /// api.refund(&grant)?; // the work was never done
 /// assert!(api.peek(2)?.is_allowed());
-/// // Book the next token, to be used after a delay of at most 50 ms.
-/// let booked = api.reserve(1, Duration::from_millis(50))?;
+/// // Book the next token, to be used after a delay of at most 2 s.
+/// let booked = api.reserve(1, Duration::from_secs(2))?;
 /// assert!(booked.is_granted());
 /// api.set_rate(Rate::per_second(200)?)?; // live, in every process
 /// assert!(limiter.window("api").is_err()); // the kind is checked when resolving
