@@ -116,6 +116,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`crate::Error::CorruptState`] if the live parameters in the file are damaged.
     pub fn policy(&self) -> Result<Option<Policy>> {
+        if let Some(next) = self.moved_handle()? {
+            return next.policy();
+        }
         Ok(Policy::of(&self.live_algorithm()?))
     }
 }

@@ -1671,6 +1671,9 @@ impl<C: Clock> Limit<C> {
     /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
     /// current they are).
     pub fn stats(&self) -> Stats {
+        if let Ok(Some(next)) = self.moved_handle() {
+            return next.stats();
+        }
         self.tally.read()
     }
 
@@ -1680,6 +1683,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::CorruptState`] when the live parameters are damaged.
     pub fn live_algorithm(&self) -> Result<Algorithm> {
+        if let Some(next) = self.moved_handle()? {
+            return next.live_algorithm();
+        }
         let mut a = *self.algorithm();
         match &mut a {
             Algorithm::TokenBucket {
@@ -1713,6 +1719,9 @@ impl<C: Clock> Limit<C> {
     /// rate and capacity that do not fit; [`Error::CorruptState`]; [`Error::Io`] if the lock
     /// cannot be taken.
     pub(crate) fn set_rate(&self, rate: Rate) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.set_rate(rate);
+        }
         let capacity = match self.live_algorithm()? {
             Algorithm::TokenBucket { capacity, .. } => capacity,
             _ => return self.set_window_rate(rate),
@@ -1729,6 +1738,9 @@ impl<C: Clock> Limit<C> {
     /// A fleet-managed bucket ([`TokenBucketLimit::fleet_manage`](crate::TokenBucketLimit::fleet_manage)) stays fleet-managed: the new rate holds
     /// until its lease deadline, like the share it replaces.
     pub(crate) fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.set_token_bucket(capacity, rate);
+        }
         self.retune_bucket(capacity, rate, None)
     }
 
@@ -1803,6 +1815,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
     pub(crate) fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.fleet_manage(fence_capacity, fence_rate);
+        }
         if !matches!(self.params, Params::TokenBucket) {
             return Err(self.wrong_kind("is not a token bucket"));
         }
@@ -1848,6 +1863,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::WrongKind`] if the bucket is not fleet-managed.
     pub(crate) fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.set_fleet_deadline(deadline_ns);
+        }
         if self.fleet_lease()?.is_none() {
             return Err(self.wrong_kind("is not fleet-managed (see fleet_manage)"));
         }
@@ -1864,6 +1882,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
     pub(crate) fn end_fleet_management(&self) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.end_fleet_management();
+        }
         match self.live_algorithm()? {
             Algorithm::TokenBucket {
                 capacity,
@@ -1885,6 +1906,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::CorruptState`] when the parameters or the fence are damaged.
     pub fn fleet_lease(&self) -> Result<Option<FleetLease>> {
+        if let Some(next) = self.moved_handle()? {
+            return next.fleet_lease();
+        }
         if !matches!(self.params, Params::TokenBucket) {
             return Ok(None);
         }
@@ -1955,6 +1979,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::WrongKind`] for other algorithms; [`Error::InvalidParameter`] for a bad limit.
     pub(crate) fn set_limit(&self, limit: u64) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.set_limit(limit);
+        }
         let mut algo = *self.algorithm();
         match &mut algo {
             Algorithm::FixedWindow { limit: l, .. } | Algorithm::SlidingWindow { limit: l, .. } => {
@@ -1981,6 +2008,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::Io`] if the retune lock cannot be taken.
     pub fn reset(&self) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.reset();
+        }
         let _guard = self.retune_lock()?;
         file::reset_limit(&self.shared.mapped, self.index);
         Ok(())
@@ -2104,6 +2134,14 @@ impl<C: Clock> Limit<C> {
                 next.current_at(t)
             }
         }
+    }
+
+    /// For management and inspection calls: the handle of the file that replaced this one, once
+    /// the replacement check (at most once per [`REPLACEMENT_CHECK`], as decisions run it) has
+    /// noticed it, or `None` while this is still the file at the path.
+    pub(crate) fn moved_handle(&self) -> Result<Option<&Limit<C>>> {
+        let this = self.current()?;
+        Ok((!std::ptr::eq(this, self)).then_some(this))
     }
 
     /// The random id of the file this handle decides on.

@@ -303,11 +303,10 @@ fn replaced_under_running_workers(how: How) {
     let _g = fork_lock();
     let (dir, path) = temp_path("replaced.shm");
     let t0 = now_ns();
-    let old = Limiter::builder()
+    let _old = Limiter::builder()
         .limit("tb", bucket(PER_S, B))
         .create_or_open(&path)
         .unwrap();
-    let old_tb = old.limit("tb").unwrap();
     let end = t0 + 4 * SEC;
     let replace_at = t0 + SEC;
     // Word 0: pause request; word 1: paused workers.
@@ -345,6 +344,10 @@ fn replaced_under_running_workers(how: How) {
             std::thread::sleep(Duration::from_micros(200));
         }
     };
+    // A second name for the old file, to read its counters after the replacement (a handle
+    // opened by `path` follows the replacement, inspection included).
+    let keep = dir.path().join("old.keep");
+    fs::hard_link(&path, &keep).unwrap();
     match how {
         How::UnlinkRecreate => {
             fs::remove_file(&path).unwrap();
@@ -383,6 +386,8 @@ fn replaced_under_running_workers(how: How) {
     std::thread::sleep(Duration::from_nanos(
         (t_replaced + REPLACEMENT_CHECK.as_nanos() as u64 + 500 * MS).saturating_sub(now_ns()),
     ));
+    let kept = Limiter::open(&keep).unwrap();
+    let old_tb = kept.limit("tb").unwrap();
     let old_mid = old_tb.stats().allowed;
     let other_mid = other.stats().allowed;
     let mut admitted = 0;
@@ -763,6 +768,11 @@ fn permit_ids_are_released_in_the_file_that_issued_them() {
         .create_or_open(&path)
         .unwrap();
     let jobs = first.concurrency("jobs").unwrap();
+    // A second name for the first file, to inspect it after the replacement (handles opened
+    // by `path` follow the replacement, inspection included).
+    let keep = path.with_extension("keep");
+    fs::hard_link(&path, &keep).unwrap();
+    let kept = Limiter::open(&keep).unwrap();
     let old = jobs.try_acquire_permit().unwrap().unwrap().into_id();
     let _deploy = Limiter::builder()
         .limit("jobs", Concurrency::new(2))
@@ -797,7 +807,7 @@ fn permit_ids_are_released_in_the_file_that_issued_them() {
         "both released in the new file"
     );
     assert_eq!(
-        first.limit("jobs").unwrap().permit_holders().len(),
+        kept.limit("jobs").unwrap().permit_holders().len(),
         1,
         "the old one untouched"
     );
@@ -805,7 +815,7 @@ fn permit_ids_are_released_in_the_file_that_issued_them() {
         jobs.release_permit(old).unwrap(),
         "released in the old file"
     );
-    assert!(first.limit("jobs").unwrap().permit_holders().is_empty());
+    assert!(kept.limit("jobs").unwrap().permit_holders().is_empty());
     assert!(!jobs.release_permit(old).unwrap(), "only once");
 }
 
@@ -903,5 +913,40 @@ fn a_deploy_that_adds_a_limit_keeps_the_quotas_of_the_others() {
         deployed.limit("daily").unwrap().stats().denied,
         1,
         "decided on the new file"
+    );
+}
+
+/// Management and inspection calls of a handle follow a replacement as its decisions do: a
+/// retune, a reset and the statistics act on the file now at the path, not silently on the old
+/// one.
+#[test]
+fn management_calls_follow_a_replacement() {
+    let (_dir, path) = temp_path("manage.shm");
+    let first = Limiter::builder()
+        .limit("api", bucket(1, 5))
+        .create_or_open(&path)
+        .unwrap();
+    let api = first.token_bucket("api").unwrap();
+    assert!(api.try_acquire(5).unwrap().is_allowed());
+    let deployed = Limiter::builder()
+        .limit("api", bucket(1, 5))
+        .limit("b", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    api.set_token_bucket(50, Rate::per_second(1000).unwrap())
+        .unwrap();
+    let now = deployed.token_bucket("api").unwrap();
+    match now.live_algorithm().unwrap() {
+        Algorithm::TokenBucket { capacity, .. } => assert_eq!(capacity, 50, "retuned the new file"),
+        other => panic!("{other:?}"),
+    }
+    assert!(now.try_acquire(1).unwrap().is_allowed());
+    assert_eq!(api.stats().allowed, 1, "the new file's statistics");
+    api.reset().unwrap();
+    assert!(
+        now.peek(50).unwrap().is_allowed(),
+        "reset the new file: full again"
     );
 }

@@ -438,6 +438,9 @@ impl<C: Clock> Limit<C> {
     /// # Ok(()) }
     /// ```
     pub fn key_occupancy(&self) -> (usize, usize) {
+        if let Ok(Some(next)) = self.moved_handle() {
+            return next.key_occupancy();
+        }
         if self.def().keyed.is_none() {
             return (0, 0);
         }
@@ -478,6 +481,9 @@ impl<C: Clock> Limit<C> {
     /// # Ok(()) }
     /// ```
     pub fn reclaim_idle_keys(&self) -> usize {
+        if let Ok(Some(next)) = self.moved_handle() {
+            return next.reclaim_idle_keys();
+        }
         if self.def().keyed.is_none() {
             return 0;
         }

@@ -607,6 +607,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit).
     pub(crate) fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
+        if let Some(next) = self.moved_handle()? {
+            return next.key_permits_held(key);
+        }
         let tag = self.key_tag(key)?;
         let (kp, _) = self.keyed_permits()?;
         kp.held(self, tag)
@@ -685,6 +688,9 @@ impl<C: Clock> Limit<C> {
     /// Every held permit: who holds it, for which key, since when, until when. Checks each
     /// owner's liveness (system calls), for inspection; an empty list for other kinds of limit.
     pub fn permit_holders(&self) -> Vec<PermitHolder> {
+        if let Ok(Some(next)) = self.moved_handle() {
+            return next.permit_holders();
+        }
         let Ok((entries, lease_ns)) = self.entries() else {
             return Vec::new();
         };
@@ -720,6 +726,9 @@ impl<C: Clock> Limit<C> {
     /// returns how many (0 for other kinds of limit). What the CLI's `gc` runs; acquirers do the
     /// same on their slow path, so this is never needed for correctness.
     pub fn reclaim_dead_permits(&self) -> usize {
+        if let Ok(Some(next)) = self.moved_handle() {
+            return next.reclaim_dead_permits();
+        }
         let Ok((entries, lease_ns)) = self.entries() else {
             return 0;
         };
