@@ -950,3 +950,40 @@ fn management_calls_follow_a_replacement() {
         "reset the new file: full again"
     );
 }
+
+/// A wait for a permit goes on in the file that replaced the one it started in: it is granted
+/// there (the new file's permits are free), instead of waiting out its timeout on the old file.
+#[test]
+fn a_permit_wait_moves_to_the_file_that_replaced_its_own() {
+    use shmlimit::Concurrency;
+    let (_dir, path) = temp_path("permit-wait.shm");
+    let first = Limiter::builder()
+        .limit("jobs", Concurrency::new(1))
+        .create_or_open(&path)
+        .unwrap();
+    let jobs = first.concurrency("jobs").unwrap();
+    let held = jobs.try_acquire_permit().unwrap().expect("the only permit");
+    let waiter = {
+        let jobs = jobs.clone();
+        std::thread::spawn(move || {
+            let start = std::time::Instant::now();
+            let got = jobs.acquire_permit_timeout(Duration::from_secs(5)).unwrap();
+            (got.map(|p| p.release()), start.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let _deploy = Limiter::builder()
+        .limit("jobs", Concurrency::new(1))
+        .limit("other", bucket(1, 1))
+        .on_conflict(OnConflict::Adopt)
+        .create_or_open(&path)
+        .unwrap();
+    let (released, waited) = waiter.join().unwrap();
+    assert_eq!(
+        released,
+        Some(true),
+        "granted in the new file, after {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(4), "it waited {waited:?}");
+    drop(held);
+}

@@ -153,6 +153,16 @@ fn file_tag(file_id: u64) -> u64 {
     file_id % TAG_MASK + 1
 }
 
+/// How a wait for a permit ended (returned once per wait: the size of the `Done` variant does
+/// not matter).
+#[allow(clippy::large_enum_variant)]
+enum Waited<'a, C: Clock> {
+    /// With this outcome (a permit, or none when the time ran out).
+    Done(Option<Permit<C>>),
+    /// The file was replaced: go on waiting in the new one (its handle), for the time left.
+    Moved(&'a Limit<C>, Duration),
+}
+
 impl<C: Clock> Permit<C> {
     /// A number naming this permit, for [`ConcurrencyLimit::release_permit`](crate::ConcurrencyLimit::release_permit) (the C ABI): unique
     /// among the permits held at once, never 0. A permit that holds nothing (granted by a
@@ -490,36 +500,49 @@ impl<C: Clock> Limit<C> {
         }
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
-        self.wait_for_permit(0, timeout, || {
+        match self.wait_for_permit(0, timeout, || {
             let entry = self.grab(&table, lease_ns, me);
             Ok(entry.map(Some))
-        })
+        })? {
+            Waited::Done(permit) => Ok(permit),
+            Waited::Moved(next, left) => next.acquire_permit_timeout(left),
+        }
     }
 
     /// Try `attempt` until it grants (`Some`) or `timeout` passes, sleeping on the futex words
     /// of `tag` between attempts (woken by releases, and at least every [`PERMIT_RECHECK`]).
+    ///
+    /// Between attempts the replacement check runs as for decisions: once the file was
+    /// replaced, the wait goes on in the new file for the time left (`Waited::Moved`).
     fn wait_for_permit(
         &self,
         tag: u64,
         timeout: Duration,
         mut attempt: impl FnMut() -> Result<Option<Option<(usize, OwnerWord)>>>,
-    ) -> Result<Option<Permit<C>>> {
+    ) -> Result<Waited<'_, C>> {
         let deadline = Instant::now().checked_add(timeout);
         let (seq, waiters) = self.futex_words(tag);
         loop {
             // SeqCst: read before trying, so a release after the try changes it (futex docs).
             let seen = futex::futex_value(seq.load(Ordering::SeqCst));
             if let Some(entry) = attempt()? {
-                return Ok(self.permit_outcome(true, entry));
+                return Ok(Waited::Done(self.permit_outcome(true, entry)));
             }
             let left = match deadline {
                 Some(d) => d.saturating_duration_since(Instant::now()),
                 None => PERMIT_RECHECK,
             };
             if left.is_zero() || self.def().shadow {
-                return Ok(self.permit_outcome(false, None));
+                return Ok(Waited::Done(self.permit_outcome(false, None)));
             }
             futex::wait(seq, waiters, seen, left.min(PERMIT_RECHECK));
+            if let Some(next) = self.moved_handle()? {
+                let left = match deadline {
+                    Some(d) => d.saturating_duration_since(Instant::now()),
+                    None => Duration::MAX,
+                };
+                return Ok(Waited::Moved(next, left));
+            }
         }
     }
 
@@ -595,10 +618,13 @@ impl<C: Clock> Limit<C> {
         let tag = self.key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
         let me = self.own_identity()?;
-        self.wait_for_permit(tag, timeout, || {
+        match self.wait_for_permit(tag, timeout, || {
             let got = self.grab_key(&kp, tag, lease_ns, me)?;
             self.key_outcome(&kp, got)
-        })
+        })? {
+            Waited::Done(permit) => Ok(permit),
+            Waited::Moved(next, left) => next.acquire_key_permit_timeout(key, left),
+        }
     }
 
     /// How many of `key`'s permits are held now (0 for a key without a slot).
