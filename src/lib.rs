@@ -50,6 +50,7 @@ mod algo;
 pub mod c_abi;
 mod clock;
 mod compose;
+mod engine;
 mod error;
 mod file;
 mod handle;

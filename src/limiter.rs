@@ -6,20 +6,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::{Backoff, CachePadded};
+use crossbeam_utils::CachePadded;
 
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{try_decide, Decision, Fault, Step};
+use crate::algo::{mutate, try_decide, Change, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine;
+pub(crate) use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, pack_window_limit, unpack_window_limit, word};
 use crate::file::reboot::{OnReboot, RebootInfo};
 use crate::file::{self, Access, Mapped};
 use crate::reconcile::{self, OnConflict};
-use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate, MAX_CAPACITY};
+use crate::spec::{Algorithm, Alignment, IntoAlgorithm, Keyed, LimitDef, Rate};
 use crate::tally::{Region, Tally};
 
 /// Defines limits and creates or attaches to a limiter file.
@@ -336,17 +338,6 @@ fn normalize(mut def: LimitDef) -> LimitDef {
         }
     }
     def
-}
-
-/// The per-limit parameters a decision needs, in process memory. Live-tunable parameters (the
-/// bucket's rate and capacity, a window's limit) are read from the control line instead.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Params {
-    TokenBucket,
-    FixedWindow(FixedWindow),
-    SlidingWindow(SlidingWindow),
-    SlidingLog(SlidingLog),
-    Concurrency { permits: u64, lease_ns: u64 },
 }
 
 pub(crate) struct Shared {
@@ -1055,6 +1046,14 @@ impl<C: Clock> Limit<C> {
         unsafe { &*self.control.add(i) }
     }
 
+    /// The limit's control line, as the engines take it.
+    #[inline(always)]
+    pub(crate) fn control_line(&self) -> &[AtomicU64] {
+        // SAFETY: `control` points at the 16 aligned words of this limit's control line inside
+        // the live mapping (established in `limit_at` from the validated geometry).
+        unsafe { std::slice::from_raw_parts(self.control, layout::LINE / 8) }
+    }
+
     /// The words after the control line: log entries, permits, or the key table.
     #[inline(always)]
     pub(crate) fn area(&self) -> &[AtomicU64] {
@@ -1091,38 +1090,8 @@ impl<C: Clock> Limit<C> {
     /// whether the slot is a fleet share (its check carries [`bucket::FLEET`]).
     #[inline(always)]
     fn slot_params(&self, base: usize) -> Result<(Gcra, bool)> {
-        // A mismatch means a retune is between its stores: spin, exponentially longer each time
-        // (crossbeam's Backoff, at most 2^6 spin hints a round), rather than re-reading the
-        // line the retuning process is writing at once.
-        let backoff = Backoff::new();
-        for _ in 0..64 {
-            // Acquire on the check word: pairs with the Release store a retune ends with, so the
-            // two parameter words read after it are at least as new. A torn read fails the check.
-            let check = self.control(base + 2).load(Ordering::Acquire);
-            let emission_ns = self.control(base).load(Ordering::Relaxed);
-            let capacity = self.control(base + 1).load(Ordering::Relaxed);
-            // A retune writes the two words, then the check: a read that mixes versions fails
-            // the check and is retried.
-            let mark = bucket::check(emission_ns, capacity) ^ check;
-            if mark == 0 || mark == bucket::FLEET {
-                if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
-                    break;
-                }
-                return match capacity.checked_mul(emission_ns) {
-                    Some(tol) if tol <= 1 << 62 => Ok((
-                        Gcra {
-                            emission_ns,
-                            tolerance_ns: tol,
-                            capacity,
-                        },
-                        mark != 0,
-                    )),
-                    _ => break,
-                };
-            }
-            backoff.spin();
-        }
-        Err(self.fault(Fault::Corrupt))
+        engine::bucket::read_slot(self.control_line(), base)
+            .ok_or_else(|| self.fault(Fault::Corrupt))
     }
 
     /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
@@ -1619,24 +1588,16 @@ impl<C: Clock> Limit<C> {
             }
             Params::TokenBucket if self.split > 1 => {
                 let i = grant.stamp as usize % self.split;
-                let state = self.sub_state(i);
-                // Acquire: pairs with the decisions' AcqRel CAS.
-                let mut current = state.load(Ordering::Acquire);
-                loop {
-                    let tag = current & bucket::PARAM_TAG;
-                    let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
-                    let now = self.clock.now_ns();
-                    let new = sub.refund(now, current & !bucket::PARAM_TAG, units) | tag;
-                    if new == current {
-                        return Ok(());
-                    }
-                    // AcqRel: a refund is a state change like a decision.
-                    match state.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire)
-                    {
-                        Ok(_) => return Ok(()),
-                        Err(actual) => current = actual,
-                    }
-                }
+                mutate(
+                    self.sub_state(i),
+                    || self.clock.now_ns(),
+                    |now, current| {
+                        let tag = current & bucket::PARAM_TAG;
+                        let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
+                        let new = sub.refund(now, current & !bucket::PARAM_TAG, units) | tag;
+                        Ok(Change::unless_same(current, new))
+                    },
+                )
             }
             _ => self.refund_in(self.control(0), grant, units),
         }
@@ -1653,19 +1614,14 @@ impl<C: Clock> Limit<C> {
 
     /// The refund CAS loop on one single-word state (unkeyed state or a key's state word).
     pub(crate) fn refund_in(&self, state: &AtomicU64, grant: &Decision, units: u64) -> Result<()> {
-        // Acquire: pairs with the decisions' AcqRel CAS.
-        let mut current = state.load(Ordering::Acquire);
-        loop {
-            let new = self.refund_word(self.clock.now_ns(), current, grant, units)?;
-            if new == current {
-                return Ok(());
-            }
-            // AcqRel: a refund is a state change like a decision.
-            match state.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(()),
-                Err(actual) => current = actual,
-            }
-        }
+        mutate(
+            state,
+            || self.clock.now_ns(),
+            |now, current| {
+                let new = self.refund_word(now, current, grant, units)?;
+                Ok(Change::unless_same(current, new))
+            },
+        )
     }
 
     /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
@@ -1692,9 +1648,7 @@ impl<C: Clock> Limit<C> {
                 capacity,
                 emission_ns,
             } => {
-                // Acquire: pairs with the Release store that ends a retune.
-                let active = self.control(bucket::ACTIVE).load(Ordering::Acquire) as usize & 1;
-                let g = self.bucket_params(active)?;
+                let g = self.bucket_params(engine::bucket::active(self.control_line()))?;
                 *capacity = g.capacity;
                 *emission_ns = g.emission_ns;
             }
@@ -1761,42 +1715,25 @@ impl<C: Clock> Limit<C> {
 
     /// [`Limit::retune_bucket`] with the retune lock held.
     fn retune_bucket_locked(&self, capacity: u64, rate: Rate, fleet: Option<bool>) -> Result<()> {
-        let active = (self.control(bucket::ACTIVE).load(Ordering::Acquire) & 1) as usize;
-        let (old, was_fleet) = self.slot_params(bucket::PARAMS[active])?;
-        let mark = if fleet.unwrap_or(was_fleet) {
-            bucket::FLEET
-        } else {
-            0
-        };
-        let next = 1 - active;
-        let base = bucket::PARAMS[next];
-        // Relaxed: the slot is inactive (no state word is tagged with it); the Release stores
-        // below publish it before any state word points at it.
-        self.control(base)
-            .store(rate.emission_ns(), Ordering::Relaxed);
-        self.control(base + 1).store(capacity, Ordering::Relaxed);
-        self.control(base + 2).store(
-            bucket::check(rate.emission_ns(), capacity) ^ mark,
-            Ordering::Release,
-        );
-        let new = self.bucket_params(next)?;
+        let control = self.control_line();
+        let engine::bucket::Retune { old, new, tag } =
+            engine::bucket::stage_retune(control, rate.emission_ns(), capacity, fleet)
+                .ok_or_else(|| self.fault(Fault::Corrupt))?;
         if self.split > 1 {
             for i in 0..self.split {
                 self.rescale_in(
                     self.sub_state(i),
                     self.sub_params(old, i),
                     self.sub_params(new, i),
-                    next,
-                )?;
+                    tag,
+                );
             }
         } else if !self.keyed {
-            self.rescale_in(self.control(0), old, new, next)?;
+            self.rescale_in(self.control(0), old, new, tag);
         } else {
-            crate::keyed::rescale_all(self, old, new, next)?;
+            crate::keyed::rescale_all(self, old, new, tag)?;
         }
-        // Release: readers of ACTIVE (retuners, resets, inspectors) see the finished slot.
-        self.control(bucket::ACTIVE)
-            .store(next as u64, Ordering::Release);
+        engine::bucket::activate(control, tag);
         Ok(())
     }
 
@@ -1828,22 +1765,19 @@ impl<C: Clock> Limit<C> {
         .validate(self.name())?;
         let managed = {
             let _guard = self.retune_lock()?;
-            let active = (self.control(bucket::ACTIVE).load(Ordering::Acquire) & 1) as usize;
+            let active = engine::bucket::active(self.control_line());
             let managed = self.slot_params(bucket::PARAMS[active])?.1;
             if !managed {
                 // Release: a decision that reads the deadline sees 0 (fenced) or a later one.
                 self.control(bucket::DEADLINE).store(0, Ordering::Release);
             }
-            let e = fence_rate.emission_ns();
-            // The check first, so that a decision reading the slot mid-write fails its check
-            // (and retries) rather than mixing two fences; Release on the final check: the
-            // words are published with it.
-            self.control(bucket::FENCE + 2).store(0, Ordering::Relaxed);
-            self.control(bucket::FENCE).store(e, Ordering::Relaxed);
-            self.control(bucket::FENCE + 1)
-                .store(fence_capacity, Ordering::Relaxed);
-            self.control(bucket::FENCE + 2)
-                .store(bucket::check(e, fence_capacity), Ordering::Release);
+            engine::bucket::write_slot(
+                self.control_line(),
+                bucket::FENCE,
+                fence_rate.emission_ns(),
+                fence_capacity,
+                0,
+            );
             managed
         };
         if managed {
@@ -1912,8 +1846,7 @@ impl<C: Clock> Limit<C> {
         if !matches!(self.params, Params::TokenBucket) {
             return Ok(None);
         }
-        // Acquire: pairs with the Release store that ends a retune.
-        let active = self.control(bucket::ACTIVE).load(Ordering::Acquire) as usize & 1;
+        let active = engine::bucket::active(self.control_line());
         let (g, fleet) = self.slot_params(bucket::PARAMS[active])?;
         if !fleet {
             return Ok(None);
@@ -1936,26 +1869,8 @@ impl<C: Clock> Limit<C> {
     }
 
     /// Move one bucket state from parameters `old` to `new` (slot `tag`), keeping its tokens.
-    pub(crate) fn rescale_in(
-        &self,
-        state: &AtomicU64,
-        old: Gcra,
-        new: Gcra,
-        tag: usize,
-    ) -> Result<()> {
-        // Acquire: pairs with the decisions' AcqRel CAS.
-        let mut current = state.load(Ordering::Acquire);
-        loop {
-            if (current >> 63) as usize == tag {
-                return Ok(()); // already moved
-            }
-            let word = rescale_word(self.clock.now_ns(), current, old, new, tag);
-            // AcqRel: the flip publishes the new slot (Release) to whoever decides next.
-            match state.compare_exchange(current, word, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => return Ok(()),
-                Err(actual) => current = actual,
-            }
-        }
+    pub(crate) fn rescale_in(&self, state: &AtomicU64, old: Gcra, new: Gcra, tag: usize) {
+        engine::bucket::rescale(state, || self.clock.now_ns(), old, new, tag);
     }
 
     fn set_window_rate(&self, rate: Rate) -> Result<()> {
@@ -2178,15 +2093,4 @@ impl Drop for RetuneGuard<'_> {
         // memory preconditions.
         unsafe { libc::flock(self.fd, libc::LOCK_UN) };
     }
-}
-
-/// A bucket state computed with `old` parameters, re-expressed with `new` ones (slot `tag`):
-/// the tokens in use `(tat - now) / T_old` are kept, rounded up.
-pub(crate) fn rescale_word(now: u64, word: u64, old: Gcra, new: Gcra, tag: usize) -> u64 {
-    let tat = word & !bucket::PARAM_TAG;
-    let used = tat.saturating_sub(now) as u128;
-    let scaled = (used * new.emission_ns as u128).div_ceil(old.emission_ns as u128);
-    let scaled = scaled.min((new.tolerance_ns as u128) * 2) as u64;
-    let tat = if used == 0 { tat } else { now + scaled };
-    (tat & !bucket::PARAM_TAG) | ((tag as u64) << 63)
 }

@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub trait AtomicWord {
     /// Atomic load.
     fn load(&self, order: Ordering) -> u64;
+    /// Atomic store.
+    fn store(&self, value: u64, order: Ordering);
     /// Strong compare-and-swap.
     fn compare_exchange(
         &self,
@@ -25,6 +27,10 @@ impl AtomicWord for AtomicU64 {
     #[inline(always)]
     fn load(&self, order: Ordering) -> u64 {
         AtomicU64::load(self, order)
+    }
+    #[inline(always)]
+    fn store(&self, value: u64, order: Ordering) {
+        AtomicU64::store(self, value, order)
     }
     #[inline(always)]
     fn compare_exchange(
@@ -42,6 +48,9 @@ impl AtomicWord for AtomicU64 {
 impl AtomicWord for loom::sync::atomic::AtomicU64 {
     fn load(&self, order: Ordering) -> u64 {
         loom::sync::atomic::AtomicU64::load(self, order)
+    }
+    fn store(&self, value: u64, order: Ordering) {
+        loom::sync::atomic::AtomicU64::store(self, value, order)
     }
     fn compare_exchange(
         &self,

@@ -76,7 +76,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::algo::gcra::Gcra;
-use crate::algo::Decision;
+use crate::algo::{mutate, Change, Decision};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::file::layout::bucket::PARAM_TAG;
@@ -251,57 +251,46 @@ impl<C: Clock> Limit<C> {
             ));
         }
         let max_delay = nanos(max_delay);
-        let state = self.control(0);
-        // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
-        let mut current = state.load(Ordering::Acquire);
-        loop {
-            let tag = current & PARAM_TAG;
-            let now = self.clock().now_ns();
-            // A fleet share books only within its lease; past it, the fence decides.
-            let at = self.bucket_at((tag >> 63) as usize, now)?;
-            let g = at.g;
-            if n > g.capacity && at.fenced {
-                let decision = Decision::denied(u64::MAX, 0, g.emission_ns).of(g.tolerance_ns);
-                return Ok(self.reservation(decision, n, None, now, u64::MAX));
-            }
-            if n > g.capacity {
-                return Err(Error::CostExceedsCapacity {
-                    cost: n,
-                    capacity: g.capacity,
-                });
-            }
-            match book(
-                &g,
-                now,
-                current & !PARAM_TAG,
-                n,
-                max_delay.min(at.horizon_ns),
-            ) {
-                Booking::Refused { delay } => {
-                    let tat = current & !PARAM_TAG;
-                    let decision = Decision::denied(delay, 0, g.emission_ns)
-                        .of(g.tolerance_ns)
-                        .resetting(tat.saturating_sub(now));
-                    return Ok(self.reservation(decision, n, None, now, delay));
+        // What the booking concluded: its decision, the word it stored, when, and its delay.
+        let (decision, booked, now, delay) = mutate(
+            self.control(0),
+            || self.clock().now_ns(),
+            |now, current| {
+                let tag = current & PARAM_TAG;
+                // A fleet share books only within its lease; past it, the fence decides.
+                let at = self.bucket_at((tag >> 63) as usize, now)?;
+                let g = at.g;
+                if n > g.capacity && at.fenced {
+                    let decision = Decision::denied(u64::MAX, 0, g.emission_ns).of(g.tolerance_ns);
+                    return Ok(Change::Keep((decision, None, now, u64::MAX)));
                 }
-                Booking::Granted { new_tat, delay } => {
-                    let word = new_tat | tag;
-                    // AcqRel on success: a booking is an admission; Acquire on failure: retry
-                    // from the word that beat us.
-                    match state.compare_exchange(current, word, Ordering::AcqRel, Ordering::Acquire)
-                    {
-                        Ok(_) => {
-                            let slack = g.tolerance_ns.saturating_sub(new_tat - now);
-                            let decision = Decision::allowed(slack, g.emission_ns)
-                                .of(g.tolerance_ns)
-                                .resetting(new_tat - now);
-                            return Ok(self.reservation(decision, n, Some(word), now, delay));
-                        }
-                        Err(actual) => current = actual,
+                if n > g.capacity {
+                    return Err(Error::CostExceedsCapacity {
+                        cost: n,
+                        capacity: g.capacity,
+                    });
+                }
+                let tat = current & !PARAM_TAG;
+                Ok(match book(&g, now, tat, n, max_delay.min(at.horizon_ns)) {
+                    Booking::Refused { delay } => {
+                        let decision = Decision::denied(delay, 0, g.emission_ns)
+                            .of(g.tolerance_ns)
+                            .resetting(tat.saturating_sub(now));
+                        Change::Keep((decision, None, now, delay))
                     }
-                }
-            }
-        }
+                    // A booking is an admission: stored with the loop's CAS.
+                    Booking::Granted { new_tat, delay } => {
+                        let word = new_tat | tag;
+                        let slack = g.tolerance_ns.saturating_sub(new_tat - now);
+                        let decision = Decision::allowed(slack, g.emission_ns)
+                            .of(g.tolerance_ns)
+                            .resetting(new_tat - now);
+                        Change::Write(word, (decision, Some(word), now, delay))
+                    }
+                })
+            },
+        )?;
+        Ok(self.reservation(decision, n, booked, now, delay))
     }
 
     /// Count the booking and build the reservation (shadow mode grants a refused one, booking

@@ -3,12 +3,14 @@
 //! # Implementation details
 //!
 //! Each single-word algorithm ([`gcra`], [`fixed_window`], [`sliding_window`]) is a function
-//! `step(now, word, cost) -> Step` that never touches memory; [`decide`] is the one CAS loop that
-//! applies it to a word in the mapped file (or to a loom atomic in the models): load the word, read
-//! the clock, compute, and commit the new word with one compare-and-swap, re-reading the clock on
-//! every retry so that the time a decision is dated by is never older than the state it was
-//! computed from by more than one loop iteration. A process killed at any instruction leaves either
-//! the old word or the new one: nothing is ever half-written.
+//! `step(now, word, cost) -> Step` that never touches memory; [`mutate`] is the one CAS loop that
+//! changes a word in the mapped file (or a loom atomic in the models), for decisions
+//! ([`try_decide`] applies a step with it) as for refunds, the rescale of a retune and
+//! reservations: load the word, read the clock, compute, and commit the new word with one
+//! compare-and-swap, re-reading the clock on every retry so that the time a change is dated by is
+//! never older than the state it was computed from by more than one loop iteration. A process
+//! killed at any instruction leaves either the old word or the new one: nothing is ever
+//! half-written.
 //!
 //! The exact sliding log ([`sliding_log`]) needs a ring of entries; its commit is still a single
 //! CAS (on the claimed entry), with the ring head as a hint that anyone may advance.
@@ -287,30 +289,110 @@ pub(crate) fn decide<A: AtomicWord>(
 }
 
 /// [`decide`] for a step that can fail (damaged live parameters, a cost above a retuned
-/// capacity): the error ends the loop with nothing written.
+/// capacity): the error ends the loop with nothing written. A use of [`mutate`].
 #[inline(always)]
 pub(crate) fn try_decide<A: AtomicWord, E>(
     word: &A,
-    mut now: impl FnMut() -> u64,
+    now: impl FnMut() -> u64,
     commit: bool,
-    mut step: impl FnMut(u64, u64) -> Result<Step, E>,
+    step: impl FnMut(u64, u64) -> Result<Step, E>,
 ) -> Result<Decision, E> {
-    // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
+    mutate(word, now, Decide { step, commit })
+}
+
+/// A decision as a [`Mutation`]: an admission writes (unless a peek), a denial keeps the word.
+struct Decide<S> {
+    step: S,
+    commit: bool,
+}
+
+impl<E, S: FnMut(u64, u64) -> Result<Step, E>> Mutation for Decide<S> {
+    type Out = Decision;
+    type Error = E;
+    // A method, not a closure, so that it can be inlined into the loop for sure: the decision
+    // path pays nothing for sharing the loop.
+    #[inline(always)]
+    fn change(&mut self, now: u64, word: u64) -> Result<Change<Decision>, E> {
+        match (self.step)(now, word) {
+            Ok(Step::Deny(decision)) => Ok(Change::Keep(decision)),
+            Ok(Step::Admit { new, decision }) => Ok(if self.commit {
+                Change::Write(new, decision)
+            } else {
+                // A peek: what the admission would be, with nothing written.
+                Change::Keep(decision)
+            }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// What [`mutate`] computes on each attempt: from the clock's time and the word loaded, the
+/// change to make. Closures `FnMut(now, word) -> Result<Change<R>, E>` are mutations.
+pub(crate) trait Mutation {
+    /// What the loop returns.
+    type Out;
+    /// What ends the loop with nothing written.
+    type Error;
+    /// The change to make to `word` at `now`.
+    fn change(&mut self, now: u64, word: u64) -> Result<Change<Self::Out>, Self::Error>;
+}
+
+impl<R, E, F: FnMut(u64, u64) -> Result<Change<R>, E>> Mutation for F {
+    type Out = R;
+    type Error = E;
+    #[inline(always)]
+    fn change(&mut self, now: u64, word: u64) -> Result<Change<R>, E> {
+        self(now, word)
+    }
+}
+
+/// What one attempt of [`mutate`] concluded from the word it loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Change<R> {
+    /// Replace the word by `.0` (if it is still the word loaded), then return `.1`.
+    Write(u64, R),
+    /// Leave the word as it is and return this.
+    Keep(R),
+}
+
+impl Change<()> {
+    /// Write `new` unless it is the word `current` already holds.
+    #[inline(always)]
+    pub(crate) fn unless_same(current: u64, new: u64) -> Self {
+        if new == current {
+            Change::Keep(())
+        } else {
+            Change::Write(new, ())
+        }
+    }
+}
+
+/// The one loop that changes a state word: decisions ([`try_decide`]), refunds, the rescale of
+/// a retune and reservations all go through it.
+///
+/// Each attempt loads the word (first) or takes the word that beat its CAS (on a retry), then
+/// reads the clock with `now`, then computes with `mutation`, then commits with one
+/// CAS: the clock is always read after the word it is compared with, so a retry never dates a
+/// change earlier than the state it saw. An error ends the loop with nothing written.
+#[inline(always)]
+pub(crate) fn mutate<A: AtomicWord, M: Mutation>(
+    word: &A,
+    mut now: impl FnMut() -> u64,
+    mut mutation: M,
+) -> Result<M::Out, M::Error> {
+    // Acquire: pairs with the AcqRel CAS of the change that wrote this word.
     let mut current = word.load(Ordering::Acquire);
     loop {
-        match step(now(), current)? {
-            Step::Deny(decision) => return Ok(decision),
-            Step::Admit { new, decision } => {
-                if !commit {
-                    return Ok(decision);
-                }
-                // AcqRel on success: the next decision's Acquire load sees this one whole.
+        match mutation.change(now(), current)? {
+            Change::Keep(out) => return Ok(out),
+            Change::Write(new, out) => {
+                // AcqRel on success: the next change's Acquire load sees this one whole.
                 // Acquire on failure: we retry from the word that beat us. No backoff on failure
-                // (crossbeam's `Backoff`): a failed CAS means another decision committed, and the
+                // (crossbeam's `Backoff`): a failed CAS means another change committed, and the
                 // retry already has the word it wrote, so waiting would only add latency to the
-                // loser; the decision is one line, one CAS, and never waits for anyone.
+                // loser; a decision is one line, one CAS, and never waits for anyone.
                 match word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return Ok(decision),
+                    Ok(_) => return Ok(out),
                     Err(actual) => current = actual,
                 }
             }
@@ -319,4 +401,4 @@ pub(crate) fn try_decide<A: AtomicWord, E>(
 }
 
 #[cfg(test)]
-mod loom_models;
+pub(crate) mod loom_models;

@@ -121,9 +121,11 @@ mod loom_models;
 use crate::algo::gcra::Gcra;
 use crate::algo::{Decision, Step};
 use crate::clock::Clock;
+use crate::engine::bucket::rescale_word;
+use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket;
-use crate::limiter::{rescale_word, Limit, Params};
+use crate::limiter::Limit;
 use crate::spec::FullPolicy;
 
 use table::{Outcome, Table};

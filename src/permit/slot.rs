@@ -122,17 +122,11 @@ pub(crate) fn stamped_since(owner: OwnerWord, stamp: u64) -> Option<u64> {
 
 /// The atomic operations the permit table needs beyond [`AtomicWord`].
 pub(crate) trait PermitAtomic: AtomicWord {
-    /// Atomic store.
-    fn store(&self, value: u64, order: Ordering);
     /// Atomic wrapping add; returns the previous value.
     fn fetch_add(&self, value: u64, order: Ordering) -> u64;
 }
 
 impl PermitAtomic for std::sync::atomic::AtomicU64 {
-    #[inline(always)]
-    fn store(&self, value: u64, order: Ordering) {
-        std::sync::atomic::AtomicU64::store(self, value, order)
-    }
     #[inline(always)]
     fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
         std::sync::atomic::AtomicU64::fetch_add(self, value, order)
@@ -141,9 +135,6 @@ impl PermitAtomic for std::sync::atomic::AtomicU64 {
 
 #[cfg(test)]
 impl PermitAtomic for loom::sync::atomic::AtomicU64 {
-    fn store(&self, value: u64, order: Ordering) {
-        loom::sync::atomic::AtomicU64::store(self, value, order)
-    }
     fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
         loom::sync::atomic::AtomicU64::fetch_add(self, value, order)
     }

@@ -1,0 +1,175 @@
+//! The token bucket's words on its control line (see `file/layout.rs`, `bucket`): two parameter
+//! slots (emission ns, capacity, check word), the `ACTIVE` word naming the slot a retune last
+//! finished, the fleet lease deadline and the fence slot; and bit 63 of every state word (the
+//! unkeyed one, each sub-bucket's, each key's), the tag naming the slot its TAT was computed
+//! with.
+//!
+//! # Implementation details
+//!
+//! A retune ([`stage_retune`], then [`rescale`] of every state word, then [`activate`]), under
+//! the file's retune lock so that retunes never overlap:
+//!
+//! 1. reads the active slot (the old parameters) and writes the new parameters into the other,
+//!    inactive one with [`write_slot`]: its check word cleared, the two parameter words, then
+//!    the check word (Release). No state word is tagged with the inactive slot, so no decision
+//!    uses it meanwhile; one still reading it from a stale word fails the check (the words are
+//!    torn) or reads a whole version, and its CAS fails anyway, since that word was rescaled;
+//! 2. moves each state word to the new slot with one CAS ([`rescale_word`]: the tokens in use
+//!    are kept, so no transition admits more than the larger of the two buckets): a decision
+//!    that loaded the old word fails its CAS, re-reads the word with its new tag and, through
+//!    the Acquire of that read, sees the slot the retune published before;
+//! 3. stores `ACTIVE` (Release), for retuners, resets and inspectors.
+//!
+//! A reader ([`read_slot`]) loads the check word (Acquire), then the two parameter words, and
+//! accepts them only if the check matches (a fleet share's check is XORed with
+//! [`bucket::FLEET`]); a mismatch is a retune between its stores, retried with a backoff, and
+//! a mismatch that persists is damage.
+//!
+//! The loom model `engine::loom_models` runs these functions against decisions.
+
+use std::sync::atomic::Ordering;
+
+use crossbeam_utils::Backoff;
+
+use crate::algo::gcra::Gcra;
+use crate::algo::{mutate, Change};
+use crate::file::layout::bucket;
+use crate::spec::MAX_CAPACITY;
+use crate::sync::AtomicWord;
+
+/// The parameters in the slot at control word `base` (emission, capacity, check), and whether
+/// the slot is a fleet share (its check carries [`bucket::FLEET`]); `None` for damaged ones.
+#[inline(always)]
+pub(crate) fn read_slot<A: AtomicWord>(control: &[A], base: usize) -> Option<(Gcra, bool)> {
+    // A mismatch means a retune is between its stores: spin, exponentially longer each time
+    // (crossbeam's Backoff, at most 2^6 spin hints a round), rather than re-reading the
+    // line the retuning process is writing at once.
+    let backoff = Backoff::new();
+    for _ in 0..64 {
+        // Acquire on the check word: pairs with the Release store a retune ends with, so the
+        // two parameter words read after it are at least as new. A torn read fails the check.
+        let check = control[base + 2].load(Ordering::Acquire);
+        let emission_ns = control[base].load(Ordering::Relaxed);
+        let capacity = control[base + 1].load(Ordering::Relaxed);
+        // A retune writes the two words, then the check: a read that mixes versions fails
+        // the check and is retried.
+        let mark = bucket::check(emission_ns, capacity) ^ check;
+        if mark == 0 || mark == bucket::FLEET {
+            if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
+                return None;
+            }
+            return match capacity.checked_mul(emission_ns) {
+                Some(tol) if tol <= 1 << 62 => Some((
+                    Gcra {
+                        emission_ns,
+                        tolerance_ns: tol,
+                        capacity,
+                    },
+                    mark != 0,
+                )),
+                _ => None,
+            };
+        }
+        backoff.spin();
+    }
+    None
+}
+
+/// Write a parameter slot at control word `base` that no state word names (the inactive slot,
+/// or the fence): its check cleared first, so that a reader mid-write fails its check (and
+/// retries) rather than mixing two versions; the check last, Release, publishing the words.
+/// `mark`: [`bucket::FLEET`] for a fleet share, else 0.
+pub(crate) fn write_slot<A: AtomicWord>(
+    control: &[A],
+    base: usize,
+    emission_ns: u64,
+    capacity: u64,
+    mark: u64,
+) {
+    // Relaxed: published by the Release store of the check word below.
+    control[base + 2].store(0, Ordering::Relaxed);
+    control[base].store(emission_ns, Ordering::Relaxed);
+    control[base + 1].store(capacity, Ordering::Relaxed);
+    control[base + 2].store(
+        bucket::check(emission_ns, capacity) ^ mark,
+        Ordering::Release,
+    );
+}
+
+/// The slot a retune last finished (see [`activate`]).
+pub(crate) fn active<A: AtomicWord>(control: &[A]) -> usize {
+    // Acquire: pairs with the Release store that ends a retune.
+    (control[bucket::ACTIVE].load(Ordering::Acquire) & 1) as usize
+}
+
+/// A retune under way: what each state word moves from and to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retune {
+    /// The active slot's parameters.
+    pub old: Gcra,
+    /// The new parameters, now in slot `tag`.
+    pub new: Gcra,
+    /// The slot they were written to.
+    pub tag: usize,
+}
+
+/// The first step of a retune (under the retune lock): write `emission_ns`, `capacity` into the
+/// inactive slot, a fleet share (`Some(true)`), a plain rate (`Some(false)`) or as the active
+/// slot is (`None`). `None` back when the active slot or the new one reads as damaged.
+pub(crate) fn stage_retune<A: AtomicWord>(
+    control: &[A],
+    emission_ns: u64,
+    capacity: u64,
+    fleet: Option<bool>,
+) -> Option<Retune> {
+    let from = active(control);
+    let (old, was_fleet) = read_slot(control, bucket::PARAMS[from])?;
+    let mark = if fleet.unwrap_or(was_fleet) {
+        bucket::FLEET
+    } else {
+        0
+    };
+    let tag = 1 - from;
+    write_slot(control, bucket::PARAMS[tag], emission_ns, capacity, mark);
+    let (new, _) = read_slot(control, bucket::PARAMS[tag])?;
+    Some(Retune { old, new, tag })
+}
+
+/// The last step of a retune, once every state word was rescaled: name slot `tag` active.
+pub(crate) fn activate<A: AtomicWord>(control: &[A], tag: usize) {
+    // Release: readers of ACTIVE (retuners, resets, inspectors) see the finished slot.
+    control[bucket::ACTIVE].store(tag as u64, Ordering::Release);
+}
+
+/// Move one bucket state from parameters `old` to `new` (slot `tag`), keeping its tokens: one
+/// CAS, unless a retune already moved it.
+pub(crate) fn rescale<A: AtomicWord>(
+    state: &A,
+    now: impl FnMut() -> u64,
+    old: Gcra,
+    new: Gcra,
+    tag: usize,
+) {
+    let moved = mutate(state, now, |now, current| {
+        Ok::<_, std::convert::Infallible>(if (current >> 63) as usize == tag {
+            Change::Keep(()) // already moved
+        } else {
+            Change::Write(rescale_word(now, current, old, new, tag), ())
+        })
+    });
+    match moved {
+        Ok(()) => {}
+        Err(never) => match never {},
+    }
+}
+
+/// A bucket state computed with `old` parameters, re-expressed with `new` ones (slot `tag`):
+/// the tokens in use `(tat - now) / T_old` are kept, rounded up.
+pub(crate) fn rescale_word(now: u64, word: u64, old: Gcra, new: Gcra, tag: usize) -> u64 {
+    let tat = word & !bucket::PARAM_TAG;
+    let used = tat.saturating_sub(now) as u128;
+    let scaled = (used * new.emission_ns as u128).div_ceil(old.emission_ns as u128);
+    let scaled = scaled.min((new.tolerance_ns as u128) * 2) as u64;
+    let tat = if used == 0 { tat } else { now + scaled };
+    (tat & !bucket::PARAM_TAG) | ((tag as u64) << 63)
+}

@@ -1,0 +1,32 @@
+//! The engines: each state machine's words in the file, and the code that reads and writes
+//! them, written against [`AtomicWord`](crate::sync::AtomicWord) so that the loom models run it
+//! unchanged.
+//!
+//! # Implementation details
+//!
+//! The pure decisions live in [`crate::algo`] (`step(now, word, cost)`), and every change of
+//! one state word goes through its one mutation loop, [`crate::algo::mutate`]. What is here is
+//! the protocol around them: [`bucket`] owns the token bucket's two parameter slots, their check
+//! words, the `ACTIVE` word, the fence slot and the bit-63 tag of its state words (a live
+//! retune, and the rescale of a state to the new slot). The handle ([`crate::limiter::Limit`])
+//! calls these functions on the words of its control line.
+//!
+//! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
+//! parameters that never change live.
+
+pub(crate) mod bucket;
+
+use crate::algo::fixed_window::FixedWindow;
+use crate::algo::sliding_log::SlidingLog;
+use crate::algo::sliding_window::SlidingWindow;
+
+/// The per-limit parameters a decision needs, in process memory. Live-tunable parameters (the
+/// bucket's rate and capacity, a window's limit) are read from the control line instead.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Params {
+    TokenBucket,
+    FixedWindow(FixedWindow),
+    SlidingWindow(SlidingWindow),
+    SlidingLog(SlidingLog),
+    Concurrency { permits: u64, lease_ns: u64 },
+}
