@@ -1,0 +1,124 @@
+//! Giving back what a grant admitted: the origin check, and the refund of each kind of state
+//! (through [`crate::algo::mutate`] for the single-word ones).
+
+use std::sync::atomic::AtomicU64;
+
+use crate::algo::{mutate, Change, Decision};
+use crate::clock::Clock;
+use crate::error::Result;
+use crate::file::layout::bucket;
+
+use super::{Limit, Params};
+
+impl<C: Clock> Limit<C> {
+    /// The word after refunding `decision` (admitted earlier) from a single-word state.
+    pub(crate) fn refund_word(
+        &self,
+        now: u64,
+        word: u64,
+        decision: &Decision,
+        units: u64,
+    ) -> Result<u64> {
+        Ok(match self.params {
+            Params::TokenBucket => {
+                let tag = word & bucket::PARAM_TAG;
+                let g = self.bucket_params((tag >> 63) as usize)?;
+                g.refund(now, word & !bucket::PARAM_TAG, units) | tag
+            }
+            Params::FixedWindow(fw) => fw.refund(word, decision.stamp, units),
+            Params::SlidingWindow(sw) => sw.refund(word, decision.stamp, units),
+            Params::SlidingLog(_) | Params::Concurrency { .. } => {
+                return Err(self.wrong_kind("has no single-word state"))
+            }
+        })
+    }
+
+    /// Give back what `grant` admitted, for work that was admitted but never done.
+    ///
+    /// A refund can never create more budget than the grant took: a bucket never fills past
+    /// full, a window refund only applies while the grant's window is still counted, and a log
+    /// refund frees entries dated no later than the grant. Refunding a denied (or shadow-denied)
+    /// decision is a no-op. Refund each grant at most once: a second refund of the same grant
+    /// gives its cost back again, which is budget no request returned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`]; [`Error::WrongKind`] on a keyed or concurrency limit.
+    pub(crate) fn refund(&self, grant: &Decision) -> Result<()> {
+        self.refund_units(grant, grant.cost)
+    }
+
+    /// Give back `units` of what `grant` admitted (at most its cost).
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::refund`](crate::TokenBucketLimit::refund).
+    pub(crate) fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+        let maker = self.maker_of(grant);
+        if !std::ptr::eq(maker, self) {
+            return maker.refund_units(grant, units);
+        }
+        if self.keyed {
+            return Err(self.wrong_kind("is keyed: use refund_key"));
+        }
+        self.check_origin(grant)?;
+        let units = units.min(grant.cost);
+        if !grant.is_allowed() || units == 0 {
+            // A shadow-denied grant took nothing, but it was admitted: giving it back counts.
+            self.count_refund(grant, units);
+            return Ok(());
+        }
+        self.refund_state(grant, units)?;
+        self.count_refund(grant, units);
+        Ok(())
+    }
+
+    /// Give `units` of `grant` back to the state.
+    pub(super) fn refund_state(&self, grant: &Decision, units: u64) -> Result<()> {
+        match self.params {
+            Params::SlidingLog(log) => {
+                let now = self.clock.now_ns();
+                log.refund(self.control(0), self.area_log(log), now, grant.stamp, units);
+                Ok(())
+            }
+            Params::Concurrency { .. } => {
+                Err(self.wrong_kind("is a concurrency limit: drop the permit"))
+            }
+            Params::TokenBucket if self.split > 1 => {
+                let i = grant.stamp as usize % self.split;
+                mutate(
+                    self.sub_state(i),
+                    || self.clock.now_ns(),
+                    |now, current| {
+                        let tag = current & bucket::PARAM_TAG;
+                        let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
+                        let new = sub.refund(now, current & !bucket::PARAM_TAG, units) | tag;
+                        Ok(Change::unless_same(current, new))
+                    },
+                )
+            }
+            _ => self.refund_in(self.control(0), grant, units),
+        }
+    }
+
+    /// Refuse a grant made by another limit (or another file): refunding it here would give
+    /// this limit budget it never granted.
+    pub(crate) fn check_origin(&self, grant: &Decision) -> Result<()> {
+        if grant.origin != 0 && grant.origin != self.origin {
+            return Err(self.wrong_kind("did not make this grant: refund it on the limit that did"));
+        }
+        Ok(())
+    }
+
+    /// The refund CAS loop on one single-word state (unkeyed state or a key's state word).
+    pub(crate) fn refund_in(&self, state: &AtomicU64, grant: &Decision, units: u64) -> Result<()> {
+        mutate(
+            state,
+            || self.clock.now_ns(),
+            |now, current| {
+                let new = self.refund_word(now, current, grant, units)?;
+                Ok(Change::unless_same(current, new))
+            },
+        )
+    }
+}

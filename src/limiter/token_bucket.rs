@@ -1,0 +1,236 @@
+//! The token bucket's operations on a [`Limit`]: reading its parameter slots (validated, a fleet
+//! share's deadline applied), a live retune (slot, rescale of every state word, `ACTIVE`),
+//! reset and the live parameters. The words and the protocol are [`crate::engine::bucket`]'s;
+//! the decision's hot path (the per-handle cache of a slot) stays in `limiter.rs`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::algo::gcra::Gcra;
+use crate::algo::Fault;
+use crate::clock::Clock;
+use crate::engine;
+use crate::error::Result;
+use crate::file;
+use crate::file::layout::bucket;
+use crate::spec::{Algorithm, Rate};
+
+use super::{Limit, Params, RetuneGuard};
+
+/// What a decision at some instant decides with (see [`Limit::bucket_at`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BucketAt {
+    /// The parameters.
+    pub g: Gcra,
+    /// They are the fence's: a fleet share past its lease.
+    pub fenced: bool,
+    /// How long they hold from that instant (a fleet share: until its deadline).
+    pub horizon_ns: u64,
+}
+
+impl<C: Clock> Limit<C> {
+    /// The token bucket's parameters in slot `tag`, validated against the slot's check word
+    /// (a fleet share's too: these are the slot's parameters, not what a fenced decision uses;
+    /// see [`Limit::bucket_at`]).
+    #[inline(always)]
+    pub(crate) fn bucket_params(&self, tag: usize) -> Result<Gcra> {
+        self.slot_params(bucket::PARAMS[tag & 1]).map(|(g, _)| g)
+    }
+
+    /// The parameters in the slot at control word `base` (emission, capacity, check), and
+    /// whether the slot is a fleet share (its check carries [`bucket::FLEET`]).
+    #[inline(always)]
+    pub(super) fn slot_params(&self, base: usize) -> Result<(Gcra, bool)> {
+        engine::bucket::read_slot(self.control_line(), base)
+            .ok_or_else(|| self.fault(Fault::Corrupt))
+    }
+
+    /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
+    /// share whose lease deadline does not cover `now` (then the fence's).
+    pub(crate) fn bucket_at(&self, tag: usize, now: u64) -> Result<BucketAt> {
+        let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1])?;
+        if !fleet {
+            return Ok(BucketAt {
+                g,
+                fenced: false,
+                horizon_ns: u64::MAX,
+            });
+        }
+        // Acquire: pairs with the Release store of a deadline (after the check load above).
+        let deadline = self.control(bucket::DEADLINE).load(Ordering::Acquire);
+        if bucket::leased(deadline, now) {
+            return Ok(BucketAt {
+                g,
+                fenced: false,
+                horizon_ns: deadline - now,
+            });
+        }
+        Ok(BucketAt {
+            g: self.fence_params()?,
+            fenced: true,
+            horizon_ns: u64::MAX,
+        })
+    }
+
+    /// The fence slot: what a fleet-managed bucket decides with once its lease has passed.
+    pub(super) fn fence_params(&self) -> Result<Gcra> {
+        match self.slot_params(bucket::FENCE)? {
+            (g, false) => Ok(g),
+            // A fence slot is never itself a fleet share.
+            (_, true) => Err(self.fault(Fault::Corrupt)),
+        }
+    }
+
+    /// Change the refill rate of a token bucket, live: every process attached picks it up on its
+    /// next decision, without reopening.
+    ///
+    /// The tokens already used are carried over (the bucket's fill level in tokens is kept), so
+    /// the transition never admits more than the larger of the old and new bounds over any
+    /// interval. Retunes are serialised across processes by an exclusive `flock` on the file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if the limit is not a token bucket; [`Error::InvalidParameter`] for a
+    /// rate and capacity that do not fit; [`Error::CorruptState`]; [`Error::Io`] if the lock
+    /// cannot be taken.
+    pub(crate) fn set_rate(&self, rate: Rate) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.set_rate(rate);
+        }
+        let capacity = match self.live_algorithm()? {
+            Algorithm::TokenBucket { capacity, .. } => capacity,
+            _ => return self.set_window_rate(rate),
+        };
+        self.set_token_bucket(capacity, rate)
+    }
+
+    /// Change a token bucket's capacity and rate together, live (see [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate)).
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate).
+    ///
+    /// A fleet-managed bucket ([`TokenBucketLimit::fleet_manage`](crate::TokenBucketLimit::fleet_manage)) stays fleet-managed: the new rate holds
+    /// until its lease deadline, like the share it replaces.
+    pub(crate) fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.set_token_bucket(capacity, rate);
+        }
+        self.retune_bucket(capacity, rate, None)
+    }
+
+    /// Retune a token bucket; `fleet`: mark the new slot a fleet share (`Some(true)`), a plain
+    /// rate (`Some(false)`), or as the active slot is (`None`).
+    pub(super) fn retune_bucket(
+        &self,
+        capacity: u64,
+        rate: Rate,
+        fleet: Option<bool>,
+    ) -> Result<()> {
+        if !matches!(self.params, Params::TokenBucket) {
+            return Err(self.wrong_kind("is not a token bucket"));
+        }
+        let algo = Algorithm::TokenBucket {
+            capacity,
+            emission_ns: rate.emission_ns(),
+        };
+        algo.validate(self.name())?;
+        let _guard = self.retune_lock()?;
+        self.retune_bucket_locked(capacity, rate, fleet)
+    }
+
+    /// [`Limit::retune_bucket`] with the retune lock held.
+    pub(super) fn retune_bucket_locked(
+        &self,
+        capacity: u64,
+        rate: Rate,
+        fleet: Option<bool>,
+    ) -> Result<()> {
+        let control = self.control_line();
+        let engine::bucket::Retune { old, new, tag } =
+            engine::bucket::stage_retune(control, rate.emission_ns(), capacity, fleet)
+                .ok_or_else(|| self.fault(Fault::Corrupt))?;
+        if self.split > 1 {
+            for i in 0..self.split {
+                self.rescale_in(
+                    self.sub_state(i),
+                    self.sub_params(old, i),
+                    self.sub_params(new, i),
+                    tag,
+                );
+            }
+        } else if !self.keyed {
+            self.rescale_in(self.control(0), old, new, tag);
+        } else {
+            crate::keyed::rescale_all(self, old, new, tag)?;
+        }
+        engine::bucket::activate(control, tag);
+        Ok(())
+    }
+
+    /// Move one bucket state from parameters `old` to `new` (slot `tag`), keeping its tokens.
+    pub(crate) fn rescale_in(&self, state: &AtomicU64, old: Gcra, new: Gcra, tag: usize) {
+        engine::bucket::rescale(state, || self.clock.now_ns(), old, new, tag);
+    }
+
+    /// Return the limit's state to fresh (full bucket, empty windows, log and table, no permits),
+    /// keeping its live parameters. What this grants: the whole capacity, at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`](crate::Error::Io) if the retune lock cannot be taken.
+    pub fn reset(&self) -> Result<()> {
+        if let Some(next) = self.moved_handle()? {
+            return next.reset();
+        }
+        let _guard = self.retune_lock()?;
+        file::reset_limit(&self.shared.mapped, self.index);
+        Ok(())
+    }
+
+    /// Hold this process's tuning mutex and an exclusive `flock` on the file.
+    pub(super) fn retune_lock(&self) -> Result<RetuneGuard<'_>> {
+        self.shared.lock()
+    }
+
+    /// Retune to `algorithm` (same kind; what a live retune can change) under a held lock.
+    pub(super) fn retune_to(&self, algorithm: &Algorithm, _locked: &RetuneGuard<'_>) -> Result<()> {
+        match *algorithm {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => self.retune_bucket_locked(capacity, Rate::from_emission_ns(emission_ns)?, None),
+            Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
+                self.store_window_limit(limit);
+                Ok(())
+            }
+            _ => Err(self.wrong_kind("cannot be retuned live")),
+        }
+    }
+
+    /// The algorithm with its live parameters (after any [`TokenBucketLimit::set_rate`](crate::TokenBucketLimit::set_rate)).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`](crate::Error::CorruptState) when the live parameters are damaged.
+    pub fn live_algorithm(&self) -> Result<Algorithm> {
+        if let Some(next) = self.moved_handle()? {
+            return next.live_algorithm();
+        }
+        let mut a = *self.algorithm();
+        match &mut a {
+            Algorithm::TokenBucket {
+                capacity,
+                emission_ns,
+            } => {
+                let g = self.bucket_params(engine::bucket::active(self.control_line()))?;
+                *capacity = g.capacity;
+                *emission_ns = g.emission_ns;
+            }
+            Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
+                *limit = self.window_limit()?;
+            }
+            Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => {}
+        }
+        Ok(a)
+    }
+}
