@@ -12,7 +12,7 @@ use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{try_decide, Decision, Fault, Step};
+use crate::algo::{try_decide, try_decide_from, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, pack_window_limit, unpack_window_limit, word};
@@ -1409,6 +1409,56 @@ impl<C: Clock> Limit<C> {
         )
         .map_err(|e| self.step_error(e, cost))?;
         Ok(self.finish(decision, cost, commit))
+    }
+
+    /// The first half of a decision dated by a clock read that the caller makes after it (a
+    /// composed check reads the clock once for all its limits): the handle to decide on
+    /// (following a replacement) and its state word, loaded now. `None` for a limit whose
+    /// state is not one word (keyed, split, sliding log, concurrency).
+    #[inline(always)]
+    pub(crate) fn load_word(&self) -> Result<Option<(&Limit<C>, u64)>> {
+        let this = self.follow()?;
+        let single = matches!(
+            this.params,
+            Params::TokenBucket | Params::FixedWindow(_) | Params::SlidingWindow(_)
+        );
+        if this.keyed || this.split > 1 || !single {
+            return Ok(None);
+        }
+        // Acquire: as in `try_decide`.
+        Ok(Some((this, this.control(0).load(Ordering::Acquire))))
+    }
+
+    /// The second half: admit `cost` on the handle [`Limit::load_word`] returned, from the word
+    /// it loaded, dated `t` (a clock read after that load); a retry reads the clock again.
+    /// The replacement check runs at `t` when it is due, as in [`Limit::decision_time`].
+    #[inline(always)]
+    pub(crate) fn acquire_loaded(&self, word: u64, t: u64, cost: u64) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let mut first = Some(t);
+        let now = || match first.take() {
+            Some(t) => {
+                // Relaxed: as in `current_at`.
+                if t >= self.next_check.load(Ordering::Relaxed) {
+                    self.check_due(t);
+                }
+                t
+            }
+            None => self.decision_time(None),
+        };
+        let decision = if self.plain_bucket {
+            try_decide_from(self.control(0), word, now, true, |t, w| {
+                self.bucket_step(t, w, cost)
+            })
+        } else {
+            try_decide_from(self.control(0), word, now, true, |t, w| {
+                self.step_fast(t, w, cost)
+            })
+        }
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, true))
     }
 
     /// The token bucket's pure decision on state word `word` at `now`: the bucket's parameters
