@@ -300,6 +300,20 @@ pub(crate) fn try_decide<A: AtomicWord, E>(
     mutate(word, now, Decide { step, commit })
 }
 
+/// [`try_decide`] from `current`, a value of `word` the caller loaded (Acquire) before the
+/// first call of `now`: a composed check loads every limit's word, then reads the clock once
+/// for all of them. A use of [`mutate_from`].
+#[inline(always)]
+pub(crate) fn try_decide_from<A: AtomicWord, E>(
+    word: &A,
+    current: u64,
+    now: impl FnMut() -> u64,
+    commit: bool,
+    step: impl FnMut(u64, u64) -> Result<Step, E>,
+) -> Result<Decision, E> {
+    mutate_from(word, current, now, Decide { step, commit })
+}
+
 /// A decision as a [`Mutation`]: an admission writes (unless a peek), a denial keeps the word.
 struct Decide<S> {
     step: S,
@@ -309,8 +323,8 @@ struct Decide<S> {
 impl<E, S: FnMut(u64, u64) -> Result<Step, E>> Mutation for Decide<S> {
     type Out = Decision;
     type Error = E;
-    // A method, not a closure, so that it can be inlined into the loop for sure: the decision
-    // path pays nothing for sharing the loop.
+    // A method, not a closure, so that it is inlined into the loop for sure: the decision path
+    // pays nothing for sharing the loop.
     #[inline(always)]
     fn change(&mut self, now: u64, word: u64) -> Result<Change<Decision>, E> {
         match (self.step)(now, word) {
@@ -371,17 +385,28 @@ impl Change<()> {
 /// a retune and reservations all go through it.
 ///
 /// Each attempt loads the word (first) or takes the word that beat its CAS (on a retry), then
-/// reads the clock with `now`, then computes with `mutation`, then commits with one
-/// CAS: the clock is always read after the word it is compared with, so a retry never dates a
-/// change earlier than the state it saw. An error ends the loop with nothing written.
+/// reads the clock with `now`, then computes with `mutation`, then commits with one CAS: the
+/// clock is always read after the word it is compared with, so a retry never dates a change
+/// earlier than the state it saw. An error ends the loop with nothing written.
 #[inline(always)]
 pub(crate) fn mutate<A: AtomicWord, M: Mutation>(
     word: &A,
+    now: impl FnMut() -> u64,
+    mutation: M,
+) -> Result<M::Out, M::Error> {
+    // Acquire: pairs with the AcqRel CAS of the change that wrote this word.
+    mutate_from(word, word.load(Ordering::Acquire), now, mutation)
+}
+
+/// [`mutate`] from `current`, a value of `word` the caller loaded (Acquire) before the first
+/// call of `now`.
+#[inline(always)]
+pub(crate) fn mutate_from<A: AtomicWord, M: Mutation>(
+    word: &A,
+    mut current: u64,
     mut now: impl FnMut() -> u64,
     mut mutation: M,
 ) -> Result<M::Out, M::Error> {
-    // Acquire: pairs with the AcqRel CAS of the change that wrote this word.
-    let mut current = word.load(Ordering::Acquire);
     loop {
         match mutation.change(now(), current)? {
             Change::Keep(out) => return Ok(out),

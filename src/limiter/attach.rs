@@ -228,6 +228,9 @@ impl<C: Clock> Limiter<C> {
             tally: Tally::new(self.shared.counters, index, def.shadow, def.near_limit),
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,
+            plain_bucket: matches!(self.shared.params[index], Params::TokenBucket)
+                && def.keyed.is_none()
+                && def.split <= 1,
             cache: Default::default(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
