@@ -202,21 +202,6 @@ impl<C: Clock> Limit<C> {
         &self.def().algorithm
     }
 
-    /// The most one decision can grant under the current (possibly retuned) parameters.
-    pub fn capacity(&self) -> u64 {
-        match self.live_algorithm() {
-            // A split bucket grants at most one sub-bucket's capacity at once.
-            Ok(a) if self.split > 1 => a.capacity().div_ceil(self.split as u64),
-            Ok(a) => a.capacity(),
-            Err(_) => 0,
-        }
-    }
-
-    /// True for a token bucket split into sub-buckets.
-    pub(crate) fn is_split(&self) -> bool {
-        self.split > 1
-    }
-
     /// The clock this handle decides with.
     pub fn clock(&self) -> &C {
         &self.clock
@@ -391,17 +376,6 @@ impl<C: Clock> Limit<C> {
         // Relaxed: the packed word carries its own check; it orders nothing else.
         unpack_window_limit(self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed))
             .ok_or(StepError::Corrupt)
-    }
-
-    /// Whether a single-word state is equivalent to a fresh one at `now` (full bucket, windows
-    /// expired): such a state can be dropped or reused without losing anything.
-    pub(crate) fn is_fresh_word(&self, now: u64, word: u64) -> bool {
-        match self.params {
-            Params::TokenBucket => word & !bucket::PARAM_TAG <= now,
-            Params::FixedWindow(fw) => fw.is_fresh(now, word),
-            Params::SlidingWindow(sw) => sw.is_fresh(now, word),
-            Params::SlidingLog(_) | Params::Concurrency { .. } => false,
-        }
     }
 
     /// Admit `cost` units now, or deny and consume nothing.
@@ -632,15 +606,6 @@ impl<C: Clock> Limit<C> {
             limit: self.name().to_owned(),
             reason: format!("this limit {reason}"),
         }
-    }
-
-    /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
-    /// current they are).
-    pub fn stats(&self) -> Stats {
-        if let Ok(Some(next)) = self.moved_handle() {
-            return next.stats();
-        }
-        self.tally.read()
     }
 
     /// The handle to decide with at clock time `t`: this one, or (after its file was

@@ -1,5 +1,9 @@
 //! Plain facts read from a file: its header ([`FileInfo`]) and a limit's counters ([`Stats`]).
 
+use crate::clock::Clock;
+
+use super::Limit;
+
 /// The header facts of a limiter file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileInfo {
@@ -47,4 +51,15 @@ pub struct Stats {
     /// roll-backs of composed checks that denied ([`crate::try_acquire_all`]).
     /// `allowed - refunded` is what passed.
     pub refunded: u64,
+}
+
+impl<C: Clock> Limit<C> {
+    /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
+    /// current they are).
+    pub fn stats(&self) -> Stats {
+        if let Ok(Some(next)) = self.moved_handle() {
+            return next.stats();
+        }
+        self.tally.read()
+    }
 }

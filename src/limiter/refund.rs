@@ -1,5 +1,6 @@
 //! Giving back what a grant admitted: the origin check, and the refund of each kind of state
-//! (through [`crate::algo::mutate`] for the single-word ones).
+//! (through [`crate::algo::mutate`] for the single-word ones); with the freshness of a
+//! single-word state, the other word-level question keyed tables ask.
 
 use std::sync::atomic::AtomicU64;
 
@@ -11,6 +12,17 @@ use crate::file::layout::bucket;
 use super::{Limit, Params};
 
 impl<C: Clock> Limit<C> {
+    /// Whether a single-word state is equivalent to a fresh one at `now` (full bucket, windows
+    /// expired): such a state can be dropped or reused without losing anything.
+    pub(crate) fn is_fresh_word(&self, now: u64, word: u64) -> bool {
+        match self.params {
+            Params::TokenBucket => word & !bucket::PARAM_TAG <= now,
+            Params::FixedWindow(fw) => fw.is_fresh(now, word),
+            Params::SlidingWindow(sw) => sw.is_fresh(now, word),
+            Params::SlidingLog(_) | Params::Concurrency { .. } => false,
+        }
+    }
+
     /// The word after refunding `decision` (admitted earlier) from a single-word state.
     pub(crate) fn refund_word(
         &self,

@@ -12,6 +12,11 @@ use crate::file::layout::{self, bucket};
 use super::Limit;
 
 impl<C: Clock> Limit<C> {
+    /// True for a token bucket split into sub-buckets.
+    pub(crate) fn is_split(&self) -> bool {
+        self.split > 1
+    }
+
     /// The state word of sub-bucket `i` of a split bucket: word 0 of its line.
     pub(super) fn sub_state(&self, i: usize) -> &AtomicU64 {
         if i == 0 {

@@ -28,6 +28,16 @@ pub(crate) struct BucketAt {
 }
 
 impl<C: Clock> Limit<C> {
+    /// The most one decision can grant under the current (possibly retuned) parameters.
+    pub fn capacity(&self) -> u64 {
+        match self.live_algorithm() {
+            // A split bucket grants at most one sub-bucket's capacity at once.
+            Ok(a) if self.split > 1 => a.capacity().div_ceil(self.split as u64),
+            Ok(a) => a.capacity(),
+            Err(_) => 0,
+        }
+    }
+
     /// The token bucket's parameters in slot `tag`, validated against the slot's check word
     /// (a fleet share's too: these are the slot's parameters, not what a fenced decision uses;
     /// see [`Limit::bucket_at`]).
