@@ -30,6 +30,7 @@
 //! ([`open_snapshot`]) reads the data extents with `pread` and allocates nothing.
 
 pub(crate) mod layout;
+pub(crate) mod lock;
 pub(crate) mod reboot;
 
 use std::fs::{self, File};

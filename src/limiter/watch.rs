@@ -2,16 +2,16 @@
 //! (whether the path still names the file, and the handle of the file that replaced it), and
 //! the retune lock.
 
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::algo::Decision;
 use crate::clock::Clock;
 use crate::error::{Error, Result};
 use crate::file::layout::word;
+use crate::file::lock::FileLock;
 use crate::file::{self, Mapped};
 use crate::tally::Region;
 
@@ -160,28 +160,15 @@ impl Shared {
     /// This process's tuning mutex and an exclusive `flock` on the file.
     pub(super) fn lock(&self) -> Result<RetuneGuard<'_>> {
         let local = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
-        let fd = self.mapped.file.as_raw_fd();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            // SAFETY: `fd` is the open descriptor owned by the mapping's File; flock has no
-            // memory preconditions.
-            if unsafe { libc::flock(fd, libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-                return Ok(RetuneGuard { fd, _local: local });
-            }
-            if Instant::now() > deadline {
-                return Err(Error::Io {
-                    op: "taking the retune lock",
-                    path: self.mapped.path.clone(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
-                        "flock held for 10 s",
-                    ),
-                });
-            }
-            // A sleep, not crossbeam's `Backoff`: the holder is another process retuning or
-            // resetting the file (system calls, milliseconds), and flock has no timed wait.
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        let file = FileLock::exclusive(&self.mapped.file).map_err(|source| Error::Io {
+            op: "taking the retune lock",
+            path: self.mapped.path.clone(),
+            source,
+        })?;
+        Ok(RetuneGuard {
+            _file: file,
+            _local: local,
+        })
     }
 }
 
@@ -196,16 +183,10 @@ pub(super) fn reattach_error(path: &Path, reason: String) -> Error {
 }
 
 pub(super) struct RetuneGuard<'a> {
-    fd: i32,
+    // Fields drop in order: the file lock first (as other processes wait for it), then this
+    // process's mutex.
+    _file: FileLock<'a>,
     _local: std::sync::MutexGuard<'a, ()>,
-}
-
-impl Drop for RetuneGuard<'_> {
-    fn drop(&mut self) {
-        // SAFETY: `fd` is still open (the mapping's File outlives the guard); unlocking has no
-        // memory preconditions.
-        unsafe { libc::flock(self.fd, libc::LOCK_UN) };
-    }
 }
 
 impl<C: Clock> Limit<C> {
