@@ -49,7 +49,7 @@ use super::{decide, Decision, Step};
 /// Run `f` under every interleaving loom explores with at most `preemptions` forced switches
 /// (`LOOM_MAX_PREEMPTIONS` overrides it, to explore deeper by hand), and print how many
 /// executions that took and how long.
-fn model<F>(name: &str, preemptions: usize, f: F)
+pub(crate) fn model<F>(name: &str, preemptions: usize, f: F)
 where
     F: Fn() + Sync + Send + 'static,
 {

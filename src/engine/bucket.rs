@@ -32,7 +32,7 @@ use std::sync::atomic::Ordering;
 use crossbeam_utils::Backoff;
 
 use crate::algo::gcra::Gcra;
-use crate::algo::{mutate, Change};
+use crate::algo::{mutate, Change, Step};
 use crate::file::layout::bucket;
 use crate::spec::MAX_CAPACITY;
 use crate::sync::AtomicWord;
@@ -151,7 +151,7 @@ pub(crate) fn rescale<A: AtomicWord>(
     tag: usize,
 ) {
     let moved = mutate(state, now, |now, current| {
-        Ok::<_, std::convert::Infallible>(if (current >> 63) as usize == tag {
+        Ok::<_, std::convert::Infallible>(if tag_of(current) == tag {
             Change::Keep(()) // already moved
         } else {
             Change::Write(rescale_word(now, current, old, new, tag), ())
@@ -161,6 +161,30 @@ pub(crate) fn rescale<A: AtomicWord>(
         Ok(()) => {}
         Err(never) => match never {},
     }
+}
+
+/// The parameter slot (0 or 1) a state word's tag names.
+#[inline(always)]
+pub(crate) fn tag_of(word: u64) -> usize {
+    (word >> 63) as usize
+}
+
+/// The GCRA decision with `g` on a tagged state word: on its TAT, the new word keeping the tag.
+#[inline(always)]
+pub(crate) fn step(g: &Gcra, now: u64, word: u64, cost: u64) -> Step {
+    let tag = word & bucket::PARAM_TAG;
+    match g.step(now, word & !bucket::PARAM_TAG, cost) {
+        Step::Admit { new, decision } => Step::Admit {
+            new: new | tag,
+            decision,
+        },
+        deny => deny,
+    }
+}
+
+/// The word after giving `units` back to a tagged state word with `g`, keeping the tag.
+pub(crate) fn refund(g: &Gcra, now: u64, word: u64, units: u64) -> u64 {
+    g.refund(now, word & !bucket::PARAM_TAG, units) | (word & bucket::PARAM_TAG)
 }
 
 /// A bucket state computed with `old` parameters, re-expressed with `new` ones (slot `tag`):

@@ -16,6 +16,9 @@
 
 pub(crate) mod bucket;
 
+#[cfg(test)]
+mod loom_models;
+
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;

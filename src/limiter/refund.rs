@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicU64;
 
 use crate::algo::{mutate, Change, Decision};
 use crate::clock::Clock;
+use crate::engine;
 use crate::error::Result;
 use crate::file::layout::bucket;
 
@@ -33,9 +34,8 @@ impl<C: Clock> Limit<C> {
     ) -> Result<u64> {
         Ok(match self.params {
             Params::TokenBucket => {
-                let tag = word & bucket::PARAM_TAG;
-                let g = self.bucket_params((tag >> 63) as usize)?;
-                g.refund(now, word & !bucket::PARAM_TAG, units) | tag
+                let g = self.bucket_params(engine::bucket::tag_of(word))?;
+                engine::bucket::refund(&g, now, word, units)
             }
             Params::FixedWindow(fw) => fw.refund(word, decision.stamp, units),
             Params::SlidingWindow(sw) => sw.refund(word, decision.stamp, units),
@@ -102,9 +102,9 @@ impl<C: Clock> Limit<C> {
                     self.sub_state(i),
                     || self.clock.now_ns(),
                     |now, current| {
-                        let tag = current & bucket::PARAM_TAG;
-                        let sub = self.sub_params(self.bucket_params((tag >> 63) as usize)?, i);
-                        let new = sub.refund(now, current & !bucket::PARAM_TAG, units) | tag;
+                        let g = self.bucket_params(engine::bucket::tag_of(current))?;
+                        let sub = self.sub_params(g, i);
+                        let new = engine::bucket::refund(&sub, now, current, units);
                         Ok(Change::unless_same(current, new))
                     },
                 )

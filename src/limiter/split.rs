@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::algo::gcra::Gcra;
 use crate::algo::{try_decide, Decision, Step};
 use crate::clock::Clock;
+use crate::engine;
 use crate::error::{Error, Result};
-use crate::file::layout::{self, bucket};
+use crate::file::layout;
 
 use super::Limit;
 
@@ -75,19 +76,12 @@ impl<C: Clock> Limit<C> {
         for j in 0..self.split {
             let i = (home + j) % self.split;
             let d = try_decide(self.sub_state(i), &now, commit, |t, w| {
-                let tag = w & bucket::PARAM_TAG;
-                let sub = self.sub_params(self.bucket_at((tag >> 63) as usize, t)?.g, i);
+                let sub = self.sub_params(self.bucket_at(engine::bucket::tag_of(w), t)?.g, i);
                 if cost > sub.capacity {
                     // Only the larger sub-buckets can grant this much: deny here, try a sibling.
                     return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1)));
                 }
-                Ok(match sub.step(t, w & !bucket::PARAM_TAG, cost) {
-                    Step::Admit { new, decision } => Step::Admit {
-                        new: new | tag,
-                        decision,
-                    },
-                    deny => deny,
-                })
+                Ok(engine::bucket::step(&sub, t, w, cost))
             })?;
             if d.is_allowed() {
                 return Ok(d.stamped(i as u64));

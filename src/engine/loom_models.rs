@@ -1,0 +1,159 @@
+//! loom model of a live retune of a token bucket racing decisions, run by plain `cargo test`.
+//!
+//! # Implementation details
+//!
+//! The retune runs the production protocol of [`super::bucket`] ([`stage_retune`]: read the
+//! active slot, write the inactive one with its check word; [`rescale`]: move the state word
+//! to the new tag through the production mutation loop; [`activate`]) on a control line of
+//! loom atomics, while another thread decides with the production pieces a bucket decision
+//! is made of: [`try_decide`] on the state word, [`read_slot`] of the slot its tag names, and
+//! [`step`] (the GCRA step on the tagged word). The clock stands still, so that the bound is
+//! exact: at one instant a full bucket grants at most its capacity, and a retune keeps the
+//! tokens in use, so decisions spread over any sequence of versions grant at most the largest
+//! of their capacities.
+//!
+//! What each execution checks:
+//!
+//! * **No torn parameters**: every decision computed with exactly one written version (its
+//!   emission interval, capacity and tolerance `emission x capacity` all from that version);
+//! * **No over-admission**: the cost admitted in all is at most the largest capacity of the
+//!   versions;
+//! * **The tag names a valid slot**: every state word a decision read, and the final one, is
+//!   tagged with a slot that reads as a whole version; after the retunes the word is tagged
+//!   with the last one's slot, `ACTIVE` names it, and it holds the last version.
+//!
+//! The per-handle cache of a slot (`Limit::bucket_cached`) is not in the model: it is
+//! validated against the same check word [`read_slot`] reads, and filled from [`read_slot`].
+//!
+//! Checked against a mutation of the protocol: the new slot published after the rescale
+//! instead of before it (a decision then reads a slot not written yet) fails the first model.
+//!
+//! Two retunes in a row (the second rewriting the slot a decision that loaded its word before
+//! the first may still name) are not modelled: the reader's backoff loop over weak-memory loads
+//! made that model run for more than ten minutes even with one preemption.
+
+use std::sync::atomic::Ordering;
+
+use loom::sync::atomic::AtomicU64;
+use loom::sync::Arc;
+use loom::thread;
+
+use super::bucket::{activate, read_slot, rescale, stage_retune, step, tag_of, write_slot};
+use crate::algo::loom_models::model;
+use crate::algo::{try_decide, Fault};
+use crate::file::layout::bucket;
+
+/// The instant every clock read returns.
+const NOW: u64 = 1_000_000;
+
+/// A parameter version: emission interval (ns) and capacity.
+type Version = (u64, u64);
+
+/// A control line with `first` in slot 0, `ACTIVE` = 0, and a full bucket (TAT 0, tag 0) in
+/// word 0.
+fn line(first: Version) -> Arc<Vec<AtomicU64>> {
+    let words: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(0)).collect();
+    write_slot(&words, bucket::PARAMS[0], first.0, first.1, 0);
+    Arc::new(words)
+}
+
+/// What one attempt of a decision read: the state word, the version, and its tolerance.
+type Attempt = (u64, Version, u64);
+
+/// One decision of cost 1 at [`NOW`]: whether it admitted, and each of its attempts.
+fn decide(control: &[AtomicU64]) -> (Result<bool, Fault>, Vec<Attempt>) {
+    let mut seen = Vec::new();
+    let decision = try_decide(
+        &control[0],
+        || NOW,
+        true,
+        |t, w| {
+            let (g, _) = read_slot(control, bucket::PARAMS[tag_of(w)]).ok_or(Fault::Corrupt)?;
+            seen.push((w, (g.emission_ns, g.capacity), g.tolerance_ns));
+            Ok(step(&g, t, w, 1))
+        },
+    );
+    (decision.map(|d| d.is_allowed()), seen)
+}
+
+/// One retune to `to` (a plain rate), as `Limit::retune_bucket_locked` makes it.
+fn retune(control: &[AtomicU64], to: Version) {
+    let r = stage_retune(control, to.0, to.1, Some(false)).expect("the slots read whole");
+    rescale(&control[0], || NOW, r.old, r.new, r.tag);
+    activate(control, r.tag);
+}
+
+/// `decisions` decisions on one thread racing retunes through `versions[1..]` on another.
+fn retune_races_decisions(name: &str, versions: &'static [Version], decisions: usize) {
+    model(name, 3, move || {
+        let control = line(versions[0]);
+        let retuner = {
+            let control = Arc::clone(&control);
+            thread::spawn(move || {
+                for &v in &versions[1..] {
+                    retune(&control, v);
+                }
+            })
+        };
+        let decider = {
+            let control = Arc::clone(&control);
+            thread::spawn(move || (0..decisions).map(|_| decide(&control)).collect::<Vec<_>>())
+        };
+        retuner.join().unwrap();
+        let outcomes = decider.join().unwrap();
+
+        let largest = versions.iter().map(|v| v.1).max().unwrap();
+        let mut admitted = 0;
+        for (outcome, seen) in &outcomes {
+            for &(word, version, tolerance) in seen {
+                assert!(
+                    versions.contains(&version),
+                    "a decision used torn parameters {version:?} (versions {versions:?}), \
+                     reading word {word:#x}"
+                );
+                assert_eq!(tolerance, version.0 * version.1, "tolerance of {version:?}");
+            }
+            match outcome {
+                Ok(true) => admitted += 1,
+                Ok(false) => {}
+                // A decision never reads the slot being written (its word is tagged with it only
+                // once it is published), so it never gives up on a torn slot.
+                Err(e) => panic!("a decision failed ({e:?}): it read a slot being written"),
+            }
+        }
+        assert!(
+            admitted <= largest,
+            "{admitted} admitted at one instant; no version allows more than {largest} \
+             (versions {versions:?}, outcomes {outcomes:?})"
+        );
+
+        let last = *versions.last().unwrap();
+        let word = control[0].load(Ordering::SeqCst);
+        let tag = tag_of(word);
+        assert_eq!(
+            tag,
+            (versions.len() - 1) % 2,
+            "the word names the last slot"
+        );
+        assert_eq!(
+            control[bucket::ACTIVE].load(Ordering::SeqCst) as usize,
+            tag,
+            "ACTIVE names the slot the word is tagged with"
+        );
+        let (g, fleet) = read_slot(&control, bucket::PARAMS[tag]).expect("a whole slot");
+        assert_eq!((g.emission_ns, g.capacity, fleet), (last.0, last.1, false));
+    });
+}
+
+#[test]
+fn loom_a_retune_racing_two_decisions_never_tears_nor_over_admits() {
+    // 2 tokens of 100 ns, retuned to 3 of 50 ns.
+    retune_races_decisions("retune vs two decisions", &[(100, 2), (50, 3)], 2);
+}
+
+#[test]
+fn loom_a_retune_to_a_smaller_bucket_never_over_admits() {
+    // 3 tokens of 50 ns, retuned to 1 of 200 ns: whatever was granted under the larger bucket
+    // is carried over as tokens in use.
+    retune_races_decisions("retune down vs three decisions", &[(50, 3), (200, 1)], 3);
+}
