@@ -3,7 +3,7 @@
 //! # Implementation details
 //!
 //! Each single-word algorithm ([`gcra`], [`fixed_window`], [`sliding_window`]) is a function
-//! `step(now, word, cost) -> Step` that never touches memory; [`mutate`] is the one CAS loop that
+//! `step(now, word, cost) -> Step` that never touches memory; [`mutate_from`] is the one CAS loop that
 //! changes a word in the mapped file (or a loom atomic in the models), for decisions
 //! ([`try_decide`] applies a step with it) as for refunds, the rescale of a retune and
 //! reservations: load the word, read the clock, compute, and commit the new word with one
@@ -248,13 +248,14 @@ impl fmt::Debug for Decision {
     }
 }
 
-/// What a pure step function concluded for one state word.
+/// What a pure step function concluded for one state word. [`mutate_from`] takes any outcome
+/// `R`; decisions are `Step<Decision>`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
+pub(crate) enum Step<R = Decision> {
     /// Admit, replacing the word by `new`.
-    Admit { new: u64, decision: Decision },
+    Admit { new: u64, decision: R },
     /// Deny; the word stays as it is.
-    Deny(Decision),
+    Deny(R),
 }
 
 /// Why an algorithm could not decide.
@@ -289,7 +290,7 @@ pub(crate) fn decide<A: AtomicWord>(
 }
 
 /// [`decide`] for a step that can fail (damaged live parameters, a cost above a retuned
-/// capacity): the error ends the loop with nothing written. A use of [`mutate`].
+/// capacity): the error ends the loop with nothing written. A use of [`mutate_from`].
 #[inline(always)]
 pub(crate) fn try_decide<A: AtomicWord, E>(
     word: &A,
@@ -297,12 +298,13 @@ pub(crate) fn try_decide<A: AtomicWord, E>(
     commit: bool,
     step: impl FnMut(u64, u64) -> Result<Step, E>,
 ) -> Result<Decision, E> {
-    mutate(word, now, Decide { step, commit })
+    // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
+    mutate_from(word, word.load(Ordering::Acquire), now, commit, step)
 }
 
 /// [`try_decide`] from `current`, a value of `word` the caller loaded (Acquire) before the
 /// first call of `now`: a composed check loads every limit's word, then reads the clock once
-/// for all of them. A use of [`mutate_from`].
+/// for all of them.
 #[inline(always)]
 pub(crate) fn try_decide_from<A: AtomicWord, E>(
     word: &A,
@@ -311,53 +313,7 @@ pub(crate) fn try_decide_from<A: AtomicWord, E>(
     commit: bool,
     step: impl FnMut(u64, u64) -> Result<Step, E>,
 ) -> Result<Decision, E> {
-    mutate_from(word, current, now, Decide { step, commit })
-}
-
-/// A decision as a [`Mutation`]: an admission writes (unless a peek), a denial keeps the word.
-struct Decide<S> {
-    step: S,
-    commit: bool,
-}
-
-impl<E, S: FnMut(u64, u64) -> Result<Step, E>> Mutation for Decide<S> {
-    type Out = Decision;
-    type Error = E;
-    // A method, not a closure, so that it is inlined into the loop for sure: the decision path
-    // pays nothing for sharing the loop.
-    #[inline(always)]
-    fn change(&mut self, now: u64, word: u64) -> Result<Change<Decision>, E> {
-        match (self.step)(now, word) {
-            Ok(Step::Deny(decision)) => Ok(Change::Keep(decision)),
-            Ok(Step::Admit { new, decision }) => Ok(if self.commit {
-                Change::Write(new, decision)
-            } else {
-                // A peek: what the admission would be, with nothing written.
-                Change::Keep(decision)
-            }),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-/// What [`mutate`] computes on each attempt: from the clock's time and the word loaded, the
-/// change to make. Closures `FnMut(now, word) -> Result<Change<R>, E>` are mutations.
-pub(crate) trait Mutation {
-    /// What the loop returns.
-    type Out;
-    /// What ends the loop with nothing written.
-    type Error;
-    /// The change to make to `word` at `now`.
-    fn change(&mut self, now: u64, word: u64) -> Result<Change<Self::Out>, Self::Error>;
-}
-
-impl<R, E, F: FnMut(u64, u64) -> Result<Change<R>, E>> Mutation for F {
-    type Out = R;
-    type Error = E;
-    #[inline(always)]
-    fn change(&mut self, now: u64, word: u64) -> Result<Change<R>, E> {
-        self(now, word)
-    }
+    mutate_from(word, current, now, commit, step)
 }
 
 /// What one attempt of [`mutate`] concluded from the word it loaded.
@@ -381,43 +337,55 @@ impl Change<()> {
     }
 }
 
-/// The one loop that changes a state word: decisions ([`try_decide`]), refunds, the rescale of
-/// a retune and reservations all go through it.
-///
-/// Each attempt loads the word (first) or takes the word that beat its CAS (on a retry), then
-/// reads the clock with `now`, then computes with `mutation`, then commits with one CAS: the
-/// clock is always read after the word it is compared with, so a retry never dates a change
-/// earlier than the state it saw. An error ends the loop with nothing written.
+/// [`mutate_from`] for the changes that are not decisions (refunds, the rescale of a retune,
+/// reservations), in their terms: from the word loaded now, always committed.
 #[inline(always)]
-pub(crate) fn mutate<A: AtomicWord, M: Mutation>(
+pub(crate) fn mutate<A: AtomicWord, R, E>(
     word: &A,
     now: impl FnMut() -> u64,
-    mutation: M,
-) -> Result<M::Out, M::Error> {
+    mut change: impl FnMut(u64, u64) -> Result<Change<R>, E>,
+) -> Result<R, E> {
     // Acquire: pairs with the AcqRel CAS of the change that wrote this word.
-    mutate_from(word, word.load(Ordering::Acquire), now, mutation)
+    let current = word.load(Ordering::Acquire);
+    mutate_from(word, current, now, true, |t, w| {
+        Ok(match change(t, w)? {
+            Change::Write(new, out) => Step::Admit { new, decision: out },
+            Change::Keep(out) => Step::Deny(out),
+        })
+    })
 }
 
-/// [`mutate`] from `current`, a value of `word` the caller loaded (Acquire) before the first
-/// call of `now`.
+/// The one loop that changes a state word: decisions ([`try_decide`]), refunds, the rescale of
+/// a retune and reservations ([`mutate`]) all go through it.
+///
+/// Each attempt takes `current` (a value of `word` the caller loaded, Acquire) or the word that
+/// beat its CAS (on a retry), then reads the clock with `now`, then computes with `step`, then
+/// commits an admission with one CAS (unless `commit` is false: a peek): the clock is always
+/// read after the word it is compared with, so a retry never dates a change earlier than the
+/// state it saw. An error ends the loop with nothing written. Generic over the outcome `R`,
+/// so that a decision's loop is exactly the one it would be written for [`Decision`] alone.
 #[inline(always)]
-pub(crate) fn mutate_from<A: AtomicWord, M: Mutation>(
+pub(crate) fn mutate_from<A: AtomicWord, R, E>(
     word: &A,
     mut current: u64,
     mut now: impl FnMut() -> u64,
-    mut mutation: M,
-) -> Result<M::Out, M::Error> {
+    commit: bool,
+    mut step: impl FnMut(u64, u64) -> Result<Step<R>, E>,
+) -> Result<R, E> {
     loop {
-        match mutation.change(now(), current)? {
-            Change::Keep(out) => return Ok(out),
-            Change::Write(new, out) => {
+        match step(now(), current)? {
+            Step::Deny(out) => return Ok(out),
+            Step::Admit { new, decision } => {
+                if !commit {
+                    return Ok(decision);
+                }
                 // AcqRel on success: the next change's Acquire load sees this one whole.
                 // Acquire on failure: we retry from the word that beat us. No backoff on failure
                 // (crossbeam's `Backoff`): a failed CAS means another change committed, and the
                 // retry already has the word it wrote, so waiting would only add latency to the
                 // loser; a decision is one line, one CAS, and never waits for anyone.
                 match word.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire) {
-                    Ok(_) => return Ok(out),
+                    Ok(_) => return Ok(decision),
                     Err(actual) => current = actual,
                 }
             }
