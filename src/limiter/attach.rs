@@ -64,14 +64,8 @@ impl Limiter<MonotonicClock> {
 
 impl<C: Clock> Limiter<C> {
     pub(super) fn from_mapped(mapped: Mapped, clock: C) -> Result<Limiter<C>> {
-        let wall = mapped.header(word::WALL_OFFSET);
-        let params = mapped
-            .defs
-            .iter()
-            .map(|def| params_of(&def.algorithm, wall))
-            .collect();
         Ok(Limiter {
-            shared: Arc::new(Shared::new(mapped, params)),
+            shared: Arc::new(Shared::new(mapped)),
             clock,
         })
     }

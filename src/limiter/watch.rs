@@ -63,7 +63,15 @@ pub(super) struct Watch {
 }
 
 impl Shared {
-    pub(super) fn new(mapped: Mapped, params: Vec<Params>) -> Shared {
+    /// The shared state of a file just mapped: each limit's in-process parameters, computed
+    /// once here.
+    pub(super) fn new(mapped: Mapped) -> Shared {
+        let wall = mapped.header(word::WALL_OFFSET);
+        let params = mapped
+            .defs
+            .iter()
+            .map(|def| params_of(&def.algorithm, wall))
+            .collect();
         Shared {
             counters: Region::of(&mapped),
             mapped,
@@ -131,15 +139,7 @@ impl Shared {
             );
             return Ok(None);
         }
-        match file::open(&self.mapped.anchor, &self.mapped.access).map(|m| {
-            let wall = m.header(word::WALL_OFFSET);
-            let params = m
-                .defs
-                .iter()
-                .map(|d| params_of(&d.algorithm, wall))
-                .collect();
-            Shared::new(m, params)
-        }) {
+        match file::open(&self.mapped.anchor, &self.mapped.access).map(Shared::new) {
             Ok(next) => {
                 *failure = None;
                 Ok(Some(Arc::clone(
