@@ -36,9 +36,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use shmlimit::{
+    consts::{
+        MAX_CAPACITY, MAX_KEYS, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT,
+        MAX_WINDOW, MIN_WINDOW,
+    },
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
-    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, MAX_CAPACITY, MAX_KEYS, MAX_LIMITS,
-    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 use toml::{Table, Value};
 

@@ -12,8 +12,8 @@ use std::time::Duration;
 use shmlimit::Decision;
 use shmlimit::Stats;
 use shmlimit::{
-    Algorithm, Alignment, FleetShare, FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate,
-    DEFAULT_NEAR_LIMIT,
+    consts::DEFAULT_NEAR_LIMIT, Algorithm, Alignment, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
+    LimitDef, Rate,
 };
 
 use super::status::{shmlimit_status, Failure};
@@ -87,9 +87,9 @@ pub const SHMLIMIT_MAX_KEYS: u64 = 1 << 26;
 pub const SHMLIMIT_MAX_KEY_PERMITS: u64 = 64;
 
 const _: () = assert!(SHMLIMIT_DEFAULT_NEAR_LIMIT == DEFAULT_NEAR_LIMIT);
-const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == shmlimit::MAX_SPLIT);
-const _: () = assert!(SHMLIMIT_MAX_KEYS == shmlimit::MAX_KEYS);
-const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::MAX_KEY_PERMITS);
+const _: () = assert!(SHMLIMIT_MAX_SPLIT as usize == shmlimit::consts::MAX_SPLIT);
+const _: () = assert!(SHMLIMIT_MAX_KEYS == shmlimit::consts::MAX_KEYS);
+const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::consts::MAX_KEY_PERMITS);
 
 /// One limit definition: an input of `shmlimit_limiter_create_or_open`, and what
 /// `shmlimit_limiter_definition` reports.
@@ -257,7 +257,7 @@ pub struct shmlimit_stats {
 
 /// Most limits one composed check may hold.
 pub const SHMLIMIT_MAX_CHECKS: usize = 8;
-const _: () = assert!(SHMLIMIT_MAX_CHECKS == shmlimit::MAX_CHECKS);
+const _: () = assert!(SHMLIMIT_MAX_CHECKS == shmlimit::consts::MAX_CHECKS);
 
 /// One limit (and cost) of a composed check (`shmlimit_acquire_all`).
 #[allow(non_camel_case_types)]

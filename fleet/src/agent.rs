@@ -196,7 +196,7 @@ fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
         )));
     }
     // The deadline written to the file must be within the longest lease a decision accepts.
-    if cfg.fence_after().as_nanos() >= shmlimit::MAX_FLEET_LEASE_NS as u128 {
+    if cfg.fence_after().as_nanos() >= shmlimit::consts::MAX_FLEET_LEASE_NS as u128 {
         return Err(conf(
             "the fence point must be under 2^40 ns (18 minutes)".into(),
         ));

@@ -190,16 +190,16 @@ macro_rules! unkeyed_rate {
             /// state is clamped as any stale read is.
             ///
             /// A date is checked against the limit's clock (one clock read, on this dated path
-            /// only): a date ahead of it by more than [`DATE_TOLERANCE`](crate::DATE_TOLERANCE),
-            /// or beyond what the state can encode ([`MAX_DATE_NS`](crate::MAX_DATE_NS)), is
+            /// only): a date ahead of it by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE),
+            /// or beyond what the state can encode ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is
             /// refused, so that no date can leave a state that locks other processes out, opens
             /// the limit to them, or fails their decisions.
             ///
             /// # Errors
             ///
             /// As [`Self::try_acquire`]; [`Error::ClockOutOfRange`] for a date ahead of the
-            /// clock by more than [`DATE_TOLERANCE`](crate::DATE_TOLERANCE) or beyond
-            /// [`MAX_DATE_NS`](crate::MAX_DATE_NS), consuming nothing.
+            /// clock by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) or beyond
+            /// [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS), consuming nothing.
             pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
                 self.0.try_acquire_at(cost, now_ns)
             }
@@ -267,7 +267,7 @@ macro_rules! keyed_rate {
             /// # Errors
             ///
             /// [`Error::ZeroCost`]; [`Error::InvalidKey`] for an empty key or one longer than
-            /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
+            /// [`MAX_KEY_LEN`](crate::consts::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
             /// [`Error::TableFull`] under [`FullPolicy::Error`](crate::FullPolicy::Error);
             /// [`Error::CorruptState`]; [`Error::WrongKind`] on a target without a 16-byte
             /// compare-and-swap.
@@ -290,7 +290,7 @@ macro_rules! keyed_rate {
             /// [`Self::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of
             /// the clock (for replaying traces and for tests); dates are checked as by
             /// [`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at): at most
-            /// [`DATE_TOLERANCE`](crate::DATE_TOLERANCE) ahead of the clock.
+            /// [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) ahead of the clock.
             ///
             /// # Errors
             ///

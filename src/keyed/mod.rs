@@ -286,7 +286,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::ZeroCost`]; [`Error::InvalidKey`] for an empty key or one longer than
-    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
+    /// [`MAX_KEY_LEN`](crate::consts::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
     /// [`Error::TableFull`] when the table is full and the policy is [`FullPolicy::Error`];
     /// [`Error::CorruptState`]; [`Error::WrongKind`] if the limit is not keyed, or on a target
     /// without a 16-byte compare-and-swap.
@@ -328,7 +328,7 @@ impl<C: Clock> Limit<C> {
 
     /// [`Limit::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
     /// clock (for replaying traces and for tests). Dates are checked as by
-    /// [`Limit::try_acquire_at`]: at most [`crate::DATE_TOLERANCE`] ahead of the clock.
+    /// [`Limit::try_acquire_at`]: at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
     ///
     /// # Example
     ///

@@ -128,7 +128,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::WrongKind`] if this is not a keyed concurrency limit (or on a target without a
     /// 16-byte compare-and-swap); [`Error::InvalidKey`] for an empty key or one longer than
-    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
+    /// [`MAX_KEY_LEN`](crate::consts::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
     /// policy is [`FullPolicy::Error`]; [`Error::Io`] as [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit).
     ///
     /// # Example

@@ -58,9 +58,6 @@ pub struct LimitDef {
     pub split: u16,
 }
 
-/// The default near-limit fraction: about 10% of the capacity, in 1/65536 units.
-pub const DEFAULT_NEAR_LIMIT: u16 = 6554;
-
 impl LimitDef {
     /// A plain (unkeyed, enforced) limit.
     pub fn new(name: impl Into<String>, algorithm: Algorithm) -> LimitDef {

@@ -4,6 +4,23 @@
 //! decides with the same parameters. Every constructor here is checked: zero, negative, NaN,
 //! infinite and overflowing values are refused with [`Error::InvalidParameter`] when the limit is
 //! defined, never discovered at decision time.
+//!
+//! | to define | write | stored as |
+//! |---|---|---|
+//! | a token bucket | [`TokenBucket::per_second`]`(r).burst(b)`, [`TokenBucket::new`]`(b, `[`Rate`]`)` | [`Algorithm::TokenBucket`] |
+//! | a fixed window | [`FixedWindow::new`], [`FixedWindow::daily`], ... with an [`Alignment`] | [`Algorithm::FixedWindow`] |
+//! | a sliding window | [`SlidingWindow::new`] | [`Algorithm::SlidingWindow`] |
+//! | an exact sliding log | [`SlidingLog::new`] | [`Algorithm::SlidingLog`] |
+//! | a concurrency limit | [`Concurrency::new`]`(c).lease(d)` | [`Algorithm::Concurrency`] |
+//! | one state per key | [`Keyed::new`]`(slots).on_full(`[`FullPolicy`]`)` | [`LimitDef::keyed`] |
+//!
+//! [`Builder::limit`](crate::Builder::limit) takes any of them ([`IntoAlgorithm`]); a file's
+//! definitions read back as [`LimitDef`]s. The builders are also at the crate root
+//! (`shmlimit::TokenBucket`, ...); the bounds they are checked against are in
+//! [`consts`](crate::consts).
+
+#[cfg(doc)]
+use crate::error::Error;
 
 mod algorithm;
 mod builders;
@@ -16,38 +33,21 @@ pub use builders::{
     Alignment, Concurrency, FixedWindow, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec,
 };
 pub(crate) use def::validate_name;
-pub use def::{FleetShare, LimitDef, DEFAULT_NEAR_LIMIT};
+pub use def::{FleetShare, LimitDef};
 pub use keyed::{FullPolicy, Keyed};
 pub use rate::Rate;
 
-use std::time::Duration;
-
-use crate::algo::sliding_log;
-
-/// Longest limit name, in bytes.
-pub const MAX_NAME_LEN: usize = 63;
-/// Shortest window any windowed algorithm accepts.
-pub const MIN_WINDOW: Duration = Duration::from_millis(1);
-/// Longest window: about 36 years.
-pub const MAX_WINDOW: Duration = Duration::from_nanos(sliding_log::MAX_WINDOW_NS);
-/// Largest token-bucket capacity.
-pub const MAX_CAPACITY: u64 = 1 << 40;
-/// Most entries one sliding log may hold (8 bytes each).
-pub const MAX_LOG_LIMIT: u64 = 1 << 24;
-/// Most permits one concurrency limit may have.
-pub const MAX_PERMITS: u64 = 1 << 16;
-/// Most sub-buckets a split token bucket may have.
-pub const MAX_SPLIT: usize = 64;
-/// Most key slots one keyed limit may have.
-pub const MAX_KEYS: u64 = 1 << 26;
-/// Most permits per key of a keyed concurrency limit (one bit each in the key's state word).
-pub const MAX_KEY_PERMITS: u64 = 64;
-/// Most permit entries (key slots times permits per key) of one keyed concurrency limit: 16
-/// bytes each, so at most 1 GiB.
-pub const MAX_KEY_PERMIT_ENTRIES: u64 = 1 << 26;
+// The bounds a definition is validated against live in `consts`, with every other bound of
+// the API; `crate::spec::MAX_*` keeps naming them inside the crate.
+pub(crate) use crate::consts::{
+    DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
+    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+};
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
