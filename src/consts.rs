@@ -29,42 +29,20 @@
 //! | [`REPLACEMENT_CHECK`] | 1 s | how often a handle checks for a replaced file |
 //! | [`PERMIT_RECHECK`] | 100 ms | how often a waiter for a permit looks for dead holders |
 
-use std::time::Duration;
-
-use crate::algo::sliding_log;
-#[cfg(doc)]
-use crate::{Error, TokenBucketLimit};
-
+// Only re-exports (and one alias): no module of the crate imports `consts`, so it is in no
+// import cycle; each bound is defined beside the code that enforces it.
 pub use crate::compose::MAX_CHECKS;
 pub use crate::error::MAX_ECHO;
 pub use crate::file::layout::MAX_LIMITS;
 pub use crate::keyed::MAX_KEY_LEN;
 pub use crate::limiter::{DATE_TOLERANCE, MAX_DATE_NS, REPLACEMENT_CHECK};
 pub use crate::permit::PERMIT_RECHECK;
-
-/// The default near-limit fraction: about 10% of the capacity, in 1/65536 units.
-pub const DEFAULT_NEAR_LIMIT: u16 = 6554;
-/// Longest limit name, in bytes.
-pub const MAX_NAME_LEN: usize = 63;
-/// Shortest window any windowed algorithm accepts.
-pub const MIN_WINDOW: Duration = Duration::from_millis(1);
-/// Longest window: about 36 years.
-pub const MAX_WINDOW: Duration = Duration::from_nanos(sliding_log::MAX_WINDOW_NS);
-/// Largest token-bucket capacity.
-pub const MAX_CAPACITY: u64 = 1 << 40;
-/// Most entries one sliding log may hold (8 bytes each).
-pub const MAX_LOG_LIMIT: u64 = 1 << 24;
-/// Most permits one concurrency limit may have.
-pub const MAX_PERMITS: u64 = 1 << 16;
-/// Most sub-buckets a split token bucket may have.
-pub const MAX_SPLIT: usize = 64;
-/// Most key slots one keyed limit may have.
-pub const MAX_KEYS: u64 = 1 << 26;
-/// Most permits per key of a keyed concurrency limit (one bit each in the key's state word).
-pub const MAX_KEY_PERMITS: u64 = 64;
-/// Most permit entries (key slots times permits per key) of one keyed concurrency limit: 16
-/// bytes each, so at most 1 GiB.
-pub const MAX_KEY_PERMIT_ENTRIES: u64 = 1 << 26;
+pub use crate::spec::bounds::{
+    DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
+    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+};
+#[cfg(doc)]
+use crate::{Error, TokenBucketLimit};
 
 /// The longest a fleet lease deadline ([`TokenBucketLimit::set_fleet_deadline`]) may run ahead
 /// of a decision's clock, in nanoseconds (2^40, about 18 minutes): a deadline further ahead is

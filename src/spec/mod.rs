@@ -23,6 +23,7 @@
 use crate::error::Error;
 
 mod algorithm;
+pub(crate) mod bounds;
 mod builders;
 mod def;
 mod keyed;
@@ -37,9 +38,7 @@ pub use def::{FleetShare, LimitDef};
 pub use keyed::{FullPolicy, Keyed};
 pub use rate::Rate;
 
-// The bounds a definition is validated against live in `consts`, with every other bound of
-// the API; `crate::spec::MAX_*` keeps naming them inside the crate.
-pub(crate) use crate::consts::{
+pub(crate) use bounds::{
     DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
     MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
