@@ -1,7 +1,6 @@
 //! The host agent: one per host, beside the workers. It renews the host's lease, applies the
 //! granted share to the local limit, and fences the limit to the minimum when it cannot renew.
 
-use shmlimit::c_abi::Untyped as _;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT};
-use super::share::{self, LocalShare};
+use super::share::{self, Bucket, LocalShare};
 use shmlimit::{Clock, Limit, Limiter, Rate};
 
 /// What can stop an agent.
@@ -247,7 +246,7 @@ pub struct AgentSnapshot {
 struct Shared {
     cfg: AgentConfig,
     res: Resolved,
-    limit: Limit,
+    limit: Bucket,
     instance: String,
     local: Mutex<Local>,
     /// Why the agent cannot go on (the server refused its configuration or its member id).
@@ -275,7 +274,7 @@ impl Shared {
             return false;
         }
         let new = self.local_share(units);
-        let live = self.limit.live_algorithm().ok();
+        let live = self.limit.as_limit().live_algorithm().ok();
         let holds = live
             == Some(shmlimit::Algorithm::TokenBucket {
                 capacity: new.capacity,
@@ -468,14 +467,13 @@ impl Agent {
         // One agent per limit of a file: a second one would knock the first one's share down
         // before the server refuses it.
         let lock = agent_lock(&cfg)?;
-        let limit = limiter.limit(&cfg.limit)?;
-        if !matches!(limit.algorithm(), shmlimit::Algorithm::TokenBucket { .. }) {
+        let Some(limit) = Bucket::resolve(&limiter, &cfg.limit)? else {
             return Err(FleetError::Config(format!(
                 "limit `{}` is not a token bucket",
                 cfg.limit
             )));
-        }
-        let res = resolve(&cfg, &limit)?;
+        };
+        let res = resolve(&cfg, limit.as_limit())?;
         let client = redis::Client::open(cfg.redis_url.as_str())?;
         // Nothing is granted yet: the floor first, whatever the file was configured with. The
         // bucket becomes fleet-managed: every decision compares its clock read with the lease
@@ -711,7 +709,7 @@ struct Meter {
 
 impl Meter {
     fn demand(&mut self, s: &Shared) -> u64 {
-        let st = s.limit.stats();
+        let st = s.limit.as_limit().stats();
         let count = st.allowed.saturating_add(st.denied);
         let now = Instant::now();
         let latest = match self.last {
@@ -752,7 +750,7 @@ fn renew_once(
     // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
     let sent = Instant::now();
     // The same instant on the file's clock (the clock its decisions compare the deadline with).
-    let sent_file_ns = s.limit.clock().now_ns();
+    let sent_file_ns = s.limit.as_limit().clock().now_ns();
     let result = match con.as_mut() {
         Some(c) => protocol::renew(c, &s.request(held, &epoch, demand)),
         None => connect(client, io).and_then(|mut c| {
@@ -900,7 +898,7 @@ impl Drop for Guard {
 ///
 /// [`FleetError::Config`] if the pipe or the fork fails.
 pub fn spawn_guard(
-    limit: &Limit,
+    limit: &Bucket,
     floor: LocalShare,
     cfg: &AgentConfig,
 ) -> Result<Guard, FleetError> {
@@ -933,7 +931,7 @@ pub fn spawn_guard(
     }
 }
 
-fn guard_main(read: std::os::fd::OwnedFd, limit: &Limit, floor: LocalShare, message: &[u8]) -> ! {
+fn guard_main(read: std::os::fd::OwnedFd, limit: &Bucket, floor: LocalShare, message: &[u8]) -> ! {
     use nix::sys::signal::{signal, SigHandler, Signal};
     use std::os::fd::AsRawFd;
     for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
