@@ -72,22 +72,11 @@ mod slot {
     use shmlimit::Keyed;
 
     use super::{BenchmarkGroup, BenchmarkId};
+    use crate::peers::keyed::{splitmix, SEQUENCE_LEN};
     use crate::peers::{file_in, scratch_dir};
 
     /// Bytes of one key slot, `[tag, state]`.
     const SLOT: usize = 16;
-
-    /// Indices in one sequence (a power of two), as in the keyed group.
-    const SEQUENCE_LEN: usize = 1 << 22;
-
-    /// splitmix64, as the keyed group draws its keys.
-    fn splitmix(state: &mut u64) -> u64 {
-        *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = *state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
 
     /// The pair at `slot`, read with one aligned 16-byte `vmovdqa` (atomic on processors with
     /// AVX), as the key table reads a slot.

@@ -18,7 +18,7 @@ const NAME: &str = "keyed";
 const KEY_LEN: usize = 12;
 
 /// Indices in one sequence (a power of two, so the cursor wraps with a mask).
-const SEQUENCE_LEN: usize = 1 << 22;
+pub const SEQUENCE_LEN: usize = 1 << 22;
 
 /// How keys are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +49,7 @@ struct Keys {
 }
 
 /// splitmix64: a fixed, seedable sequence of well-mixed 64-bit values.
-fn splitmix(state: &mut u64) -> u64 {
+pub fn splitmix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
