@@ -70,6 +70,7 @@ mod slot {
     use criterion::measurement::WallTime;
     use memmap2::MmapRaw;
     use shmlimit::Keyed;
+    use tempfile::TempDir;
 
     use super::{BenchmarkGroup, BenchmarkId};
     use crate::peers::keyed::{splitmix, SEQUENCE_LEN};
@@ -138,7 +139,55 @@ mod slot {
         ((lo, hi), ok != 0)
     }
 
-    /// Register `keyed_slot_cas/<keys>` in `group`.
+    /// The mapped slots of a table for `keys` keys, every slot holding a pair, and the indices
+    /// decided on.
+    struct Slots {
+        map: MmapRaw,
+        sequence: Vec<u32>,
+        _dir: TempDir,
+    }
+
+    impl Slots {
+        fn new(keys: usize) -> Slots {
+            // The table the keyed group decides in: `Keyed::new(2 x keys)`, rounded up to a
+            // power of two slots.
+            let slots = Keyed::new(2 * keys as u64).slots() as usize;
+            let dir = scratch_dir();
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(file_in(&dir, "keyed_slot_floor"))
+                .expect("create the slot file");
+            file.set_len((slots * SLOT) as u64)
+                .expect("size the slot file");
+            let map = MmapRaw::map_raw(&file).expect("map the slot file");
+            let base = map.as_mut_ptr();
+            assert_eq!(base as usize % SLOT, 0, "a mapping is page-aligned");
+            // Every slot holds a pair (every page allocated before measuring, as a populated
+            // table's are).
+            let mut rng = 0x5eed_u64;
+            for i in 0..slots {
+                // SAFETY: in bounds of the mapping (`slots * SLOT` bytes); nothing else maps the
+                // file or touches the mapping yet, so plain writes race with nothing.
+                unsafe {
+                    let slot = base.add(i * SLOT).cast::<u64>();
+                    slot.write(splitmix(&mut rng) | 1);
+                    slot.add(1).write(splitmix(&mut rng));
+                }
+            }
+            let sequence = (0..SEQUENCE_LEN)
+                .map(|_| (splitmix(&mut rng) % slots as u64) as u32)
+                .collect();
+            Slots {
+                map,
+                sequence,
+                _dir: dir,
+            }
+        }
+    }
+
+    /// Register `keyed_slot_cas/<keys>` in `group` (the mapping is made when it first runs).
     pub fn bench(group: &mut BenchmarkGroup<'_, WallTime>, keys: usize) {
         if !std::is_x86_feature_detected!("avx") || !std::is_x86_feature_detected!("cmpxchg16b") {
             eprintln!(
@@ -146,57 +195,34 @@ mod slot {
             );
             return;
         }
-        // The table the keyed group decides in: `Keyed::new(2 x keys)`, rounded up to a power
-        // of two slots.
-        let slots = Keyed::new(2 * keys as u64).slots() as usize;
-        let dir = scratch_dir();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(file_in(&dir, "keyed_slot_floor"))
-            .expect("create the slot file");
-        file.set_len((slots * SLOT) as u64)
-            .expect("size the slot file");
-        let map = MmapRaw::map_raw(&file).expect("map the slot file");
-        let base = map.as_mut_ptr();
-        assert_eq!(base as usize % SLOT, 0, "a mapping is page-aligned");
-        // Every slot holds a pair (every page allocated before measuring, as a populated
-        // table's are).
-        let mut rng = 0x5eed_u64;
-        for i in 0..slots {
-            // SAFETY: in bounds of the mapping (`slots * SLOT` bytes); nothing else maps the
-            // file or touches the mapping yet, so plain writes race with nothing.
-            unsafe {
-                let slot = base.add(i * SLOT).cast::<u64>();
-                slot.write(splitmix(&mut rng) | 1);
-                slot.add(1).write(splitmix(&mut rng));
-            }
-        }
-        let sequence: Vec<u32> = (0..SEQUENCE_LEN)
-            .map(|_| (splitmix(&mut rng) % slots as u64) as u32)
-            .collect();
+        let mut slots: Option<Slots> = None;
         // Zero, but not known to be zero when compiled: ANDed with the CAS result, it makes
         // each index depend on the previous step without changing it.
         let zero = black_box(0usize);
-        group.bench_with_input(BenchmarkId::new("keyed_slot_cas", keys), &keys, |b, _| {
-            let mut next = 0usize;
-            let mut carry = 0usize;
-            b.iter(|| {
-                let index = sequence[next] as usize ^ carry;
-                next = (next + 1) & (SEQUENCE_LEN - 1);
-                // SAFETY: `index < slots` (the sequence's values are, and `carry` is 0), so the
-                // slot is 16-byte aligned and in the mapping, which is only accessed through
-                // these two atomic instructions from here on; AVX and cmpxchg16b were checked.
-                let (found, ok) = unsafe {
-                    let slot = base.add(index * SLOT).cast_const();
-                    let pair = load(slot);
-                    cas(slot, pair, (pair.0, pair.1.wrapping_add(1)))
-                };
-                carry = (found.1 as usize ^ ok as usize) & zero;
-                ok
-            })
-        });
-        drop(map);
+        group.bench_with_input(
+            BenchmarkId::new("keyed_slot_cas", keys),
+            &keys,
+            |b, &keys| {
+                let slots = slots.get_or_insert_with(|| Slots::new(keys));
+                let (base, sequence) = (slots.map.as_mut_ptr(), &slots.sequence);
+                let mut next = 0usize;
+                let mut carry = 0usize;
+                b.iter(|| {
+                    let index = sequence[next] as usize ^ carry;
+                    next = (next + 1) & (SEQUENCE_LEN - 1);
+                    // SAFETY: `index` is below the slot count (the sequence's values are, and
+                    // `carry` is 0), so the slot is 16-byte aligned and in the mapping, which is only
+                    // accessed through these two atomic instructions from here on; AVX and
+                    // cmpxchg16b were checked.
+                    let (found, ok) = unsafe {
+                        let slot = base.add(index * SLOT).cast_const();
+                        let pair = load(slot);
+                        cas(slot, pair, (pair.0, pair.1.wrapping_add(1)))
+                    };
+                    carry = (found.1 as usize ^ ok as usize) & zero;
+                    ok
+                })
+            },
+        );
     }
 }
