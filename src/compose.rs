@@ -179,23 +179,75 @@ impl<C: Clock> Acquire for Check<'_, C> {
 /// # Ok(()) }
 /// ```
 pub fn try_acquire_all<C: Clock>(checks: &[Check<'_, C>]) -> Result<Composed> {
-    compose(checks)
+    // One clock read for every limit: possible when the clock has no state (a zero-sized
+    // clock, as `MonotonicClock`, reads the same timeline in every handle; two `ManualClock`s
+    // may not), and only for limits whose state is one word.
+    if std::mem::size_of::<C>() != 0 || checks.len() > MAX_CHECKS {
+        return compose(checks);
+    }
+    let mut loaded = [None; MAX_CHECKS];
+    let mut first = None;
+    for (check, slot) in checks.iter().zip(loaded.iter_mut()) {
+        if check.key.is_none() {
+            if let Ok(Some((limit, word))) = check.limit.load_word() {
+                first.get_or_insert(limit);
+                *slot = Some((limit, word));
+            }
+        }
+    }
+    let Some(first) = first else {
+        return compose(checks);
+    };
+    // Read after every load above: no limit decides on a time older than the word it loaded.
+    let t = first.clock().now_ns();
+    compose_with(checks, |i, check| match loaded[i] {
+        // The first admission of a check whose word was loaded: from that word at `t` (a
+        // retry reads the clock again).
+        Some((limit, word)) => limit.acquire_loaded(word, t, check.cost),
+        None => check.acquire(true),
+    })
 }
 
 pub(crate) fn compose<A: Acquire>(checks: &[A]) -> Result<Composed> {
-    if checks.len() > MAX_CHECKS {
-        return Err(invalid(
-            "",
-            format!("at most {MAX_CHECKS} limits in one composed check"),
-        ));
-    }
-    let mut out = Composed {
+    compose_with(checks, |_, check| check.acquire(true))
+}
+
+/// [`compose`], with `admit(i, check)` making check `i`'s admission (peeks after a denial go
+/// through [`Acquire::acquire`]).
+#[inline(always)]
+fn compose_with<A: Acquire>(
+    checks: &[A],
+    admit: impl FnMut(usize, &A) -> Result<Decision>,
+) -> Result<Composed> {
+    // Built in place in the value returned, which every path returns (a composed result holds
+    // up to eight decisions: returning another value would copy them all).
+    let mut result = Ok(Composed {
         allowed: true,
         denied_by: None,
         retry_after_ns: 0,
         decisions: [None; MAX_CHECKS],
-        len: checks.len(),
+        len: checks.len().min(MAX_CHECKS),
+    });
+    let failed = match &mut result {
+        Ok(out) if checks.len() <= MAX_CHECKS => fill(out, checks, admit).err(),
+        _ => Some(invalid(
+            "",
+            format!("at most {MAX_CHECKS} limits in one composed check"),
+        )),
     };
+    if let Some(e) = failed {
+        result = Err(e);
+    }
+    result
+}
+
+/// Decide every check into `out`, all or nothing.
+#[inline(always)]
+fn fill<A: Acquire>(
+    out: &mut Composed,
+    checks: &[A],
+    mut admit: impl FnMut(usize, &A) -> Result<Decision>,
+) -> Result<()> {
     let undo = |out: &mut Composed, upto: usize| {
         for (check, slot) in checks[..upto].iter().zip(out.decisions.iter_mut()) {
             if let Some(grant) = slot.take() {
@@ -205,10 +257,10 @@ pub(crate) fn compose<A: Acquire>(checks: &[A]) -> Result<Composed> {
         }
     };
     for (i, check) in checks.iter().enumerate() {
-        let decision = match check.acquire(true) {
+        let decision = match admit(i, check) {
             Ok(d) => d,
             Err(e) => {
-                undo(&mut out, i);
+                undo(out, i);
                 return Err(e);
             }
         };
@@ -216,7 +268,7 @@ pub(crate) fn compose<A: Acquire>(checks: &[A]) -> Result<Composed> {
             out.decisions[i] = Some(decision);
             continue;
         }
-        undo(&mut out, i);
+        undo(out, i);
         out.allowed = false;
         out.denied_by = Some(i);
         out.retry_after_ns = decision.retry_after_ns();
@@ -227,9 +279,9 @@ pub(crate) fn compose<A: Acquire>(checks: &[A]) -> Result<Composed> {
                 out.decisions[j] = Some(peek);
             }
         }
-        return Ok(out);
+        break;
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{try_decide, Decision, Fault, Step};
+use crate::algo::{try_decide, try_decide_from, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, pack_window_limit, unpack_window_limit, word};
@@ -737,6 +737,9 @@ impl<C: Clock> Limiter<C> {
             tally: Tally::new(self.shared.counters, index, def.shadow, def.near_limit),
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,
+            plain_bucket: matches!(self.shared.params[index], Params::TokenBucket)
+                && def.keyed.is_none()
+                && def.split <= 1,
             cache: Default::default(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
@@ -960,6 +963,8 @@ pub struct Limit<C: Clock = MonotonicClock> {
     tally: Tally,
     keyed: bool,
     split: usize,
+    /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_run`].
+    plain_bucket: bool,
     /// Read by every bucket decision, written only when a retune makes it refill: on a cache
     /// line (pair) of its own, so that writes to whatever the process keeps next to the handle
     /// (the handle is often a field of a larger, mutable struct) never evict it.
@@ -992,6 +997,7 @@ impl<C: Clock> Clone for Limit<C> {
             tally: self.tally,
             keyed: self.keyed,
             split: self.split,
+            plain_bucket: self.plain_bucket,
             cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
             origin: self.origin,
             // Relaxed: a time; a stale copy only makes the clone check sooner.
@@ -1181,27 +1187,7 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
-            Params::TokenBucket => {
-                let tag = word & bucket::PARAM_TAG;
-                let g = match self.bucket_cached((tag >> 63) as usize, now, cost) {
-                    Ok(g) => g,
-                    // Fenced, and the fence's bucket can never grant this much: deny.
-                    Err(StepError::Fenced) => {
-                        return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1)))
-                    }
-                    Err(e) => return Err(e),
-                };
-                if cost > g.capacity {
-                    return Err(StepError::Cost(g.capacity));
-                }
-                Ok(match g.step(now, word & !bucket::PARAM_TAG, cost) {
-                    Step::Admit { new, decision } => Step::Admit {
-                        new: new | tag,
-                        decision,
-                    },
-                    deny => deny,
-                })
-            }
+            Params::TokenBucket => self.bucket_step(now, word, cost),
             Params::FixedWindow(fw) => {
                 let limit = self.window_limit_fast()?;
                 if cost > limit {
@@ -1403,7 +1389,99 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let this = self.follow()?;
+        if this.plain_bucket && cost != 0 {
+            return this.bucket_run(cost, commit, at);
+        }
         this.run_on(cost, commit, || this.decision_time(at))
+    }
+
+    /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
+    /// step and nothing else, so that it compiles to straight-line code (no dispatch on the
+    /// algorithm, no call, the decision in registers). Every other limit goes through
+    /// [`Limit::run_on`].
+    #[inline(always)]
+    fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let decision = try_decide(
+            self.control(0),
+            || self.decision_time(at),
+            commit,
+            |t, w| self.bucket_step(t, w, cost),
+        )
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, commit))
+    }
+
+    /// The first half of a decision dated by a clock read that the caller makes after it (a
+    /// composed check reads the clock once for all its limits): the handle to decide on
+    /// (following a replacement) and its state word, loaded now. `None` for a limit whose
+    /// state is not one word (keyed, split, sliding log, concurrency).
+    #[inline(always)]
+    pub(crate) fn load_word(&self) -> Result<Option<(&Limit<C>, u64)>> {
+        let this = self.follow()?;
+        let single = matches!(
+            this.params,
+            Params::TokenBucket | Params::FixedWindow(_) | Params::SlidingWindow(_)
+        );
+        if this.keyed || this.split > 1 || !single {
+            return Ok(None);
+        }
+        // Acquire: as in `try_decide`.
+        Ok(Some((this, this.control(0).load(Ordering::Acquire))))
+    }
+
+    /// The second half: admit `cost` on the handle [`Limit::load_word`] returned, from the word
+    /// it loaded, dated `t` (a clock read after that load); a retry reads the clock again.
+    /// The replacement check runs at `t` when it is due, as in [`Limit::decision_time`].
+    #[inline(always)]
+    pub(crate) fn acquire_loaded(&self, word: u64, t: u64, cost: u64) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let mut first = Some(t);
+        let now = || match first.take() {
+            Some(t) => {
+                // Relaxed: as in `current_at`.
+                if t >= self.next_check.load(Ordering::Relaxed) {
+                    self.check_due(t);
+                }
+                t
+            }
+            None => self.decision_time(None),
+        };
+        let decision = if self.plain_bucket {
+            try_decide_from(self.control(0), word, now, true, |t, w| {
+                self.bucket_step(t, w, cost)
+            })
+        } else {
+            try_decide_from(self.control(0), word, now, true, |t, w| {
+                self.step_fast(t, w, cost)
+            })
+        }
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, true))
+    }
+
+    /// The token bucket's pure decision on state word `word` at `now`: the bucket's parameters
+    /// from the slot the word's tag names (through this handle's cache), then GCRA.
+    #[inline(always)]
+    fn bucket_step(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
+        let tag = word & bucket::PARAM_TAG;
+        let g = match self.bucket_cached((tag >> 63) as usize, now, cost) {
+            Ok(g) => g,
+            // Fenced, and the fence's bucket can never grant this much: deny.
+            Err(StepError::Fenced) => return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1))),
+            Err(e) => return Err(e),
+        };
+        if cost > g.capacity {
+            return Err(StepError::Cost(g.capacity));
+        }
+        Ok(match g.step(now, word & !bucket::PARAM_TAG, cost) {
+            Step::Admit { new, decision } => Step::Admit {
+                new: new | tag,
+                decision,
+            },
+            deny => deny,
+        })
     }
 
     #[inline(always)]

@@ -355,3 +355,31 @@ fn composed_checks_take_keyed_limits() {
         "bob is untouched"
     );
 }
+
+#[test]
+fn composed_check_of_one_limit_twice_takes_both_units() {
+    // A composed check loads every limit's word before its one clock read: the second check of
+    // the same limit starts from a word the first one has already replaced, fails its CAS and
+    // decides again on the new word. Both units are taken, or neither.
+    let (_dir, path) = temp_path("twice.shm");
+    let limiter = Limiter::builder()
+        .limit("a", TokenBucket::new(3, Rate::per_day(1).unwrap()))
+        .limit("w", FixedWindow::new(3, Duration::from_secs(3_600)))
+        .create_or_open(&path)
+        .unwrap();
+    let (a, w) = (
+        limiter.token_bucket("a").unwrap(),
+        limiter.window("w").unwrap(),
+    );
+    let checks = [Check::new(&a, 1), Check::new(&w, 1), Check::new(&a, 1)];
+    assert!(try_acquire_all(&checks).unwrap().is_allowed());
+    assert_eq!(a.peek(1).unwrap().remaining(), 0, "two of three taken");
+    assert_eq!(w.peek(1).unwrap().remaining(), 1);
+    let second = try_acquire_all(&checks).unwrap();
+    assert_eq!(second.denied_by(), Some(2), "one token left for two checks");
+    // The denial gave back what the first two checks took.
+    assert_eq!(a.peek(1).unwrap().remaining(), 0);
+    assert_eq!(w.peek(1).unwrap().remaining(), 1);
+    let stats = a.stats();
+    assert_eq!(stats.allowed - stats.refunded, 2, "{stats:?}");
+}

@@ -291,12 +291,25 @@ pub(crate) fn decide<A: AtomicWord>(
 #[inline(always)]
 pub(crate) fn try_decide<A: AtomicWord, E>(
     word: &A,
+    now: impl FnMut() -> u64,
+    commit: bool,
+    step: impl FnMut(u64, u64) -> Result<Step, E>,
+) -> Result<Decision, E> {
+    // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
+    try_decide_from(word, word.load(Ordering::Acquire), now, commit, step)
+}
+
+/// [`try_decide`] from `current`, a value of `word` the caller loaded (Acquire) before the
+/// first call of `now`: a composed check loads every limit's word, then reads the clock once
+/// for all of them.
+#[inline(always)]
+pub(crate) fn try_decide_from<A: AtomicWord, E>(
+    word: &A,
+    mut current: u64,
     mut now: impl FnMut() -> u64,
     commit: bool,
     mut step: impl FnMut(u64, u64) -> Result<Step, E>,
 ) -> Result<Decision, E> {
-    // Acquire: pairs with the AcqRel CAS of the decision that wrote this word.
-    let mut current = word.load(Ordering::Acquire);
     loop {
         match step(now(), current)? {
             Step::Deny(decision) => return Ok(decision),

@@ -114,30 +114,37 @@ impl Region {
 struct Lane {
     /// The mapping's [`Region::id`]; 0 matches none.
     id: u64,
-    /// Words from the region's start to the lane's first counter, shifted left by one; bit 0
-    /// set when this thread owns the lane (plain stores), clear for the shared lane (atomic
-    /// adds).
-    at: usize,
+    /// The lane's first counter word, with bit 0 set when this thread owns the lane (plain
+    /// stores), clear for the shared lane (atomic adds). Words are 8-aligned, so bit 0 of the
+    /// address is free.
+    at: *const AtomicU64,
 }
 
-const NO_LANE: Lane = Lane { id: 0, at: 0 };
+const NO_LANE: Lane = Lane {
+    id: 0,
+    at: std::ptr::null(),
+};
 
 impl Lane {
-    fn new(id: u64, counters: usize, owned: bool) -> Lane {
+    /// Lane `lane` of `region`.
+    fn new(region: &Region, lane: usize, owned: bool) -> Lane {
+        // SAFETY: `counters(lane)` is inside the region (LANES lanes of validated geometry).
+        let first = unsafe { region.base.add(region.counters(lane)) };
         Lane {
-            id,
-            at: counters << 1 | usize::from(owned),
+            id: region.id,
+            at: first.map_addr(|a| a | usize::from(owned)),
         }
     }
 
     #[inline(always)]
     fn owned(self) -> bool {
-        self.at & 1 != 0
+        self.at.addr() & 1 != 0
     }
 
+    /// The lane's first counter word.
     #[inline(always)]
-    fn counters(self) -> usize {
-        self.at >> 1
+    fn first(self) -> *const AtomicU64 {
+        self.at.map_addr(|a| a & !1)
     }
 }
 
@@ -231,11 +238,7 @@ fn lane_of(region: &Region) -> Lane {
                         })
                         .flatten();
                     cold.retry = RETRY_CLAIM;
-                    Lane::new(
-                        region.id,
-                        region.counters(claimed.unwrap_or(0)),
-                        claimed.is_some(),
-                    )
+                    Lane::new(region, claimed.unwrap_or(0), claimed.is_some())
                 }
             };
             // Most recent first.
@@ -248,7 +251,7 @@ fn lane_of(region: &Region) -> Lane {
         .flatten();
     // Without a thread-local (a decision from another thread-local's destructor), the shared
     // lane, uncached.
-    let lane = lane.unwrap_or(Lane::new(region.id, region.counters(0), false));
+    let lane = lane.unwrap_or(Lane::new(region, 0, false));
     // The try_with: HOT has no destructor, so it is always there.
     HOT.with(|h| h.set(lane));
     lane
@@ -308,7 +311,8 @@ impl Tally {
             self.add(lane, counter::SHADOW_DENIED);
         }
         self.add(lane, counter::ALLOWED);
-        if decision.is_near(self.near) {
+        // `near == 0`: no near-limit flag asked for (is_near would be false); skip the product.
+        if self.near != 0 && decision.is_near(self.near) {
             self.add(lane, counter::NEAR_LIMIT);
         }
         decision
@@ -331,15 +335,10 @@ impl Tally {
 
     #[inline(always)]
     fn add(&self, lane: Lane, which: usize) {
-        // SAFETY: `lane.counters` is the offset of a lane's first counter word in this
-        // mapping's region (the ids match), and the limit's `COUNTERS` words are
-        // `index * COUNTERS` further, inside the lane (validated geometry).
-        let word = unsafe {
-            &*self
-                .region
-                .base
-                .add(lane.counters() + self.index as usize * COUNTERS + which)
-        };
+        // SAFETY: `lane.first()` is a lane's first counter word in this mapping's region (the
+        // ids match, and the region outlives the handle holding this Tally), and the limit's
+        // `COUNTERS` words are `index * COUNTERS` further, inside the lane (validated geometry).
+        let word = unsafe { &*lane.first().add(self.index as usize * COUNTERS + which) };
         if lane.owned() {
             lanes::add_owned(word);
         } else {
