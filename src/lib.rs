@@ -56,12 +56,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
+pub mod consts;
+pub mod spec;
+
 mod algo;
 #[doc(hidden)]
 pub mod c_abi;
 mod clock;
 mod compose;
-pub mod consts;
 mod error;
 mod file;
 mod handle;
@@ -70,7 +72,6 @@ mod keyed;
 mod limiter;
 mod permit;
 mod reconcile;
-pub mod spec;
 mod sync;
 mod tally;
 mod unavailable;
