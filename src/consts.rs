@@ -4,8 +4,8 @@
 //! looks for dead holders, how far ahead a dated decision may be).
 //!
 //! A definition beyond a bound is refused with [`Error::InvalidParameter`] when the limit is
-//! defined; a key beyond [`MAX_KEY_LEN`] is [`Error::InvalidKey`] at the call. The C header defines the same values as `SHMLIMIT_*` constants (checked equal
-//! at compile time).
+//! defined; a key beyond [`MAX_KEY_LEN`] is [`Error::InvalidKey`] at the call. The C header
+//! defines those a C caller needs as `SHMLIMIT_*` constants (checked equal at compile time).
 //!
 //! | constant | value | bounds |
 //! |---|---|---|

@@ -190,8 +190,9 @@ macro_rules! unkeyed_rate {
             /// state is clamped as any stale read is.
             ///
             /// A date is checked against the limit's clock (one clock read, on this dated path
-            /// only): a date ahead of it by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE),
-            /// or beyond what the state can encode ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is
+            /// only): a date ahead of it by more than
+            /// [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE), or beyond what the state can
+            /// encode ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is
             /// refused, so that no date can leave a state that locks other processes out, opens
             /// the limit to them, or fails their decisions.
             ///
@@ -289,8 +290,8 @@ macro_rules! keyed_rate {
 
             /// [`Self::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of
             /// the clock (for replaying traces and for tests); dates are checked as by
-            /// [`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at): at most
-            /// [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) ahead of the clock.
+            /// [`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at): at
+            /// most [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) ahead of the clock.
             ///
             /// # Errors
             ///
