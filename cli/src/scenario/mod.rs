@@ -23,6 +23,8 @@
 //! `B + floor((T + D) / e)`: checked for every pair of arrivals. The calls in flight, counted by
 //! the dependency at each arrival, must never exceed the permits.
 
+mod chart;
+mod fleet;
 mod report;
 mod setup;
 
@@ -293,11 +295,11 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
     if runs.len() == 2 {
         out.push_str(&comparison(&runs[0], &runs[1]));
     }
-    let chart = crate::scenario_chart::draw(
+    let chart = chart::draw(
         &args.chart,
         &runs
             .iter()
-            .map(|r| crate::scenario_chart::Series {
+            .map(|r| chart::Series {
                 budget_on: r.budget_on,
                 hosts: r.hosts,
                 phases: &r.phases,
@@ -370,15 +372,11 @@ fn run_once(
     let exe = std::env::current_exe()
         .map_err(|e| Failure::file(format!("cannot find this binary: {e}")))?;
     let fleet = if on && hosts > 1 {
-        Some(crate::scenario_fleet::start(
-            &exe, dir, &files, &limiters, redis, tag,
-        )?)
+        Some(fleet::start(&exe, dir, &files, &limiters, redis, tag)?)
     } else {
         None
     };
-    let shares_at_start = fleet
-        .as_ref()
-        .map(|_| crate::scenario_fleet::shares(&limiters));
+    let shares_at_start = fleet.as_ref().map(|_| fleet::shares(&limiters));
     let socket = dir.join(format!("dependency-{tag}.sock"));
     let record = dir.join(format!("arrivals-{tag}.txt"));
     let mut dep = Command::new(&exe)
@@ -587,13 +585,8 @@ fn run_once(
         );
     }
     let _ = std::fs::write(dir.join(format!("phases-{tag}.txt")), phase_text);
-    let shares = shares_at_start.map(|start| {
-        format!(
-            "{}\n    at the end:   {}",
-            start,
-            crate::scenario_fleet::shares(&limiters)
-        )
-    });
+    let shares = shares_at_start
+        .map(|start| format!("{}\n    at the end:   {}", start, fleet::shares(&limiters)));
     let redis_url = fleet.as_ref().map(|f| f.url.clone());
     let fleet_rss_kib = fleet.as_ref().map(|f| f.rss_kib());
     drop(fleet);
