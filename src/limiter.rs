@@ -744,6 +744,8 @@ impl<C: Clock> Limiter<C> {
                 self.shared.params[index],
                 Params::FixedWindow(_) | Params::SlidingWindow(_)
             ) && def.keyed.is_none(),
+            seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
+            key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
             cache: Default::default(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
@@ -971,6 +973,10 @@ pub struct Limit<C: Clock = MonotonicClock> {
     plain_bucket: bool,
     /// An unkeyed fixed or sliding window: decided by [`Limit::window_run`].
     plain_window: bool,
+    /// The file's hash seed (header words, fixed at creation), read once.
+    seed: [u64; 2],
+    /// A keyed limit's table slots ([`Keyed::slots`]), 0 when unkeyed.
+    key_slots: usize,
     /// Read by every bucket decision, written only when a retune makes it refill: on a cache
     /// line (pair) of its own, so that writes to whatever the process keeps next to the handle
     /// (the handle is often a field of a larger, mutable struct) never evict it.
@@ -1005,6 +1011,8 @@ impl<C: Clock> Clone for Limit<C> {
             split: self.split,
             plain_bucket: self.plain_bucket,
             plain_window: self.plain_window,
+            seed: self.seed,
+            key_slots: self.key_slots,
             cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
             origin: self.origin,
             // Relaxed: a time; a stale copy only makes the clone check sooner.
@@ -1077,9 +1085,15 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
+    #[inline(always)]
     pub(crate) fn hash_seed(&self) -> [u64; 2] {
-        let m = &self.shared.mapped;
-        [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)]
+        self.seed
+    }
+
+    /// The slots of a keyed limit's table (0 for an unkeyed limit).
+    #[inline(always)]
+    pub(crate) fn key_slots(&self) -> usize {
+        self.key_slots
     }
 
     /// The shared file this limit lives in.
