@@ -740,6 +740,12 @@ impl<C: Clock> Limiter<C> {
             plain_bucket: matches!(self.shared.params[index], Params::TokenBucket)
                 && def.keyed.is_none()
                 && def.split <= 1,
+            plain_window: matches!(
+                self.shared.params[index],
+                Params::FixedWindow(_) | Params::SlidingWindow(_)
+            ) && def.keyed.is_none(),
+            seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
+            key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
             cache: Default::default(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
@@ -965,6 +971,12 @@ pub struct Limit<C: Clock = MonotonicClock> {
     split: usize,
     /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_run`].
     plain_bucket: bool,
+    /// An unkeyed fixed or sliding window: decided by [`Limit::window_run`].
+    plain_window: bool,
+    /// The file's hash seed (header words, fixed at creation), read once.
+    seed: [u64; 2],
+    /// A keyed limit's table slots ([`Keyed::slots`]), 0 when unkeyed.
+    key_slots: usize,
     /// Read by every bucket decision, written only when a retune makes it refill: on a cache
     /// line (pair) of its own, so that writes to whatever the process keeps next to the handle
     /// (the handle is often a field of a larger, mutable struct) never evict it.
@@ -998,6 +1010,9 @@ impl<C: Clock> Clone for Limit<C> {
             keyed: self.keyed,
             split: self.split,
             plain_bucket: self.plain_bucket,
+            plain_window: self.plain_window,
+            seed: self.seed,
+            key_slots: self.key_slots,
             cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
             origin: self.origin,
             // Relaxed: a time; a stale copy only makes the clone check sooner.
@@ -1070,9 +1085,15 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
+    #[inline(always)]
     pub(crate) fn hash_seed(&self) -> [u64; 2] {
-        let m = &self.shared.mapped;
-        [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)]
+        self.seed
+    }
+
+    /// The slots of a keyed limit's table (0 for an unkeyed limit).
+    #[inline(always)]
+    pub(crate) fn key_slots(&self) -> usize {
+        self.key_slots
     }
 
     /// The shared file this limit lives in.
@@ -1188,22 +1209,46 @@ impl<C: Clock> Limit<C> {
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
             Params::TokenBucket => self.bucket_step(now, word, cost),
-            Params::FixedWindow(fw) => {
-                let limit = self.window_limit_fast()?;
-                if cost > limit {
-                    return Err(StepError::Cost(limit));
-                }
-                Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
-            }
-            Params::SlidingWindow(sw) => {
-                let limit = self.window_limit_fast()?;
-                if cost > limit {
-                    return Err(StepError::Cost(limit));
-                }
-                Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
-            }
+            Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost),
+            Params::SlidingWindow(sw) => self.sliding_step(sw, now, word, cost),
             Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
         }
+    }
+
+    /// A fixed window's pure decision at its live limit.
+    #[inline(always)]
+    fn fixed_step(
+        &self,
+        fw: FixedWindow,
+        now: u64,
+        word: u64,
+        cost: u64,
+    ) -> Result<Step, StepError> {
+        let limit = self.live_window_limit(cost)?;
+        Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
+    }
+
+    /// A sliding window's pure decision at its live limit.
+    #[inline(always)]
+    fn sliding_step(
+        &self,
+        sw: SlidingWindow,
+        now: u64,
+        word: u64,
+        cost: u64,
+    ) -> Result<Step, StepError> {
+        let limit = self.live_window_limit(cost)?;
+        Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
+    }
+
+    /// A window's live limit, if it can ever grant `cost`.
+    #[inline(always)]
+    fn live_window_limit(&self, cost: u64) -> Result<u64, StepError> {
+        let limit = self.window_limit_fast()?;
+        if cost > limit {
+            return Err(StepError::Cost(limit));
+        }
+        Ok(limit)
     }
 
     /// The [`Error`] for a [`StepError`], made out of line.
@@ -1392,7 +1437,62 @@ impl<C: Clock> Limit<C> {
         if this.plain_bucket && cost != 0 {
             return this.bucket_run(cost, commit, at);
         }
+        if this.plain_window && cost != 0 {
+            return this.window_run(cost, commit, at);
+        }
+        if let (Params::SlidingLog(log), false) = (this.params, this.keyed || cost == 0) {
+            return this.log_run(log, cost, commit, || this.decision_time(at));
+        }
         this.run_on(cost, commit, || this.decision_time(at))
+    }
+
+    /// The decision of a sliding log.
+    #[inline(always)]
+    fn log_run(
+        &self,
+        log: SlidingLog,
+        cost: u64,
+        commit: bool,
+        now: impl Fn() -> u64,
+    ) -> Result<Decision> {
+        if cost > log.limit {
+            return Err(Error::CostExceedsCapacity {
+                cost,
+                capacity: log.limit,
+            });
+        }
+        let decision = log
+            .acquire(self.control(0), self.area_log(log), now, cost, commit)
+            .map_err(|f| self.fault(f))?;
+        Ok(self.finish(decision, cost, commit))
+    }
+
+    /// The decision of an unkeyed fixed or sliding window, as [`Limit::bucket_run`]: one loop
+    /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
+    /// that returns the step through memory).
+    #[inline(always)]
+    fn window_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let now = || self.decision_time(at);
+        let word = self.control(0);
+        let decision = match self.params {
+            Params::FixedWindow(fw) => try_decide(
+                word,
+                now,
+                commit,
+                #[inline(always)]
+                |t, w| self.fixed_step(fw, t, w, cost),
+            ),
+            Params::SlidingWindow(sw) => try_decide(
+                word,
+                now,
+                commit,
+                #[inline(always)]
+                |t, w| self.sliding_step(sw, t, w, cost),
+            ),
+            _ => Err(StepError::NoWord),
+        }
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, commit))
     }
 
     /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
@@ -1484,7 +1584,10 @@ impl<C: Clock> Limit<C> {
         })
     }
 
-    #[inline(always)]
+    /// What [`Limit::bucket_run`], [`Limit::window_run`] and [`Limit::log_run`] do not decide:
+    /// split buckets, and the errors (out of line: inlined, its code makes the hot loops above
+    /// allocate registers worse).
+    #[inline(never)]
     fn run_on(&self, cost: u64, commit: bool, now: impl Fn() -> u64) -> Result<Decision> {
         if cost == 0 {
             return Err(Error::ZeroCost);
@@ -1493,16 +1596,7 @@ impl<C: Clock> Limit<C> {
             return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
         let decision = match self.params {
-            Params::SlidingLog(log) => {
-                if cost > log.limit {
-                    return Err(Error::CostExceedsCapacity {
-                        cost,
-                        capacity: log.limit,
-                    });
-                }
-                log.acquire(self.control(0), self.area_log(log), now, cost, commit)
-                    .map_err(|f| self.fault(f))?
-            }
+            Params::SlidingLog(log) => return self.log_run(log, cost, commit, now),
             Params::Concurrency { .. } => {
                 return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
             }

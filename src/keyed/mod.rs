@@ -167,7 +167,10 @@ pub(crate) type Slot = NoSlot;
 /// concurrency limit keeps its permit entries after them). `None` on a target without a
 /// 16-byte CAS, or for a limit that is not keyed.
 pub(crate) fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[Slot]> {
-    let slots = limit.def().keyed?.slots() as usize;
+    let slots = limit.key_slots();
+    if slots == 0 {
+        return None;
+    }
     pair_table(limit.area().get(..2 * slots)?)
 }
 
@@ -195,6 +198,7 @@ impl pair::PairWord for NoSlot {
     }
 }
 
+#[inline(always)]
 fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
         return Err(Error::InvalidKey {
