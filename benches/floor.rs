@@ -4,7 +4,7 @@
 //! both together, and `floor/c_reference` the whole GCRA in plain C. The multi-process C floor
 //! runs in the contention groups, next to shmlimit.
 //!
-//! `floor/keyed_slot_cas/<keys>` is the memory floor of a keyed decision: one 16-byte atomic load
+//! `floor/keyed_slot_cas_<keys>` is the memory floor of a keyed decision: one 16-byte atomic load
 //! and one `lock cmpxchg16b` of a random slot of a file mapping (in `/dev/shm`, like a limiter
 //! file) the size of the key table `keyed_token_bucket_*/keyed/<keys>` decides in
 //! (`Keyed::new(2 x keys)` slots of 16 bytes), with the instructions the table uses (`vmovdqa`,
@@ -18,7 +18,7 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use criterion::{BenchmarkGroup, BenchmarkId, Criterion};
+use criterion::{BenchmarkGroup, Criterion};
 use shmlimit::{Clock, CoarseMonotonicClock, MonotonicClock};
 
 use crate::peers::c_reference::CReference;
@@ -61,7 +61,7 @@ pub fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-/// `floor/keyed_slot_cas/<keys>`: see the module docs.
+/// `floor/keyed_slot_cas_<keys>`: see the module docs.
 #[cfg(target_arch = "x86_64")]
 mod slot {
     use std::fs::OpenOptions;
@@ -72,7 +72,7 @@ mod slot {
     use shmlimit::Keyed;
     use tempfile::TempDir;
 
-    use super::{BenchmarkGroup, BenchmarkId};
+    use super::BenchmarkGroup;
     use crate::peers::keyed::{splitmix, SEQUENCE_LEN};
     use crate::peers::{file_in, scratch_dir};
 
@@ -187,7 +187,7 @@ mod slot {
         }
     }
 
-    /// Register `keyed_slot_cas/<keys>` in `group` (the mapping is made when it first runs).
+    /// Register `keyed_slot_cas_<keys>` in `group` (the mapping is made when it first runs).
     pub fn bench(group: &mut BenchmarkGroup<'_, WallTime>, keys: usize) {
         if !std::is_x86_feature_detected!("avx") || !std::is_x86_feature_detected!("cmpxchg16b") {
             eprintln!(
@@ -199,30 +199,26 @@ mod slot {
         // Zero, but not known to be zero when compiled: ANDed with the CAS result, it makes
         // each index depend on the previous step without changing it.
         let zero = black_box(0usize);
-        group.bench_with_input(
-            BenchmarkId::new("keyed_slot_cas", keys),
-            &keys,
-            |b, &keys| {
-                let slots = slots.get_or_insert_with(|| Slots::new(keys));
-                let (base, sequence) = (slots.map.as_mut_ptr(), &slots.sequence);
-                let mut next = 0usize;
-                let mut carry = 0usize;
-                b.iter(|| {
-                    let index = sequence[next] as usize ^ carry;
-                    next = (next + 1) & (SEQUENCE_LEN - 1);
-                    // SAFETY: `index` is below the slot count (the sequence's values are, and
-                    // `carry` is 0), so the slot is 16-byte aligned and in the mapping, which is only
-                    // accessed through these two atomic instructions from here on; AVX and
-                    // cmpxchg16b were checked.
-                    let (found, ok) = unsafe {
-                        let slot = base.add(index * SLOT).cast_const();
-                        let pair = load(slot);
-                        cas(slot, pair, (pair.0, pair.1.wrapping_add(1)))
-                    };
-                    carry = (found.1 as usize ^ ok as usize) & zero;
-                    ok
-                })
-            },
-        );
+        group.bench_function(format!("keyed_slot_cas_{keys}"), |b| {
+            let slots = slots.get_or_insert_with(|| Slots::new(keys));
+            let (base, sequence) = (slots.map.as_mut_ptr(), &slots.sequence);
+            let mut next = 0usize;
+            let mut carry = 0usize;
+            b.iter(|| {
+                let index = sequence[next] as usize ^ carry;
+                next = (next + 1) & (SEQUENCE_LEN - 1);
+                // SAFETY: `index` is below the slot count (the sequence's values are, and
+                // `carry` is 0), so the slot is 16-byte aligned and in the mapping, which is only
+                // accessed through these two atomic instructions from here on; AVX and
+                // cmpxchg16b were checked.
+                let (found, ok) = unsafe {
+                    let slot = base.add(index * SLOT).cast_const();
+                    let pair = load(slot);
+                    cas(slot, pair, (pair.0, pair.1.wrapping_add(1)))
+                };
+                carry = (found.1 as usize ^ ok as usize) & zero;
+                ok
+            })
+        });
     }
 }
