@@ -17,7 +17,7 @@ command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get ins
 
 # The bench binary of the current sources (touch: cargo's fingerprints go by mtime).
 touch src/lib.rs
-bin="$(cargo bench --no-run --bench shmlimit 2>&1 | grep -o 'target/release/deps/shmlimit-[0-9a-f]*' | tail -1)"
+bin="$(cargo bench --no-run --bench shmlimit 2>&1 | sed -n 's/.*Executable benches\/main.rs (\(.*\))$/\1/p' | tail -1)"
 [[ -x "$bin" ]] || { echo "no bench binary found" >&2; exit 1; }
 
 if [[ $# -gt 0 ]]; then

@@ -853,11 +853,12 @@ pub(crate) struct BucketAt {
 }
 
 /// A handle's copy of one parameter slot, valid while the slot's check word equals `check`.
+/// The tolerance is not kept: it is recomputed from the two words the check covers (two
+/// threads refilling for different retunes could leave a third word of another version).
 #[derive(Debug, Default)]
 struct ParamCache {
     check: AtomicU64,
     emission: AtomicU64,
-    tolerance: AtomicU64,
     capacity: AtomicU64,
 }
 
@@ -868,7 +869,6 @@ impl ParamCache {
         ParamCache {
             check: v(&self.check),
             emission: v(&self.emission),
-            tolerance: v(&self.tolerance),
             capacity: v(&self.capacity),
         }
     }
@@ -1281,11 +1281,15 @@ impl<C: Clock> Limit<C> {
         let c = &self.cache[tag];
         // Acquire: pairs with the Release store of `fill_cache`, so the values are its.
         if c.check.load(Ordering::Acquire) == check {
+            // Relaxed: published by the Acquire load of the check above.
+            let emission_ns = c.emission.load(Ordering::Relaxed);
+            let capacity = c.capacity.load(Ordering::Relaxed);
             let g = Gcra {
-                // Relaxed: published by the Acquire load of the check above.
-                emission_ns: c.emission.load(Ordering::Relaxed),
-                tolerance_ns: c.tolerance.load(Ordering::Relaxed),
-                capacity: c.capacity.load(Ordering::Relaxed),
+                emission_ns,
+                // At most 2^62: the pair was validated when a fill stored it (and the check
+                // below proves the pair is one fill's).
+                tolerance_ns: emission_ns.wrapping_mul(capacity),
+                capacity,
             };
             // Two threads refilling for different retunes could interleave their stores: the
             // values must still be the ones the check word names.
@@ -1332,7 +1336,6 @@ impl<C: Clock> Limit<C> {
             bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 };
         // Relaxed: published by the Release store of the check word below.
         c.emission.store(g.emission_ns, Ordering::Relaxed);
-        c.tolerance.store(g.tolerance_ns, Ordering::Relaxed);
         c.capacity.store(g.capacity, Ordering::Relaxed);
         c.check.store(check, Ordering::Release);
         if fleet {
