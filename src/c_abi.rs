@@ -58,7 +58,7 @@ pub fn check<'a, C: Clock>(limit: &'a Limit<C>, key: Option<&'a [u8]>, cost: u64
 
 /// The decisions and retunes of every kind on the untyped handle, each refusing a limit of
 /// another kind at run time with [`Error::WrongKind`]: what the C ABI (which resolves limits by
-/// name alone, and answers a wrong kind with a status code) and the fleet agent call. Rust code
+/// name alone, and answers a wrong kind with a status code) calls. Rust code
 /// uses the typed handles ([`crate::TokenBucketLimit`] and the others), which have exactly the
 /// operations of their kind. Bring it into scope with `use shmlimit::c_abi::Untyped as _;`.
 #[allow(missing_docs)]

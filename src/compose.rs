@@ -200,24 +200,32 @@ pub fn try_acquire_all<C: Clock>(checks: &[Check<'_, C>]) -> Result<Composed> {
     };
     // Read after every load above: no limit decides on a time older than the word it loaded.
     let t = first.clock().now_ns();
-    compose_with(checks, |i, check| match loaded[i] {
-        // The first admission of a check whose word was loaded: from that word at `t` (a
-        // retry reads the clock again).
-        Some((limit, word)) => limit.acquire_loaded(word, t, check.cost),
-        None => check.acquire(true),
+    compose_with(checks, |i, check, slot| {
+        // Each arm stores its decision itself: one value merged from both would be copied
+        // through a temporary.
+        match loaded[i] {
+            // The first admission of a check whose word was loaded: from that word at `t` (a
+            // retry reads the clock again).
+            Some((limit, word)) => *slot = Some(limit.acquire_loaded(word, t, check.cost)?),
+            None => *slot = Some(check.acquire(true)?),
+        }
+        Ok(())
     })
 }
 
 pub(crate) fn compose<A: Acquire>(checks: &[A]) -> Result<Composed> {
-    compose_with(checks, |_, check| check.acquire(true))
+    compose_with(checks, |_, check, slot| {
+        *slot = Some(check.acquire(true)?);
+        Ok(())
+    })
 }
 
-/// [`compose`], with `admit(i, check)` making check `i`'s admission (peeks after a denial go
-/// through [`Acquire::acquire`]).
+/// [`compose`], with `admit(i, check, slot)` making check `i`'s admission into `slot` (peeks
+/// after a denial go through [`Acquire::acquire`]).
 #[inline(always)]
 fn compose_with<A: Acquire>(
     checks: &[A],
-    admit: impl FnMut(usize, &A) -> Result<Decision>,
+    admit: impl FnMut(usize, &A, &mut Option<Decision>) -> Result<()>,
 ) -> Result<Composed> {
     // Built in place in the value returned, which every path returns (a composed result holds
     // up to eight decisions: returning another value would copy them all).
@@ -246,7 +254,7 @@ fn compose_with<A: Acquire>(
 fn fill<A: Acquire>(
     out: &mut Composed,
     checks: &[A],
-    mut admit: impl FnMut(usize, &A) -> Result<Decision>,
+    mut admit: impl FnMut(usize, &A, &mut Option<Decision>) -> Result<()>,
 ) -> Result<()> {
     let undo = |out: &mut Composed, upto: usize| {
         for (check, slot) in checks[..upto].iter().zip(out.decisions.iter_mut()) {
@@ -257,22 +265,19 @@ fn fill<A: Acquire>(
         }
     };
     for (i, check) in checks.iter().enumerate() {
-        let decision = match admit(i, check) {
-            Ok(d) => d,
-            Err(e) => {
-                undo(out, i);
-                return Err(e);
-            }
-        };
-        if decision.is_allowed() {
-            out.decisions[i] = Some(decision);
-            continue;
+        if let Err(e) = admit(i, check, &mut out.decisions[i]) {
+            out.decisions[i] = None;
+            undo(out, i);
+            return Err(e);
         }
+        let retry_after_ns = match &out.decisions[i] {
+            Some(d) if d.is_denied() => d.retry_after_ns(),
+            _ => continue,
+        };
         undo(out, i);
         out.allowed = false;
         out.denied_by = Some(i);
-        out.retry_after_ns = decision.retry_after_ns();
-        out.decisions[i] = Some(decision);
+        out.retry_after_ns = retry_after_ns;
         for (j, later) in checks.iter().enumerate().skip(i + 1) {
             if let Ok(peek) = later.acquire(false) {
                 out.retry_after_ns = out.retry_after_ns.max(peek.retry_after_ns());

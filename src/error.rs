@@ -104,15 +104,15 @@ pub enum Error {
         limit: String,
     },
     /// The clock reads a value outside the range the state encoding can hold, or a dated call
-    /// ([`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at)) names a time beyond [`crate::MAX_DATE_NS`] or ahead
-    /// of the limit's clock by more than [`crate::DATE_TOLERANCE`]. Nothing was consumed.
+    /// ([`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at)) names a time beyond [`crate::consts::MAX_DATE_NS`] or ahead
+    /// of the limit's clock by more than [`crate::consts::DATE_TOLERANCE`]. Nothing was consumed.
     ClockOutOfRange(u64),
     /// A keyed limit's table has no slot for a new key and its policy is [`crate::FullPolicy::Error`].
     TableFull {
         /// The keyed limit.
         limit: String,
     },
-    /// A key is empty or longer than [`crate::MAX_KEY_LEN`].
+    /// A key is empty or longer than [`crate::consts::MAX_KEY_LEN`].
     InvalidKey {
         /// What is wrong with it.
         reason: String,

@@ -35,6 +35,17 @@
 //!
 //! Each admission is dated between its clock read and its commit; the bounds are over those dates.
 //!
+//! ## The API
+//!
+//! Define limits with the builders of [`spec`] ([`TokenBucket`], [`FixedWindow`],
+//! [`SlidingWindow`], [`SlidingLog`], [`Concurrency`], [`Keyed`], [`Rate`]; also at the root),
+//! create or open a file with a [`Limiter`], resolve each limit once as its kind
+//! ([`TokenBucketLimit`], [`WindowLimit`], [`SlidingLogLimit`], [`ConcurrencyLimit`] and the
+//! keyed handles; [`Limit`] is the untyped inspection view) and decide: a [`Decision`], a
+//! [`Permit`], or an [`Error`]. [`try_acquire_all`] composes decisions, [`GuardedLimiter`]
+//! fails open or closed when the file is unavailable, and every bound and interval is in
+//! [`consts`].
+//!
 //! ## Packages
 //!
 //! This crate is all a Rust worker needs (its dependencies: memmap2, crossbeam-utils, libc, nix).
@@ -44,6 +55,9 @@
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+pub mod consts;
+pub mod spec;
 
 mod algo;
 #[doc(hidden)]
@@ -59,7 +73,6 @@ mod keyed;
 mod limiter;
 mod permit;
 mod reconcile;
-mod spec;
 mod sync;
 mod tally;
 mod unavailable;
@@ -67,9 +80,8 @@ mod wait;
 
 pub use algo::Decision;
 pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
-pub use compose::{try_acquire_all, Check, Composed, MAX_CHECKS};
-pub use error::{Error, Result, MAX_ECHO};
-pub use file::layout::MAX_LIMITS;
+pub use compose::{try_acquire_all, Check, Composed};
+pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
     ConcurrencyLimit, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
@@ -77,23 +89,14 @@ pub use handle::{
     WindowLimit,
 };
 pub use headers::{Policy, RateLimitHeaders};
-pub use keyed::MAX_KEY_LEN;
-pub use limiter::{
-    Builder, FileInfo, FleetLease, Limit, Limiter, Stats, DATE_TOLERANCE, MAX_DATE_NS,
-    REPLACEMENT_CHECK,
-};
-pub use permit::{Permit, PermitHolder, PERMIT_RECHECK};
+pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
+pub use permit::{Permit, PermitHolder};
 pub use reconcile::OnConflict;
+// The definitions a program names to define its limits, documented in `spec`.
+#[doc(no_inline)]
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
-    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec, DEFAULT_NEAR_LIMIT,
-    MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES, MAX_LOG_LIMIT, MAX_NAME_LEN,
-    MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
 pub use wait::Reservation;
-
-/// The longest a fleet lease deadline ([`TokenBucketLimit::set_fleet_deadline`]) may run ahead
-/// of a decision's clock, in nanoseconds (2^40, about 18 minutes): a deadline further ahead is
-/// taken as damage, and the decision fences. A fleet agent keeps its fence point under it.
-pub const MAX_FLEET_LEASE_NS: u64 = file::layout::bucket::MAX_LEASE_NS;

@@ -14,7 +14,7 @@ use crate::algo::{try_decide, try_decide_from, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 pub(crate) use crate::engine::Params;
 use crate::error::{Error, Result};
-use crate::file::layout::{self, bucket, unpack_window_limit, word};
+use crate::file::layout::{self, bucket, unpack_window_limit};
 use crate::file::Mapped;
 use crate::reconcile;
 use crate::spec::{Algorithm, LimitDef};
@@ -66,11 +66,12 @@ pub(crate) enum StepError {
 }
 
 /// A handle's copy of one parameter slot, valid while the slot's check word equals `check`.
+/// The tolerance is not kept: it is recomputed from the two words the check covers (two
+/// threads refilling for different retunes could leave a third word of another version).
 #[derive(Debug, Default)]
 struct ParamCache {
     check: AtomicU64,
     emission: AtomicU64,
-    tolerance: AtomicU64,
     capacity: AtomicU64,
 }
 
@@ -81,7 +82,6 @@ impl ParamCache {
         ParamCache {
             check: v(&self.check),
             emission: v(&self.emission),
-            tolerance: v(&self.tolerance),
             capacity: v(&self.capacity),
         }
     }
@@ -135,6 +135,12 @@ pub struct Limit<C: Clock = MonotonicClock> {
     split: usize,
     /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_run`].
     plain_bucket: bool,
+    /// An unkeyed fixed or sliding window: decided by [`Limit::window_run`].
+    plain_window: bool,
+    /// The file's hash seed (header words, fixed at creation), read once.
+    seed: [u64; 2],
+    /// A keyed limit's table slots ([`Keyed::slots`]), 0 when unkeyed.
+    key_slots: usize,
     /// Read by every bucket decision, written only when a retune makes it refill: on a cache
     /// line (pair) of its own, so that writes to whatever the process keeps next to the handle
     /// (the handle is often a field of a larger, mutable struct) never evict it.
@@ -168,6 +174,9 @@ impl<C: Clock> Clone for Limit<C> {
             keyed: self.keyed,
             split: self.split,
             plain_bucket: self.plain_bucket,
+            plain_window: self.plain_window,
+            seed: self.seed,
+            key_slots: self.key_slots,
             cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
             origin: self.origin,
             // Relaxed: a time; a stale copy only makes the clone check sooner.
@@ -233,9 +242,15 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
+    #[inline(always)]
     pub(crate) fn hash_seed(&self) -> [u64; 2] {
-        let m = &self.shared.mapped;
-        [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)]
+        self.seed
+    }
+
+    /// The slots of a keyed limit's table (0 for an unkeyed limit).
+    #[inline(always)]
+    pub(crate) fn key_slots(&self) -> usize {
+        self.key_slots
     }
 
     /// The shared file this limit lives in.
@@ -262,22 +277,46 @@ impl<C: Clock> Limit<C> {
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
             Params::TokenBucket => self.bucket_step(now, word, cost),
-            Params::FixedWindow(fw) => {
-                let limit = self.window_limit_fast()?;
-                if cost > limit {
-                    return Err(StepError::Cost(limit));
-                }
-                Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
-            }
-            Params::SlidingWindow(sw) => {
-                let limit = self.window_limit_fast()?;
-                if cost > limit {
-                    return Err(StepError::Cost(limit));
-                }
-                Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
-            }
+            Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost),
+            Params::SlidingWindow(sw) => self.sliding_step(sw, now, word, cost),
             Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
         }
+    }
+
+    /// A fixed window's pure decision at its live limit.
+    #[inline(always)]
+    fn fixed_step(
+        &self,
+        fw: FixedWindow,
+        now: u64,
+        word: u64,
+        cost: u64,
+    ) -> Result<Step, StepError> {
+        let limit = self.live_window_limit(cost)?;
+        Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
+    }
+
+    /// A sliding window's pure decision at its live limit.
+    #[inline(always)]
+    fn sliding_step(
+        &self,
+        sw: SlidingWindow,
+        now: u64,
+        word: u64,
+        cost: u64,
+    ) -> Result<Step, StepError> {
+        let limit = self.live_window_limit(cost)?;
+        Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
+    }
+
+    /// A window's live limit, if it can ever grant `cost`.
+    #[inline(always)]
+    fn live_window_limit(&self, cost: u64) -> Result<u64, StepError> {
+        let limit = self.window_limit_fast()?;
+        if cost > limit {
+            return Err(StepError::Cost(limit));
+        }
+        Ok(limit)
     }
 
     /// The [`Error`] for a [`StepError`], made out of line.
@@ -310,11 +349,15 @@ impl<C: Clock> Limit<C> {
         let c = &self.cache[tag];
         // Acquire: pairs with the Release store of `fill_cache`, so the values are its.
         if c.check.load(Ordering::Acquire) == check {
+            // Relaxed: published by the Acquire load of the check above.
+            let emission_ns = c.emission.load(Ordering::Relaxed);
+            let capacity = c.capacity.load(Ordering::Relaxed);
             let g = Gcra {
-                // Relaxed: published by the Acquire load of the check above.
-                emission_ns: c.emission.load(Ordering::Relaxed),
-                tolerance_ns: c.tolerance.load(Ordering::Relaxed),
-                capacity: c.capacity.load(Ordering::Relaxed),
+                emission_ns,
+                // At most 2^62: the pair was validated when a fill stored it (and the check
+                // below proves the pair is one fill's).
+                tolerance_ns: emission_ns.wrapping_mul(capacity),
+                capacity,
             };
             // Two threads refilling for different retunes could interleave their stores: the
             // values must still be the ones the check word names.
@@ -361,7 +404,6 @@ impl<C: Clock> Limit<C> {
             bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 };
         // Relaxed: published by the Release store of the check word below.
         c.emission.store(g.emission_ns, Ordering::Relaxed);
-        c.tolerance.store(g.tolerance_ns, Ordering::Relaxed);
         c.capacity.store(g.capacity, Ordering::Relaxed);
         c.check.store(check, Ordering::Release);
         if fleet {
@@ -433,7 +475,62 @@ impl<C: Clock> Limit<C> {
         if this.plain_bucket && cost != 0 {
             return this.bucket_run(cost, commit, at);
         }
+        if this.plain_window && cost != 0 {
+            return this.window_run(cost, commit, at);
+        }
+        if let (Params::SlidingLog(log), false) = (this.params, this.keyed || cost == 0) {
+            return this.log_run(log, cost, commit, || this.decision_time(at));
+        }
         this.run_on(cost, commit, || this.decision_time(at))
+    }
+
+    /// The decision of a sliding log.
+    #[inline(always)]
+    fn log_run(
+        &self,
+        log: SlidingLog,
+        cost: u64,
+        commit: bool,
+        now: impl Fn() -> u64,
+    ) -> Result<Decision> {
+        if cost > log.limit {
+            return Err(Error::CostExceedsCapacity {
+                cost,
+                capacity: log.limit,
+            });
+        }
+        let decision = log
+            .acquire(self.control(0), self.area_log(log), now, cost, commit)
+            .map_err(|f| self.fault(f))?;
+        Ok(self.finish(decision, cost, commit))
+    }
+
+    /// The decision of an unkeyed fixed or sliding window, as [`Limit::bucket_run`]: one loop
+    /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
+    /// that returns the step through memory).
+    #[inline(always)]
+    fn window_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let now = || self.decision_time(at);
+        let word = self.control(0);
+        let decision = match self.params {
+            Params::FixedWindow(fw) => try_decide(
+                word,
+                now,
+                commit,
+                #[inline(always)]
+                |t, w| self.fixed_step(fw, t, w, cost),
+            ),
+            Params::SlidingWindow(sw) => try_decide(
+                word,
+                now,
+                commit,
+                #[inline(always)]
+                |t, w| self.sliding_step(sw, t, w, cost),
+            ),
+            _ => Err(StepError::NoWord),
+        }
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, commit))
     }
 
     /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
@@ -525,7 +622,10 @@ impl<C: Clock> Limit<C> {
         })
     }
 
-    #[inline(always)]
+    /// What [`Limit::bucket_run`], [`Limit::window_run`] and [`Limit::log_run`] do not decide:
+    /// split buckets, and the errors (out of line: inlined, its code makes the hot loops above
+    /// allocate registers worse).
+    #[inline(never)]
     fn run_on(&self, cost: u64, commit: bool, now: impl Fn() -> u64) -> Result<Decision> {
         if cost == 0 {
             return Err(Error::ZeroCost);
@@ -534,16 +634,7 @@ impl<C: Clock> Limit<C> {
             return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
         let decision = match self.params {
-            Params::SlidingLog(log) => {
-                if cost > log.limit {
-                    return Err(Error::CostExceedsCapacity {
-                        cost,
-                        capacity: log.limit,
-                    });
-                }
-                log.acquire(self.control(0), self.area_log(log), now, cost, commit)
-                    .map_err(|f| self.fault(f))?
-            }
+            Params::SlidingLog(log) => return self.log_run(log, cost, commit, now),
             Params::Concurrency { .. } => {
                 return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
             }

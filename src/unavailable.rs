@@ -44,7 +44,7 @@
 //! * [`Error::CorruptState`] from a decision: the limit's shared state is damaged (a plain handle
 //!   fails closed with this error until the limit is reset; a guarded one applies its policy);
 //! * [`Error::Io`] from a decision: the file was replaced (see
-//!   [`crate::REPLACEMENT_CHECK`]) by one that cannot be attached, or that no longer defines
+//!   [`crate::consts::REPLACEMENT_CHECK`]) by one that cannot be attached, or that no longer defines
 //!   the limit; the handle retries attaching at most every 100 ms.
 //!
 //! Errors that are the caller's own ([`Error::ZeroCost`], [`Error::CostExceedsCapacity`],

@@ -9,10 +9,12 @@ use std::time::Duration;
 
 use common::{rate, temp_path};
 use shmlimit::{
+    consts::{
+        MAX_CAPACITY, MAX_CHECKS, MAX_KEYS, MAX_KEY_LEN, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
+        MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    },
     try_acquire_all, Algorithm, Alignment, Check, Clock, Concurrency, Decision, Error, FixedWindow,
     Keyed, LimitDef, Limiter, ManualClock, Rate, SlidingLog, SlidingWindow, TokenBucket,
-    MAX_CAPACITY, MAX_CHECKS, MAX_KEYS, MAX_KEY_LEN, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
-    MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
 
 fn is_invalid<T: std::fmt::Debug>(r: Result<T, Error>, what: &str) {
@@ -553,7 +555,7 @@ fn extreme_clock_values_are_errors_or_bounded_decisions() {
             .create_or_open(path)
             .unwrap()
     };
-    let tolerance = shmlimit::DATE_TOLERANCE.as_nanos() as u64;
+    let tolerance = shmlimit::consts::DATE_TOLERANCE.as_nanos() as u64;
     // (what, date given the clock now): each date is computed just before its calls.
     type Dated = fn(u64) -> u64;
     let dates: [(&str, Dated); 6] = [

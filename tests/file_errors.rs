@@ -324,7 +324,7 @@ fn long_inputs_are_cut_in_messages() {
     let (_dir, path) = valid_file();
     let limiter = Limiter::open(&path).unwrap();
     let long = "n".repeat(10_000);
-    let bound = 4 * shmlimit::MAX_ECHO + 200;
+    let bound = 4 * shmlimit::consts::MAX_ECHO + 200;
     let mut messages = vec![
         limiter.limit(&long).unwrap_err().to_string(),
         builder()

@@ -19,9 +19,9 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, keyed_rate, temp_path, XorShift, SEC};
 use shmlimit::{
-    Alignment, Error, FixedWindow, FullPolicy, Keyed, KeyedRateLimit, KeyedTokenBucketLimit,
-    KeyedWindowLimit, Limit, LimitDef, Limiter, ManualClock, MonotonicClock, Rate, SlidingWindow,
-    TokenBucket, MAX_KEY_LEN,
+    consts::MAX_KEY_LEN, Alignment, Error, FixedWindow, FullPolicy, Keyed, KeyedRateLimit,
+    KeyedTokenBucketLimit, KeyedWindowLimit, Limit, LimitDef, Limiter, ManualClock, MonotonicClock,
+    Rate, SlidingWindow, TokenBucket,
 };
 
 const WORKERS: usize = 8;

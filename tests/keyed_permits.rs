@@ -425,7 +425,7 @@ fn keyed_permits_refuse_the_wrong_calls_and_bad_keys() {
         Err(Error::InvalidKey { .. })
     ));
     assert!(matches!(
-        in_flight.try_acquire_key_permit(&vec![b'k'; shmlimit::MAX_KEY_LEN + 1]),
+        in_flight.try_acquire_key_permit(&vec![b'k'; shmlimit::consts::MAX_KEY_LEN + 1]),
         Err(Error::InvalidKey { .. })
     ));
     assert_eq!(in_flight.key_occupancy(), (0, 16), "nothing was inserted");

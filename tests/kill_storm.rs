@@ -22,7 +22,7 @@
 //! * the file still opens and validates with the same definitions;
 //! * the permits of dead workers are available again as documented: the next acquirer that finds
 //!   none free takes one over at once (all `C`, and all `C` of every key, are acquired at once by
-//!   the parent, with every worker dead), and a process already waiting gets one within [`shmlimit::PERMIT_RECHECK`]
+//!   the parent, with every worker dead), and a process already waiting gets one within [`shmlimit::consts::PERMIT_RECHECK`]
 //!   plus scheduling delay.
 //!
 //! `kill_storm_soak` is the same for a minute (or `SHMLIMIT_SOAK_SECS`): `cargo test --test
@@ -39,7 +39,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use common::{fork_lock, now_ns, spawn, temp_path, XorShift, MS, SEC};
-use shmlimit::{Concurrency, Keyed, Limiter, Rate, SlidingLog, TokenBucket, PERMIT_RECHECK};
+use shmlimit::{
+    consts::PERMIT_RECHECK, Concurrency, Keyed, Limiter, Rate, SlidingLog, TokenBucket,
+};
 
 const WORKERS: usize = 8;
 

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use common::{fork_lock, fork_workers, now_ns, spawn, temp_path, SharedWords, MS, SEC};
 use shmlimit::{
-    Algorithm, Error, FixedWindow, FleetShare, Limiter, OnConflict, OnReboot, Rate, SlidingLog,
-    TokenBucket, Unavailable, REPLACEMENT_CHECK,
+    consts::REPLACEMENT_CHECK, Algorithm, Error, FixedWindow, FleetShare, Limiter, OnConflict,
+    OnReboot, Rate, SlidingLog, TokenBucket, Unavailable,
 };
 
 fn bucket(per_s: u64, burst: u64) -> TokenBucket {

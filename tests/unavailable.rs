@@ -198,7 +198,7 @@ fn damaged_state_applies_the_policy_and_callers_errors_stay_errors() {
         Err(Error::InvalidKey { .. })
     ));
     assert!(matches!(
-        m.try_acquire_key(&vec![0; shmlimit::MAX_KEY_LEN + 1], 1),
+        m.try_acquire_key(&vec![0; shmlimit::consts::MAX_KEY_LEN + 1], 1),
         Err(Error::InvalidKey { .. })
     ));
     assert_eq!(m.policy(), Unavailable::FailOpen);

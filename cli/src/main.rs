@@ -22,8 +22,6 @@ mod inspect;
 mod operate;
 mod render;
 mod scenario;
-mod scenario_chart;
-mod scenario_fleet;
 mod scenario_worker;
 mod watch;
 

@@ -12,7 +12,7 @@ use shmlimit::Limit;
 /// Longest key in bytes.
 pub const SHMLIMIT_MAX_KEY_LEN: usize = 1024;
 
-const _: () = assert!(SHMLIMIT_MAX_KEY_LEN == shmlimit::MAX_KEY_LEN);
+const _: () = assert!(SHMLIMIT_MAX_KEY_LEN == shmlimit::consts::MAX_KEY_LEN);
 
 /// The key argument. `(NULL, 0)` is the empty key, refused by the library as invalid; NULL
 /// with a length is `SHMLIMIT_NULL_POINTER`; a length over `SHMLIMIT_MAX_KEY_LEN` is

@@ -68,10 +68,11 @@ pub const SHMLIMIT_MAX_LIMITS: usize = 4096;
 /// How far ahead of the clock a dated call (`shmlimit_acquire_at`, `shmlimit_acquire_key_at`)
 /// may be, in nanoseconds: 1 ms. Later dates are refused with `SHMLIMIT_CLOCK_OUT_OF_RANGE`.
 pub const SHMLIMIT_DATE_TOLERANCE_NS: u64 = 1_000_000;
-const _: () = assert!(SHMLIMIT_DATE_TOLERANCE_NS as u128 == shmlimit::DATE_TOLERANCE.as_nanos());
+const _: () =
+    assert!(SHMLIMIT_DATE_TOLERANCE_NS as u128 == shmlimit::consts::DATE_TOLERANCE.as_nanos());
 
-const _: () = assert!(SHMLIMIT_MAX_NAME_LEN == shmlimit::MAX_NAME_LEN);
-const _: () = assert!(SHMLIMIT_MAX_LIMITS == shmlimit::MAX_LIMITS);
+const _: () = assert!(SHMLIMIT_MAX_NAME_LEN == shmlimit::consts::MAX_NAME_LEN);
+const _: () = assert!(SHMLIMIT_MAX_LIMITS == shmlimit::consts::MAX_LIMITS);
 
 /// One attached limiter file (opaque).
 ///

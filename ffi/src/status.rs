@@ -220,9 +220,9 @@ thread_local! {
 /// Record `failure`, raised by the function `function`, as this thread's last error.
 pub(crate) fn set_last_error(function: &str, failure: &Failure) {
     let mut text = format!("{function}: {}", failure.message);
-    // Messages echo input cut to a bounded length already (`shmlimit::MAX_ECHO`); this bounds
+    // Messages echo input cut to a bounded length already (`shmlimit::consts::MAX_ECHO`); this bounds
     // any message the boundary composes itself as well.
-    const MAX_MESSAGE: usize = 16 * shmlimit::MAX_ECHO;
+    const MAX_MESSAGE: usize = 16 * shmlimit::consts::MAX_ECHO;
     if text.len() > MAX_MESSAGE {
         let mut cut = MAX_MESSAGE;
         while !text.is_char_boundary(cut) {

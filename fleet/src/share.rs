@@ -14,11 +14,12 @@
 //! `1 + T / 2^42 ns` sends, that is one send in practice (the one token a full bucket holds),
 //! then one per 73 minutes.
 
-use shmlimit::c_abi::Untyped as _;
 use std::fmt;
 
 use super::protocol::UNITS_PER_TOKEN;
-use shmlimit::{Algorithm, Limit, Rate};
+use shmlimit::{
+    Algorithm, KeyedTokenBucketLimit, Limit, LimitKind, Limiter, Rate, TokenBucketLimit,
+};
 
 /// The emission interval of the floor (a share of 0): 2^42 ns, about 73 minutes.
 pub const FLOOR_EMISSION_NS: u64 = 1 << 42;
@@ -111,8 +112,81 @@ impl LocalShare {
     /// # Errors
     ///
     /// As [`shmlimit::TokenBucketLimit::set_token_bucket`].
-    pub fn apply(&self, limit: &Limit) -> shmlimit::Result<()> {
+    pub fn apply(&self, limit: &Bucket) -> shmlimit::Result<()> {
         limit.set_token_bucket(self.capacity, Rate::from_emission_ns(self.emission_ns)?)
+    }
+}
+
+/// The token bucket a share is applied to: unkeyed, or keyed (where the share retunes the
+/// bucket every key has). Both typed handles have the retunes and fleet calls an agent makes.
+#[derive(Debug, Clone)]
+pub enum Bucket {
+    /// A token bucket (split or not).
+    Plain(TokenBucketLimit),
+    /// A keyed token bucket.
+    Keyed(KeyedTokenBucketLimit),
+}
+
+impl Bucket {
+    /// The limit `name` of `limiter` as a token bucket, keyed or not; `Ok(None)` for a limit of
+    /// another kind.
+    ///
+    /// # Errors
+    ///
+    /// As [`Limiter::limit`].
+    pub fn resolve(limiter: &Limiter, name: &str) -> shmlimit::Result<Option<Bucket>> {
+        let limit = limiter.limit(name)?;
+        Ok(match limit.kind() {
+            LimitKind::TokenBucket => Some(Bucket::Plain(TokenBucketLimit::try_from(limit)?)),
+            LimitKind::KeyedTokenBucket => {
+                Some(Bucket::Keyed(KeyedTokenBucketLimit::try_from(limit)?))
+            }
+            _ => None,
+        })
+    }
+
+    /// The untyped view, for inspection (definition, live parameters, statistics, clock).
+    pub fn as_limit(&self) -> &Limit {
+        match self {
+            Bucket::Plain(b) => b.as_limit(),
+            Bucket::Keyed(b) => b.as_limit(),
+        }
+    }
+
+    /// As [`TokenBucketLimit::set_token_bucket`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::set_token_bucket`].
+    pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> shmlimit::Result<()> {
+        match self {
+            Bucket::Plain(b) => b.set_token_bucket(capacity, rate),
+            Bucket::Keyed(b) => b.set_token_bucket(capacity, rate),
+        }
+    }
+
+    /// As [`TokenBucketLimit::fleet_manage`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::fleet_manage`].
+    pub fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> shmlimit::Result<()> {
+        match self {
+            Bucket::Plain(b) => b.fleet_manage(fence_capacity, fence_rate),
+            Bucket::Keyed(b) => b.fleet_manage(fence_capacity, fence_rate),
+        }
+    }
+
+    /// As [`TokenBucketLimit::set_fleet_deadline`].
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::set_fleet_deadline`].
+    pub fn set_fleet_deadline(&self, deadline_ns: u64) -> shmlimit::Result<()> {
+        match self {
+            Bucket::Plain(b) => b.set_fleet_deadline(deadline_ns),
+            Bucket::Keyed(b) => b.set_fleet_deadline(deadline_ns),
+        }
     }
 }
 

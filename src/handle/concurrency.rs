@@ -54,7 +54,7 @@ impl<C: Clock> ConcurrencyLimit<C> {
 
     /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released (or
     /// for a holder to die or its lease to expire), on a futex in the shared file that every
-    /// release wakes; re-checks at least every [`PERMIT_RECHECK`](crate::PERMIT_RECHECK). A
+    /// release wakes; re-checks at least every [`PERMIT_RECHECK`](crate::consts::PERMIT_RECHECK). A
     /// shadow limit never waits.
     ///
     /// # Errors
@@ -107,7 +107,7 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     /// # Errors
     ///
     /// [`Error::InvalidKey`] for an empty key or one longer than
-    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
+    /// [`MAX_KEY_LEN`](crate::consts::MAX_KEY_LEN); [`Error::TableFull`] when the table is full and the
     /// policy is [`FullPolicy::Error`](crate::FullPolicy::Error); [`Error::Io`] as
     /// [`ConcurrencyLimit::try_acquire_permit`]; [`Error::WrongKind`] on a target without a
     /// 16-byte compare-and-swap.
@@ -119,7 +119,7 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     /// [`Self::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
     /// to be released (or for a holder to die or its lease to expire), on a futex in the shared
     /// file that every release of a key of the same futex bucket (one of 8, by key) wakes;
-    /// re-checks at least every [`PERMIT_RECHECK`](crate::PERMIT_RECHECK), which is also how
+    /// re-checks at least every [`PERMIT_RECHECK`](crate::consts::PERMIT_RECHECK), which is also how
     /// often a waiter for a key that found the table full looks for a free slot again.
     ///
     /// # Errors

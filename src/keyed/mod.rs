@@ -169,7 +169,10 @@ pub(crate) type Slot = NoSlot;
 /// concurrency limit keeps its permit entries after them). `None` on a target without a
 /// 16-byte CAS, or for a limit that is not keyed.
 pub(crate) fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[Slot]> {
-    let slots = limit.def().keyed?.slots() as usize;
+    let slots = limit.key_slots();
+    if slots == 0 {
+        return None;
+    }
     pair_table(limit.area().get(..2 * slots)?)
 }
 
@@ -197,6 +200,7 @@ impl pair::PairWord for NoSlot {
     }
 }
 
+#[inline(always)]
 fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
         return Err(Error::InvalidKey {
@@ -288,7 +292,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::ZeroCost`]; [`Error::InvalidKey`] for an empty key or one longer than
-    /// [`MAX_KEY_LEN`](crate::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
+    /// [`MAX_KEY_LEN`](crate::consts::MAX_KEY_LEN); [`Error::CostExceedsCapacity`];
     /// [`Error::TableFull`] when the table is full and the policy is [`FullPolicy::Error`];
     /// [`Error::CorruptState`]; [`Error::WrongKind`] if the limit is not keyed, or on a target
     /// without a 16-byte compare-and-swap.
@@ -330,7 +334,7 @@ impl<C: Clock> Limit<C> {
 
     /// [`Limit::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
     /// clock (for replaying traces and for tests). Dates are checked as by
-    /// [`Limit::try_acquire_at`]: at most [`crate::DATE_TOLERANCE`] ahead of the clock.
+    /// [`Limit::try_acquire_at`]: at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
     ///
     /// # Example
     ///

@@ -225,6 +225,12 @@ impl<C: Clock> Limiter<C> {
             plain_bucket: matches!(self.shared.params[index], Params::TokenBucket)
                 && def.keyed.is_none()
                 && def.split <= 1,
+            plain_window: matches!(
+                self.shared.params[index],
+                Params::FixedWindow(_) | Params::SlidingWindow(_)
+            ) && def.keyed.is_none(),
+            seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
+            key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
             cache: Default::default(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),

@@ -1,7 +1,13 @@
 //! The host agent: one per host, beside the workers. It renews the host's lease, applies the
 //! granted share to the local limit, and fences the limit to the minimum when it cannot renew.
 
-use shmlimit::c_abi::Untyped as _;
+mod config;
+mod guard;
+
+pub use config::{default_member, host_name, AgentConfig, FleetError, DEFAULT_TTL};
+use config::{resolve, Resolved};
+pub use guard::{spawn_guard, Guard};
+
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,212 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS, MAX_WEIGHT};
-use super::share::{self, LocalShare};
-use shmlimit::{Clock, Limit, Limiter, Rate};
-
-/// What can stop an agent.
-#[derive(Debug)]
-pub enum FleetError {
-    /// The limiter file or the limit.
-    Limiter(shmlimit::Error),
-    /// Redis (only for [`status`] and for an invalid URL; the agent itself rides out outages).
-    Redis(redis::RedisError),
-    /// A configuration that cannot work.
-    Config(String),
-}
-
-impl fmt::Display for FleetError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FleetError::Limiter(e) => write!(f, "{e}"),
-            FleetError::Redis(e) => write!(f, "redis: {e}"),
-            FleetError::Config(s) => write!(f, "{s}"),
-        }
-    }
-}
-
-impl std::error::Error for FleetError {}
-
-impl From<shmlimit::Error> for FleetError {
-    fn from(e: shmlimit::Error) -> Self {
-        FleetError::Limiter(e)
-    }
-}
-
-impl From<redis::RedisError> for FleetError {
-    fn from(e: redis::RedisError) -> Self {
-        FleetError::Redis(e)
-    }
-}
-
-/// The default lease.
-pub const DEFAULT_TTL: Duration = Duration::from_secs(6);
-
-/// How one host takes part in a fleet.
-#[derive(Debug, Clone)]
-pub struct AgentConfig {
-    /// `redis://host:port[/db]`.
-    pub redis_url: String,
-    /// The fleet's name (the keys are under the hash tag `{fleet:NAME}`).
-    pub fleet: String,
-    /// This host's member id (unique in the fleet).
-    pub member: String,
-    /// The host's limiter file.
-    pub path: PathBuf,
-    /// The token-bucket limit in it that is this host's share.
-    pub limit: String,
-    /// The fleet-wide rate (`None`: the limit definition's fleet share).
-    pub total: Option<Rate>,
-    /// The fleet-wide burst, split among the hosts in proportion to their shares, each host at
-    /// least 1 (`None`: the capacity the limit was defined with).
-    pub burst: Option<u64>,
-    /// This host's weight (`None`: the limit definition's fleet weight, else 1).
-    pub weight: Option<u32>,
-    /// A minimum share reserved for this host in the total (kept while it is fenced).
-    pub min_share: Option<Rate>,
-    /// The lease on the server.
-    pub ttl: Duration,
-    /// How often the lease is renewed (default `ttl / 5`).
-    pub renew_every: Duration,
-    /// The host fences this long before its lease can end on the server (default `ttl / 4`):
-    /// it covers clock drift between host and server over one lease and the agent's own delay.
-    pub fence_margin: Duration,
-    /// Fork a guard process that sets the minimum when the agent dies (see [`spawn_guard`]).
-    pub guard: bool,
-}
-
-impl AgentConfig {
-    /// A configuration with the defaults: lease [`DEFAULT_TTL`], renewal every `ttl / 5`, fence
-    /// margin `ttl / 4`, total, burst and weight from the limit's definition, no minimum, the
-    /// member id `HOSTNAME:PATH` (unique per agent on a host: one agent per limiter file),
-    /// guard on.
-    pub fn new(
-        redis_url: impl Into<String>,
-        fleet: impl Into<String>,
-        path: impl Into<PathBuf>,
-        limit: impl Into<String>,
-    ) -> AgentConfig {
-        let path: PathBuf = path.into();
-        AgentConfig {
-            redis_url: redis_url.into(),
-            fleet: fleet.into(),
-            member: default_member(&path),
-            path,
-            limit: limit.into(),
-            total: None,
-            burst: None,
-            weight: None,
-            min_share: None,
-            ttl: DEFAULT_TTL,
-            renew_every: DEFAULT_TTL / 5,
-            fence_margin: DEFAULT_TTL / 4,
-            guard: true,
-        }
-    }
-
-    /// Set the lease and derive the renewal period (`ttl / 5`) and fence margin (`ttl / 4`).
-    pub fn with_ttl(mut self, ttl: Duration) -> AgentConfig {
-        self.ttl = ttl;
-        self.renew_every = ttl / 5;
-        self.fence_margin = ttl / 4;
-        self
-    }
-
-    /// When the host fences after sending a renewal that succeeded: `ttl - fence_margin`.
-    pub fn fence_after(&self) -> Duration {
-        self.ttl.saturating_sub(self.fence_margin)
-    }
-}
-
-/// The default member id of the agent of the limiter file at `path`: `HOSTNAME:PATH` (the
-/// absolute path when it resolves), so two agents on one host differ.
-pub fn default_member(path: &std::path::Path) -> String {
-    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    format!("{}:{}", host_name(), path.display())
-}
-
-/// The machine's host name.
-pub fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| format!("pid-{}", std::process::id()))
-}
-
-/// What the agent resolved from its configuration and the limit definition.
-#[derive(Debug, Clone)]
-struct Resolved {
-    total: u64,
-    burst: u64,
-    weight: u32,
-    min: u64,
-}
-
-fn resolve(cfg: &AgentConfig, limit: &Limit) -> Result<Resolved, FleetError> {
-    let def = limit.def();
-    let conf = |s: String| FleetError::Config(format!("fleet {}: {s}", cfg.fleet));
-    let total = cfg
-        .total
-        .or(def.fleet.map(|f| f.total))
-        .ok_or_else(|| conf("no total: pass one or define the limit with a fleet share".into()))?;
-    let total = share::units_of(total);
-    if total == 0 || total > MAX_TOTAL_UNITS {
-        return Err(conf(format!(
-            "total {}: must be between 0.000001/s and {}",
-            share::fmt_units(total),
-            share::fmt_units(MAX_TOTAL_UNITS)
-        )));
-    }
-    let weight = cfg.weight.or(def.fleet.map(|f| f.weight)).unwrap_or(1);
-    if weight == 0 || weight > MAX_WEIGHT {
-        return Err(conf(format!(
-            "weight {weight}: must be in 1..={MAX_WEIGHT}"
-        )));
-    }
-    let burst = match cfg.burst {
-        Some(b) => b,
-        // The capacity the file was created with (the live one is the agent's own retune).
-        None => def.algorithm.capacity(),
-    };
-    if burst == 0 {
-        return Err(conf("burst must be at least 1".into()));
-    }
-    let min = cfg.min_share.map(share::units_of).unwrap_or(0);
-    if min > total {
-        return Err(conf(format!(
-            "the minimum share {} exceeds the total {}",
-            share::fmt_units(min),
-            share::fmt_units(total)
-        )));
-    }
-    if cfg.ttl < Duration::from_millis(100) || cfg.ttl > Duration::from_secs(20 * 60) {
-        return Err(conf(format!(
-            "ttl {} ms: must be between 100 ms and 20 minutes",
-            cfg.ttl.as_millis()
-        )));
-    }
-    // The deadline written to the file must be within the longest lease a decision accepts.
-    if cfg.fence_after().as_nanos() >= shmlimit::MAX_FLEET_LEASE_NS as u128 {
-        return Err(conf(
-            "the fence point must be under 2^40 ns (18 minutes)".into(),
-        ));
-    }
-    if cfg.renew_every.is_zero() || cfg.renew_every * 2 > cfg.fence_after() {
-        return Err(conf(format!(
-            "renewing every {:?} leaves fewer than two renewals before fencing at {:?}",
-            cfg.renew_every,
-            cfg.fence_after()
-        )));
-    }
-    Ok(Resolved {
-        total,
-        burst,
-        weight,
-        min,
-    })
-}
+use super::protocol::{self, Renewal, Request, MAX_TOTAL_UNITS};
+use super::share::{self, Bucket, LocalShare};
+use shmlimit::{Clock, Limiter, Rate};
 
 /// The agent's local state, shared by the renewal loop and the fence watchdog.
 struct Local {
@@ -247,7 +50,7 @@ pub struct AgentSnapshot {
 struct Shared {
     cfg: AgentConfig,
     res: Resolved,
-    limit: Limit,
+    limit: Bucket,
     instance: String,
     local: Mutex<Local>,
     /// Why the agent cannot go on (the server refused its configuration or its member id).
@@ -275,7 +78,7 @@ impl Shared {
             return false;
         }
         let new = self.local_share(units);
-        let live = self.limit.live_algorithm().ok();
+        let live = self.limit.as_limit().live_algorithm().ok();
         let holds = live
             == Some(shmlimit::Algorithm::TokenBucket {
                 capacity: new.capacity,
@@ -468,14 +271,13 @@ impl Agent {
         // One agent per limit of a file: a second one would knock the first one's share down
         // before the server refuses it.
         let lock = agent_lock(&cfg)?;
-        let limit = limiter.limit(&cfg.limit)?;
-        if !matches!(limit.algorithm(), shmlimit::Algorithm::TokenBucket { .. }) {
+        let Some(limit) = Bucket::resolve(&limiter, &cfg.limit)? else {
             return Err(FleetError::Config(format!(
                 "limit `{}` is not a token bucket",
                 cfg.limit
             )));
-        }
-        let res = resolve(&cfg, &limit)?;
+        };
+        let res = resolve(&cfg, limit.as_limit())?;
         let client = redis::Client::open(cfg.redis_url.as_str())?;
         // Nothing is granted yet: the floor first, whatever the file was configured with. The
         // bucket becomes fleet-managed: every decision compares its clock read with the lease
@@ -711,7 +513,7 @@ struct Meter {
 
 impl Meter {
     fn demand(&mut self, s: &Shared) -> u64 {
-        let st = s.limit.stats();
+        let st = s.limit.as_limit().stats();
         let count = st.allowed.saturating_add(st.denied);
         let now = Instant::now();
         let latest = match self.last {
@@ -752,7 +554,7 @@ fn renew_once(
     // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
     let sent = Instant::now();
     // The same instant on the file's clock (the clock its decisions compare the deadline with).
-    let sent_file_ns = s.limit.clock().now_ns();
+    let sent_file_ns = s.limit.as_limit().clock().now_ns();
     let result = match con.as_mut() {
         Some(c) => protocol::renew(c, &s.request(held, &epoch, demand)),
         None => connect(client, io).and_then(|mut c| {
@@ -863,103 +665,4 @@ pub fn status(redis_url: &str, fleet: &str) -> Result<protocol::FleetStatus, Fle
     let client = redis::Client::open(redis_url)?;
     let mut con = connect(&client, Duration::from_secs(2))?;
     Ok(protocol::status(&mut con, fleet)?)
-}
-
-/// A guard process: it waits for its agent to exit (its pipe closes, however the agent died)
-/// and then sets the limit to the minimum, so that workers never keep a dead agent's grant.
-///
-/// Dropping it closes the pipe: the guard sets the minimum (again) and exits, and is reaped.
-#[derive(Debug)]
-pub struct Guard {
-    write: Option<std::os::fd::OwnedFd>,
-    pid: nix::unistd::Pid,
-}
-
-impl Guard {
-    /// The guard's process id.
-    pub fn pid(&self) -> i32 {
-        self.pid.as_raw()
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        drop(self.write.take());
-        // The guard exits right after the pipe closes (one retune, one write).
-        let _ = nix::sys::wait::waitpid(self.pid, None);
-    }
-}
-
-/// Fork the guard of `limit`: when this process exits (or is killed), the guard applies
-/// `floor` to the limit and exits.
-///
-/// Call it while the process has no other thread that could hold a lock the guard needs: the
-/// guard only reads a pipe, retunes the already mapped limit (an `flock`) and exits.
-///
-/// # Errors
-///
-/// [`FleetError::Config`] if the pipe or the fork fails.
-pub fn spawn_guard(
-    limit: &Limit,
-    floor: LocalShare,
-    cfg: &AgentConfig,
-) -> Result<Guard, FleetError> {
-    use nix::unistd::{fork, ForkResult};
-    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-        .map_err(|e| FleetError::Config(format!("guard pipe: {e}")))?;
-    let message = format!(
-        "fleet[{}/{}] guard: the agent is gone; share set to {floor}\n",
-        cfg.fleet, cfg.member
-    );
-    let limit = limit.clone();
-    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation (but
-    // on an error path it ignores) and takes no lock that another thread of the parent could
-    // hold at the fork: it blocks in read(2), retunes the limit's share and fence (its own
-    // process-local retune mutex, cloned unlocked: the parent took no retune after opening
-    // it, and an flock), writes a preformatted message with write(2) and calls _exit(2).
-    match unsafe { fork() } {
-        Ok(ForkResult::Child) => {
-            drop(write);
-            guard_main(read, &limit, floor, message.as_bytes())
-        }
-        Ok(ForkResult::Parent { child }) => {
-            drop(read);
-            Ok(Guard {
-                write: Some(write),
-                pid: child,
-            })
-        }
-        Err(e) => Err(FleetError::Config(format!("guard fork: {e}"))),
-    }
-}
-
-fn guard_main(read: std::os::fd::OwnedFd, limit: &Limit, floor: LocalShare, message: &[u8]) -> ! {
-    use nix::sys::signal::{signal, SigHandler, Signal};
-    use std::os::fd::AsRawFd;
-    for sig in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: SIG_IGN installs no handler code.
-        unsafe {
-            let _ = signal(sig, SigHandler::SigIgn);
-        }
-    }
-    let mut byte = [0u8; 1];
-    loop {
-        // SAFETY: `byte` is a valid 1-byte buffer; `read` is an open descriptor we own.
-        let n = unsafe { libc::read(read.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
-        if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        break;
-    }
-    let _ = floor.apply(limit);
-    // The fence too: a dead agent's host spends nothing past its lease (its reserved minimum
-    // stays reserved on the server until the member rejoins, unused).
-    if let Ok(rate) = Rate::from_emission_ns(floor.emission_ns) {
-        let _ = limit.fleet_manage(floor.capacity, rate);
-    }
-    // SAFETY: `message` is a valid buffer of its length; fd 2 may be closed (write fails).
-    unsafe {
-        libc::write(2, message.as_ptr().cast(), message.len());
-        libc::_exit(0)
-    }
 }

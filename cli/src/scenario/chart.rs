@@ -6,8 +6,8 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::{Phase, DEPENDENCY_CAPACITY, RETRY, TOTAL};
 use crate::dependency::Arrival;
-use crate::scenario::{Phase, DEPENDENCY_CAPACITY, RETRY, TOTAL};
 
 const SECOND_NS: u64 = 1_000_000_000;
 const STEP_NS: u64 = 50_000_000;

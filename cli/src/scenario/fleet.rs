@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use shmlimit::{Algorithm, Limiter};
 
-use crate::scenario::{FIRST, RETRY, TOTAL};
+use super::{FIRST, RETRY, TOTAL};
 use crate::Failure;
 
 /// The fleet-managed limits: (name, rate per second, burst).

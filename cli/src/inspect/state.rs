@@ -1,0 +1,152 @@
+//! What each limit of a file holds now: the rows `inspect`, `stats` and `watch` show.
+
+use super::*;
+
+/// What one limit holds right now.
+pub struct LimitState {
+    pub name: String,
+    pub algorithm: Algorithm,
+    pub stats: Stats,
+    /// What a request could get now (a peek of cost 1, or the free permits of a concurrency
+    /// limit), or why it cannot be read (a damaged state word).
+    /// `Ok(None)` for a keyed limit: its budget is per key.
+    pub peek: Result<Option<Now>, String>,
+    /// The live parameters, when a retune made them differ from the definition.
+    pub live: Option<Algorithm>,
+    /// A keyed limit's table: (keys in use, slots).
+    pub keys: Option<(usize, usize)>,
+    /// A concurrency limit's permit holders.
+    pub holders: Option<Vec<PermitHolder>>,
+    /// A fleet-managed token bucket's lease: its share, fence, deadline and whether fenced.
+    pub fleet: Option<shmlimit::FleetLease>,
+}
+
+/// The rate (tokens per second) an algorithm refills or admits at: a token bucket's refill
+/// rate, a window's limit per window; none for logs' and concurrency limits' capacities.
+pub fn rate_per_s(a: &Algorithm) -> Option<f64> {
+    match *a {
+        Algorithm::TokenBucket { emission_ns, .. } => Some(1e9 / emission_ns as f64),
+        Algorithm::FixedWindow {
+            limit, window_ns, ..
+        }
+        | Algorithm::SlidingWindow {
+            limit, window_ns, ..
+        }
+        | Algorithm::SlidingLog { limit, window_ns } => Some(limit as f64 * 1e9 / window_ns as f64),
+        Algorithm::Concurrency { .. } => None,
+    }
+}
+
+impl LimitState {
+    /// The parameters decisions use right now: a fleet share's fence once its lease has
+    /// passed, else the live (possibly retuned) parameters.
+    pub fn applied(&self) -> Algorithm {
+        match &self.fleet {
+            Some(f) => f.applied(),
+            None => self.live.unwrap_or(self.algorithm),
+        }
+    }
+}
+
+/// What a request could get from a limit right now.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    admits: bool,
+    available: u64,
+    retry_after_ns: u64,
+}
+
+impl Now {
+    /// From a cost-1 peek: the peek's `remaining` is what would be left after admitting that
+    /// one unit.
+    fn of_peek(peek: &Decision) -> Now {
+        Now {
+            admits: peek.is_allowed(),
+            available: peek.remaining() + u64::from(peek.is_allowed()),
+            retry_after_ns: peek.retry_after_ns(),
+        }
+    }
+
+    pub fn is_allowed(&self) -> bool {
+        self.admits
+    }
+
+    /// When a unit would be admitted; 0 now (a permit's release cannot be foreseen: 0).
+    pub fn retry_after_ns(&self) -> u64 {
+        self.retry_after_ns
+    }
+}
+
+/// Units (or permits) a request could take now.
+pub fn available(now: &Now) -> u64 {
+    now.available
+}
+
+/// What a decision of cost 1 on the unkeyed rate limit `limit` would be now.
+pub(super) fn peek(limit: &Limit) -> shmlimit::Result<Decision> {
+    match limit.kind() {
+        LimitKind::TokenBucket => TokenBucketLimit::try_from(limit.clone())?.peek(1),
+        LimitKind::Window => WindowLimit::try_from(limit.clone())?.peek(1),
+        _ => SlidingLogLimit::try_from(limit.clone())?.peek(1),
+    }
+}
+
+/// Every limit's state, read now.
+pub fn states(limiter: &Limiter) -> Vec<LimitState> {
+    limiter
+        .limits()
+        .into_iter()
+        .map(|limit| {
+            let stats = limit.stats();
+            let holders = matches!(limit.algorithm(), Algorithm::Concurrency { .. })
+                .then(|| limit.permit_holders());
+            let peek = match &holders {
+                // A keyed limit's budget is per key.
+                Some(_) if limit.def().keyed.is_some() => Ok(None),
+                Some(h) => {
+                    let free = limit.capacity().saturating_sub(h.len() as u64);
+                    Ok(Some(Now {
+                        admits: free > 0,
+                        available: free,
+                        retry_after_ns: 0,
+                    }))
+                }
+                None if limit.def().keyed.is_some() => Ok(None),
+                None => peek(&limit)
+                    .map(|d| Some(Now::of_peek(&d)))
+                    .map_err(|e| e.to_string()),
+            };
+            let live = limit
+                .live_algorithm()
+                .ok()
+                .filter(|live| live != limit.algorithm());
+            let keys = limit.def().keyed.map(|_| limit.key_occupancy());
+            let fleet = limit.fleet_lease().ok().flatten();
+            LimitState {
+                name: limit.name().to_owned(),
+                algorithm: *limit.algorithm(),
+                stats,
+                peek,
+                live,
+                keys,
+                holders,
+                fleet,
+            }
+        })
+        .collect()
+}
+
+pub(super) fn named(defs: &[Definition]) -> impl Iterator<Item = (&str, &Algorithm)> {
+    defs.iter().map(|d| (d.name.as_str(), &d.algorithm))
+}
+
+/// Denied decisions as a share of all decisions, in percent (0 when none).
+pub fn denial_percent(allowed: u64, denied: u64) -> f64 {
+    // In floating point: counters read from a damaged file can sum past u64::MAX.
+    let total = allowed as f64 + denied as f64;
+    if total == 0.0 {
+        0.0
+    } else {
+        denied as f64 * 100.0 / total
+    }
+}
