@@ -1,0 +1,117 @@
+//! What a [`Limit`] is made of: its definition, its words in the mapping (the control line and
+//! the area after it, as the engines take them), the errors it reports in its own name, and
+//! the bounds of a caller's date.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use crate::algo::Fault;
+use crate::clock::Clock;
+use crate::error::Error;
+use crate::file::layout;
+use crate::file::Mapped;
+use crate::spec::{Algorithm, LimitDef};
+
+use super::{Limit, Params};
+
+/// How far ahead of the limit's clock a dated call ([`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at),
+/// [`KeyedTokenBucketLimit::try_acquire_key_at`](crate::KeyedTokenBucketLimit::try_acquire_key_at), and the C and Python equivalents) may be: 1 ms. A date read
+/// from the same clock is never ahead; a later one could let its caller take tomorrow's budget
+/// today, or move a window's or a log's state past every other process's clock. Dates in the
+/// past are always accepted (the state never moves back: they only see less).
+pub const DATE_TOLERANCE: Duration = Duration::from_millis(1);
+pub(super) const DATE_TOLERANCE_NS: u64 = 1_000_000;
+
+/// The latest date any state encodes: 2^61 ns (73 years of uptime). A token bucket's TAT runs
+/// at most 2^62 ns ahead of its date and must stay below bit 63 (its parameter tag); the
+/// windows and the log have room to spare. Dated calls beyond it are refused with
+/// [`Error::ClockOutOfRange`].
+pub const MAX_DATE_NS: u64 = 1 << 61;
+
+/// Why a single-word step could not decide (see [`Limit::step_fast`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepError {
+    /// Damaged live parameters.
+    Corrupt,
+    /// The cost exceeds this capacity.
+    Cost(u64),
+    /// The limit has no single-word state.
+    NoWord,
+    /// A fleet-managed bucket past its lease whose fence cannot grant the cost.
+    Fenced,
+}
+
+impl<C: Clock> Limit<C> {
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        &self.def().name
+    }
+
+    /// Its definition as stored in the file.
+    pub fn def(&self) -> &LimitDef {
+        &self.shared.mapped.defs[self.index]
+    }
+
+    /// Its algorithm and parameters as defined at creation.
+    pub fn algorithm(&self) -> &Algorithm {
+        &self.def().algorithm
+    }
+
+    /// The clock this handle decides with.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Word `i` of the limit's control line.
+    #[inline(always)]
+    pub(crate) fn control(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < layout::LINE / 8);
+        // SAFETY: `control` points at the 16 aligned words of this limit's control line inside the
+        // live mapping (established in `limit_at` from the validated geometry); `i < 16`.
+        unsafe { &*self.control.add(i) }
+    }
+
+    /// The limit's control line, as the engines take it.
+    #[inline(always)]
+    pub(crate) fn control_line(&self) -> &[AtomicU64] {
+        // SAFETY: `control` points at the 16 aligned words of this limit's control line inside
+        // the live mapping (established in `limit_at` from the validated geometry).
+        unsafe { std::slice::from_raw_parts(self.control, layout::LINE / 8) }
+    }
+
+    /// The words after the control line: log entries, permits, or the key table.
+    #[inline(always)]
+    pub(crate) fn area(&self) -> &[AtomicU64] {
+        // SAFETY: `area` points at `area_words` aligned words of this limit's state area inside
+        // the live mapping (established in `limit_at`).
+        unsafe { std::slice::from_raw_parts(self.area, self.area_words) }
+    }
+
+    /// The shared file this limit lives in.
+    pub(crate) fn mapped(&self) -> &Mapped {
+        &self.shared.mapped
+    }
+
+    /// In-process parameters.
+    pub(crate) fn params(&self) -> Params {
+        self.params
+    }
+
+    #[cold]
+    pub(crate) fn fault(&self, fault: Fault) -> Error {
+        match fault {
+            Fault::Corrupt => Error::CorruptState {
+                limit: self.name().to_owned(),
+            },
+            Fault::ClockRange(ns) => Error::ClockOutOfRange(ns),
+        }
+    }
+
+    #[cold]
+    pub(crate) fn wrong_kind(&self, reason: &str) -> Error {
+        Error::WrongKind {
+            limit: self.name().to_owned(),
+            reason: format!("this limit {reason}"),
+        }
+    }
+}
