@@ -7,7 +7,7 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use crate::limiter::MAX_DATE_NS;
+use crate::clock::{DATE_TOLERANCE, MAX_DATE_NS};
 
 /// Everything that can go wrong when defining, creating, opening or using a limiter file.
 #[derive(Debug)]
@@ -203,7 +203,7 @@ impl fmt::Display for Error {
                 f,
                 "time {ns} ns is beyond what the state can encode ({MAX_DATE_NS} ns) or ahead \
                  of the limit's clock by more than {} ms",
-                crate::limiter::DATE_TOLERANCE.as_millis()
+                DATE_TOLERANCE.as_millis()
             ),
             Error::TableFull { limit } => {
                 write!(

@@ -28,14 +28,14 @@ mod token_bucket;
 mod watch;
 mod window;
 
+use crate::clock::{DATE_TOLERANCE_NS, MAX_DATE_NS};
+pub use crate::tally::Stats;
 use attach::params_of;
 pub use attach::Limiter;
 pub use builder::Builder;
 pub use fleet::FleetLease;
-pub use info::{FileInfo, Stats};
+pub use info::FileInfo;
 pub(crate) use parts::StepError;
-use parts::DATE_TOLERANCE_NS;
-pub use parts::{DATE_TOLERANCE, MAX_DATE_NS};
 pub use watch::REPLACEMENT_CHECK;
 use watch::{reattach_error, sync_files, RetuneGuard, Shared};
 
@@ -366,14 +366,14 @@ impl<C: Clock> Limit<C> {
     /// as any stale read is.
     ///
     /// A date is checked against the limit's clock (one clock read, on this dated path only): a
-    /// date ahead of it by more than [`DATE_TOLERANCE`], or beyond what the state can encode
-    /// ([`MAX_DATE_NS`]), is refused, so that no date can leave a state that locks other
+    /// date ahead of it by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE), or beyond what the state can encode
+    /// ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is refused, so that no date can leave a state that locks other
     /// processes out, opens the limit to them, or fails their decisions.
     ///
     /// # Errors
     ///
     /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire); [`Error::ClockOutOfRange`] for a date ahead of the clock by
-    /// more than [`DATE_TOLERANCE`] or beyond [`MAX_DATE_NS`], consuming nothing.
+    /// more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) or beyond [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS), consuming nothing.
     pub(crate) fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
         self.check_date(now_ns)?;
         self.run(cost, true, Some(now_ns))

@@ -3,7 +3,6 @@
 //! the bounds of a caller's date.
 
 use std::sync::atomic::AtomicU64;
-use std::time::Duration;
 
 use crate::algo::Fault;
 use crate::clock::Clock;
@@ -13,20 +12,6 @@ use crate::file::Mapped;
 use crate::spec::{Algorithm, LimitDef};
 
 use super::{Limit, Params};
-
-/// How far ahead of the limit's clock a dated call ([`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at),
-/// [`KeyedTokenBucketLimit::try_acquire_key_at`](crate::KeyedTokenBucketLimit::try_acquire_key_at), and the C and Python equivalents) may be: 1 ms. A date read
-/// from the same clock is never ahead; a later one could let its caller take tomorrow's budget
-/// today, or move a window's or a log's state past every other process's clock. Dates in the
-/// past are always accepted (the state never moves back: they only see less).
-pub const DATE_TOLERANCE: Duration = Duration::from_millis(1);
-pub(super) const DATE_TOLERANCE_NS: u64 = 1_000_000;
-
-/// The latest date any state encodes: 2^61 ns (73 years of uptime). A token bucket's TAT runs
-/// at most 2^62 ns ahead of its date and must stay below bit 63 (its parameter tag); the
-/// windows and the log have room to spare. Dated calls beyond it are refused with
-/// [`Error::ClockOutOfRange`].
-pub const MAX_DATE_NS: u64 = 1 << 61;
 
 /// Why a single-word step could not decide (see [`Limit::step_fast`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

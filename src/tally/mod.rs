@@ -51,8 +51,31 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::algo::Decision;
 use crate::file::layout::{counter, COUNTERS, LANES, LINE};
 use crate::file::Mapped;
-use crate::limiter::Stats;
 use crate::permit::{liveness, slot};
+
+/// Decision counters of one limit, summed over every process.
+///
+/// Counts are exact and never go backwards: every committed decision adds one to a counter
+/// word of its thread's lane in the file (see the layout), which a reader in any process sees
+/// as soon as the store is visible; a lane outlives the thread or process that wrote it. What
+/// passed is `allowed - refunded`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Decisions that admitted (including shadow-denied ones, which are admitted).
+    pub allowed: u64,
+    /// Decisions that denied.
+    pub denied: u64,
+    /// Decisions a shadow limit would have denied.
+    pub shadow_denied: u64,
+    /// Admissions that left less than the near-limit fraction of the capacity.
+    pub near_limit: u64,
+    /// Grants given back whole: explicit refunds
+    /// ([`refund`](crate::TokenBucketLimit::refund),
+    /// [`refund_key`](crate::KeyedTokenBucketLimit::refund_key), a composed refund) and the
+    /// roll-backs of composed checks that denied ([`crate::try_acquire_all`]).
+    /// `allowed - refunded` is what passed.
+    pub refunded: u64,
+}
 
 /// How many additions to the shared lane a thread makes before it tries to claim a lane again.
 /// A claim that finds every lane held checks each owner (a `kill` and a `/proc` read, some
