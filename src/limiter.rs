@@ -14,6 +14,7 @@ use crate::clock::{Clock, MonotonicClock};
 pub(crate) use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, unpack_window_limit};
+use crate::file::Words;
 use crate::reconcile;
 use crate::tally::Tally;
 
@@ -100,9 +101,10 @@ pub struct Limit<C: Clock = MonotonicClock> {
     clock: C,
     params: Params,
     index: usize,
-    control: *const AtomicU64,
-    area: *const AtomicU64,
-    area_words: usize,
+    /// The limit's control line.
+    control: Words,
+    /// Everything after the control line: log entries, permits, or the key table.
+    area: Words,
     /// What happens after a decision: shadow mode, near-limit, counters.
     tally: Tally,
     keyed: bool,
@@ -128,11 +130,11 @@ pub struct Limit<C: Clock = MonotonicClock> {
     moved: OnceLock<Box<Limit<C>>>,
 }
 
-// SAFETY: the raw pointers point into the mapping owned by `shared` (an Arc kept alive by every
-// handle), at offsets validated at attach; they are only used to form `&AtomicU64`, which is Sync.
-unsafe impl<C: Clock> Send for Limit<C> {}
-// SAFETY: as for Send: all access through the pointers is atomic.
-unsafe impl<C: Clock> Sync for Limit<C> {}
+// Handles are `Send` and `Sync` with no unsafe impl of their own: their words are `file::Words`.
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Limit>();
+};
 
 impl<C: Clock> Clone for Limit<C> {
     fn clone(&self) -> Self {
@@ -143,7 +145,6 @@ impl<C: Clock> Clone for Limit<C> {
             index: self.index,
             control: self.control,
             area: self.area,
-            area_words: self.area_words,
             tally: self.tally,
             keyed: self.keyed,
             split: self.split,

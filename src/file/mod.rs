@@ -32,6 +32,7 @@
 pub(crate) mod layout;
 pub(crate) mod lock;
 pub(crate) mod reboot;
+mod words;
 
 mod attach;
 mod checks;
@@ -40,6 +41,7 @@ mod create;
 use attach::attach;
 use checks::{check_directory, check_mode, parent_dir};
 use create::{allocate_holes, create_new, random_seed};
+pub(crate) use words::Words;
 
 use std::fs::{self, File};
 use std::io;

@@ -206,11 +206,13 @@ impl<C: Clock> Limiter<C> {
         let m = &self.shared.mapped;
         let def = &m.defs[index];
         let (offset, len) = m.geometry.slots[index];
-        let control = m.words(offset, layout::LINE / 8).as_ptr();
+        // SAFETY: the handle made here holds `shared`, the Arc that owns this mapping, for as
+        // long as it keeps these words (and so does every clone of it).
+        let control = unsafe { m.unbound_words(offset, layout::LINE / 8) };
         // Everything after the control line: log entries, permits, or the key table (and a
         // keyed concurrency limit's permit blocks after it).
-        let area_words = (len - layout::LINE) / 8;
-        let area = m.words(offset + layout::LINE, area_words).as_ptr();
+        // SAFETY: as for `control`.
+        let area = unsafe { m.unbound_words(offset + layout::LINE, (len - layout::LINE) / 8) };
         Limit {
             shared: Arc::clone(&self.shared),
             clock: self.clock.clone(),
@@ -218,7 +220,6 @@ impl<C: Clock> Limiter<C> {
             index,
             control,
             area,
-            area_words,
             tally: Tally::new(self.shared.counters, index, def.shadow, def.near_limit),
             keyed: def.keyed.is_some(),
             split: def.split.max(1) as usize,

@@ -7,7 +7,6 @@ use std::sync::atomic::AtomicU64;
 use crate::algo::Fault;
 use crate::clock::Clock;
 use crate::error::Error;
-use crate::file::layout;
 use crate::file::Mapped;
 use crate::spec::{Algorithm, LimitDef};
 
@@ -50,26 +49,19 @@ impl<C: Clock> Limit<C> {
     /// Word `i` of the limit's control line.
     #[inline(always)]
     pub(crate) fn control(&self, i: usize) -> &AtomicU64 {
-        debug_assert!(i < layout::LINE / 8);
-        // SAFETY: `control` points at the 16 aligned words of this limit's control line inside the
-        // live mapping (established in `limit_at` from the validated geometry); `i < 16`.
-        unsafe { &*self.control.add(i) }
+        self.control.word(i)
     }
 
     /// The limit's control line, as the engines take it.
     #[inline(always)]
     pub(crate) fn control_line(&self) -> &[AtomicU64] {
-        // SAFETY: `control` points at the 16 aligned words of this limit's control line inside
-        // the live mapping (established in `limit_at` from the validated geometry).
-        unsafe { std::slice::from_raw_parts(self.control, layout::LINE / 8) }
+        self.control.slice()
     }
 
     /// The words after the control line: log entries, permits, or the key table.
     #[inline(always)]
     pub(crate) fn area(&self) -> &[AtomicU64] {
-        // SAFETY: `area` points at `area_words` aligned words of this limit's state area inside
-        // the live mapping (established in `limit_at`).
-        unsafe { std::slice::from_raw_parts(self.area, self.area_words) }
+        self.area.slice()
     }
 
     /// The shared file this limit lives in.

@@ -50,7 +50,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crate::algo::Decision;
 use crate::file::layout::{counter, COUNTERS, LANES, LINE};
-use crate::file::Mapped;
+use crate::file::{Mapped, Words};
 use crate::permit::{liveness, slot};
 
 /// Decision counters of one limit, summed over every process.
@@ -88,17 +88,11 @@ pub(crate) struct Region {
     /// Unique in this process (never reused), so a thread's cached lane of a mapping that was
     /// unmapped never matches a later one mapped at the same address.
     id: u64,
-    /// The stats region's first word: lane 0's owner word.
-    base: *const AtomicU64,
+    /// The stats region (its first word is lane 0's owner word).
+    words: Words,
     /// Words per lane.
     lane_words: u32,
 }
-
-// SAFETY: `base` points into a mapping that outlives the Region (every copy lives in a handle
-// holding the mapping's Arc), accessed only through `&AtomicU64`, which is Sync.
-unsafe impl Send for Region {}
-// SAFETY: as for Send.
-unsafe impl Sync for Region {}
 
 /// Words from a lane's start to its first counter: the owner line.
 const HEAD_WORDS: usize = LINE / 8;
@@ -112,7 +106,9 @@ impl Region {
         Region {
             // Relaxed: only a distinct number is needed.
             id: NEXT.fetch_add(1, Ordering::Relaxed),
-            base: mapped.words(g.stats_offset, g.stats_len / 8).as_ptr(),
+            // SAFETY: every copy of a Region lives in the `Shared` that owns `mapped` or in a
+            // handle holding that `Shared`'s Arc.
+            words: unsafe { mapped.unbound_words(g.stats_offset, g.stats_len / 8) },
             lane_words: u32::try_from(g.lane_stride / 8).expect("at most MAX_LIMITS limits"),
         }
     }
@@ -120,9 +116,9 @@ impl Region {
     /// Lane `lane`'s owner word.
     fn owner(&self, lane: usize) -> &AtomicU64 {
         assert!(lane < LANES);
-        // SAFETY: the region holds LANES lanes of `lane_words` words (validated geometry of a
-        // mapping that outlives every `Region` copy); word 0 of a lane is its owner word.
-        unsafe { &*self.base.add(lane * self.lane_words as usize) }
+        // The region holds LANES lanes of `lane_words` words (validated geometry); word 0 of a
+        // lane is its owner word.
+        self.words.word(lane * self.lane_words as usize)
     }
 
     /// Words from the region's start to lane `lane`'s first counter.
@@ -151,8 +147,8 @@ const NO_LANE: Lane = Lane {
 impl Lane {
     /// Lane `lane` of `region`.
     fn new(region: &Region, lane: usize, owned: bool) -> Lane {
-        // SAFETY: `counters(lane)` is inside the region (LANES lanes of validated geometry).
-        let first = unsafe { region.base.add(region.counters(lane)) };
+        // `counters(lane)` is inside the region (LANES lanes of validated geometry).
+        let first = region.words.addr_of(region.counters(lane));
         Lane {
             id: region.id,
             at: first.map_addr(|a| a | usize::from(owned)),
@@ -374,10 +370,7 @@ impl Tally {
         let mut s = Stats::default();
         for lane in 0..LANES {
             let at = self.region.counters(lane) + self.index as usize * COUNTERS;
-            // SAFETY: as in `add`, for every lane of the region.
-            let c = |which: usize| unsafe {
-                (*self.region.base.add(at + which)).load(Ordering::Relaxed)
-            };
+            let c = |which: usize| self.region.words.word(at + which).load(Ordering::Relaxed);
             // Relaxed: statistics; no decision depends on them. Saturating: the counters are
             // words of a file any process may have written, not proof of 2^64 decisions.
             s.allowed = s.allowed.saturating_add(c(counter::ALLOWED));
