@@ -130,6 +130,33 @@ impl FixedWindow {
     pub fn window_of(&self, now: u64) -> u64 {
         self.index(now.saturating_add(self.phase_ns))
     }
+
+    /// The full index of the window `word` counts against at `now` and its count, or `None` when it
+    /// counts nothing (as `FixedWindow::step` reads it).
+    fn view(&self, now: u64, word: u64) -> Option<(u64, u64)> {
+        let (stored, count) = unpack(word);
+        if count == 0 {
+            return None;
+        }
+        let full = self.window_of(now);
+        let diff = (full as u32).wrapping_sub(stored) as i32 as i64;
+        if diff == 0 {
+            Some((full, count))
+        } else if diff < 0 && diff > -STALE_WINDOWS {
+            Some((full + diff.unsigned_abs(), count))
+        } else {
+            None
+        }
+    }
+
+    /// Nanoseconds from `now` until `word` counts nothing (0 if it counts nothing now): what a key
+    /// table waits for before it may reuse the word's slot, and what a reboot translation compares.
+    pub(crate) fn fresh_in(&self, now: u64, word: u64) -> u64 {
+        self.view(now, word).map_or(0, |(window, _)| {
+            self.start(window + 1)
+                .saturating_sub(now.saturating_add(self.phase_ns))
+        })
+    }
 }
 
 #[cfg(test)]

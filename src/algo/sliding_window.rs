@@ -169,6 +169,33 @@ impl SlidingWindow {
         now.saturating_add(self.phase_ns) / self.window_ns
     }
 
+    /// `(window, prev, cur)` as `SlidingWindow::step` reads `word` at `now`, or `None` when it counts
+    /// nothing.
+    fn counting(&self, now: u64, word: u64) -> Option<(u64, u64, u64)> {
+        let full = self.window_of(now);
+        let (stored, prev, cur) = unpack(word);
+        let raw = full.wrapping_sub(stored) & INDEX_MASK;
+        let diff = ((raw << 40) as i64) >> 40;
+        let view = match diff {
+            0 => (full, prev, cur),
+            1 => (full, cur, 0),
+            d if d < 0 && d > -STALE_WINDOWS => (full + d.unsigned_abs(), prev, cur),
+            _ => return None,
+        };
+        (view.1 != 0 || view.2 != 0).then_some(view)
+    }
+
+    /// Nanoseconds from `now` until `word` counts nothing (0 if it counts nothing now): what a key
+    /// table waits for before it may reuse the word's slot, and what a reboot translation compares.
+    pub(crate) fn fresh_in(&self, now: u64, word: u64) -> u64 {
+        self.counting(now, word).map_or(0, |(window, _, cur)| {
+            // The current count expires two windows on, the previous one at the next boundary.
+            let end = if cur > 0 { window + 2 } else { window + 1 };
+            end.saturating_mul(self.window_ns)
+                .saturating_sub(now.saturating_add(self.phase_ns))
+        })
+    }
+
     pub fn refund(&self, word: u64, admitted_window: u64, n: u64) -> u64 {
         let (stored, prev, cur) = unpack(word);
         if stored == admitted_window & INDEX_MASK {

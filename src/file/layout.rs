@@ -211,6 +211,9 @@ pub(crate) fn key_table_words(slots: usize) -> usize {
 
 /// Bytes per key slot in a keyed table: a tag word and a state word.
 pub(crate) const KEY_SLOT: usize = 16;
+/// The tag word of a key slot never used since its table was created or reset (a zero-filled
+/// file's tables are all empty).
+pub(crate) const KEY_EMPTY: u64 = 0;
 /// Bytes per permit in a concurrency limit.
 pub(crate) const PERMIT_SLOT: usize = 16;
 /// Counter words per limit per lane (allowed, denied, shadow-denied, near-limit, refunded, and

@@ -376,7 +376,7 @@ fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> bool {
             for pair in words.chunks_exact(2) {
                 // Relaxed: as above.
                 let tag = pair[0].load(Ordering::Relaxed);
-                if tag != crate::keyed::table::EMPTY {
+                if tag != layout::KEY_EMPTY {
                     apply(&pair[1], &word_of);
                 }
             }

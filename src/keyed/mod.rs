@@ -240,8 +240,8 @@ impl<C: Clock> Template for Limit<C> {
     fn fresh_in(&self, now: u64, state: u64) -> u64 {
         match self.params() {
             Params::TokenBucket => template::bucket_fresh_in(now, state & !bucket::PARAM_TAG),
-            Params::FixedWindow(fw) => template::fixed_fresh_in(&fw, now, state),
-            Params::SlidingWindow(sw) => template::sliding_fresh_in(&sw, now, state),
+            Params::FixedWindow(fw) => fw.fresh_in(now, state),
+            Params::SlidingWindow(sw) => sw.fresh_in(now, state),
             // A key's committed permits: fresh when none is held (when is unknowable).
             Params::Concurrency { .. } if state == 0 => 0,
             // Not keyable (refused at definition): never fresh.

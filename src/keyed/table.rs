@@ -11,7 +11,7 @@ use crate::algo::{Decision, Step};
 use crate::error::Result;
 
 /// Tag of a slot never used since the table was created or reset.
-pub(crate) const EMPTY: u64 = 0;
+pub(crate) const EMPTY: u64 = crate::file::layout::KEY_EMPTY;
 /// Tag of a retired slot: occupied for probing, free for a claim.
 pub(crate) const TOMB: u64 = u64::MAX;
 /// Bit 63 of a tag word: the slot is claimed for the key but not validated yet. Live tags

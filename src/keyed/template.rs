@@ -14,12 +14,15 @@
 //! * **blank**: the fresh word a retired slot keeps (for a bucket, with the word's parameter-slot
 //!   tag, so that the table's words all follow a live retune).
 //!
-//! Freshness mirrors each algorithm's own reading of a stale or wrapped window index (the same
-//! constants); a unit test checks that a fresh word decides exactly as a zero word does.
+//! The windows' freshness is defined in their own modules (`FixedWindow::fresh_in`,
+//! `SlidingWindow::fresh_in`), beside the reading of a stale or wrapped window index it mirrors;
+//! a unit test checks that a fresh word decides exactly as a zero word does.
 
+#[cfg(test)]
 use crate::algo::fixed_window::{self, FixedWindow};
 #[cfg(test)]
 use crate::algo::gcra::Gcra;
+#[cfg(test)]
 use crate::algo::sliding_window::{self, SlidingWindow};
 use crate::algo::{Decision, Step};
 use crate::error::Result;
@@ -38,69 +41,10 @@ pub(crate) trait Template {
     fn blank(&self, state: u64) -> u64;
 }
 
-/// Stale-window spans of the two window algorithms (as in their modules).
-const FIXED_STALE: i64 = 1 << 30;
-const SLIDING_STALE: i64 = 1 << 22;
-const SLIDING_INDEX: u64 = (1 << 24) - 1;
-
 // --- token bucket (on the TAT without its parameter-slot tag) ---
 
 pub(crate) fn bucket_fresh_in(now: u64, tat: u64) -> u64 {
     tat.saturating_sub(now)
-}
-
-// --- fixed window ---
-
-/// The full index of the window `word` counts against at `now` and its count, or `None` when it
-/// counts nothing (as `FixedWindow::step` reads it).
-fn fixed_view(fw: &FixedWindow, now: u64, word: u64) -> Option<(u64, u64)> {
-    let (stored, count) = fixed_window::unpack(word);
-    if count == 0 {
-        return None;
-    }
-    let full = fw.window_of(now);
-    let diff = (full as u32).wrapping_sub(stored) as i32 as i64;
-    if diff == 0 {
-        Some((full, count))
-    } else if diff < 0 && diff > -FIXED_STALE {
-        Some((full + diff.unsigned_abs(), count))
-    } else {
-        None
-    }
-}
-
-pub(crate) fn fixed_fresh_in(fw: &FixedWindow, now: u64, word: u64) -> u64 {
-    fixed_view(fw, now, word).map_or(0, |(window, _)| {
-        fw.start(window + 1)
-            .saturating_sub(now.saturating_add(fw.phase_ns))
-    })
-}
-
-// --- sliding window counter ---
-
-/// `(window, prev, cur)` as `SlidingWindow::step` reads `word` at `now`, or `None` when it counts
-/// nothing.
-fn sliding_view(sw: &SlidingWindow, now: u64, word: u64) -> Option<(u64, u64, u64)> {
-    let full = sw.window_of(now);
-    let (stored, prev, cur) = sliding_window::unpack(word);
-    let raw = full.wrapping_sub(stored) & SLIDING_INDEX;
-    let diff = ((raw << 40) as i64) >> 40;
-    let view = match diff {
-        0 => (full, prev, cur),
-        1 => (full, cur, 0),
-        d if d < 0 && d > -SLIDING_STALE => (full + d.unsigned_abs(), prev, cur),
-        _ => return None,
-    };
-    (view.1 != 0 || view.2 != 0).then_some(view)
-}
-
-pub(crate) fn sliding_fresh_in(sw: &SlidingWindow, now: u64, word: u64) -> u64 {
-    sliding_view(sw, now, word).map_or(0, |(window, _, cur)| {
-        // The current count expires two windows on, the previous one at the next boundary.
-        let end = if cur > 0 { window + 2 } else { window + 1 };
-        end.saturating_mul(sw.window_ns)
-            .saturating_sub(now.saturating_add(sw.phase_ns))
-    })
 }
 
 /// A template with fixed parameters (no live retuning, no parameter-slot tag): what the loom
@@ -139,8 +83,8 @@ impl Template for Pure {
     fn fresh_in(&self, now: u64, state: u64) -> u64 {
         match self {
             Pure::Bucket(_) => bucket_fresh_in(now, state),
-            Pure::Fixed(fw) => fixed_fresh_in(fw, now, state),
-            Pure::Sliding(sw) => sliding_fresh_in(sw, now, state),
+            Pure::Fixed(fw) => fw.fresh_in(now, state),
+            Pure::Sliding(sw) => sw.fresh_in(now, state),
             Pure::Permits if state == 0 => 0,
             Pure::Permits => u64::MAX,
         }

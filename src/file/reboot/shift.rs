@@ -5,7 +5,6 @@ use crate::algo::fixed_window::{self, FixedWindow};
 use crate::algo::sliding_log;
 use crate::algo::sliding_window::{self, SlidingWindow};
 use crate::file::layout;
-use crate::keyed::template::{fixed_fresh_in, sliding_fresh_in};
 use crate::spec::Alignment;
 
 /// How to move one old-boot state onto this boot's timeline.
@@ -163,7 +162,7 @@ impl Shift {
             },
             phase_ns: self.phase(false, window_ns, alignment),
         };
-        let keep = fixed_fresh_in(&fw, self.now, w) > fixed_fresh_in(&fw, self.now, moved.word);
+        let keep = fw.fresh_in(self.now, w) > fw.fresh_in(self.now, moved.word);
         if keep {
             ok(w)
         } else {
@@ -208,7 +207,7 @@ impl Shift {
             window_ns,
             phase_ns: self.phase(false, window_ns, alignment),
         };
-        let keep = sliding_fresh_in(&sw, self.now, w) > sliding_fresh_in(&sw, self.now, moved.word);
+        let keep = sw.fresh_in(self.now, w) > sw.fresh_in(self.now, moved.word);
         if keep {
             ok(w)
         } else {
