@@ -29,6 +29,9 @@ mod token_bucket;
 mod watch;
 mod window;
 
+#[cfg(test)]
+mod tests;
+
 use crate::clock::{DATE_TOLERANCE_NS, MAX_DATE_NS};
 pub use crate::tally::Stats;
 use attach::params_of;
@@ -249,6 +252,9 @@ impl<C: Clock> Limit<C> {
             StepError::NoWord => self.wrong_kind("has no single-word state"),
             // `step_fast` turns it into a denial; it never gets here.
             StepError::Fenced => self.fault(Fault::Corrupt),
+            // Decided again by an unkeyed bucket's own loop; elsewhere (a key's word, a composed
+            // check's loaded word) reported as what the slot looked like: unreadable.
+            StepError::Stale => self.fault(Fault::Corrupt),
         }
     }
 
@@ -316,9 +322,16 @@ impl<C: Clock> Limit<C> {
     #[cold]
     #[inline(never)]
     fn fill_cache(&self, tag: usize, now: u64, cost: u64) -> Result<Gcra, StepError> {
-        let (g, fleet) = self
-            .slot_params(bucket::PARAMS[tag & 1])
-            .map_err(|_| StepError::Corrupt)?;
+        let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1]).map_err(|_| {
+            // The slot did not read whole for 64 rounds. If a retune has since made the other
+            // slot the active one, this one is being rewritten by the next retune and the word
+            // that named it is stale. Otherwise the slot the live parameters are in is damaged.
+            if crate::engine::bucket::active(self.control_line()) != tag & 1 {
+                StepError::Stale
+            } else {
+                StepError::Corrupt
+            }
+        })?;
         let c = &self.cache[tag];
         let check =
             bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 };
@@ -459,14 +472,34 @@ impl<C: Clock> Limit<C> {
     /// [`Limit::run_on`].
     #[inline(always)]
     fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        let decision = try_decide(
+        let decision = match try_decide(
             self.control(0),
             || self.decision_time(at),
             commit,
             |t, w| self.bucket_step(t, w, cost),
-        )
-        .map_err(|e| self.step_error(e, cost))?;
+        ) {
+            Ok(decision) => decision,
+            Err(e) => return self.bucket_again(e, cost, commit, at),
+        };
         Ok(self.finish(decision, cost, commit))
+    }
+
+    /// A bucket decision that ended in `e`: made again from the live word when the word it
+    /// loaded went stale under two retunes in a row ([`StepError::Stale`]; each round means
+    /// another retune finished), else the error.
+    #[cold]
+    #[inline(never)]
+    fn bucket_again(
+        &self,
+        e: StepError,
+        cost: u64,
+        commit: bool,
+        at: Option<u64>,
+    ) -> Result<Decision> {
+        match e {
+            StepError::Stale => self.bucket_run(cost, commit, at),
+            e => Err(self.step_error(e, cost)),
+        }
     }
 
     /// The first half of a decision dated by a clock read that the caller makes after it (a
