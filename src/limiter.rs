@@ -326,7 +326,10 @@ impl<C: Clock> Limit<C> {
             // The slot did not read whole for 64 rounds. If a retune has since made the other
             // slot the active one, this one is being rewritten by the next retune and the word
             // that named it is stale. Otherwise the slot the live parameters are in is damaged.
-            if crate::engine::bucket::active(self.control_line()) != tag & 1 {
+            // Both must say so: the active slot is the other one, and so is the live word's
+            // (a damaged file whose word and `ACTIVE` disagree is corrupt, not stale).
+            let live = (self.control(0).load(Ordering::Acquire) >> 63) as usize;
+            if crate::engine::bucket::active(self.control_line()) != tag & 1 && live != tag & 1 {
                 StepError::Stale
             } else {
                 StepError::Corrupt
@@ -485,8 +488,8 @@ impl<C: Clock> Limit<C> {
     }
 
     /// A bucket decision that ended in `e`: made again from the live word when the word it
-    /// loaded went stale under two retunes in a row ([`StepError::Stale`]; each round means
-    /// another retune finished), else the error.
+    /// loaded went stale under two retunes in a row ([`StepError::Stale`]: the live word names
+    /// the other slot, so each round starts from a word that moved), else the error.
     #[cold]
     #[inline(never)]
     fn bucket_again(
@@ -496,10 +499,23 @@ impl<C: Clock> Limit<C> {
         commit: bool,
         at: Option<u64>,
     ) -> Result<Decision> {
-        match e {
-            StepError::Stale => self.bucket_run(cost, commit, at),
-            e => Err(self.step_error(e, cost)),
+        let mut e = e;
+        // Bounded: a process flipping the word's tag without end gets `CorruptState`.
+        for _ in 0..64 {
+            if !matches!(e, StepError::Stale) {
+                break;
+            }
+            match try_decide(
+                self.control(0),
+                || self.decision_time(at),
+                commit,
+                |t, w| self.bucket_step(t, w, cost),
+            ) {
+                Ok(decision) => return Ok(self.finish(decision, cost, commit)),
+                Err(next) => e = next,
+            }
         }
+        Err(self.step_error(e, cost))
     }
 
     /// The first half of a decision dated by a clock read that the caller makes after it (a

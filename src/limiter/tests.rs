@@ -72,3 +72,22 @@ fn the_active_slot_unreadable_is_corrupt() {
         Err(StepError::Corrupt)
     ));
 }
+
+#[test]
+fn a_live_word_naming_the_rewritten_slot_is_corrupt_and_decisions_end() {
+    let (_dir, limiter) = caught_mid_retune();
+    let limit = limiter.limit("api").unwrap();
+    let now = limit.clock().now_ns();
+    // A damaged file: `ACTIVE` names slot 1 but the live word itself names slot 0, which is
+    // unreadable. Deciding again could never help: corrupt, and the decision returns.
+    let word = limit.control(0).load(Ordering::Acquire) & !bucket::PARAM_TAG;
+    limit.control(0).store(word, Ordering::Release);
+    assert!(matches!(
+        limit.bucket_step(now, word, 1),
+        Err(StepError::Corrupt)
+    ));
+    assert!(matches!(
+        limiter.token_bucket("api").unwrap().try_acquire(1),
+        Err(crate::Error::CorruptState { .. })
+    ));
+}
