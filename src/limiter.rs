@@ -475,16 +475,21 @@ impl<C: Clock> Limit<C> {
     /// [`Limit::run_on`].
     #[inline(always)]
     fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        let decision = match try_decide(
+        match self.bucket_loop(cost, commit, at) {
+            Ok(decision) => Ok(self.finish(decision, cost, commit)),
+            Err(e) => self.bucket_again(e, cost, commit, at),
+        }
+    }
+
+    /// The bucket's CAS loop on its state word, the step inlined.
+    #[inline(always)]
+    fn bucket_loop(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision, StepError> {
+        try_decide(
             self.control(0),
             || self.decision_time(at),
             commit,
             |t, w| self.bucket_step(t, w, cost),
-        ) {
-            Ok(decision) => decision,
-            Err(e) => return self.bucket_again(e, cost, commit, at),
-        };
-        Ok(self.finish(decision, cost, commit))
+        )
     }
 
     /// A bucket decision that ended in `e`: made again from the live word when the word it
@@ -494,23 +499,17 @@ impl<C: Clock> Limit<C> {
     #[inline(never)]
     fn bucket_again(
         &self,
-        e: StepError,
+        mut e: StepError,
         cost: u64,
         commit: bool,
         at: Option<u64>,
     ) -> Result<Decision> {
-        let mut e = e;
         // Bounded: a process flipping the word's tag without end gets `CorruptState`.
         for _ in 0..64 {
             if !matches!(e, StepError::Stale) {
                 break;
             }
-            match try_decide(
-                self.control(0),
-                || self.decision_time(at),
-                commit,
-                |t, w| self.bucket_step(t, w, cost),
-            ) {
+            match self.bucket_loop(cost, commit, at) {
                 Ok(decision) => return Ok(self.finish(decision, cost, commit)),
                 Err(next) => e = next,
             }
