@@ -570,7 +570,7 @@ impl<C: Clock> Limit<C> {
     /// The token bucket's pure decision on state word `word` at `now`: the bucket's parameters
     /// from the slot the word's tag names (through this handle's cache), then GCRA.
     #[inline(always)]
-    fn bucket_step(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
+    pub(crate) fn bucket_step(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         let tag = word & bucket::PARAM_TAG;
         let g = match self.bucket_cached((tag >> 63) as usize, now, cost) {
             Ok(g) => g,

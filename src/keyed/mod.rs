@@ -168,6 +168,7 @@ pub(crate) type Slot = NoSlot;
 /// The key slots of a keyed limit: the first `slots` pairs of its state area (a keyed
 /// concurrency limit keeps its permit entries after them). `None` on a target without a
 /// 16-byte CAS, or for a limit that is not keyed.
+#[inline]
 pub(crate) fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[Slot]> {
     let slots = limit.key_slots();
     if slots == 0 {
@@ -177,6 +178,7 @@ pub(crate) fn slots_of<C: Clock>(limit: &Limit<C>) -> Option<&[Slot]> {
 }
 
 #[cfg(target_arch = "x86_64")]
+#[inline]
 fn pair_table(words: &[std::sync::atomic::AtomicU64]) -> Option<&[Slot]> {
     pair::KeySlot::table(words)
 }
@@ -522,15 +524,53 @@ impl<C: Clock> Limit<C> {
         Ok(table::tag_of(hash::key_hash(self.hash_seed(), key)))
     }
 
+    /// A keyed decision: the common cases inline ([`Table::decide_first`], the step of the
+    /// template's algorithm inlined), everything else (a claim through a free slot, a full
+    /// table, a lost CAS, every error) in [`Limit::run_key_on`], which checks and decides
+    /// again from the start.
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let this = self.follow()?;
         // Every attempt reads the clock after loading the key's state (see
         // `Limit::decision_time`).
-        this.run_key_on(key, cost, commit, &mut || this.decision_time(at))
+        let mut now = || this.decision_time(at);
+        if let Some(decision) = this.decide_key_first(key, cost, commit, &mut now) {
+            return Ok(this.finish(decision, cost, commit));
+        }
+        this.run_key_on(key, cost, commit, &mut now)
     }
 
+    /// The fast path of [`Limit::run_key`]: `None` when it does not apply (a cost of zero, an
+    /// invalid key, a limit that is not a keyed single-word one, no 16-byte CAS) or when
+    /// [`Table::decide_first`] leaves the decision to [`Limit::run_key_on`].
     #[inline(always)]
+    fn decide_key_first(
+        &self,
+        key: &[u8],
+        cost: u64,
+        commit: bool,
+        now: &mut impl FnMut() -> u64,
+    ) -> Option<Decision> {
+        if cost == 0 || key.is_empty() || key.len() > MAX_KEY_LEN {
+            return None;
+        }
+        // A keyed limit has key slots; a keyed concurrency limit is not decided here.
+        let table = Table::new(slots_of(self)?);
+        let tag = table::tag_of(hash::key_hash(self.hash_seed(), key));
+        match self.params() {
+            Params::TokenBucket => {
+                table.decide_first(tag, commit, now, |t, s| self.bucket_step(t, s, cost))
+            }
+            Params::FixedWindow(_) | Params::SlidingWindow(_) => {
+                table.decide_first(tag, commit, now, |t, s| self.step_fast(t, s, cost))
+            }
+            Params::SlidingLog(_) | Params::Concurrency { .. } => None,
+        }
+    }
+
+    /// A keyed decision from the start, with every check: what [`Limit::run_key`] does not
+    /// decide inline.
+    #[inline(never)]
     fn run_key_on(
         &self,
         key: &[u8],

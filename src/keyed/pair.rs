@@ -66,6 +66,7 @@ pub(crate) fn supported() -> bool {
 impl KeySlot {
     /// View a key table (`2 x n` words, starting 16-byte aligned) as its `n` slots; `None` if the
     /// words are misaligned or odd in number, or if this processor lacks `cmpxchg16b`.
+    #[inline]
     pub(crate) fn table(words: &[AtomicU64]) -> Option<&[KeySlot]> {
         if words.as_ptr() as usize % 16 != 0 || words.len() % 2 != 0 || !supported() {
             return None;

@@ -170,6 +170,41 @@ impl<'a, P: PairWord> Table<'a, P> {
         }
     }
 
+    /// The first attempt of [`Table::decide`] in its common cases, inlined into the caller with
+    /// the template's step `step` (so that the step is not dispatched over every algorithm and
+    /// the decision stays in registers): the scan ends at the key's live slot, or at an empty
+    /// slot where a committed admission claims it; the step denies, or admits and (when
+    /// committing) its CAS lands. `None` in every other case (no live or empty slot in the
+    /// window, a step error, a lost CAS): nothing was written, and the caller decides again with
+    /// [`Table::decide`], which goes through the same first steps and then the rest.
+    #[inline(always)]
+    pub(crate) fn decide_first<E>(
+        &self,
+        tag: u64,
+        commit: bool,
+        now: &mut impl FnMut() -> u64,
+        step: impl FnOnce(u64, u64) -> Result<Step, E>,
+    ) -> Option<Decision> {
+        let (at, pair) = match self.scan(tag, None) {
+            // As in `locate`: the clock read after the pairs.
+            Scan::Live(at, pair) | Scan::Empty(at, pair) => (at, pair),
+            Scan::Exhausted => return None,
+        };
+        // As in `decide`: the pair was read whole, so its state is this key's (or, in an empty
+        // slot, the fresh word it starts from; a peek decides on it as `Located::Absent`).
+        let (new, decision) = match step(now(), pair.1).ok()? {
+            Step::Deny(d) => return Some(d),
+            Step::Admit { new, decision } => (new, decision),
+        };
+        if !commit {
+            return Some(decision);
+        }
+        // A live slot is the key's; an empty one is claimed live by the admission's CAS (see
+        // `decide`). A failed CAS wrote nothing: the caller starts over.
+        self.slots[at].cas(pair, (tag, new)).ok()?;
+        Some(decision)
+    }
+
     /// Decide `cost` for the key `tag`: find its slot (or claim one, when committing) and apply
     /// the template with one CAS loop on the slot. With `commit == false` nothing is written.
     /// `now` is read once per attempt.
