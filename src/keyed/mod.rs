@@ -533,7 +533,7 @@ impl<C: Clock> Limit<C> {
         let this = self.follow()?;
         // Every attempt reads the clock after loading the key's state (see
         // `Limit::decision_time`).
-        let mut now = || this.decision_time(at);
+        let mut now = move || this.decision_time(at);
         if let Some(decision) = this.decide_key_first(key, cost, commit, &mut now) {
             return Ok(this.finish(decision, cost, commit));
         }

@@ -49,12 +49,58 @@ const _: () = {
     assert!(std::mem::align_of::<KeySlot>() == 16);
 };
 
+/// What this processor has, detected once: [`DETECTED`] and the feature bits below. A plain
+/// byte that every keyed decision tests (one load and a bit test, where
+/// `is_x86_feature_detected!` reads and shifts a 128-bit cache at each use).
+#[cfg(target_arch = "x86_64")]
+static FEATURES: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+/// [`FEATURES`] has been filled in.
+#[cfg(target_arch = "x86_64")]
+const DETECTED: u8 = 1;
+/// The processor has `cmpxchg16b`.
+#[cfg(target_arch = "x86_64")]
+const CMPXCHG16B: u8 = 2;
+/// The processor has AVX (aligned 16-byte loads are atomic).
+#[cfg(target_arch = "x86_64")]
+const AVX: u8 = 4;
+
+/// The feature bits of this processor.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn features() -> u8 {
+    // Relaxed: the byte is a pure function of the processor; any thread may store it.
+    match FEATURES.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => detect(),
+        f => f,
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[cold]
+#[inline(never)]
+fn detect() -> u8 {
+    let f = DETECTED
+        | if std::is_x86_feature_detected!("cmpxchg16b") {
+            CMPXCHG16B
+        } else {
+            0
+        }
+        | if std::is_x86_feature_detected!("avx") {
+            AVX
+        } else {
+            0
+        };
+    // Relaxed: as in `features`.
+    FEATURES.store(f, std::sync::atomic::Ordering::Relaxed);
+    f
+}
+
 /// Whether this processor has the 16-byte compare-and-swap keyed tables need.
 #[inline]
 pub(crate) fn supported() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::is_x86_feature_detected!("cmpxchg16b")
+        features() & CMPXCHG16B != 0
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -116,7 +162,7 @@ impl KeySlot {
 impl PairWord for KeySlot {
     #[inline(always)]
     fn load(&self) -> (u64, u64) {
-        if std::is_x86_feature_detected!("avx") {
+        if features() & AVX != 0 {
             let (lo, hi): (u64, u64);
             // SAFETY: [1] as in `cmpxchg16b`: a live, 16-byte aligned slot of mapped memory only
             // accessed atomically; [2] the processor has AVX (checked just above), on which an
