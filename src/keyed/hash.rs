@@ -54,7 +54,17 @@ pub(crate) fn siphash<const C: usize, const D: usize>(k0: u64, k1: u64, msg: &[u
             u64::from_le_bytes(word.try_into().expect("8-byte chunk")),
         );
     }
-    compress(&mut v, (msg.len() as u64) << 56 | tail(words.remainder()));
+    let len = msg.len();
+    let rest = if len >= 8 {
+        // The 0 to 7 bytes after the last whole word are the top bytes of the 8 that end the
+        // message: one load and two shifts (the first keeps the shift below 64 when there are
+        // none), where `tail` branches on their number.
+        let end = u64::from_le_bytes(msg[len - 8..].try_into().expect("8 bytes"));
+        (end >> 8) >> (56 - 8 * (len & 7))
+    } else {
+        tail(words.remainder())
+    };
+    compress(&mut v, (len as u64) << 56 | rest);
     v[2] ^= 0xff;
     for _ in 0..D {
         round(&mut v);
