@@ -508,6 +508,38 @@ fn shadow_mode_on_a_keyed_limit_counts_but_never_denies() {
     assert_eq!(k.key_occupancy(), (16, 16));
 }
 
+/// A keyed bucket's decisions are counted as an unkeyed bucket's are (the common case through
+/// the deciding thread's own entry): admissions, denials, and near-limit admissions per key
+/// (those that leave the key under 10% of the capacity), before and after a retune; a peek
+/// counts nothing.
+#[test]
+fn keyed_bucket_decisions_are_counted_per_key_near_limit_included() {
+    let bucket = TokenBucket::new(5, Rate::per_second(1).unwrap());
+    let (_d, _l, k) = manual::<Kb>("count", keyed_def("count", bucket, Keyed::new(64)));
+    for user in [&b"a"[..], b"b"] {
+        for _ in 0..5 {
+            assert!(k.try_acquire_key(user, 1).unwrap().is_allowed());
+        }
+        assert!(k.try_acquire_key(user, 1).unwrap().is_denied());
+    }
+    assert!(k.peek_key(b"c", 1).unwrap().is_allowed());
+    let s = k.stats();
+    // Per key, only the fifth admission leaves under 10% of 5 (0 left; the fourth leaves 1).
+    assert_eq!((s.allowed, s.denied, s.near_limit), (10, 2, 2));
+
+    k.set_token_bucket(40, Rate::per_second(1).unwrap())
+        .unwrap();
+    // The mark is 6554/65536 of 40 (4.0002 tokens): "c" starts full, so of its 40 admissions
+    // the last 5 (leaving 4 to 0) are near; then it is denied.
+    for i in 0..40 {
+        let d = k.try_acquire_key(b"c", 1).unwrap();
+        assert!(d.is_allowed(), "admission {i}");
+    }
+    assert!(k.try_acquire_key(b"c", 1).unwrap().is_denied());
+    let s = k.stats();
+    assert_eq!((s.allowed, s.denied, s.near_limit), (50, 3, 7));
+}
+
 #[test]
 fn idle_keys_are_reclaimed_on_demand_and_by_the_gc_pass() {
     let bucket = TokenBucket::new(1, Rate::per_second(1).unwrap());

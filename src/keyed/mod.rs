@@ -27,8 +27,12 @@
 //! unkeyed decision reads it after its word), then applies the template's step function to the
 //! pair it read and commits with one CAS of `(tag, state) -> (tag, new)`: the hot path for a
 //! present key is one hash, a short scan (usually one slot), and the same CAS loop as an unkeyed
-//! limit, with no allocation. A failed CAS that still shows the key's tag retries on the new
-//! state (re-reading the clock); one that shows another tag means the slot changed hands: the
+//! limit, with no allocation. That first attempt (the scan to the key's live slot or an empty
+//! one, the step, the CAS) is compiled into the caller with the template's own step
+//! (`Table::decide_first`); anything else it meets (a window with neither, a lost CAS, an
+//! error) wrote nothing, and the decision is made again from the start, out of line, as
+//! described here. A failed CAS that still shows the key's tag retries on the new state
+//! (re-reading the clock); one that shows another tag means the slot changed hands: the
 //! decision starts over. A denial is computed from a pair read whole, so it is always this
 //! key's state.
 //!
@@ -127,6 +131,7 @@ use crate::error::{Error, Result};
 use crate::file::layout::bucket;
 use crate::limiter::Limit;
 use crate::spec::FullPolicy;
+use crate::tally::hot::Counts;
 
 use table::{Outcome, Table};
 use template::Template;
@@ -535,14 +540,15 @@ impl<C: Clock> Limit<C> {
         // `Limit::decision_time`).
         let mut now = move || this.decision_time(at);
         if let Some(decision) = this.decide_key_first(key, cost, commit, &mut now) {
-            return Ok(this.finish(decision, cost, commit));
+            return Ok(decision);
         }
         this.run_key_on(key, cost, commit, &mut now)
     }
 
-    /// The fast path of [`Limit::run_key`]: `None` when it does not apply (a cost of zero, an
-    /// invalid key, a limit that is not a keyed single-word one, no 16-byte CAS) or when
-    /// [`Table::decide_first`] leaves the decision to [`Limit::run_key_on`].
+    /// The fast path of [`Limit::run_key`], the decision finished (counted when committed):
+    /// `None` when it does not apply (a cost of zero, an invalid key, a limit that is not a
+    /// keyed single-word one, no 16-byte CAS) or when [`Table::decide_first`] leaves the
+    /// decision to [`Limit::run_key_on`].
     #[inline(always)]
     fn decide_key_first(
         &self,
@@ -559,10 +565,17 @@ impl<C: Clock> Limit<C> {
         let tag = table::tag_of(hash::key_hash(self.hash_seed(), key));
         match self.params() {
             Params::TokenBucket => {
-                table.decide_first(tag, commit, now, |t, s| self.bucket_step(t, s, cost))
+                // Counted through this thread's hot entry, as an unkeyed bucket decision.
+                let mut counts = Counts::TALLY;
+                let decision = table.decide_first(tag, commit, now, |t, s| {
+                    self.bucket_step(t, s, cost, &mut counts)
+                })?;
+                Some(self.finish_bucket(decision, cost, commit, counts))
             }
             Params::FixedWindow(_) | Params::SlidingWindow(_) => {
-                table.decide_first(tag, commit, now, |t, s| self.step_fast(t, s, cost))
+                let decision =
+                    table.decide_first(tag, commit, now, |t, s| self.step_fast(t, s, cost))?;
+                Some(self.finish(decision, cost, commit))
             }
             Params::SlidingLog(_) | Params::Concurrency { .. } => None,
         }
