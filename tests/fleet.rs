@@ -110,7 +110,11 @@ fn worker(path: &Path, sink: &Path, host: u8) {
     let mut flushed = Instant::now();
     while Instant::now() < end {
         let now = limit.clock().now_ns();
-        let d = limit.try_acquire_at(1, now).unwrap();
+        // A failed decision ends the worker (and with it its host's demand): say why, in the
+        // worker's log, which a failing step of the test prints.
+        let d = limit
+            .try_acquire_at(1, now)
+            .unwrap_or_else(|e| panic!("worker of host{host}: decision failed: {e}"));
         if d.is_allowed() {
             batch.extend_from_slice(&now.to_le_bytes());
         } else {
@@ -211,6 +215,31 @@ impl Redis {
             }
             assert!(Instant::now() < deadline, "redis-server did not start");
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait until the server's `uptime_in_seconds` (whole seconds, as the fleet's script reads
+    /// it) covers `d`.
+    fn await_uptime(&self, d: Duration) {
+        let c = redis::Client::open(self.url()).unwrap();
+        let mut con = c
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap();
+        let deadline = Instant::now() + GIVE_UP;
+        loop {
+            let info: String = redis::cmd("INFO").arg("server").query(&mut con).unwrap();
+            let up: u64 = info
+                .lines()
+                .find_map(|l| l.strip_prefix("uptime_in_seconds:")?.trim().parse().ok())
+                .expect("INFO server has uptime_in_seconds");
+            if Duration::from_secs(up) >= d {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server up only {up} s after {GIVE_UP:?}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -378,6 +407,8 @@ struct Sampler {
     samples: Arc<Mutex<Vec<Sample>>>,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The scenario's Redis URL and directory, for [`diagnose`] when a step fails.
+    scene: Mutex<Option<(String, PathBuf)>>,
 }
 
 /// The share a decision on `l` uses now: a fleet-managed bucket's share while its lease
@@ -429,6 +460,19 @@ impl Sampler {
             samples,
             stop,
             thread: Some(thread),
+            scene: Mutex::new(None),
+        }
+    }
+
+    /// Name the scenario's Redis and directory, so that a failing step can explain itself.
+    fn scene(&self, url: String, dir: &Path) {
+        *self.scene.lock().unwrap() = Some((url, dir.to_path_buf()));
+    }
+
+    fn diagnose(&self) -> String {
+        match &*self.scene.lock().unwrap() {
+            Some((url, dir)) => diagnose(url, dir),
+            None => String::new(),
         }
     }
 
@@ -485,6 +529,57 @@ struct Transition {
     utilization: f64,
 }
 
+/// Shares in tokens per second, for messages.
+fn fmt_shares(s: &[u64; HOSTS]) -> String {
+    let v: Vec<String> = s.iter().map(|&u| share::fmt_units(u)).collect();
+    format!("[{}]", v.join(", "))
+}
+
+/// What a failed step needs to be understood: the server's view of the fleet (each member's
+/// reported demand, target, grant and applied share), what each agent logged last (its share
+/// changes with their reasons), and anything a worker wrote (a worker writes only when its
+/// decisions fail, and then it has stopped: its host's demand falls to nothing).
+fn diagnose(url: &str, dir: &Path) -> String {
+    let mut out = String::from("\n--- server's view\n");
+    match fleet::status(url, FLEET) {
+        Ok(st) => out.push_str(&fleet::cli::status_table(&st)),
+        Err(e) => out.push_str(&format!("(unavailable: {e})\n")),
+    }
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| Some(e.ok()?.path())).collect())
+        .unwrap_or_default();
+    logs.retain(|p| p.extension().is_some_and(|x| x == "log"));
+    logs.sort();
+    for log in logs {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let name = log.file_name().unwrap().to_string_lossy().into_owned();
+        let keep = if name.starts_with("agent") { 4 } else { 10 };
+        let lines: Vec<&str> = text.lines().collect();
+        if lines.is_empty() {
+            continue;
+        }
+        out.push_str(&format!("--- {name} (last {keep} lines)\n"));
+        for l in &lines[lines.len().saturating_sub(keep)..] {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// Every worker still running (a worker stops early only when a decision failed).
+fn assert_workers_run(workers: &mut [Child], sampler: &Sampler) {
+    for (i, w) in workers.iter_mut().enumerate() {
+        if let Some(status) = w.try_wait().unwrap() {
+            panic!("worker {i} exited early ({status}){}", sampler.diagnose());
+        }
+    }
+}
+
+/// How long a step waits for the split before it gives up: far beyond any stated bound, so
+/// that a failure says whether the split came late (the bound is then asserted) or never.
+const GIVE_UP: Duration = Duration::from_secs(30);
+
 /// Wait (bounded) until the applied shares match `live`'s split; record the time it took.
 fn await_split(
     sampler: &Sampler,
@@ -503,8 +598,8 @@ fn await_split(
     )
 }
 
-/// Wait (bounded) until the applied shares are `e` (within 0.1%), and assert it took at most
-/// `within`.
+/// Wait (up to [`GIVE_UP`]) until the applied shares are `e` (within 0.1%), and assert it took
+/// at most `within`; a failure shows the shares observed and [`diagnose`]'s report.
 fn await_shares(
     sampler: &Sampler,
     since_ns: u64,
@@ -513,7 +608,7 @@ fn await_shares(
     name: &str,
     out: &mut Vec<Transition>,
 ) {
-    let deadline = Instant::now() + within + Duration::from_secs(2);
+    let deadline = Instant::now() + within.max(GIVE_UP);
     loop {
         let samples = sampler.since(since_ns);
         if let Some(pos) = samples.iter().position(|s| converged(s, &e)) {
@@ -531,7 +626,9 @@ fn await_shares(
             );
             assert!(
                 Duration::from_nanos(at - since_ns) <= within,
-                "{name}: converged after {ms} ms, stated bound {within:?}"
+                "{name}: converged to {} after {ms} ms, stated bound {within:?}{}",
+                fmt_shares(&e),
+                sampler.diagnose()
             );
             out.push(Transition {
                 name: name.into(),
@@ -541,8 +638,15 @@ fn await_shares(
             return;
         }
         if Instant::now() > deadline {
-            let last = samples.last().map(|s| s.shares);
-            panic!("{name}: no convergence to {e:?} within {within:?}; last {last:?}");
+            let last = samples
+                .last()
+                .map_or("none".into(), |s| fmt_shares(&s.shares));
+            panic!(
+                "{name}: no convergence to {} within {:?} (stated bound {within:?}); last applied shares {last}{}",
+                fmt_shares(&e),
+                within.max(GIVE_UP),
+                sampler.diagnose()
+            );
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -683,7 +787,8 @@ fn fleet_budgets() {
         limiters.push(l.limit(LIMIT).unwrap());
     }
     let sampler = Sampler::start(limiters);
-    let workers: Vec<Child> = (0..HOSTS)
+    sampler.scene(redis.url(), dir.path());
+    let mut workers: Vec<Child> = (0..HOSTS)
         .map(|i| {
             spawn_child(
                 "worker",
@@ -817,7 +922,7 @@ fn fleet_budgets() {
     redis.stop();
     let stopped = mono_ns();
     // Both hosts fence: wait (bounded) until both are at the floor.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + GIVE_UP;
     while !sampler
         .since(stopped)
         .iter()
@@ -825,7 +930,8 @@ fn fleet_budgets() {
     {
         assert!(
             Instant::now() < deadline,
-            "hosts did not fence while Redis was down"
+            "hosts did not fence while Redis was down{}",
+            sampler.diagnose()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -920,13 +1026,39 @@ fn fleet_budgets() {
         }
         assert!(
             Instant::now() < deadline,
-            "the new epoch did not grant the total"
+            "the new epoch did not grant the total within {CONVERGE_WITHIN:?}{}",
+            sampler.diagnose()
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    hold(Duration::from_millis(700));
-    let during = sampler.since(t);
+    let granted_at = mono_ns();
     let e = expected(&[0, 1], &[]);
+    // Until the hosts apply the split: a sample at it taken after the grant and after the last
+    // one under 10% of the total (polled: the sampler may lag on a loaded machine).
+    let give_up = Instant::now() + GIVE_UP;
+    let during = loop {
+        let during = sampler.since(t);
+        let last_low = during
+            .iter()
+            .filter(|s| s.sum() < TOTAL_UNITS / 10)
+            .map(|s| s.at_ns)
+            .max()
+            .unwrap_or(0);
+        if during
+            .iter()
+            .any(|s| s.at_ns > last_low && s.at_ns >= granted_at && converged(s, &e))
+        {
+            break during;
+        }
+        assert!(
+            Instant::now() < give_up,
+            "quick restart: no convergence to {} within {GIVE_UP:?} of the new epoch's grant; last applied shares {}{}",
+            fmt_shares(&e),
+            during.last().map_or("none".into(), |s| fmt_shares(&s.shares)),
+            sampler.diagnose()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let low: Vec<&Sample> = during
         .iter()
         .filter(|s| s.sum() < TOTAL_UNITS / 10)
@@ -950,7 +1082,8 @@ fn fleet_budgets() {
     );
     assert!(
         Duration::from_nanos(back_ms as u64 * 1_000_000) <= CONVERGE_WITHIN,
-        "quick restart: back at the split only after {back_ms} ms"
+        "quick restart: back at the split only after {back_ms} ms{}",
+        sampler.diagnose()
     );
     // The CLI's status subcommand on the same fleet.
     let status_cmd = fleet::cli::FleetArgs {
@@ -972,6 +1105,7 @@ fn fleet_budgets() {
         "members left behind"
     );
     hold(Duration::from_millis(50));
+    assert_workers_run(&mut workers, &sampler);
     for w in workers {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(w.id() as i32),
@@ -1106,8 +1240,9 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
         })
         .collect();
     let sampler = Sampler::start(limits.clone());
+    sampler.scene(redis.url(), dir.path());
     const N: usize = 3;
-    let workers: Vec<Child> = (0..N)
+    let mut workers: Vec<Child> = (0..N)
         .map(|i| {
             spawn_child(
                 "worker",
@@ -1150,20 +1285,38 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
         &mut transitions,
     );
 
-    // The host's applied share reaches its fence within the fence point after its last
-    // renewal: at most `ttl - margin` after the stall began (plus the sampler's period).
+    // The host's applied share is at its fence from the fence point after its last renewal
+    // on: at most `ttl - margin` after the stall began (plus the sampler's period). Every
+    // sample taken after that bound shows the fence (the file's deadline fences decisions,
+    // whatever is scheduled); waited for until one such sample exists, since the sampler may
+    // lag on a loaded machine.
     let fenced_within = |host: usize, since: u64, fence: u64, what: &str| {
         let bound = since + (TTL - TTL / 4).as_nanos() as u64 + 50_000_000;
-        let deadline = Instant::now() + Duration::from_secs(3);
+        let deadline = Instant::now() + GIVE_UP;
         loop {
             let samples = sampler.since(since);
-            if let Some(s) = samples.iter().find(|s| s.shares[host] <= fence) {
+            if samples.last().is_some_and(|s| s.at_ns > bound) {
+                let late: Vec<&Sample> = samples
+                    .iter()
+                    .filter(|s| s.at_ns > bound && s.shares[host] > fence)
+                    .collect();
+                assert!(
+                    late.is_empty(),
+                    "{what}: host{host} above its fence {} ms after the stall: {}{}",
+                    (late[0].at_ns - since) / 1_000_000,
+                    fmt_shares(&late[0].shares),
+                    sampler.diagnose()
+                );
+                let s = samples.iter().find(|s| s.shares[host] <= fence).unwrap();
                 let ms = (s.at_ns - since) as f64 / 1e6;
                 println!("fleet: {what}: host{host} at its fence {ms:.0} ms after the stall");
-                assert!(s.at_ns <= bound, "{what}: fenced only after {ms} ms");
                 return;
             }
-            assert!(Instant::now() < deadline, "{what}: host{host} never fenced");
+            assert!(
+                Instant::now() < deadline,
+                "{what}: no sample of host{host} {GIVE_UP:?} after the stall{}",
+                sampler.diagnose()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     };
@@ -1230,18 +1383,24 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
         "agent+guard 1 killed",
         &mut transitions,
     );
-    // It stays fenced (nothing will ever renew it): check for a while.
+    // It stays fenced (nothing will ever renew it): check for a while, on every sample.
+    let checked_from = mono_ns();
     hold(Duration::from_millis(1500));
     let lease = limits[1].fleet_lease().unwrap().unwrap();
     assert!(
         !lease.leased,
         "a dead host's share is still leased: {lease:?}"
     );
+    assert!(
+        sampler.since(checked_from).iter().all(|s| s.shares[1] == 0),
+        "a dead host's applied share left its fence"
+    );
 
     for a in agents.iter_mut().filter_map(Option::take) {
         signal(&a, Signal::SIGTERM);
         assert!(reap(a, Duration::from_secs(5)).success());
     }
+    assert_workers_run(&mut workers, &sampler);
     for w in workers {
         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w.id() as i32), Signal::SIGKILL);
         reap(w, Duration::from_secs(5));
@@ -1323,8 +1482,10 @@ fn fleet_shares_follow_demand() {
         })
         .collect();
     let sampler = Sampler::start(limits);
-    // The server has been up for longer than a lease before the fleet's first renewal.
-    hold(TTL + Duration::from_millis(1100));
+    sampler.scene(redis.url(), dir.path());
+    // The server has been up for longer than a lease before the fleet's first renewal (as the
+    // script reads it: `uptime_in_seconds`, whole seconds).
+    redis.await_uptime(TTL);
     let t_agents = mono_ns();
     let mut agents: Vec<Child> = (0..HOSTS)
         .map(|i| {
@@ -1386,16 +1547,35 @@ fn fleet_shares_follow_demand() {
         "2 of 6 hosts busy",
         &mut transitions,
     );
-    hold(Duration::from_millis(1500));
-    let dates = sink.dates.lock().unwrap().clone();
-    let mut dates: Vec<u64> = dates.into_iter().filter(|&d| d >= t1).collect();
-    dates.sort_unstable();
-    // The first second-long window (ending at an admission) holding 95% of the total.
+    // The first second-long window (ending at an admission) holding 95% of the total: polled
+    // until the sink has one, then read again once the batches sent meanwhile have arrived
+    // (a worker sends its dates at least every 2 ms; they only add windows, never remove one).
     let need = (TOTAL_PER_S * 95 / 100) as usize;
-    let reached = (need..dates.len())
-        .find(|&k| dates[k] - dates[k - need] <= 1_000_000_000)
-        .map(|k| dates[k] - t1)
-        .expect("the sink never received 95% of the total over a second");
+    let first_window = || {
+        let mut dates: Vec<u64> = sink
+            .dates
+            .lock()
+            .unwrap()
+            .iter()
+            .copied()
+            .filter(|&d| d >= t1)
+            .collect();
+        dates.sort_unstable();
+        (need..dates.len())
+            .find(|&k| dates[k] - dates[k - need] <= 1_000_000_000)
+            .map(|k| dates[k] - t1)
+    };
+    let give_up = Instant::now() + GIVE_UP;
+    while first_window().is_none() {
+        assert!(
+            Instant::now() < give_up,
+            "the sink did not receive 95% of the total over a second within {GIVE_UP:?} of the demand{}",
+            sampler.diagnose()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    hold(Duration::from_millis(100));
+    let reached = first_window().unwrap();
     println!(
         "fleet: demand: 95% of the total reached the sink over a second ending {} ms after the demand started",
         reached / 1_000_000
@@ -1499,6 +1679,7 @@ fn fleet_shares_follow_demand() {
         signal(&a, nix::sys::signal::Signal::SIGTERM);
         assert!(reap(a, Duration::from_secs(5)).success());
     }
+    assert_workers_run(&mut workers, &sampler);
     for w in workers {
         signal(&w, nix::sys::signal::Signal::SIGKILL);
         reap(w, Duration::from_secs(5));
