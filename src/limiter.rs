@@ -3,8 +3,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use crossbeam_utils::CachePadded;
-
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
@@ -16,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, unpack_window_limit};
 use crate::file::Words;
 use crate::reconcile;
+use crate::tally::hot::{self, Counts};
 use crate::tally::Tally;
 
 mod attach;
@@ -43,28 +42,6 @@ pub(crate) use parts::StepError;
 pub(crate) use token_bucket::FENCE_REWRITE_RETRY_NS;
 pub use watch::REPLACEMENT_CHECK;
 use watch::{reattach_error, sync_files, RetuneGuard, Shared};
-
-/// A handle's copy of one parameter slot, valid while the slot's check word equals `check`.
-/// The tolerance is not kept: it is recomputed from the two words the check covers (two
-/// threads refilling for different retunes could leave a third word of another version).
-#[derive(Debug, Default)]
-struct ParamCache {
-    check: AtomicU64,
-    emission: AtomicU64,
-    capacity: AtomicU64,
-}
-
-impl ParamCache {
-    fn copy(&self) -> ParamCache {
-        // Relaxed: a copy for a new handle; a stale copy only costs that handle a refill.
-        let v = |a: &AtomicU64| AtomicU64::new(a.load(Ordering::Relaxed));
-        ParamCache {
-            check: v(&self.check),
-            emission: v(&self.emission),
-            capacity: v(&self.capacity),
-        }
-    }
-}
 
 /// The untyped view of one limit, whatever its kind: what [`Limiter::limit`] and
 /// [`Limiter::limits`] return, for listing and inspecting a file (name, definition, kind, live
@@ -121,10 +98,9 @@ pub struct Limit<C: Clock = MonotonicClock> {
     seed: [u64; 2],
     /// A keyed limit's table slots ([`Keyed::slots`]), 0 when unkeyed.
     key_slots: usize,
-    /// Read by every bucket decision, written only when a retune makes it refill: on a cache
-    /// line (pair) of its own, so that writes to whatever the process keeps next to the handle
-    /// (the handle is often a field of a larger, mutable struct) never evict it.
-    cache: CachePadded<[ParamCache; 2]>,
+    /// This handle's id in each thread's hot entries ([`hot`]): unique in the process, shared
+    /// by clones.
+    hot_id: u64,
     /// This limit's identity in the grants it makes: its index and the file's hash seed.
     origin: u64,
     /// Clock time at which this handle next checks that its file is still the one at the path
@@ -156,7 +132,7 @@ impl<C: Clock> Clone for Limit<C> {
             plain_window: self.plain_window,
             seed: self.seed,
             key_slots: self.key_slots,
-            cache: CachePadded::new([self.cache[0].copy(), self.cache[1].copy()]),
+            hot_id: self.hot_id,
             origin: self.origin,
             // Relaxed: a time; a stale copy only makes the clone check sooner.
             next_check: AtomicU64::new(self.next_check.load(Ordering::Relaxed)),
@@ -200,7 +176,7 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
-            Params::TokenBucket => self.bucket_step(now, word, cost),
+            Params::TokenBucket => self.bucket_step(now, word, cost, &mut { Counts::TALLY }),
             Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost),
             Params::SlidingWindow(sw) => self.sliding_step(sw, now, word, cost),
             Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
@@ -259,44 +235,43 @@ impl<C: Clock> Limit<C> {
         }
     }
 
-    /// The bucket's parameters in slot `tag`, from this handle's cache while the slot's check
-    /// word is the one the cache was filled for: one load of the (already fetched) control line
-    /// and a compare, instead of reading and re-validating three words on every decision.
+    /// The bucket's parameters in slot `tag`, from this thread's hot entry for this handle
+    /// while the slot's check word is the one the entry was filled under: one load of the
+    /// (already fetched) control line and two compares, instead of reading and re-validating
+    /// three words on every decision. `counts` gets what the decision counts itself with.
     ///
-    /// A fleet share's slot (its check carries [`bucket::FLEET`]) costs one more compare, one
-    /// load of the deadline word on the same 64 bytes and one compare with `now`; once the
-    /// deadline has passed the decision uses the fence slot instead (cold path).
+    /// A fleet share's slot costs one more test, one load of the deadline word on the same 64
+    /// bytes and one compare with `now`; once the deadline has passed the decision uses the
+    /// fence slot instead (cold path).
     #[inline(always)]
-    fn bucket_cached(&self, tag: usize, now: u64, cost: u64) -> Result<Gcra, StepError> {
+    fn bucket_cached(
+        &self,
+        tag: usize,
+        now: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Gcra, StepError> {
         let tag = tag & 1;
         // Acquire: pairs with the Release store that ends a retune of this slot.
         let check = self
             .control(bucket::PARAMS[tag] + 2)
             .load(Ordering::Acquire);
-        let c = &self.cache[tag];
-        // Acquire: pairs with the Release store of `fill_cache`, so the values are its.
-        if c.check.load(Ordering::Acquire) == check {
-            // Relaxed: published by the Acquire load of the check above.
-            let emission_ns = c.emission.load(Ordering::Relaxed);
-            let capacity = c.capacity.load(Ordering::Relaxed);
-            let g = Gcra {
-                emission_ns,
-                // At most 2^62: the pair was validated when a fill stored it (and the check
-                // below proves the pair is one fill's).
-                tolerance_ns: emission_ns.wrapping_mul(capacity),
-                capacity,
+        hot::with(self.hot_id, |e| {
+            if e.id.get() != self.hot_id || e.check.get() != check {
+                // Filled from the slot read whole: its own check names its values, even if a
+                // retune has changed the slot since the load above (then the word this
+                // decision loaded is no longer live, and its CAS fails).
+                self.hot_fill(tag, e)?;
+            }
+            *counts = Counts {
+                counters: e.counters.get(),
+                near_used: e.near_used.get(),
             };
-            // Two threads refilling for different retunes could interleave their stores: the
-            // values must still be the ones the check word names.
-            let mark = bucket::check(g.emission_ns, g.capacity) ^ check;
-            if mark == 0 {
-                return Ok(g);
+            if e.fleet.get() {
+                return self.fleet_gate(e.gcra(), now, cost);
             }
-            if mark == bucket::FLEET {
-                return self.fleet_gate(g, now, cost);
-            }
-        }
-        self.fill_cache(tag, now, cost)
+            Ok(e.gcra())
+        })
     }
 
     /// A fleet share `g` at `now`: `g` while the lease deadline covers `now`, else the fence.
@@ -324,9 +299,10 @@ impl<C: Clock> Limit<C> {
         Ok(g)
     }
 
+    /// Fill this thread's entry `e` for this handle from slot `tag`, read whole.
     #[cold]
     #[inline(never)]
-    fn fill_cache(&self, tag: usize, now: u64, cost: u64) -> Result<Gcra, StepError> {
+    fn hot_fill(&self, tag: usize, e: &hot::Entry) -> Result<(), StepError> {
         let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1]).map_err(|_| {
             // The slot did not read whole for 64 rounds. If a retune has since made the other
             // slot the active one, this one is being rewritten by the next retune and the word
@@ -340,17 +316,15 @@ impl<C: Clock> Limit<C> {
                 StepError::Corrupt
             }
         })?;
-        let c = &self.cache[tag];
-        let check =
-            bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 };
-        // Relaxed: published by the Release store of the check word below.
-        c.emission.store(g.emission_ns, Ordering::Relaxed);
-        c.capacity.store(g.capacity, Ordering::Relaxed);
-        c.check.store(check, Ordering::Release);
-        if fleet {
-            return self.fleet_gate(g, now, cost);
-        }
-        Ok(g)
+        e.fill(
+            self.hot_id,
+            bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 },
+            g,
+            fleet,
+            hot::near_used(g.tolerance_ns, self.tally.near()),
+            self.tally.owned_counters(),
+        );
+        Ok(())
     }
 
     /// A window's live limit, with the small error of the hot path.
@@ -480,20 +454,27 @@ impl<C: Clock> Limit<C> {
     /// [`Limit::run_on`].
     #[inline(always)]
     fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        match self.bucket_loop(cost, commit, at) {
-            Ok(decision) => Ok(self.finish(decision, cost, commit)),
+        let mut counts = Counts::TALLY;
+        match self.bucket_loop(cost, commit, at, &mut counts) {
+            Ok(decision) => Ok(self.finish_bucket(decision, cost, commit, counts)),
             Err(e) => self.bucket_again(e, cost, commit, at),
         }
     }
 
     /// The bucket's CAS loop on its state word, the step inlined.
     #[inline(always)]
-    fn bucket_loop(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision, StepError> {
+    fn bucket_loop(
+        &self,
+        cost: u64,
+        commit: bool,
+        at: Option<u64>,
+        counts: &mut Counts,
+    ) -> Result<Decision, StepError> {
         try_decide(
             self.control(0),
             || self.decision_time(at),
             commit,
-            |t, w| self.bucket_step(t, w, cost),
+            |t, w| self.bucket_step(t, w, cost, counts),
         )
     }
 
@@ -514,7 +495,7 @@ impl<C: Clock> Limit<C> {
             if !matches!(e, StepError::Stale) {
                 break;
             }
-            match self.bucket_loop(cost, commit, at) {
+            match self.bucket_loop(cost, commit, at, &mut { Counts::TALLY }) {
                 Ok(decision) => return Ok(self.finish(decision, cost, commit)),
                 Err(next) => e = next,
             }
@@ -559,25 +540,33 @@ impl<C: Clock> Limit<C> {
             }
             None => self.decision_time(None),
         };
-        let decision = if self.plain_bucket {
-            try_decide_from(self.control(0), word, now, true, |t, w| {
-                self.bucket_step(t, w, cost)
+        if self.plain_bucket {
+            let mut counts = Counts::TALLY;
+            let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
+                self.bucket_step(t, w, cost, &mut counts)
             })
-        } else {
-            try_decide_from(self.control(0), word, now, true, |t, w| {
-                self.step_fast(t, w, cost)
-            })
+            .map_err(|e| self.step_error(e, cost))?;
+            return Ok(self.finish_bucket(decision, cost, true, counts));
         }
+        let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
+            self.step_fast(t, w, cost)
+        })
         .map_err(|e| self.step_error(e, cost))?;
         Ok(self.finish(decision, cost, true))
     }
 
     /// The token bucket's pure decision on state word `word` at `now`: the bucket's parameters
-    /// from the slot the word's tag names (through this handle's cache), then GCRA.
+    /// from the slot the word's tag names (through this thread's hot entry), then GCRA.
     #[inline(always)]
-    fn bucket_step(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
+    fn bucket_step(
+        &self,
+        now: u64,
+        word: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Step, StepError> {
         let tag = word & bucket::PARAM_TAG;
-        let g = match self.bucket_cached((tag >> 63) as usize, now, cost) {
+        let g = match self.bucket_cached((tag >> 63) as usize, now, cost, counts) {
             Ok(g) => g,
             // Fenced, and the fence's bucket can never grant this much: deny.
             Err(StepError::Fenced) => return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1))),
@@ -636,6 +625,25 @@ impl<C: Clock> Limit<C> {
             return decision;
         }
         self.tally.after(decision)
+    }
+
+    /// [`Limit::finish`] for a token-bucket decision, counted through this thread's hot entry
+    /// when it has the counters (`counts`, from [`Limit::bucket_cached`]).
+    #[inline(always)]
+    fn finish_bucket(
+        &self,
+        mut decision: Decision,
+        cost: u64,
+        commit: bool,
+        counts: Counts,
+    ) -> Decision {
+        if !commit || counts.counters.is_null() {
+            return self.finish(decision, cost, commit);
+        }
+        decision.cost = cost;
+        decision.origin = self.origin;
+        Tally::after_bucket(counts.counters, &decision, counts.near_used);
+        decision
     }
 
     /// Count a grant given back: called once per refund of a whole grant, by every refund path

@@ -255,6 +255,50 @@ fn shadow_limits_count_but_never_deny() {
     assert!(limit.peek(1).unwrap().is_denied());
 }
 
+/// Near-limit admissions of a token bucket (not a shadow limit: counted through the deciding
+/// thread's own entry) are those that leave under 10% of the live capacity, before and after a
+/// retune changes it.
+#[test]
+fn near_limit_admissions_follow_the_live_capacity() {
+    let (_dir, path) = temp_path("near.shm");
+    let limiter = Limiter::builder()
+        .clock(ManualClock::new(5 * SEC))
+        .limit("b", TokenBucket::new(5, Rate::per_second(1).unwrap()))
+        .create_or_open(&path)
+        .unwrap();
+    let limit = limiter.token_bucket("b").unwrap();
+    for _ in 0..5 {
+        assert!(limit.try_acquire(1).unwrap().is_allowed());
+    }
+    assert!(limit.try_acquire(1).unwrap().is_denied());
+    let s = limit.stats();
+    // Only the fifth leaves under 10% of 5 (0 left; the fourth leaves 1, 20%).
+    assert_eq!((s.allowed, s.denied, s.near_limit), (5, 1, 1));
+
+    limit
+        .set_token_bucket(40, Rate::per_second(1).unwrap())
+        .unwrap();
+    // The default mark is 6554/65536 of the capacity: 4.0002 tokens of 40, so an admission
+    // leaving 0 to 4 tokens is near.
+    let mut near = 0;
+    let mut admitted = 0;
+    loop {
+        let d = limit.try_acquire(1).unwrap();
+        if d.is_denied() {
+            break;
+        }
+        admitted += 1;
+        near += u64::from(d.remaining() <= 4);
+    }
+    assert!(admitted >= 5, "the retune raised the capacity: {admitted}");
+    assert_eq!(near, 5);
+    let s = limit.stats();
+    assert_eq!(
+        (s.allowed, s.denied, s.near_limit),
+        (5 + admitted, 2, 1 + near)
+    );
+}
+
 #[test]
 fn retuning_is_seen_by_other_handles_and_validated() {
     let (_dir, path) = temp_path("live.shm");

@@ -174,85 +174,102 @@ fn a_denial_writes_only_its_threads_own_counter() {
 /// first (its cached lane must not be theirs), some opening the file; one is SIGKILLed while
 /// paused. The summed stats equal the admissions and denials the processes counted
 /// themselves, the killed one's included.
+macro_rules! forked_and_killed {
+    ($kind:ident, $spec:expr) => {{
+        const WORKERS: usize = 6;
+        const DECISIONS: u64 = 200_000;
+        const VICTIM_DECISIONS: u64 = 1234;
+        let (_dir, path) = temp_path("fork.shm");
+        let limiter = Limiter::builder()
+            .limit("w", $spec)
+            .create_or_open(&path)
+            .unwrap();
+        let limit = limiter.$kind("w").unwrap();
+        // The parent decides first: its thread claims a lane the children inherit in its cache.
+        assert!(limit.try_acquire(1).unwrap().is_allowed());
+        let own = SharedWords::new(2 * (WORKERS + 1) + 2);
+        let start = WORKERS * 2 + 3;
+        let count = |i: usize, allowed: bool| {
+            // SeqCst: read by the parent after the child is reaped or paused.
+            own.at(2 * i + usize::from(!allowed))
+                .fetch_add(1, Ordering::SeqCst);
+        };
+        let pids: Vec<_> = (0..WORKERS)
+            .map(|i| {
+                let (limit, path, count, own) = (&limit, &path, &count, &own);
+                fork_child(move || {
+                    let opened;
+                    let l = if i % 2 == 0 {
+                        limit
+                    } else {
+                        opened = Limiter::open(path).unwrap().$kind("w").unwrap();
+                        &opened
+                    };
+                    // All at once, so that they decide at the same time.
+                    while own.at(start).load(Ordering::SeqCst) == 0 {
+                        std::hint::spin_loop();
+                    }
+                    for _ in 0..DECISIONS {
+                        count(i, l.try_acquire(1).unwrap().is_allowed());
+                    }
+                    0
+                })
+            })
+            .collect();
+        let paused = WORKERS * 2 + 2;
+        let victim = {
+            let (limit, count, own) = (&limit, &count, &own);
+            fork_child(move || {
+                for _ in 0..VICTIM_DECISIONS {
+                    count(WORKERS, limit.try_acquire(1).unwrap().is_allowed());
+                }
+                own.at(paused).store(1, Ordering::SeqCst);
+                loop {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+            })
+        };
+        own.at(start).store(1, Ordering::SeqCst);
+        for pid in pids {
+            assert_eq!(reap(pid), 0);
+        }
+        while own.at(paused).load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sigkill(victim);
+        assert_eq!(reap(victim), 128 + libc::SIGKILL);
+        let (mut allowed, mut denied) = (1, 0); // the parent's first decision
+        for i in 0..=WORKERS {
+            allowed += own.at(2 * i).load(Ordering::SeqCst);
+            denied += own.at(2 * i + 1).load(Ordering::SeqCst);
+        }
+        assert_eq!(
+            allowed + denied,
+            1 + WORKERS as u64 * DECISIONS + VICTIM_DECISIONS
+        );
+        assert_eq!(allowed, 700_000, "saturating demand takes the whole window");
+        let s = limit.stats();
+        assert_eq!((s.allowed, s.denied), (allowed, denied));
+        // The same from a fresh attachment, as another process reads them.
+        let s = Limiter::open(&path).unwrap().limit("w").unwrap().stats();
+        assert_eq!((s.allowed, s.denied), (allowed, denied));
+    }};
+}
+
 #[test]
 fn forked_and_killed_processes_are_counted_exactly() {
-    const WORKERS: usize = 6;
-    const DECISIONS: u64 = 200_000;
-    const VICTIM_DECISIONS: u64 = 1234;
-    let (_dir, path) = temp_path("fork.shm");
-    let limiter = Limiter::builder()
-        .limit("w", FixedWindow::new(700_000, HOUR))
-        .create_or_open(&path)
-        .unwrap();
-    let limit = limiter.window("w").unwrap();
-    // The parent decides first: its thread claims a lane the children inherit in its cache.
-    assert!(limit.try_acquire(1).unwrap().is_allowed());
-    let own = SharedWords::new(2 * (WORKERS + 1) + 2);
-    let start = WORKERS * 2 + 3;
-    let count = |i: usize, allowed: bool| {
-        // SeqCst: read by the parent after the child is reaped or paused.
-        own.at(2 * i + usize::from(!allowed))
-            .fetch_add(1, Ordering::SeqCst);
-    };
-    let pids: Vec<_> = (0..WORKERS)
-        .map(|i| {
-            let (limit, path, count, own) = (&limit, &path, &count, &own);
-            fork_child(move || {
-                let opened;
-                let l = if i % 2 == 0 {
-                    limit
-                } else {
-                    opened = Limiter::open(path).unwrap().window("w").unwrap();
-                    &opened
-                };
-                // All at once, so that they decide at the same time.
-                while own.at(start).load(Ordering::SeqCst) == 0 {
-                    std::hint::spin_loop();
-                }
-                for _ in 0..DECISIONS {
-                    count(i, l.try_acquire(1).unwrap().is_allowed());
-                }
-                0
-            })
-        })
-        .collect();
-    let paused = WORKERS * 2 + 2;
-    let victim = {
-        let (limit, count, own) = (&limit, &count, &own);
-        fork_child(move || {
-            for _ in 0..VICTIM_DECISIONS {
-                count(WORKERS, limit.try_acquire(1).unwrap().is_allowed());
-            }
-            own.at(paused).store(1, Ordering::SeqCst);
-            loop {
-                std::thread::sleep(Duration::from_secs(1));
-            }
-        })
-    };
-    own.at(start).store(1, Ordering::SeqCst);
-    for pid in pids {
-        assert_eq!(reap(pid), 0);
-    }
-    while own.at(paused).load(Ordering::SeqCst) == 0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    sigkill(victim);
-    assert_eq!(reap(victim), 128 + libc::SIGKILL);
-    let (mut allowed, mut denied) = (1, 0); // the parent's first decision
-    for i in 0..=WORKERS {
-        allowed += own.at(2 * i).load(Ordering::SeqCst);
-        denied += own.at(2 * i + 1).load(Ordering::SeqCst);
-    }
-    assert_eq!(
-        allowed + denied,
-        1 + WORKERS as u64 * DECISIONS + VICTIM_DECISIONS
+    forked_and_killed!(window, FixedWindow::new(700_000, HOUR));
+}
+
+/// The same on a token bucket, whose decisions count through each thread's hot entry (a
+/// child's entries, inherited from the parent that decided first, must not count into the
+/// parent's lane).
+#[test]
+fn forked_and_killed_processes_are_counted_exactly_on_a_bucket() {
+    forked_and_killed!(
+        token_bucket,
+        TokenBucket::new(700_000, shmlimit::Rate::new(1, HOUR).unwrap())
     );
-    assert_eq!(allowed, 700_000, "saturating demand takes the whole window");
-    let s = limit.stats();
-    assert_eq!((s.allowed, s.denied), (allowed, denied));
-    // The same from a fresh attachment, as another process reads them.
-    let s = Limiter::open(&path).unwrap().limit("w").unwrap().stats();
-    assert_eq!((s.allowed, s.denied), (allowed, denied));
 }
 
 /// More threads than lanes, twice: the threads without a lane count on the shared lane, the

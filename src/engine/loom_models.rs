@@ -22,8 +22,9 @@
 //!   tagged with a slot that reads as a whole version; after the retunes the word is tagged
 //!   with the last one's slot, `ACTIVE` names it, and it holds the last version.
 //!
-//! The per-handle cache of a slot (`Limit::bucket_cached`) is not in the model: it is
-//! validated against the same check word [`read_slot`] reads, and filled from [`read_slot`].
+//! A thread's hot entry for a slot (`Limit::bucket_cached`, `tally::hot`) is not in the model:
+//! only its own thread reads or writes it, it is filled from [`read_slot`] with the check word
+//! recomputed from the values read, and used while the slot's check word equals that one.
 //!
 //! Checked against a mutation of the protocol: the new slot published after the rescale
 //! instead of before it (a decision then reads a slot not written yet) fails the first model.

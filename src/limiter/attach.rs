@@ -232,7 +232,7 @@ impl<C: Clock> Limiter<C> {
             ) && def.keyed.is_none(),
             seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
             key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
-            cache: Default::default(),
+            hot_id: crate::tally::hot::next_id(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
             moved: OnceLock::new(),

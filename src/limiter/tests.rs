@@ -7,6 +7,7 @@ use super::{Limiter, StepError};
 use crate::clock::{Clock, ManualClock};
 use crate::file::layout::bucket;
 use crate::spec::{Rate, TokenBucket};
+use crate::tally::hot::Counts;
 
 /// A bucket retuned once (its live parameters in slot 1, its word tagged 1), then caught in the
 /// middle of a second retune: slot 0's check word cleared, as `write_slot` leaves it while it
@@ -44,11 +45,13 @@ fn a_word_naming_a_slot_being_rewritten_is_stale_not_corrupt() {
     // The word as a decision loaded it before the first retune: tag 0, the slot now rewritten.
     let stale = live & !bucket::PARAM_TAG;
     assert!(matches!(
-        limit.bucket_step(now, stale, 1),
+        limit.bucket_step(now, stale, 1, &mut { Counts::TALLY }),
         Err(StepError::Stale)
     ));
     // The live word decides on the active slot.
-    assert!(limit.bucket_step(now, live, 1).is_ok());
+    assert!(limit
+        .bucket_step(now, live, 1, &mut { Counts::TALLY })
+        .is_ok());
     // And a decision loads the live word: it admits.
     assert!(limiter
         .token_bucket("api")
@@ -69,7 +72,7 @@ fn the_active_slot_unreadable_is_corrupt() {
         .store(0, Ordering::Release);
     let live = limit.control(0).load(Ordering::Acquire);
     assert!(matches!(
-        limit.bucket_step(now, live, 1),
+        limit.bucket_step(now, live, 1, &mut { Counts::TALLY }),
         Err(StepError::Corrupt)
     ));
 }
@@ -84,7 +87,7 @@ fn a_live_word_naming_the_rewritten_slot_is_corrupt_and_decisions_end() {
     let word = limit.control(0).load(Ordering::Acquire) & !bucket::PARAM_TAG;
     limit.control(0).store(word, Ordering::Release);
     assert!(matches!(
-        limit.bucket_step(now, word, 1),
+        limit.bucket_step(now, word, 1, &mut { Counts::TALLY }),
         Err(StepError::Corrupt)
     ));
     assert!(matches!(

@@ -1,7 +1,7 @@
 //! The token bucket's operations on a [`Limit`]: reading its parameter slots (validated, a fleet
 //! share's deadline applied), a live retune (slot, rescale of every state word, `ACTIVE`),
 //! reset and the live parameters. The words and the protocol are [`crate::engine::bucket`]'s;
-//! the decision's hot path (the per-handle cache of a slot) stays in `limiter.rs`.
+//! the decision's hot path (a thread's hot entry for a slot) stays in `limiter.rs`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -41,6 +41,7 @@
 //!   reused with the same start-time bits only keeps its lane held longer; it never gives one
 //!   lane two writers, as the old owner writes nothing more).
 
+pub(crate) mod hot;
 pub(crate) mod lanes;
 #[cfg(test)]
 mod loom_models;
@@ -194,8 +195,10 @@ static FORKS: AtomicUsize = AtomicUsize::new(0);
 extern "C" fn forked() {
     // Relaxed: a generation read by this (now only) thread of the child.
     FORKS.fetch_add(1, Ordering::Relaxed);
-    // The child's only thread is the one that forked: its cached lane is the parent's.
+    // The child's only thread is the one that forked: its cached lane is the parent's, and so
+    // are the counter addresses of its hot entries.
     HOT.with(|h| h.set(NO_LANE));
+    hot::forget();
 }
 
 /// Register the fork handler once per process. Not a `Once`: a child forked while another
@@ -205,7 +208,7 @@ fn install_fork_handler() {
     // Relaxed: only which thread installs the handler is decided here.
     if !INSTALLED.swap(true, Ordering::Relaxed) {
         // SAFETY: registers a handler with no preconditions; `forked` only adds to an atomic
-        // and writes a const-initialised thread-local Cell, both allowed in a child after fork.
+        // and writes const-initialised thread-local Cells, all allowed in a child after fork.
         unsafe { libc::pthread_atfork(None, None, Some(forked)) };
     }
 }
@@ -335,6 +338,50 @@ impl Tally {
             self.add(lane, counter::NEAR_LIMIT);
         }
         decision
+    }
+
+    /// The near-limit fraction (in 1/65536; 0: off).
+    pub(crate) fn near(&self) -> u16 {
+        self.near
+    }
+
+    /// The address of this limit's first counter in this thread's own lane, for a hot entry
+    /// ([`hot::Entry::counters`]): null when the thread counts on the shared lane or the limit
+    /// is a shadow limit (those decisions count through [`Tally::after`]).
+    pub(crate) fn owned_counters(&self) -> *const AtomicU64 {
+        if self.shadow {
+            return std::ptr::null();
+        }
+        let lane = self.lane();
+        if !lane.owned() {
+            return std::ptr::null();
+        }
+        // In the lane: the limit's `COUNTERS` words are `index * COUNTERS` past its first
+        // counter (validated geometry).
+        lane.first().wrapping_add(self.index as usize * COUNTERS)
+    }
+
+    /// Count a committed token-bucket decision of a limit that is not a shadow limit, through
+    /// its hot entry: `counters` (non-null) is [`Tally::owned_counters`] of the limit on this
+    /// thread, `near_used` the entry's threshold. What [`Tally::after`] does for it, without the
+    /// lane lookup or the near-limit product.
+    #[inline(always)]
+    pub(crate) fn after_bucket(counters: *const AtomicU64, decision: &Decision, near_used: u64) {
+        let at = |which: usize| {
+            // SAFETY: `counters` is the limit's first counter in a lane this thread owns, in a
+            // mapping held by the handle deciding (its entry matched the handle's id, never
+            // reused); its `COUNTERS` words are in the lane.
+            unsafe { &*counters.add(which) }
+        };
+        if decision.is_denied() {
+            lanes::add_owned(at(counter::DENIED));
+            return;
+        }
+        lanes::add_owned(at(counter::ALLOWED));
+        // An admission's reset time is its `used` (`Gcra::step`).
+        if decision.reset_after_ns() > near_used {
+            lanes::add_owned(at(counter::NEAR_LIMIT));
+        }
     }
 
     /// Count a grant given back whole.

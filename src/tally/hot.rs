@@ -1,0 +1,243 @@
+//! A thread's hot entries for token-bucket handles: what an uncontended bucket decision reads
+//! besides its state word, in one place that only this thread writes.
+//!
+//! An entry holds, for one handle: the parameters of the slot the last decision used (with the
+//! check word they were read under, so a retune is noticed), the near-limit threshold
+//! precomputed for them, and the address of the handle's counters in this thread's lane (when
+//! the thread owns a lane). A decision compares two words (the handle's id and the slot's check
+//! word) and then uses the entry as it is: no re-validation of the parameters, no lookup of the
+//! lane, no product for the near-limit flag.
+//!
+//! # Invariants
+//!
+//! - **One writer, one reader: this thread.** The entries are a thread-local; nothing else reads
+//!   or writes them, so they need no atomics and no protocol (and no loom model).
+//! - **An entry is the file's slot as it was read.** It is filled only from a slot read whole
+//!   and validated (`engine::bucket::read_slot`), with the check word recomputed from the
+//!   values read, so an entry's check always names its own values.
+//! - **Ids are never reused.** A handle's id is unique in the process for its life (and shared
+//!   by its clones, which decide on the same mapping and limit): an entry left by a dropped
+//!   handle never matches a later one, so its counter address (into a mapping that may be gone)
+//!   is never used.
+//! - **Counters are this thread's own lane.** The address is set only while the thread owns
+//!   its lane of the handle's mapping (it keeps it until it exits) and the limit is not a
+//!   shadow limit; otherwise it is null and the decision counts through [`super::Tally`].
+//! - **Fork.** The child's thread is a new thread: the `pthread_atfork` child handler of the
+//!   counters empties every entry (their counter addresses are the parent's lane).
+//!
+//! # Bounds
+//!
+//! [`ENTRIES`] entries per thread, direct-mapped by id: handles made one after another never
+//! share an entry among the last [`ENTRIES`]; two handles that do share one take turns filling
+//! it (one slot read each time, as a decision did before the entries existed).
+
+use std::cell::Cell;
+use std::sync::atomic::AtomicU64;
+
+use crate::algo::gcra::Gcra;
+
+/// Entries per thread (a power of two).
+pub(crate) const ENTRIES: usize = 64;
+
+/// A handle's entry: one `Cell` per word, so that a decision loads only the words it uses.
+pub(crate) struct Entry {
+    /// The handle's id; 0 matches none.
+    pub id: Cell<u64>,
+    /// The check word of the slot the parameters were read from (with the fleet mark).
+    pub check: Cell<u64>,
+    /// The slot's emission interval (`Gcra::emission_ns`).
+    pub emission_ns: Cell<u64>,
+    /// `Gcra::tolerance_ns`.
+    pub tolerance_ns: Cell<u64>,
+    /// `Gcra::capacity`.
+    pub capacity: Cell<u64>,
+    /// An admission whose `tat - now` after it exceeds this is near the limit (`u64::MAX`:
+    /// never, near-limit off).
+    pub near_used: Cell<u64>,
+    /// The handle's first counter in this thread's lane, or null (count through the Tally).
+    pub counters: Cell<*const AtomicU64>,
+    /// The slot is a fleet share: the decision also checks the lease deadline.
+    pub fleet: Cell<bool>,
+}
+
+impl Entry {
+    /// An entry that matches no handle.
+    const fn empty() -> Entry {
+        Entry {
+            id: Cell::new(0),
+            check: Cell::new(0),
+            emission_ns: Cell::new(1),
+            tolerance_ns: Cell::new(0),
+            capacity: Cell::new(0),
+            near_used: Cell::new(u64::MAX),
+            counters: Cell::new(std::ptr::null()),
+            fleet: Cell::new(false),
+        }
+    }
+
+    /// The parameters.
+    #[inline(always)]
+    pub(crate) fn gcra(&self) -> Gcra {
+        Gcra {
+            emission_ns: self.emission_ns.get(),
+            tolerance_ns: self.tolerance_ns.get(),
+            capacity: self.capacity.get(),
+        }
+    }
+
+    /// Fill the entry for handle `id` with slot parameters `g` read under check word `check`.
+    pub(crate) fn fill(
+        &self,
+        id: u64,
+        check: u64,
+        g: Gcra,
+        fleet: bool,
+        near_used: u64,
+        counters: *const AtomicU64,
+    ) {
+        self.id.set(id);
+        self.check.set(check);
+        self.emission_ns.set(g.emission_ns);
+        self.tolerance_ns.set(g.tolerance_ns);
+        self.capacity.set(g.capacity);
+        self.near_used.set(near_used);
+        self.counters.set(counters);
+        self.fleet.set(fleet);
+    }
+
+    fn clear(&self) {
+        let none = Gcra {
+            emission_ns: 1,
+            tolerance_ns: 0,
+            capacity: 0,
+        };
+        self.fill(0, 0, none, false, u64::MAX, std::ptr::null());
+    }
+}
+
+/// What a bucket decision takes from its entry to count itself after the CAS.
+#[derive(Clone, Copy)]
+pub(crate) struct Counts {
+    /// [`Entry::counters`]: null counts through the Tally.
+    pub counters: *const AtomicU64,
+    /// [`Entry::near_used`].
+    pub near_used: u64,
+}
+
+impl Counts {
+    /// Count through the Tally.
+    pub(crate) const TALLY: Counts = Counts {
+        counters: std::ptr::null(),
+        near_used: u64::MAX,
+    };
+}
+
+thread_local! {
+    static HOT: [Entry; ENTRIES] = const { [const { Entry::empty() }; ENTRIES] };
+}
+
+/// A new handle id: never 0, never reused in this process.
+pub(crate) fn next_id() -> u64 {
+    use std::sync::atomic::Ordering;
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    // Relaxed: only a distinct number is needed.
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `f` of this thread's entry for id `id` (possibly another handle's: compare [`Entry::id`]).
+#[inline(always)]
+pub(crate) fn with<R>(id: u64, f: impl FnOnce(&Entry) -> R) -> R {
+    // Only the address comes out of `LocalKey::with` (a closure it always inlines; `f` itself,
+    // passed in, made it an out-of-line call).
+    let entry = HOT.with(|h| std::ptr::from_ref(&h[id as usize & (ENTRIES - 1)]));
+    // SAFETY: HOT is const-initialised and has no destructor, so its storage lives as long as
+    // this thread, and `entry` is used only here, on this thread; `Entry` is all `Cell`s, so
+    // other references to it (a nested call for the same id) may coexist.
+    f(unsafe { &*entry })
+}
+
+/// Empty every entry of this thread (the fork child handler).
+pub(super) fn forget() {
+    HOT.with(|h| h.iter().for_each(Entry::clear));
+}
+
+/// The near-limit threshold of a bucket: an admission is near the limit when what it leaves
+/// (`tolerance - used`) is under `fraction` (in 1/65536) of the tolerance, as
+/// [`crate::algo::Decision::is_near`] computes it; returned as the largest `used` that is not.
+pub(crate) fn near_used(tolerance_ns: u64, fraction: u16) -> u64 {
+    let threshold = if tolerance_ns >> 47 == 0 {
+        (tolerance_ns * fraction as u64) >> 16
+    } else {
+        (tolerance_ns >> 16) * fraction as u64
+    };
+    if threshold == 0 {
+        return u64::MAX;
+    }
+    // slack < threshold  <=>  tolerance - used < threshold  <=>  used > tolerance - threshold
+    // (used <= tolerance on an admission; threshold <= tolerance).
+    tolerance_ns - threshold
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::algo::Decision;
+
+    /// The precomputed threshold flags exactly the admissions `Decision::is_near` flags.
+    #[test]
+    fn near_used_agrees_with_is_near() {
+        let tolerances = [
+            0,
+            1,
+            7,
+            1000,
+            65_535,
+            1 << 20,
+            (1 << 47) - 1,
+            1 << 47,
+            1 << 62,
+        ];
+        for &tol in &tolerances {
+            for fraction in [0u16, 1, 6554, 32768, 65535] {
+                let near = near_used(tol, fraction);
+                let uses = [
+                    0,
+                    1,
+                    tol / 2,
+                    tol.saturating_sub(1),
+                    tol,
+                    near,
+                    near.wrapping_add(1),
+                ];
+                for &used in uses.iter().filter(|&&u| u <= tol) {
+                    let d = Decision::allowed(tol - used, 1).of(tol);
+                    assert_eq!(
+                        used > near,
+                        fraction != 0 && d.is_near(fraction),
+                        "tolerance {tol}, fraction {fraction}, used {used}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ids_are_distinct_and_entries_direct_mapped() {
+        let a = next_id();
+        let b = next_id();
+        assert!(a != 0 && b > a);
+        let g = Gcra {
+            emission_ns: 5,
+            tolerance_ns: 50,
+            capacity: 10,
+        };
+        with(a, |e| e.fill(a, 7, g, false, 40, std::ptr::null()));
+        assert_eq!(
+            with(a, |e| (e.id.get(), e.check.get(), e.gcra())),
+            (a, 7, g)
+        );
+        assert_ne!(with(b, |e| e.id.get()), b);
+        forget();
+        assert_eq!(with(a, |e| e.id.get()), 0);
+    }
+}
