@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::unix::net::UnixDatagram;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +152,16 @@ fn spawn_child(role: &str, vars: &[(&str, String)], log: &Path) -> Child {
     .stderr(std::fs::File::create(log).unwrap());
     for (k, v) in vars {
         cmd.env(k, v);
+    }
+    // A child dies with the test's thread: a failing scenario (a panic) leaves no agent renewing
+    // and no worker hammering behind it (an agent's guard then sets its host's floor and exits).
+    // SAFETY: runs in the child between fork and exec, and only makes the prctl system call
+    // (async-signal-safe; no allocation, no lock).
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
     }
     cmd.spawn().unwrap()
 }
