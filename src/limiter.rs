@@ -452,12 +452,22 @@ impl<C: Clock> Limit<C> {
     /// step and nothing else, so that it compiles to straight-line code (no dispatch on the
     /// algorithm, no call, the decision in registers). Every other limit goes through
     /// [`Limit::run_on`].
+    ///
+    /// A loaded word that went stale under two retunes in a row ([`StepError::Stale`]: the
+    /// live word names the other slot, so each round starts from a word that moved) is decided
+    /// again from the live word, here in the loop: a separate function for it returned the
+    /// decision through memory, and the whole `Decision` was stored on every call.
     #[inline(always)]
     fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let mut counts = Counts::TALLY;
-        match self.bucket_loop(cost, commit, at, &mut counts) {
-            Ok(decision) => Ok(self.finish_bucket(decision, cost, commit, counts)),
-            Err(e) => self.bucket_again(e, cost, commit, at),
+        // Bounded: a process flipping the word's tag without end gets `CorruptState`.
+        let mut rounds = 0;
+        loop {
+            match self.bucket_loop(cost, commit, at, &mut counts) {
+                Ok(decision) => return Ok(self.finish_bucket(decision, cost, commit, counts)),
+                Err(StepError::Stale) if rounds < 64 => rounds += 1,
+                Err(e) => return Err(self.step_error(e, cost)),
+            }
         }
     }
 
@@ -476,31 +486,6 @@ impl<C: Clock> Limit<C> {
             commit,
             |t, w| self.bucket_step(t, w, cost, counts),
         )
-    }
-
-    /// A bucket decision that ended in `e`: made again from the live word when the word it
-    /// loaded went stale under two retunes in a row ([`StepError::Stale`]: the live word names
-    /// the other slot, so each round starts from a word that moved), else the error.
-    #[cold]
-    #[inline(never)]
-    fn bucket_again(
-        &self,
-        mut e: StepError,
-        cost: u64,
-        commit: bool,
-        at: Option<u64>,
-    ) -> Result<Decision> {
-        // Bounded: a process flipping the word's tag without end gets `CorruptState`.
-        for _ in 0..64 {
-            if !matches!(e, StepError::Stale) {
-                break;
-            }
-            match self.bucket_loop(cost, commit, at, &mut { Counts::TALLY }) {
-                Ok(decision) => return Ok(self.finish(decision, cost, commit)),
-                Err(next) => e = next,
-            }
-        }
-        Err(self.step_error(e, cost))
     }
 
     /// The first half of a decision dated by a clock read that the caller makes after it (a
