@@ -39,6 +39,7 @@ pub use builder::Builder;
 pub use fleet::FleetLease;
 pub use info::FileInfo;
 pub(crate) use parts::StepError;
+pub(crate) use token_bucket::FENCE_REWRITE_RETRY_NS;
 pub use watch::REPLACEMENT_CHECK;
 use watch::{reattach_error, sync_files, RetuneGuard, Shared};
 
@@ -258,8 +259,8 @@ impl<C: Clock> Limit<C> {
             StepError::Corrupt => self.fault(Fault::Corrupt),
             StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
             StepError::NoWord => self.wrong_kind("has no single-word state"),
-            // `step_fast` turns it into a denial; it never gets here.
-            StepError::Fenced => self.fault(Fault::Corrupt),
+            // `step_fast` turns them into denials; they never get here.
+            StepError::Fenced | StepError::FenceRewrite => self.fault(Fault::Corrupt),
             // Decided again by an unkeyed bucket's own loop; elsewhere (a key's word, a composed
             // check's loaded word) reported as what the slot looked like: unreadable.
             StepError::Stale => self.fault(Fault::Corrupt),
@@ -319,7 +320,11 @@ impl<C: Clock> Limit<C> {
     #[cold]
     #[inline(never)]
     fn fenced(&self, cost: u64) -> Result<Gcra, StepError> {
-        let g = self.fence_params().map_err(|_| StepError::Corrupt)?;
+        let g = match self.fence_params() {
+            Ok(Some(g)) => g,
+            Ok(None) => return Err(StepError::FenceRewrite),
+            Err(_) => return Err(StepError::Corrupt),
+        };
         if cost > g.capacity {
             return Err(StepError::Fenced);
         }
@@ -583,6 +588,10 @@ impl<C: Clock> Limit<C> {
             Ok(g) => g,
             // Fenced, and the fence's bucket can never grant this much: deny.
             Err(StepError::Fenced) => return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1))),
+            // Fenced, and the fence is being rewritten: deny, consuming nothing (fail closed).
+            Err(StepError::FenceRewrite) => {
+                return Ok(Step::Deny(Decision::denied(FENCE_REWRITE_RETRY_NS, 0, 1)))
+            }
             Err(e) => return Err(e),
         };
         if cost > g.capacity {
