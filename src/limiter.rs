@@ -7,7 +7,7 @@ use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{try_decide, try_decide_from, Decision, Fault, Step};
+use crate::algo::{near_threshold, try_decide, try_decide_from, Decision, Fault, Step};
 use crate::clock::{Clock, MonotonicClock};
 pub(crate) use crate::engine::Params;
 use crate::error::{Error, Result};
@@ -39,6 +39,7 @@ pub use builder::Builder;
 pub use fleet::FleetLease;
 pub use info::FileInfo;
 pub(crate) use parts::StepError;
+pub(crate) use token_bucket::FENCE_REWRITE_RETRY_NS;
 pub use watch::REPLACEMENT_CHECK;
 use watch::{reattach_error, sync_files, RetuneGuard, Shared};
 
@@ -176,8 +177,10 @@ impl<C: Clock> Limit<C> {
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
             Params::TokenBucket => self.bucket_step(now, word, cost, &mut { Counts::TALLY }),
-            Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost),
-            Params::SlidingWindow(sw) => self.sliding_step(sw, now, word, cost),
+            Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost, &mut { Counts::TALLY }),
+            Params::SlidingWindow(sw) => {
+                self.sliding_step(sw, now, word, cost, &mut { Counts::TALLY })
+            }
             Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
         }
     }
@@ -190,8 +193,9 @@ impl<C: Clock> Limit<C> {
         now: u64,
         word: u64,
         cost: u64,
+        counts: &mut Counts,
     ) -> Result<Step, StepError> {
-        let limit = self.live_window_limit(cost)?;
+        let limit = self.live_window_limit(cost, counts)?;
         Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
     }
 
@@ -203,19 +207,48 @@ impl<C: Clock> Limit<C> {
         now: u64,
         word: u64,
         cost: u64,
+        counts: &mut Counts,
     ) -> Result<Step, StepError> {
-        let limit = self.live_window_limit(cost)?;
+        let limit = self.live_window_limit(cost, counts)?;
         Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
     }
 
-    /// A window's live limit, if it can ever grant `cost`.
+    /// A window's live limit, if it can ever grant `cost`: from this thread's hot entry for
+    /// this handle while the packed limit word is the one it was filled from (no unpacking),
+    /// with the near-limit threshold and counters for the decision (`counts`).
     #[inline(always)]
-    fn live_window_limit(&self, cost: u64) -> Result<u64, StepError> {
-        let limit = self.window_limit_fast()?;
+    fn live_window_limit(&self, cost: u64, counts: &mut Counts) -> Result<u64, StepError> {
+        // Relaxed: the packed word carries its own check; it orders nothing else.
+        let packed = self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
+        let limit = hot::with(self.hot_id, |e| {
+            if e.id.get() != self.hot_id || e.check.get() != packed {
+                self.window_fill(packed, e)?;
+            }
+            *counts = Counts {
+                counters: e.counters.get(),
+                near_slack: e.near_slack.get(),
+            };
+            Ok(e.limit())
+        })?;
         if cost > limit {
             return Err(StepError::Cost(limit));
         }
         Ok(limit)
+    }
+
+    /// Fill this thread's entry `e` for this handle from the packed window limit word `packed`.
+    #[cold]
+    #[inline(never)]
+    fn window_fill(&self, packed: u64, e: &hot::Entry) -> Result<(), StepError> {
+        let limit = unpack_window_limit(packed).ok_or(StepError::Corrupt)?;
+        e.fill_window(
+            self.hot_id,
+            packed,
+            limit,
+            near_threshold(limit, self.tally.near()),
+            self.tally.owned_counters(),
+        );
+        Ok(())
     }
 
     /// The [`Error`] for a [`StepError`], made out of line.
@@ -226,8 +259,8 @@ impl<C: Clock> Limit<C> {
             StepError::Corrupt => self.fault(Fault::Corrupt),
             StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
             StepError::NoWord => self.wrong_kind("has no single-word state"),
-            // `step_fast` turns it into a denial; it never gets here.
-            StepError::Fenced => self.fault(Fault::Corrupt),
+            // `step_fast` turns them into denials; they never get here.
+            StepError::Fenced | StepError::FenceRewrite => self.fault(Fault::Corrupt),
             // Decided again by an unkeyed bucket's own loop; elsewhere (a key's word, a composed
             // check's loaded word) reported as what the slot looked like: unreadable.
             StepError::Stale => self.fault(Fault::Corrupt),
@@ -264,7 +297,7 @@ impl<C: Clock> Limit<C> {
             }
             *counts = Counts {
                 counters: e.counters.get(),
-                near_used: e.near_used.get(),
+                near_slack: e.near_slack.get(),
             };
             if e.fleet.get() {
                 return self.fleet_gate(e.gcra(), now, cost);
@@ -287,7 +320,11 @@ impl<C: Clock> Limit<C> {
     #[cold]
     #[inline(never)]
     fn fenced(&self, cost: u64) -> Result<Gcra, StepError> {
-        let g = self.fence_params().map_err(|_| StepError::Corrupt)?;
+        let g = match self.fence_params() {
+            Ok(Some(g)) => g,
+            Ok(None) => return Err(StepError::FenceRewrite),
+            Err(_) => return Err(StepError::Corrupt),
+        };
         if cost > g.capacity {
             return Err(StepError::Fenced);
         }
@@ -316,7 +353,7 @@ impl<C: Clock> Limit<C> {
             bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 },
             g,
             fleet,
-            hot::near_used(g.tolerance_ns, self.tally.near()),
+            near_threshold(g.tolerance_ns, self.tally.near()),
             self.tally.owned_counters(),
         );
         Ok(())
@@ -422,25 +459,26 @@ impl<C: Clock> Limit<C> {
     fn window_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let now = || self.decision_time(at);
         let word = self.control(0);
+        let mut counts = Counts::TALLY;
         let decision = match self.params {
             Params::FixedWindow(fw) => try_decide(
                 word,
                 now,
                 commit,
                 #[inline(always)]
-                |t, w| self.fixed_step(fw, t, w, cost),
+                |t, w| self.fixed_step(fw, t, w, cost, &mut counts),
             ),
             Params::SlidingWindow(sw) => try_decide(
                 word,
                 now,
                 commit,
                 #[inline(always)]
-                |t, w| self.sliding_step(sw, t, w, cost),
+                |t, w| self.sliding_step(sw, t, w, cost, &mut counts),
             ),
             _ => Err(StepError::NoWord),
         }
         .map_err(|e| self.step_error(e, cost))?;
-        Ok(self.finish(decision, cost, commit))
+        Ok(self.finish_counted(decision, cost, commit, counts))
     }
 
     /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
@@ -459,7 +497,7 @@ impl<C: Clock> Limit<C> {
         let mut rounds = 0;
         loop {
             match self.bucket_loop(cost, commit, at, &mut counts) {
-                Ok(decision) => return Ok(self.finish_bucket(decision, cost, commit, counts)),
+                Ok(decision) => return Ok(self.finish_counted(decision, cost, commit, counts)),
                 Err(StepError::Stale) if rounds < 64 => rounds += 1,
                 Err(e) => return Err(self.step_error(e, cost)),
             }
@@ -526,7 +564,7 @@ impl<C: Clock> Limit<C> {
                 self.bucket_step(t, w, cost, &mut counts)
             })
             .map_err(|e| self.step_error(e, cost))?;
-            return Ok(self.finish_bucket(decision, cost, true, counts));
+            return Ok(self.finish_counted(decision, cost, true, counts));
         }
         let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
             self.step_fast(t, w, cost)
@@ -550,6 +588,10 @@ impl<C: Clock> Limit<C> {
             Ok(g) => g,
             // Fenced, and the fence's bucket can never grant this much: deny.
             Err(StepError::Fenced) => return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1))),
+            // Fenced, and the fence is being rewritten: deny, consuming nothing (fail closed).
+            Err(StepError::FenceRewrite) => {
+                return Ok(Step::Deny(Decision::denied(FENCE_REWRITE_RETRY_NS, 0, 1)))
+            }
             Err(e) => return Err(e),
         };
         if cost > g.capacity {
@@ -603,10 +645,10 @@ impl<C: Clock> Limit<C> {
         self.tally.after(decision)
     }
 
-    /// [`Limit::finish`] for a token-bucket decision, counted through this thread's hot entry
-    /// when it has the counters (`counts`, from [`Limit::bucket_cached`]).
+    /// [`Limit::finish`] for a decision counted through this thread's hot entry when it has
+    /// the counters (`counts`, from [`Limit::bucket_cached`] or [`Limit::live_window_limit`]).
     #[inline(always)]
-    pub(crate) fn finish_bucket(
+    pub(crate) fn finish_counted(
         &self,
         mut decision: Decision,
         cost: u64,
@@ -618,7 +660,7 @@ impl<C: Clock> Limit<C> {
         }
         decision.cost = cost;
         decision.origin = self.origin;
-        Tally::after_bucket(counts.counters, &decision, counts.near_used);
+        Tally::after_owned(counts.counters, &decision, counts.near_slack);
         decision
     }
 

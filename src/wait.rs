@@ -80,7 +80,7 @@ use crate::algo::{mutate, Change, Decision};
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
 use crate::file::layout::bucket::PARAM_TAG;
-use crate::limiter::{Limit, Params};
+use crate::limiter::{Limit, Params, FENCE_REWRITE_RETRY_NS};
 
 /// A booking of `n` tokens of a token bucket, made by [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve).
 ///
@@ -258,7 +258,12 @@ impl<C: Clock> Limit<C> {
             |now, current| {
                 let tag = current & PARAM_TAG;
                 // A fleet share books only within its lease; past it, the fence decides.
-                let at = self.bucket_at((tag >> 63) as usize, now)?;
+                let Some(at) = self.bucket_at((tag >> 63) as usize, now)? else {
+                    // Fenced, and the fence is being rewritten: book nothing, retry shortly.
+                    let retry = FENCE_REWRITE_RETRY_NS;
+                    let decision = Decision::denied(retry, 0, 1);
+                    return Ok(Change::Keep((decision, None, now, retry)));
+                };
                 let g = at.g;
                 if n > g.capacity && at.fenced {
                     let decision = Decision::denied(u64::MAX, 0, g.emission_ns).of(g.tolerance_ns);

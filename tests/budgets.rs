@@ -299,6 +299,34 @@ fn near_limit_admissions_follow_the_live_capacity() {
     );
 }
 
+/// The same for a fixed window: near-limit admissions leave under 10% of the live limit
+/// (`slack < limit x 6554 / 65536`, rounded down), before and after `set_limit`.
+#[test]
+fn near_limit_admissions_of_a_window_follow_the_live_limit() {
+    let (_dir, path) = temp_path("near-window.shm");
+    let limiter = Limiter::builder()
+        .clock(ManualClock::new(5 * SEC))
+        .limit("w", FixedWindow::new(20, Duration::from_secs(3600)))
+        .create_or_open(&path)
+        .unwrap();
+    let limit = limiter.window("w").unwrap();
+    let take = |n: u64| {
+        (0..n)
+            .map(|_| limit.try_acquire(1).unwrap())
+            .filter(|d| d.is_allowed())
+            .count() as u64
+    };
+    assert_eq!(take(21), 20);
+    let s = limit.stats();
+    // 20 x 6554 / 65536 = 2 (rounded down): the admissions leaving 1 and 0.
+    assert_eq!((s.allowed, s.denied, s.near_limit), (20, 1, 2));
+    limit.set_limit(40).unwrap();
+    assert_eq!(take(21), 20);
+    let s = limit.stats();
+    // 40 x 6554 / 65536 = 4: the admissions leaving 3, 2, 1 and 0.
+    assert_eq!((s.allowed, s.denied, s.near_limit), (40, 2, 6));
+}
+
 #[test]
 fn retuning_is_seen_by_other_handles_and_validated() {
     let (_dir, path) = temp_path("live.shm");

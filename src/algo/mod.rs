@@ -27,6 +27,19 @@ use std::time::Duration;
 
 use crate::sync::AtomicWord;
 
+/// The near-limit threshold of a budget `whole` (tolerance ns, or a limit): `whole x fraction
+/// / 65536` (`fraction` in 1/65536) without a 128-bit product: small wholes (limits) are
+/// multiplied first, large ones (tolerances in ns) shifted first, exact to 1/65536. A decision
+/// is near the limit when its slack is under it.
+#[inline(always)]
+pub(crate) fn near_threshold(whole: u64, fraction: u16) -> u64 {
+    if whole >> 47 == 0 {
+        (whole * fraction as u64) >> 16
+    } else {
+        (whole >> 16) * fraction as u64
+    }
+}
+
 /// The outcome of one decision: allowed or denied, what remains, and when to retry.
 ///
 /// # Example
@@ -128,13 +141,12 @@ impl Decision {
     /// Is the remaining slack under `fraction` (in 1/65536) of the whole budget?
     #[inline(always)]
     pub(crate) fn is_near(&self, fraction: u16) -> bool {
-        // `whole x fraction / 65536` without a 128-bit product: small wholes (limits) are
-        // multiplied first, large ones (tolerances in ns) shifted first, exact to 1/65536.
-        let threshold = if self.whole >> 47 == 0 {
-            (self.whole * fraction as u64) >> 16
-        } else {
-            (self.whole >> 16) * fraction as u64
-        };
+        self.slack < near_threshold(self.whole, fraction)
+    }
+
+    /// Is the remaining slack under `threshold` ([`near_threshold`] of the whole budget)?
+    #[inline(always)]
+    pub(crate) fn slack_under(&self, threshold: u64) -> bool {
         self.slack < threshold
     }
 

@@ -3,7 +3,9 @@
 //! Two things in a file happen under it, each once and never at the same time as the other:
 //! the translation (or reset) of the state at the first attach after a reboot, and the
 //! management calls that rewrite live parameters or state (a retune, a reset, adopting new
-//! definitions). Decisions never take it.
+//! definitions). Decisions never wait for it: one that finds the fence slot of a fleet-managed
+//! bucket torn tries it without waiting ([`FileLock::try_exclusive`]), to tell a rewrite under
+//! way (the lock is held) from damage.
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, RawFd};
@@ -42,6 +44,17 @@ impl<'a> FileLock<'a> {
             // timed wait.
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+}
+
+impl<'a> FileLock<'a> {
+    /// Take an exclusive `flock` on `file` if nobody holds it, without waiting: `None` when
+    /// another open of the file holds it (or `flock` fails).
+    pub(crate) fn try_exclusive(file: &'a File) -> Option<FileLock<'a>> {
+        // SAFETY: `file` is an open descriptor (borrowed for the call); flock has no memory
+        // preconditions.
+        (unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0)
+            .then_some(FileLock { file })
     }
 }
 

@@ -570,7 +570,7 @@ impl<C: Clock> Limit<C> {
                 let decision = table.decide_first(tag, commit, now, |t, s| {
                     self.bucket_step(t, s, cost, &mut counts)
                 })?;
-                Some(self.finish_bucket(decision, cost, commit, counts))
+                Some(self.finish_counted(decision, cost, commit, counts))
             }
             Params::FixedWindow(_) | Params::SlidingWindow(_) => {
                 let decision =

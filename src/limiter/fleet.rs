@@ -102,7 +102,7 @@ impl<C: Clock> Limit<C> {
         if let Some(next) = self.moved_handle()? {
             return next.set_fleet_deadline(deadline_ns);
         }
-        if self.fleet_lease()?.is_none() {
+        if !self.fleet_mark()? {
             return Err(self.wrong_kind("is not fleet-managed (see fleet_manage)"));
         }
         // Release: pairs with the decisions' Acquire load of the deadline; a share published
@@ -132,7 +132,20 @@ impl<C: Clock> Limit<C> {
 
     /// Whether this is a token bucket whose live rate is a fleet agent's share.
     pub(crate) fn is_fleet_managed(&self) -> bool {
-        matches!(self.fleet_lease(), Ok(Some(_)))
+        matches!(self.fleet_mark(), Ok(true))
+    }
+
+    /// Whether this is a token bucket whose active parameter slot carries the fleet mark (the
+    /// share's slot only: the fence is not read, so a rewrite of it does not matter here).
+    fn fleet_mark(&self) -> Result<bool> {
+        if let Some(next) = self.moved_handle()? {
+            return next.fleet_mark();
+        }
+        if !matches!(self.params, Params::TokenBucket) {
+            return Ok(false);
+        }
+        let active = engine::bucket::active(self.control_line());
+        Ok(self.slot_params(bucket::PARAMS[active])?.1)
     }
 
     /// The fleet lease of a fleet-managed token bucket at this instant (`None` for any other
@@ -140,7 +153,9 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptState`](crate::Error::CorruptState) when the parameters or the fence are damaged.
+    /// [`Error::CorruptState`](crate::Error::CorruptState) when the parameters or the fence are
+    /// damaged; [`Error::Io`](crate::Error::Io) if the fence is being rewritten and the retune
+    /// lock cannot be taken (its holder stalled for 10 s).
     pub fn fleet_lease(&self) -> Result<Option<FleetLease>> {
         if let Some(next) = self.moved_handle()? {
             return next.fleet_lease();
@@ -156,7 +171,15 @@ impl<C: Clock> Limit<C> {
         let now = self.clock.now_ns();
         // Acquire: as a decision reads it.
         let deadline_ns = self.control(bucket::DEADLINE).load(Ordering::Acquire);
-        let fence = self.fence_params()?;
+        let fence = match self.fence_params()? {
+            Some(fence) => fence,
+            // Being rewritten (its writer descheduled between its stores): an inspection may
+            // wait for the retune lock, as management calls do, and read it whole.
+            None => {
+                let _locked = self.retune_lock()?;
+                self.fence_locked()?
+            }
+        };
         let algo = |g: Gcra| Algorithm::TokenBucket {
             capacity: g.capacity,
             emission_ns: g.emission_ns,

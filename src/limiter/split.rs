@@ -10,7 +10,7 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::file::layout;
 
-use super::Limit;
+use super::{Limit, FENCE_REWRITE_RETRY_NS};
 
 impl<C: Clock> Limit<C> {
     /// True for a token bucket split into sub-buckets.
@@ -76,7 +76,11 @@ impl<C: Clock> Limit<C> {
         for j in 0..self.split {
             let i = (home + j) % self.split;
             let d = try_decide(self.sub_state(i), &now, commit, |t, w| {
-                let sub = self.sub_params(self.bucket_at(engine::bucket::tag_of(w), t)?.g, i);
+                let Some(at) = self.bucket_at(engine::bucket::tag_of(w), t)? else {
+                    // Fenced, and the fence is being rewritten: deny, retry shortly.
+                    return Ok(Step::Deny(Decision::denied(FENCE_REWRITE_RETRY_NS, 0, 1)));
+                };
+                let sub = self.sub_params(at.g, i);
                 if cost > sub.capacity {
                     // Only the larger sub-buckets can grant this much: deny here, try a sibling.
                     return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1)));

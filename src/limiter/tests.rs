@@ -1,4 +1,5 @@
-//! Unit tests of the decision path's handling of a state word that went stale under retunes.
+//! Unit tests of the decision path's handling of a state word that went stale under retunes,
+//! and of a fleet fence caught mid-rewrite.
 
 use std::sync::atomic::Ordering;
 
@@ -93,4 +94,80 @@ fn a_live_word_naming_the_rewritten_slot_is_corrupt_and_decisions_end() {
         limiter.token_bucket("api").unwrap().try_acquire(1),
         Err(crate::Error::CorruptState { .. })
     ));
+}
+
+/// A fleet-managed bucket past its lease (deadline 0), so that its decisions use the fence
+/// slot (50/s, 2 tokens); two opens of its file, as the agent and a worker have.
+fn fenced_bucket() -> (
+    tempfile::TempDir,
+    Limiter<ManualClock>,
+    Limiter<ManualClock>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fence.shm");
+    let clock = ManualClock::new(1_000_000_000);
+    let open = || {
+        Limiter::builder()
+            .limit("api", TokenBucket::per_second(10).burst(5))
+            .clock(clock.clone())
+            .create_or_open(&path)
+            .unwrap()
+    };
+    let (agent, worker) = (open(), open());
+    let api = agent.token_bucket("api").unwrap();
+    api.fleet_manage(2, Rate::per_second(50).unwrap()).unwrap();
+    api.set_fleet_deadline(0).unwrap();
+    (dir, agent, worker)
+}
+
+/// The fence is one slot rewritten in place while fenced decisions read it. A writer
+/// descheduled between its stores (here: the retune lock held, the check word cleared, as
+/// `write_slot` leaves it) must not turn the readers' decisions into `CorruptState` (a worker
+/// that treats it as fatal stops, and the host's demand with it): they deny, consuming
+/// nothing, and retry shortly. Torn with nobody writing is damage.
+#[test]
+fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
+    let (_dir, agent, worker) = fenced_bucket();
+    let tb = worker.token_bucket("api").unwrap();
+    assert!(tb.try_acquire(1).unwrap().is_allowed());
+    let writer = agent.limit("api").unwrap();
+    let check = writer.control(bucket::FENCE + 2).load(Ordering::Acquire);
+    {
+        let _writing = writer.retune_lock().unwrap();
+        writer
+            .control(bucket::FENCE + 2)
+            .store(0, Ordering::Release);
+        for _ in 0..3 {
+            let d = tb.try_acquire(1).unwrap();
+            assert!(d.is_denied());
+            assert_eq!(d.retry_after_ns(), super::FENCE_REWRITE_RETRY_NS);
+        }
+        let r = tb.reserve(1, std::time::Duration::from_secs(1)).unwrap();
+        assert!(!r.is_granted());
+        // The share's mark is read without the fence: still fleet-managed.
+        assert!(worker.limit("api").unwrap().is_fleet_managed());
+        // A decision in the writer's own process (its mutex held by another thread) too.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let d = agent.token_bucket("api").unwrap().try_acquire(1).unwrap();
+                assert_eq!(d.retry_after_ns(), super::FENCE_REWRITE_RETRY_NS);
+            });
+        });
+    }
+    // Nobody holds the retune lock and the slot is still torn: damage.
+    assert!(matches!(
+        tb.try_acquire(1),
+        Err(crate::Error::CorruptState { .. })
+    ));
+    assert!(matches!(
+        tb.fleet_lease(),
+        Err(crate::Error::CorruptState { .. })
+    ));
+    // The rewrite finished: the fence decides again (one token left of its two).
+    writer
+        .control(bucket::FENCE + 2)
+        .store(check, Ordering::Release);
+    assert!(tb.try_acquire(1).unwrap().is_allowed());
+    assert!(tb.try_acquire(1).unwrap().is_denied());
+    assert!(!tb.fleet_lease().unwrap().unwrap().leased);
 }

@@ -16,6 +16,11 @@ use crate::spec::{Algorithm, Rate};
 
 use super::{Limit, Params, RetuneGuard};
 
+/// How long a decision that found the fence slot being rewritten (see [`Limit::fence_params`])
+/// tells its caller to wait: about one scheduling quantum, after which the descheduled writer
+/// has usually run again and finished its three stores.
+pub(crate) const FENCE_REWRITE_RETRY_NS: u64 = 1_000_000;
+
 /// What a decision at some instant decides with (see [`Limit::bucket_at`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BucketAt {
@@ -55,35 +60,69 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
-    /// share whose lease deadline does not cover `now` (then the fence's).
-    pub(crate) fn bucket_at(&self, tag: usize, now: u64) -> Result<BucketAt> {
+    /// share whose lease deadline does not cover `now` (then the fence's). `None` while the
+    /// fence is being rewritten (see [`Limit::fence_params`]): decide nothing, deny.
+    pub(crate) fn bucket_at(&self, tag: usize, now: u64) -> Result<Option<BucketAt>> {
         let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1])?;
         if !fleet {
-            return Ok(BucketAt {
+            return Ok(Some(BucketAt {
                 g,
                 fenced: false,
                 horizon_ns: u64::MAX,
-            });
+            }));
         }
         // Acquire: pairs with the Release store of a deadline (after the check load above).
         let deadline = self.control(bucket::DEADLINE).load(Ordering::Acquire);
         if bucket::leased(deadline, now) {
-            return Ok(BucketAt {
+            return Ok(Some(BucketAt {
                 g,
                 fenced: false,
                 horizon_ns: deadline - now,
-            });
+            }));
         }
-        Ok(BucketAt {
-            g: self.fence_params()?,
+        Ok(self.fence_params()?.map(|g| BucketAt {
+            g,
             fenced: true,
             horizon_ns: u64::MAX,
-        })
+        }))
     }
 
     /// The fence slot: what a fleet-managed bucket decides with once its lease has passed.
-    pub(super) fn fence_params(&self) -> Result<Gcra> {
-        match self.slot_params(bucket::FENCE)? {
+    ///
+    /// The fence is one slot, rewritten in place by [`Limit::fleet_manage`] under the retune
+    /// lock while fenced decisions read it (its check word cleared first, see
+    /// [`engine::bucket::write_slot`]). A writer descheduled between its stores leaves the slot
+    /// torn for as long as it is off the CPU, far longer than a reader's bounded retries: so a
+    /// slot that does not read whole is `Ok(None)`, a rewrite under way, while another holds the
+    /// retune lock (taken here without waiting: a decision never waits for a management call),
+    /// and damage (`CorruptState`) only when it is still torn with the lock held here.
+    pub(crate) fn fence_params(&self) -> Result<Option<Gcra>> {
+        match engine::bucket::read_slot(self.control_line(), bucket::FENCE) {
+            Some(slot) => self.fence_of(slot).map(Some),
+            None => self.fence_torn(),
+        }
+    }
+
+    /// The fence slot read torn: a rewrite under way (`None`) or damage.
+    #[cold]
+    #[inline(never)]
+    fn fence_torn(&self) -> Result<Option<Gcra>> {
+        let Some(_locked) = self.shared.try_lock() else {
+            return Ok(None);
+        };
+        self.fence_locked().map(Some)
+    }
+
+    /// The fence slot, read with the retune lock held (no rewrite under way): whole, or damaged.
+    pub(super) fn fence_locked(&self) -> Result<Gcra> {
+        match engine::bucket::read_slot(self.control_line(), bucket::FENCE) {
+            Some(slot) => self.fence_of(slot),
+            None => Err(self.fault(Fault::Corrupt)),
+        }
+    }
+
+    fn fence_of(&self, slot: (Gcra, bool)) -> Result<Gcra> {
+        match slot {
             (g, false) => Ok(g),
             // A fence slot is never itself a fleet share.
             (_, true) => Err(self.fault(Fault::Corrupt)),

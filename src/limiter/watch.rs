@@ -170,6 +170,22 @@ impl Shared {
             _local: local,
         })
     }
+
+    /// The retune lock if nobody holds it, without waiting (this process's mutex, then the
+    /// file's `flock`): `None` while another thread or process holds it. For a decision, which
+    /// must never wait for a management call (its holder may be descheduled or stopped).
+    pub(super) fn try_lock(&self) -> Option<RetuneGuard<'_>> {
+        let local = match self.tuning.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        let file = FileLock::try_exclusive(&self.mapped.file)?;
+        Some(RetuneGuard {
+            _file: file,
+            _local: local,
+        })
+    }
 }
 
 /// The error of a handle whose file was replaced by one it cannot attach to.

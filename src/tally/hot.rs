@@ -1,12 +1,13 @@
-//! A thread's hot entries for token-bucket handles: what an uncontended bucket decision reads
-//! besides its state word, in one place that only this thread writes.
+//! A thread's hot entries for token-bucket and window handles: what an uncontended decision
+//! reads besides its state word, in one place that only this thread writes.
 //!
 //! An entry holds, for one handle: the parameters of the slot the last decision used (with the
-//! check word they were read under, so a retune is noticed), the near-limit threshold
-//! precomputed for them, and the address of the handle's counters in this thread's lane (when
-//! the thread owns a lane). A decision compares two words (the handle's id and the slot's check
-//! word) and then uses the entry as it is: no re-validation of the parameters, no lookup of the
-//! lane, no product for the near-limit flag.
+//! check word they were read under, so a retune is noticed) or, for a window, its live limit
+//! (with the packed limit word it was unpacked from), the near-limit threshold precomputed for
+//! them, and the address of the handle's counters in this thread's lane (when the thread owns a
+//! lane). A decision compares two words (the handle's id and the slot's check word, or the
+//! packed limit word) and then uses the entry as it is: no re-validation of the parameters, no
+//! lookup of the lane, no product for the near-limit flag.
 //!
 //! # Invariants
 //!
@@ -14,7 +15,8 @@
 //!   or writes them, so they need no atomics and no protocol (and no loom model).
 //! - **An entry is the file's slot as it was read.** It is filled only from a slot read whole
 //!   and validated (`engine::bucket::read_slot`), with the check word recomputed from the
-//!   values read, so an entry's check always names its own values.
+//!   values read, so an entry's check always names its own values; a window's, only from a
+//!   packed limit word whose check holds, the word itself kept as the check.
 //! - **Ids are never reused.** A handle's id is unique in the process for its life (and shared
 //!   by its clones, which decide on the same mapping and limit): an entry left by a dropped
 //!   handle never matches a later one, so its counter address (into a mapping that may be gone)
@@ -51,9 +53,9 @@ pub(crate) struct Entry {
     pub tolerance_ns: Cell<u64>,
     /// `Gcra::capacity`.
     pub capacity: Cell<u64>,
-    /// An admission whose `tat - now` after it exceeds this is near the limit (`u64::MAX`:
-    /// never, near-limit off).
-    pub near_used: Cell<u64>,
+    /// An admission whose slack is under this is near the limit
+    /// ([`crate::algo::near_threshold`] of the parameters; 0: never, near-limit off).
+    pub near_slack: Cell<u64>,
     /// The handle's first counter in this thread's lane, or null (count through the Tally).
     pub counters: Cell<*const AtomicU64>,
     /// The slot is a fleet share: the decision also checks the lease deadline.
@@ -69,7 +71,7 @@ impl Entry {
             emission_ns: Cell::new(1),
             tolerance_ns: Cell::new(0),
             capacity: Cell::new(0),
-            near_used: Cell::new(u64::MAX),
+            near_slack: Cell::new(0),
             counters: Cell::new(std::ptr::null()),
             fleet: Cell::new(false),
         }
@@ -92,7 +94,7 @@ impl Entry {
         check: u64,
         g: Gcra,
         fleet: bool,
-        near_used: u64,
+        near_slack: u64,
         counters: *const AtomicU64,
     ) {
         self.id.set(id);
@@ -100,9 +102,32 @@ impl Entry {
         self.emission_ns.set(g.emission_ns);
         self.tolerance_ns.set(g.tolerance_ns);
         self.capacity.set(g.capacity);
-        self.near_used.set(near_used);
+        self.near_slack.set(near_slack);
         self.counters.set(counters);
         self.fleet.set(fleet);
+    }
+
+    /// Fill the entry for window handle `id` with the live `limit` of packed word `packed`.
+    pub(crate) fn fill_window(
+        &self,
+        id: u64,
+        packed: u64,
+        limit: u64,
+        near_slack: u64,
+        counters: *const AtomicU64,
+    ) {
+        let g = Gcra {
+            emission_ns: 1,
+            tolerance_ns: 0,
+            capacity: limit,
+        };
+        self.fill(id, packed, g, false, near_slack, counters);
+    }
+
+    /// A window's live limit (kept as the capacity).
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> u64 {
+        self.capacity.get()
     }
 
     fn clear(&self) {
@@ -111,7 +136,7 @@ impl Entry {
             tolerance_ns: 0,
             capacity: 0,
         };
-        self.fill(0, 0, none, false, u64::MAX, std::ptr::null());
+        self.fill(0, 0, none, false, 0, std::ptr::null());
     }
 }
 
@@ -120,15 +145,15 @@ impl Entry {
 pub(crate) struct Counts {
     /// [`Entry::counters`]: null counts through the Tally.
     pub counters: *const AtomicU64,
-    /// [`Entry::near_used`].
-    pub near_used: u64,
+    /// [`Entry::near_slack`].
+    pub near_slack: u64,
 }
 
 impl Counts {
     /// Count through the Tally.
     pub(crate) const TALLY: Counts = Counts {
         counters: std::ptr::null(),
-        near_used: u64::MAX,
+        near_slack: 0,
     };
 }
 
@@ -161,65 +186,9 @@ pub(super) fn forget() {
     HOT.with(|h| h.iter().for_each(Entry::clear));
 }
 
-/// The near-limit threshold of a bucket: an admission is near the limit when what it leaves
-/// (`tolerance - used`) is under `fraction` (in 1/65536) of the tolerance, as
-/// [`crate::algo::Decision::is_near`] computes it; returned as the largest `used` that is not.
-pub(crate) fn near_used(tolerance_ns: u64, fraction: u16) -> u64 {
-    let threshold = if tolerance_ns >> 47 == 0 {
-        (tolerance_ns * fraction as u64) >> 16
-    } else {
-        (tolerance_ns >> 16) * fraction as u64
-    };
-    if threshold == 0 {
-        return u64::MAX;
-    }
-    // slack < threshold  <=>  tolerance - used < threshold  <=>  used > tolerance - threshold
-    // (used <= tolerance on an admission; threshold <= tolerance).
-    tolerance_ns - threshold
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::algo::Decision;
-
-    /// The precomputed threshold flags exactly the admissions `Decision::is_near` flags.
-    #[test]
-    fn near_used_agrees_with_is_near() {
-        let tolerances = [
-            0,
-            1,
-            7,
-            1000,
-            65_535,
-            1 << 20,
-            (1 << 47) - 1,
-            1 << 47,
-            1 << 62,
-        ];
-        for &tol in &tolerances {
-            for fraction in [0u16, 1, 6554, 32768, 65535] {
-                let near = near_used(tol, fraction);
-                let uses = [
-                    0,
-                    1,
-                    tol / 2,
-                    tol.saturating_sub(1),
-                    tol,
-                    near,
-                    near.wrapping_add(1),
-                ];
-                for &used in uses.iter().filter(|&&u| u <= tol) {
-                    let d = Decision::allowed(tol - used, 1).of(tol);
-                    assert_eq!(
-                        used > near,
-                        fraction != 0 && d.is_near(fraction),
-                        "tolerance {tol}, fraction {fraction}, used {used}"
-                    );
-                }
-            }
-        }
-    }
 
     #[test]
     fn ids_are_distinct_and_entries_direct_mapped() {

@@ -361,12 +361,12 @@ impl Tally {
         lane.first().wrapping_add(self.index as usize * COUNTERS)
     }
 
-    /// Count a committed token-bucket decision of a limit that is not a shadow limit, through
-    /// its hot entry: `counters` (non-null) is [`Tally::owned_counters`] of the limit on this
-    /// thread, `near_used` the entry's threshold. What [`Tally::after`] does for it, without the
-    /// lane lookup or the near-limit product.
+    /// Count a committed decision of a limit that is not a shadow limit through its hot entry:
+    /// `counters` (non-null) is [`Tally::owned_counters`] of the limit on this thread,
+    /// `near_slack` the entry's near-limit threshold. What [`Tally::after`] does for it, without
+    /// the lane lookup or the near-limit product.
     #[inline(always)]
-    pub(crate) fn after_bucket(counters: *const AtomicU64, decision: &Decision, near_used: u64) {
+    pub(crate) fn after_owned(counters: *const AtomicU64, decision: &Decision, near_slack: u64) {
         let at = |which: usize| {
             // SAFETY: `counters` is the limit's first counter in a lane this thread owns, in a
             // mapping held by the handle deciding (its entry matched the handle's id, never
@@ -378,8 +378,7 @@ impl Tally {
             return;
         }
         lanes::add_owned(at(counter::ALLOWED));
-        // An admission's reset time is its `used` (`Gcra::step`).
-        if decision.reset_after_ns() > near_used {
+        if decision.slack_under(near_slack) {
             lanes::add_owned(at(counter::NEAR_LIMIT));
         }
     }
