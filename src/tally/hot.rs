@@ -38,10 +38,13 @@ use std::sync::atomic::AtomicU64;
 
 use crate::algo::gcra::Gcra;
 
-/// Entries per thread (a power of two).
+/// Entries per thread (a power of two): 4 KiB of thread-local storage.
 pub(crate) const ENTRIES: usize = 64;
 
-/// A handle's entry: one `Cell` per word, so that a decision loads only the words it uses.
+/// A handle's entry: one `Cell` per word, so that a decision loads only the words it uses; one
+/// cache line each (aligned to 64, not `CachePadded`'s 128: the lines are this thread's own,
+/// so there is no other core's line for the adjacent-line prefetcher to fight over).
+#[repr(align(64))]
 pub(crate) struct Entry {
     /// The handle's id; 0 matches none.
     pub id: Cell<u64>,
