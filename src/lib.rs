@@ -71,6 +71,7 @@ mod handle;
 mod headers;
 mod keyed;
 mod limiter;
+mod owner;
 mod permit;
 mod reconcile;
 mod sync;

@@ -157,10 +157,11 @@ impl<C: Clock> Limit<C> {
         self.seed
     }
 
-    /// The slots of a keyed limit's table (0 for an unkeyed limit).
-    #[inline(always)]
-    pub(crate) fn key_slots(&self) -> usize {
-        self.key_slots
+    /// A keyed limit's table of key slots: `None` for an unkeyed limit, or on a target without
+    /// a 16-byte CAS.
+    #[inline]
+    pub(crate) fn key_table(&self) -> Option<&[crate::engine::keys::Slot]> {
+        crate::engine::keys::table_in(self.area(), self.key_slots)
     }
 
     /// The pure decision for one single-word state (token bucket, fixed or sliding window) at

@@ -62,3 +62,24 @@ impl AtomicWord for loom::sync::atomic::AtomicU64 {
         loom::sync::atomic::AtomicU64::compare_exchange(self, current, new, success, failure)
     }
 }
+
+/// The atomic operations the permit table and the shared counter lane need beyond
+/// [`AtomicWord`].
+pub(crate) trait PermitAtomic: AtomicWord {
+    /// Atomic wrapping add; returns the previous value.
+    fn fetch_add(&self, value: u64, order: Ordering) -> u64;
+}
+
+impl PermitAtomic for std::sync::atomic::AtomicU64 {
+    #[inline(always)]
+    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+        std::sync::atomic::AtomicU64::fetch_add(self, value, order)
+    }
+}
+
+#[cfg(test)]
+impl PermitAtomic for loom::sync::atomic::AtomicU64 {
+    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
+        loom::sync::atomic::AtomicU64::fetch_add(self, value, order)
+    }
+}

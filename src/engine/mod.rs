@@ -8,13 +8,16 @@
 //! one state word goes through its one mutation loop, [`crate::algo::mutate`]. What is here is
 //! the protocol around them: [`bucket`] owns the token bucket's two parameter slots, their check
 //! words, the `ACTIVE` word, the fence slot and the bit-63 tag of its state words (a live
-//! retune, and the rescale of a state to the new slot). The handle ([`crate::limiter::Limit`])
-//! calls these functions on the words of its control line.
+//! retune, and the rescale of a state to the new slot); [`keys`] owns a keyed limit's table of
+//! 16-byte key slots (lookup, claims, reclaim, retune), over any word algorithm. The handle
+//! ([`crate::limiter::Limit`]) calls these functions on the words of its control line and
+//! state area.
 //!
 //! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
 //! parameters that never change live.
 
 pub(crate) mod bucket;
+pub(crate) mod keys;
 
 #[cfg(test)]
 mod loom_models;

@@ -3,10 +3,10 @@
 use std::sync::atomic::AtomicU64;
 
 use super::hash::key_hash;
-use super::pair::KeySlot;
-use super::table::{tag_of, Outcome, Table, MAX_PROBE};
-use super::template::Pure;
 use crate::algo::gcra::Gcra;
+use crate::engine::keys::pair::KeySlot;
+use crate::engine::keys::table::{tag_of, Outcome, Table, MAX_PROBE};
+use crate::engine::keys::template::Pure;
 
 #[repr(C, align(16))]
 struct Slots(Vec<[AtomicU64; 2]>);

@@ -209,8 +209,9 @@ impl<C: Clock> Limit<C> {
             }
         } else if !self.keyed {
             self.rescale_in(self.control(0), old, new, tag);
-        } else {
-            crate::keyed::rescale_all(self, old, new, tag)?;
+        } else if let Some(slots) = self.key_table() {
+            // (None: nothing in this process can have written a table it cannot even update.)
+            engine::keys::rescale_all(slots, || self.clock.now_ns(), old, new, tag);
         }
         engine::bucket::activate(control, tag);
         Ok(())

@@ -41,10 +41,10 @@
 //! bit: it blocks nothing but that entry, and only until it is taken over.
 
 use super::slot::{self, OwnerWord, PermitAtomic, Table as Block, ENTRY_WORDS};
+use crate::engine::keys::pair::PairWord;
+use crate::engine::keys::table::{Located, Table};
+use crate::engine::keys::template::Template;
 use crate::error::Result;
-use crate::keyed::pair::PairWord;
-use crate::keyed::table::{Located, Table};
-use crate::keyed::template::Template;
 
 /// What an acquisition for a key came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,8 +306,8 @@ mod tests {
     use std::sync::atomic::AtomicU64;
 
     use super::*;
-    use crate::keyed::pair::KeySlot;
-    use crate::keyed::template::Pure;
+    use crate::engine::keys::pair::KeySlot;
+    use crate::engine::keys::template::Pure;
 
     #[repr(C, align(16))]
     struct Words(Vec<[AtomicU64; 2]>);

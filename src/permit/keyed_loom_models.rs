@@ -20,9 +20,10 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::keyed::{KeyAcquire, KeyedPermits};
-use super::slot::{owner, OwnerWord, Table, ENTRY_WORDS};
-use crate::keyed::pair::{LoomSlot, PairWord};
-use crate::keyed::template::Pure;
+use super::slot::{OwnerWord, Table, ENTRY_WORDS};
+use crate::engine::keys::pair::{LoomSlot, PairWord};
+use crate::engine::keys::template::Pure;
+use crate::owner::owner;
 
 /// Keys with home slot 0 in a two-slot table.
 const A: u64 = 2;

@@ -18,7 +18,8 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::futex;
-use super::slot::{owner, OwnerWord, Table};
+use super::slot::{OwnerWord, Table};
+use crate::owner::owner;
 
 fn model<F>(f: F)
 where

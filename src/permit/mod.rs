@@ -87,7 +87,7 @@
 mod calls;
 mod futex;
 pub(crate) mod keyed;
-pub(crate) mod liveness;
+pub(crate) use crate::owner::liveness;
 mod protocol;
 pub(crate) mod slot;
 
@@ -240,7 +240,7 @@ mod tests {
 
     #[test]
     fn ids_round_trip_and_reject_garbage() {
-        let w = OwnerWord::held(GEN_MASK, slot::owner(3, 4));
+        let w = OwnerWord::held(GEN_MASK, crate::owner::owner(3, 4));
         // The largest index: 2^26 key slots x 64 permits - 1; the largest tag.
         let id = permit_id((1 << 32) - 1, w, TAG_MASK);
         assert_eq!(decode_id(id), Some(((1 << 32) - 1, GEN_MASK, TAG_MASK)));

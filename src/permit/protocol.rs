@@ -10,9 +10,9 @@ use super::slot::{OwnerWord, Table};
 use super::{futex, liveness, Permit, PERMIT_RECHECK};
 use crate::algo::Decision;
 use crate::clock::Clock;
+use crate::engine::keys::{Slot, NO_PAIR_CAS};
 use crate::error::{Error, Result};
 use crate::file::layout;
-use crate::keyed::{Slot, NO_PAIR_CAS};
 use crate::limiter::{Limit, Params};
 use crate::spec::FullPolicy;
 
@@ -82,7 +82,9 @@ impl<C: Clock> Limit<C> {
                 lease_ns,
             ));
         };
-        let keys = crate::keyed::slots_of(self).ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let keys = self
+            .key_table()
+            .ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
         let blocks = &self.area()[layout::key_table_words(k.slots() as usize)..];
         Ok((
             Entries::Keyed(KeyedPermits::new(keys, blocks, permits as usize).leased(lease_ns > 0)),

@@ -37,75 +37,14 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::sync::AtomicWord;
+pub(crate) use crate::owner::{OwnerWord, GEN_MASK, GEN_SHIFT};
+pub(crate) use crate::sync::PermitAtomic;
 
-/// Bits of the owner pid (Linux `PID_MAX_LIMIT` is 2^22).
-pub(crate) const PID_BITS: u32 = 22;
-/// Bits of the owner's start time kept in the word.
-pub(crate) const START_BITS: u32 = 24;
-/// Bits of the generation.
-pub(crate) const GEN_BITS: u32 = 18;
-const _: () = assert!(PID_BITS + START_BITS + GEN_BITS == 64);
-
-pub(crate) const PID_MASK: u64 = (1 << PID_BITS) - 1;
-pub(crate) const START_SHIFT: u32 = PID_BITS;
-pub(crate) const START_MASK: u64 = (1 << START_BITS) - 1;
-/// Pid and start time: the owner identity.
-pub(crate) const OWNER_MASK: u64 = (1 << (PID_BITS + START_BITS)) - 1;
-pub(crate) const GEN_SHIFT: u32 = PID_BITS + START_BITS;
-pub(crate) const GEN_MASK: u64 = (1 << GEN_BITS) - 1;
 /// The stamp word's time field: milliseconds, 46 bits (about 2,200 years of uptime).
 pub(crate) const STAMP_MS_MASK: u64 = (1 << GEN_SHIFT) - 1;
 
 /// Words per permit entry.
 pub(crate) const ENTRY_WORDS: usize = 2;
-
-/// An owner identity: pid in bits 0-21, start-time low bits in 22-45. Never 0 (pids are > 0).
-pub(crate) fn owner(pid: u32, start_ticks: u64) -> u64 {
-    (pid as u64 & PID_MASK) | ((start_ticks & START_MASK) << START_SHIFT)
-}
-
-/// A view of one owner word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct OwnerWord(pub u64);
-
-impl OwnerWord {
-    /// A held word of generation `gen` owned by `owner`.
-    pub fn held(gen: u64, owner: u64) -> OwnerWord {
-        debug_assert!(owner & PID_MASK != 0 && owner & !OWNER_MASK == 0);
-        OwnerWord(((gen & GEN_MASK) << GEN_SHIFT) | owner)
-    }
-
-    /// A free word of generation `gen`.
-    pub fn free(gen: u64) -> OwnerWord {
-        OwnerWord((gen & GEN_MASK) << GEN_SHIFT)
-    }
-
-    pub fn is_free(self) -> bool {
-        self.pid() == 0
-    }
-
-    pub fn pid(self) -> u32 {
-        (self.0 & PID_MASK) as u32
-    }
-
-    pub fn start_low(self) -> u64 {
-        (self.0 >> START_SHIFT) & START_MASK
-    }
-
-    pub fn owner(self) -> u64 {
-        self.0 & OWNER_MASK
-    }
-
-    pub fn gen(self) -> u64 {
-        self.0 >> GEN_SHIFT
-    }
-
-    /// The generation the next transition writes.
-    pub fn next_gen(self) -> u64 {
-        (self.gen() + 1) & GEN_MASK
-    }
-}
 
 /// The stamp word for the claim of generation `gen` at `now_ns`: milliseconds rounded up, so
 /// that a lease measured from it never ends early.
@@ -118,26 +57,6 @@ pub(crate) fn stamp(gen: u64, now_ns: u64) -> u64 {
 pub(crate) fn stamped_since(owner: OwnerWord, stamp: u64) -> Option<u64> {
     (stamp >> GEN_SHIFT == owner.gen() && stamp & STAMP_MS_MASK != 0)
         .then(|| (stamp & STAMP_MS_MASK).saturating_mul(1_000_000))
-}
-
-/// The atomic operations the permit table needs beyond [`AtomicWord`].
-pub(crate) trait PermitAtomic: AtomicWord {
-    /// Atomic wrapping add; returns the previous value.
-    fn fetch_add(&self, value: u64, order: Ordering) -> u64;
-}
-
-impl PermitAtomic for std::sync::atomic::AtomicU64 {
-    #[inline(always)]
-    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
-        std::sync::atomic::AtomicU64::fetch_add(self, value, order)
-    }
-}
-
-#[cfg(test)]
-impl PermitAtomic for loom::sync::atomic::AtomicU64 {
-    fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
-        loom::sync::atomic::AtomicU64::fetch_add(self, value, order)
-    }
 }
 
 /// The permit table of one limit: `permits` entries of [`ENTRY_WORDS`] words.
@@ -284,6 +203,7 @@ impl<'a, A: PermitAtomic> Table<'a, A> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::owner::{owner, START_MASK};
     use std::sync::atomic::AtomicU64;
 
     fn table(words: &[AtomicU64]) -> Table<'_, AtomicU64> {

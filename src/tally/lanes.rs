@@ -31,8 +31,9 @@
 
 use std::sync::atomic::Ordering;
 
-use crate::permit::slot::{OwnerWord, PermitAtomic};
+use crate::owner::OwnerWord;
 use crate::sync::AtomicWord;
+use crate::sync::PermitAtomic;
 
 /// Claim a lane among `1..lanes` for the thread `me` (an owner identity: tid and start time,
 /// never 0): one it already holds, else a free one, else one whose owner `is_gone`. `owner(i)`

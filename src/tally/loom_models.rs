@@ -17,7 +17,7 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::lanes;
-use crate::permit::slot::owner;
+use crate::owner::owner;
 
 fn model<F>(f: F)
 where

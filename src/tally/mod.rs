@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use crate::algo::Decision;
 use crate::file::layout::{counter, COUNTERS, LANES, LINE};
 use crate::file::{Mapped, Words};
-use crate::permit::{liveness, slot};
+use crate::owner::{self, liveness};
 
 /// Decision counters of one limit, summed over every process.
 ///
@@ -217,11 +217,11 @@ fn install_fork_handler() {
 fn identity() -> u64 {
     // SAFETY: gettid has no preconditions and cannot fail.
     let tid = unsafe { libc::syscall(libc::SYS_gettid) } as u32;
-    if tid == 0 || tid as u64 > slot::PID_MASK {
+    if tid == 0 || tid as u64 > owner::PID_MASK {
         return u64::MAX;
     }
     match liveness::read_stat(tid) {
-        Ok(Some(stat)) => slot::owner(tid, stat.start_ticks),
+        Ok(Some(stat)) => owner::owner(tid, stat.start_ticks),
         _ => u64::MAX,
     }
 }

@@ -1,4 +1,5 @@
-//! Who owns a permit, and whether that process still lives.
+//! Whether the owner named by an owner word (a permit's process, a counter lane's thread) still
+//! lives.
 //!
 //! A process is named by its pid and its start time (field 22 of `/proc/<pid>/stat`, clock
 //! ticks since boot): a pid the kernel recycled for a later process has a later start time, so
@@ -12,7 +13,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::slot::{self, OwnerWord, START_MASK};
+use super::{self as slot, OwnerWord, START_MASK};
 
 /// This process's owner identity and the pid it was read for (`pid << 46 | identity`), or 0.
 static OWN: AtomicU64 = AtomicU64::new(0);
