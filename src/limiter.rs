@@ -262,8 +262,10 @@ impl<C: Clock> Limit<C> {
             StepError::NoWord => self.wrong_kind("has no single-word state"),
             // `step_fast` turns them into denials; they never get here.
             StepError::Fenced | StepError::FenceRewrite => self.fault(Fault::Corrupt),
-            // Decided again by an unkeyed bucket's own loop; elsewhere (a key's word, a composed
-            // check's loaded word) reported as what the slot looked like: unreadable.
+            // Decided again from the live word by an unkeyed bucket's own loop (a composed
+            // check's loaded word too); a key's word reports the slot as it looked, unreadable,
+            // and the keyed decision starts again while the retune words move
+            // (`decide_key_again`).
             StepError::Stale => self.fault(Fault::Corrupt),
         }
     }
@@ -561,10 +563,15 @@ impl<C: Clock> Limit<C> {
         };
         if self.plain_bucket {
             let mut counts = Counts::TALLY;
-            let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
+            let decision = match try_decide_from(self.control(0), word, now, true, |t, w| {
                 self.bucket_step(t, w, cost, &mut counts)
-            })
-            .map_err(|e| self.step_error(e, cost))?;
+            }) {
+                Ok(decision) => decision,
+                // The loaded word went stale under two retunes in a row: decide as a single
+                // check does, from the live word (its own bounded loop).
+                Err(StepError::Stale) => return self.bucket_run(cost, true, None),
+                Err(e) => return Err(self.step_error(e, cost)),
+            };
             return Ok(self.finish_counted(decision, cost, true, counts));
         }
         let decision = try_decide_from(self.control(0), word, now, true, |t, w| {

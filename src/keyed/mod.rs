@@ -428,6 +428,40 @@ impl<C: Clock> Limit<C> {
         }
     }
 
+    /// [`Table::decide`] for a key, decided again while live retunes of the bucket move on.
+    ///
+    /// A decision that loaded a key's word before two retunes in a row can find the parameter
+    /// slot the word names being rewritten by the second (a retuner descheduled between its
+    /// stores): its step reports the slot unreadable. The word is stale, not damaged: the
+    /// first retune has moved every key's word to the other slot. So while the bucket's
+    /// retune words (`ACTIVE` and both slots' check words) change between the start of an
+    /// attempt and its failure, the decision starts again from the key's live word, as an
+    /// unkeyed bucket's own loop does (bounded: 64 attempts). A damaged file, whose words do
+    /// not move, is `CorruptState` at once.
+    fn decide_key_again(
+        &self,
+        slots: &[crate::engine::keys::Slot],
+        tag: u64,
+        cost: u64,
+        commit: bool,
+        now: &mut impl FnMut() -> u64,
+    ) -> Result<Outcome> {
+        let mut attempts = 0;
+        loop {
+            let before = self.retune_words();
+            match Table::new(slots).decide(self, tag, cost, commit, now) {
+                Err(Error::CorruptState { .. })
+                    if attempts < 64
+                        && matches!(self.params(), Params::TokenBucket)
+                        && self.retune_words() != before =>
+                {
+                    attempts += 1;
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
     /// A keyed decision from the start, with every check: what [`Limit::run_key`] does not
     /// decide inline.
     #[inline(never)]
@@ -446,7 +480,7 @@ impl<C: Clock> Limit<C> {
         let slots = self
             .key_table()
             .ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
-        let decision = match Table::new(slots).decide(self, tag, cost, commit, &mut now)? {
+        let decision = match self.decide_key_again(slots, tag, cost, commit, &mut now)? {
             Outcome::Decided(d) => d,
             Outcome::Full { fresh_in_ns } => {
                 let capacity = self.capacity();

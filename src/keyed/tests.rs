@@ -79,3 +79,68 @@ fn std_allocations_used_above_are_aligned() {
     let s = slots(4);
     assert_eq!(s.0.as_ptr() as usize % 16, 0);
 }
+
+/// What [`HookClock`] runs at its next read.
+type Hook = std::sync::Arc<std::sync::Mutex<Option<Box<dyn FnOnce() + Send>>>>;
+
+/// A clock that runs a hook once, at its next read: what another process does between a
+/// decision's load of its key's word and its clock read.
+#[derive(Clone)]
+struct HookClock {
+    now: std::sync::Arc<AtomicU64>,
+    hook: Hook,
+}
+
+impl crate::clock::Clock for HookClock {
+    fn now_ns(&self) -> u64 {
+        let hook = self.hook.lock().unwrap().take();
+        if let Some(hook) = hook {
+            hook();
+        }
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// A keyed bucket decision loads its key's word, then another process retunes the bucket twice
+/// in a row: the first retune moves every key's word to slot 1, the second is caught writing
+/// slot 0 (its check word cleared), which the loaded word still names. The decision starts
+/// again from the key's live word and admits; it used to report `CorruptState`.
+#[test]
+fn a_key_word_left_stale_by_two_retunes_in_a_row_is_decided_again() {
+    use std::sync::atomic::Ordering;
+
+    use crate::file::layout::bucket;
+    use crate::spec::{Keyed, Rate, TokenBucket};
+    use crate::Limiter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let clock = HookClock {
+        now: std::sync::Arc::new(AtomicU64::new(1_000_000_000)),
+        hook: Default::default(),
+    };
+    let limiter = Limiter::builder()
+        .keyed_limit(
+            "per_user",
+            TokenBucket::per_second(10).burst(5),
+            Keyed::new(64),
+        )
+        .clock(clock.clone())
+        .create_or_open(dir.path().join("keyed-stale.shm"))
+        .unwrap();
+    let limit = limiter.limit("per_user").unwrap();
+    let key = b"user-1";
+    assert!(limit.try_acquire_key(key, 1).unwrap().is_allowed());
+    let other = limiter.limit("per_user").unwrap();
+    *clock.hook.lock().unwrap() = Some(Box::new(move || {
+        other.set_rate(Rate::per_second(20).unwrap()).unwrap();
+        other
+            .control(bucket::PARAMS[0] + 2)
+            .store(0, Ordering::Release);
+    }));
+    let read = clock.clone();
+    let decision = limit
+        .run_key_on(key, 1, true, || crate::clock::Clock::now_ns(&read))
+        .unwrap();
+    assert!(decision.is_allowed());
+    assert!(clock.hook.lock().unwrap().is_none(), "the retunes ran");
+}

@@ -59,6 +59,18 @@ impl<C: Clock> Limit<C> {
             .ok_or_else(|| self.fault(Fault::Corrupt))
     }
 
+    /// The words every retune of a bucket changes: `ACTIVE` and the two parameter slots'
+    /// check words (a retune clears a slot's check word before it writes the slot).
+    pub(crate) fn retune_words(&self) -> [u64; 3] {
+        // Acquire: as the decisions' loads of the same words.
+        let word = |i: usize| self.control(i).load(Ordering::Acquire);
+        [
+            word(bucket::ACTIVE),
+            word(bucket::PARAMS[0] + 2),
+            word(bucket::PARAMS[1] + 2),
+        ]
+    }
+
     /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
     /// share whose lease deadline does not cover `now` (then the fence's). `None` while the
     /// fence is being rewritten (see [`Limit::fence_params`]): decide nothing, deny.
