@@ -61,17 +61,6 @@ fn a_word_naming_a_slot_being_rewritten_is_stale_not_corrupt() {
         .is_allowed());
 }
 
-/// A composed check loaded the word before the retunes: its admission is decided again from the
-/// live word (it used to report `CorruptState`).
-#[test]
-fn a_composed_checks_stale_word_is_decided_again() {
-    let (_dir, limiter) = caught_mid_retune();
-    let limit = limiter.limit("api").unwrap();
-    let now = limit.clock().now_ns();
-    let stale = limit.control(0).load(Ordering::Acquire) & !bucket::PARAM_TAG;
-    assert!(limit.acquire_loaded(stale, now, 1).unwrap().is_allowed());
-}
-
 #[test]
 fn the_active_slot_unreadable_is_corrupt() {
     let (_dir, limiter) = caught_mid_retune();
