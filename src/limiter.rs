@@ -221,16 +221,12 @@ impl<C: Clock> Limit<C> {
     fn live_window_limit(&self, cost: u64, counts: &mut Counts) -> Result<u64, StepError> {
         // Relaxed: the packed word carries its own check; it orders nothing else.
         let packed = self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
-        let limit = hot::with(self.hot_id, |e| {
-            if e.id.get() != self.hot_id || e.check.get() != packed {
-                self.window_fill(packed, e)?;
-            }
-            *counts = Counts {
-                counters: e.counters.get(),
-                near_slack: e.near_slack.get(),
-            };
-            Ok(e.limit())
-        })?;
+        let limit = self.hot_entry(
+            packed,
+            counts,
+            |e| self.window_fill(packed, e),
+            hot::Entry::limit,
+        )?;
         if cost > limit {
             return Err(StepError::Cost(limit));
         }
@@ -291,21 +287,41 @@ impl<C: Clock> Limit<C> {
         let check = self
             .control(bucket::PARAMS[tag] + 2)
             .load(Ordering::Acquire);
+        // Filled from the slot read whole: its own check names its values, even if a retune
+        // has changed the slot since the load above (then the word this decision loaded is no
+        // longer live, and its CAS fails).
+        let (g, fleet) = self.hot_entry(
+            check,
+            counts,
+            |e| self.hot_fill(tag, e),
+            |e| (e.gcra(), e.fleet.get()),
+        )?;
+        if fleet {
+            return self.fleet_gate(g, now, cost);
+        }
+        Ok(g)
+    }
+
+    /// What `read` takes from this thread's hot entry for this handle, the entry filled by
+    /// `fill` first unless it is this handle's for check word `check`; `counts` gets the
+    /// entry's counters and near-limit threshold. Shared by the bucket and window decisions.
+    #[inline(always)]
+    fn hot_entry<R>(
+        &self,
+        check: u64,
+        counts: &mut Counts,
+        fill: impl FnOnce(&hot::Entry) -> Result<(), StepError>,
+        read: impl FnOnce(&hot::Entry) -> R,
+    ) -> Result<R, StepError> {
         hot::with(self.hot_id, |e| {
             if e.id.get() != self.hot_id || e.check.get() != check {
-                // Filled from the slot read whole: its own check names its values, even if a
-                // retune has changed the slot since the load above (then the word this
-                // decision loaded is no longer live, and its CAS fails).
-                self.hot_fill(tag, e)?;
+                fill(e)?;
             }
             *counts = Counts {
                 counters: e.counters.get(),
                 near_slack: e.near_slack.get(),
             };
-            if e.fleet.get() {
-                return self.fleet_gate(e.gcra(), now, cost);
-            }
-            Ok(e.gcra())
+            Ok(read(e))
         })
     }
 
