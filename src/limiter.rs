@@ -294,7 +294,7 @@ impl<C: Clock> Limit<C> {
             check,
             counts,
             |e| self.hot_fill(tag, e),
-            |e| (e.gcra(), e.fleet.get()),
+            |e| (e.gcra(), e.fleet()),
         )?;
         if fleet {
             return self.fleet_gate(g, now, cost);
@@ -395,7 +395,108 @@ impl<C: Clock> Limit<C> {
     /// [`Error::WrongKind`] on a keyed or concurrency limit.
     #[inline(always)]
     pub(crate) fn try_acquire(&self, cost: u64) -> Result<Decision> {
+        if self.plain_bucket {
+            if let Some(decision) = self.bucket_fast(cost) {
+                return Ok(decision);
+            }
+            return match self.try_acquire_again(cost) {
+                Ok(d) => Ok(d.relocated()),
+                Err(e) => Err(e),
+            };
+        }
         self.run(cost, true, None)
+    }
+
+    /// [`Limit::try_acquire`] when [`Limit::bucket_fast`] did not decide, from scratch.
+    #[cold]
+    #[inline(never)]
+    fn try_acquire_again(&self, cost: u64) -> Result<Decision> {
+        self.run(cost, true, None)
+    }
+
+    /// The common token-bucket decision, straight-line: the handle is not due for its
+    /// replacement check, this thread's hot entry holds the parameters of the slot the word
+    /// names, the cost fits (a fleet share: and its lease covers now), and a denial is counted
+    /// in this thread's own lane. `None` when any of that does not hold, having written
+    /// nothing: the caller then decides from scratch through [`Limit::run`], which handles
+    /// every case (one more clock read, off the common path). The loop is the one mutation
+    /// loop ([`try_decide`], loom-modelled): a failed CAS retries from the word that beat it.
+    ///
+    /// Everything else [`Limit::bucket_run`] does (the stale-word retry, the fence, filling
+    /// the entry, the errors) stays out of this function: their state kept the whole decision
+    /// in memory and cost about 20 instructions on every call.
+    #[inline(always)]
+    fn bucket_fast(&self, cost: u64) -> Option<Decision> {
+        // Copies: the clock call may write any memory, so fields are loaded again after it.
+        let (control, hot_id) = (self.control, self.hot_id);
+        let state = control.word(0);
+        let mut counts = Counts::TALLY;
+        // The one mutation loop: a failed CAS retries from the word that beat it.
+        let decision = try_decide(
+            state,
+            #[inline(always)]
+            || self.clock.now_ns(),
+            true,
+            #[inline(always)]
+            |now, current| {
+                // Relaxed: as in `current_at`; 0 (a replaced file) is always due.
+                if now >= self.next_check.load(Ordering::Relaxed) {
+                    return Err(());
+                }
+                let tag = current & bucket::PARAM_TAG;
+                // Acquire: pairs with the Release store that ends a retune of this slot.
+                let check = control
+                    .word(bucket::check_word(tag))
+                    .load(Ordering::Acquire);
+                let (g, gate) = hot::with(hot_id, |e| {
+                    if e.id.get() != hot_id || e.check.get() != check {
+                        return Err(());
+                    }
+                    counts = Counts {
+                        counters: e.counters.get(),
+                        near_slack: e.near_slack.get(),
+                    };
+                    Ok((e.gcra(), e.gate.get()))
+                })?;
+                // A cost of 0 or over the gate (one compare for both): a fleet share (then the
+                // cost must fit and the lease cover `now`), or a cost that is an error (from
+                // `Limit::run`).
+                if cost.wrapping_sub(1) >= gate
+                    && (gate != 0
+                        || cost == 0
+                        || cost > g.capacity
+                        // Acquire: as in `fleet_gate`.
+                        || !bucket::leased(
+                            control.word(bucket::DEADLINE).load(Ordering::Acquire),
+                            now,
+                        ))
+                {
+                    return Err(());
+                }
+                Ok(match g.step(now, current & !bucket::PARAM_TAG, cost) {
+                    Step::Admit { new, decision } => Step::Admit {
+                        new: new | tag,
+                        decision,
+                    },
+                    // A shadow limit's denial is reported allowed: `Limit::run` decides it (a
+                    // denial wrote nothing), as it does the denials of a process on the shared
+                    // lane.
+                    Step::Deny(_) if counts.counters.is_null() => return Err(()),
+                    deny => deny,
+                })
+            },
+        )
+        .ok()?;
+        if counts.counters.is_null() {
+            // An admission of a shadow limit or on the shared lane.
+            self.tally
+                .admitted_on_tally(decision.slack_under(counts.near_slack));
+            let mut decision = decision;
+            decision.cost = cost;
+            decision.origin = self.origin;
+            return Some(decision);
+        }
+        Some(self.finish_counted(decision, cost, true, counts))
     }
 
     /// The decision [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) would make now, consuming nothing.

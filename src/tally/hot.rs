@@ -61,8 +61,10 @@ pub(crate) struct Entry {
     pub near_slack: Cell<u64>,
     /// The handle's first counter in this thread's lane, or null (count through the Tally).
     pub counters: Cell<*const AtomicU64>,
-    /// The slot is a fleet share: the decision also checks the lease deadline.
-    pub fleet: Cell<bool>,
+    /// The largest cost admitted with no other test than the bucket's: the capacity, or 0
+    /// for a fleet share (whose decision also checks the lease deadline). One compare for
+    /// both on the common path.
+    pub gate: Cell<u64>,
 }
 
 impl Entry {
@@ -76,7 +78,7 @@ impl Entry {
             capacity: Cell::new(0),
             near_slack: Cell::new(0),
             counters: Cell::new(std::ptr::null()),
-            fleet: Cell::new(false),
+            gate: Cell::new(0),
         }
     }
 
@@ -88,6 +90,12 @@ impl Entry {
             tolerance_ns: self.tolerance_ns.get(),
             capacity: self.capacity.get(),
         }
+    }
+
+    /// The slot is a fleet share (an entry's capacity is never 0).
+    #[inline(always)]
+    pub(crate) fn fleet(&self) -> bool {
+        self.gate.get() == 0
     }
 
     /// Fill the entry for handle `id` with slot parameters `g` read under check word `check`.
@@ -107,7 +115,7 @@ impl Entry {
         self.capacity.set(g.capacity);
         self.near_slack.set(near_slack);
         self.counters.set(counters);
-        self.fleet.set(fleet);
+        self.gate.set(if fleet { 0 } else { g.capacity });
     }
 
     /// Fill the entry for window handle `id` with the live `limit` of packed word `packed`.
@@ -164,12 +172,14 @@ thread_local! {
     static HOT: [Entry; ENTRIES] = const { [const { Entry::empty() }; ENTRIES] };
 }
 
-/// A new handle id: never 0, never reused in this process.
+/// A new handle id: never 0, never reused in this process. Ids are multiples of [`ENTRIES`],
+/// and the entry of id `n * ENTRIES` is `n % ENTRIES`: its byte offset in the array is one
+/// mask of the id.
 pub(crate) fn next_id() -> u64 {
     use std::sync::atomic::Ordering;
-    static NEXT: AtomicU64 = AtomicU64::new(1);
+    static NEXT: AtomicU64 = AtomicU64::new(ENTRIES as u64);
     // Relaxed: only a distinct number is needed.
-    NEXT.fetch_add(1, Ordering::Relaxed)
+    NEXT.fetch_add(ENTRIES as u64, Ordering::Relaxed)
 }
 
 /// `f` of this thread's entry for id `id` (possibly another handle's: compare [`Entry::id`]).
@@ -177,7 +187,7 @@ pub(crate) fn next_id() -> u64 {
 pub(crate) fn with<R>(id: u64, f: impl FnOnce(&Entry) -> R) -> R {
     // Only the address comes out of `LocalKey::with` (a closure it always inlines; `f` itself,
     // passed in, made it an out-of-line call).
-    let entry = HOT.with(|h| std::ptr::from_ref(&h[id as usize & (ENTRIES - 1)]));
+    let entry = HOT.with(|h| std::ptr::from_ref(&h[(id as usize / ENTRIES) & (ENTRIES - 1)]));
     // SAFETY: HOT is const-initialised and has no destructor, so its storage lives as long as
     // this thread, and `entry` is used only here, on this thread; `Entry` is all `Cell`s, so
     // other references to it (a nested call for the same id) may coexist.

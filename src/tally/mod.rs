@@ -340,6 +340,19 @@ impl Tally {
         decision
     }
 
+    /// Count an admission as [`Tally::after`] does (a shadow limit's admission is an
+    /// admission), out of line: for a decision whose hot entry has no counters of its own.
+    /// `near`: its slack is under the entry's near-limit threshold.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn admitted_on_tally(&self, near: bool) {
+        let lane = self.lane();
+        self.add(lane, counter::ALLOWED);
+        if near {
+            self.add(lane, counter::NEAR_LIMIT);
+        }
+    }
+
     /// The near-limit fraction (in 1/65536; 0: off).
     pub(crate) fn near(&self) -> u16 {
         self.near
