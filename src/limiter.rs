@@ -396,15 +396,54 @@ impl<C: Clock> Limit<C> {
     #[inline(always)]
     pub(crate) fn try_acquire(&self, cost: u64) -> Result<Decision> {
         if self.plain_bucket {
+            return self.try_acquire_bucket(cost);
+        }
+        if self.plain_window {
+            return self.try_acquire_window(cost);
+        }
+        self.run(cost, true, None)
+    }
+
+    /// [`Limit::try_acquire`] on a token bucket (the typed handle's call: no test of the kind).
+    #[inline(always)]
+    pub(crate) fn try_acquire_bucket(&self, cost: u64) -> Result<Decision> {
+        if self.plain_bucket {
             if let Some(decision) = self.bucket_fast(cost) {
                 return Ok(decision);
             }
-            return match self.try_acquire_again(cost) {
-                Ok(d) => Ok(d.relocated()),
-                Err(e) => Err(e),
-            };
         }
-        self.run(cost, true, None)
+        self.try_acquire_slow(cost)
+    }
+
+    /// [`Limit::try_acquire`] on a fixed or sliding window (the typed handle's call).
+    #[inline(always)]
+    pub(crate) fn try_acquire_window(&self, cost: u64) -> Result<Decision> {
+        let fast = match self.params {
+            Params::FixedWindow(fw) => self.window_fast(
+                cost,
+                #[inline(always)]
+                |limit, now, word| FixedWindow { limit, ..fw }.step(now, word, cost),
+            ),
+            Params::SlidingWindow(sw) => self.window_fast(
+                cost,
+                #[inline(always)]
+                |limit, now, word| SlidingWindow { limit, ..sw }.step(now, word, cost),
+            ),
+            _ => None,
+        };
+        if let Some(decision) = fast {
+            return Ok(decision);
+        }
+        self.try_acquire_slow(cost)
+    }
+
+    /// The decision of [`Limit::try_acquire_again`], copied ([`Decision::relocated`]).
+    #[inline(always)]
+    fn try_acquire_slow(&self, cost: u64) -> Result<Decision> {
+        match self.try_acquire_again(cost) {
+            Ok(d) => Ok(d.relocated()),
+            Err(e) => Err(e),
+        }
     }
 
     /// [`Limit::try_acquire`] when [`Limit::bucket_fast`] did not decide, from scratch.
@@ -429,20 +468,10 @@ impl<C: Clock> Limit<C> {
     fn bucket_fast(&self, cost: u64) -> Option<Decision> {
         // Copies: the clock call may write any memory, so fields are loaded again after it.
         let (control, hot_id) = (self.control, self.hot_id);
-        let state = control.word(0);
-        let mut counts = Counts::TALLY;
-        // The one mutation loop: a failed CAS retries from the word that beat it.
-        let decision = try_decide(
-            state,
+        self.decide_fast(
+            cost,
             #[inline(always)]
-            || self.clock.now_ns(),
-            true,
-            #[inline(always)]
-            |now, current| {
-                // Relaxed: as in `current_at`; 0 (a replaced file) is always due.
-                if now >= self.next_check.load(Ordering::Relaxed) {
-                    return Err(());
-                }
+            |now, current, counts| {
                 let tag = current & bucket::PARAM_TAG;
                 // Acquire: pairs with the Release store that ends a retune of this slot.
                 let check = control
@@ -452,7 +481,7 @@ impl<C: Clock> Limit<C> {
                     if e.id.get() != hot_id || e.check.get() != check {
                         return Err(());
                     }
-                    counts = Counts {
+                    *counts = Counts {
                         counters: e.counters.get(),
                         near_slack: e.near_slack.get(),
                     };
@@ -463,13 +492,13 @@ impl<C: Clock> Limit<C> {
                 // `Limit::run`).
                 if cost.wrapping_sub(1) >= gate
                     && (gate != 0
-                        || cost == 0
-                        || cost > g.capacity
-                        // Acquire: as in `fleet_gate`.
-                        || !bucket::leased(
-                            control.word(bucket::DEADLINE).load(Ordering::Acquire),
-                            now,
-                        ))
+                    || cost == 0
+                    || cost > g.capacity
+                    // Acquire: as in `fleet_gate`.
+                    || !bucket::leased(
+                        control.word(bucket::DEADLINE).load(Ordering::Acquire),
+                        now,
+                    ))
                 {
                     return Err(());
                 }
@@ -478,12 +507,73 @@ impl<C: Clock> Limit<C> {
                         new: new | tag,
                         decision,
                     },
+                    deny => deny,
+                })
+            },
+        )
+    }
+
+    /// [`Limit::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
+    /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
+    /// (the window's pure step at that limit).
+    #[inline(always)]
+    fn window_fast(&self, cost: u64, step: impl Fn(u64, u64, u64) -> Step) -> Option<Decision> {
+        // Copies: as in `bucket_fast`.
+        let (control, hot_id) = (self.control, self.hot_id);
+        self.decide_fast(
+            cost,
+            #[inline(always)]
+            |now, current, counts| {
+                // Relaxed: the packed word carries its own check; it orders nothing else.
+                let packed = control.word(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
+                let limit = hot::with(hot_id, |e| {
+                    if e.id.get() != hot_id || e.check.get() != packed {
+                        return Err(());
+                    }
+                    *counts = Counts {
+                        counters: e.counters.get(),
+                        near_slack: e.near_slack.get(),
+                    };
+                    Ok(e.limit())
+                })?;
+                // A cost of 0 or over the limit: an error, from `Limit::run`.
+                if cost.wrapping_sub(1) >= limit {
+                    return Err(());
+                }
+                Ok(step(limit, now, current))
+            },
+        )
+    }
+
+    /// The loop and the counting shared by [`Limit::bucket_fast`] and [`Limit::window_fast`]:
+    /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
+    /// up (`Err`) having written nothing.
+    #[inline(always)]
+    fn decide_fast(
+        &self,
+        cost: u64,
+        mut step: impl FnMut(u64, u64, &mut Counts) -> Result<Step, ()>,
+    ) -> Option<Decision> {
+        let mut counts = Counts::TALLY;
+        // The one mutation loop: a failed CAS retries from the word that beat it.
+        let decision = try_decide(
+            self.control.word(0),
+            #[inline(always)]
+            || self.clock.now_ns(),
+            true,
+            #[inline(always)]
+            |now, current| {
+                // Relaxed: as in `current_at`; 0 (a replaced file) is always due.
+                if now >= self.next_check.load(Ordering::Relaxed) {
+                    return Err(());
+                }
+                match step(now, current, &mut counts)? {
                     // A shadow limit's denial is reported allowed: `Limit::run` decides it (a
                     // denial wrote nothing), as it does the denials of a process on the shared
                     // lane.
-                    Step::Deny(_) if counts.counters.is_null() => return Err(()),
-                    deny => deny,
-                })
+                    Step::Deny(_) if counts.counters.is_null() => Err(()),
+                    s => Ok(s),
+                }
             },
         )
         .ok()?;

@@ -139,11 +139,11 @@ pub(super) use typed_handle;
 
 /// The decisions of an unkeyed rate limit (token bucket, window, sliding log).
 macro_rules! unkeyed_rate {
-    ($name:ident) => {
+    ($name:ident, $try_acquire:ident) => {
         impl<C: Clock> RateLimit<C> for $name<C> {
             #[inline(always)]
             fn try_acquire(&self, cost: u64) -> Result<Decision> {
-                self.0.try_acquire(cost)
+                self.0.$try_acquire(cost)
             }
             #[inline(always)]
             fn peek(&self, cost: u64) -> Result<Decision> {
@@ -172,7 +172,7 @@ macro_rules! unkeyed_rate {
             /// granted; [`Error::CorruptState`] when the shared state is damaged (fail closed).
             #[inline(always)]
             pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
-                self.0.try_acquire(cost)
+                self.0.$try_acquire(cost)
             }
 
             /// The decision [`Self::try_acquire`] would make now, consuming nothing.

@@ -45,7 +45,7 @@ use crate::wait::Reservation;
 pub struct TokenBucketLimit<C: Clock = MonotonicClock>(Limit<C>);
 
 typed_handle!(TokenBucketLimit, LimitKind::TokenBucket, token_bucket);
-unkeyed_rate!(TokenBucketLimit);
+unkeyed_rate!(TokenBucketLimit, try_acquire_bucket);
 bucket_retune!(TokenBucketLimit);
 
 impl<C: Clock> TokenBucketLimit<C> {
@@ -104,7 +104,7 @@ impl<C: Clock> TokenBucketLimit<C> {
 pub struct WindowLimit<C: Clock = MonotonicClock>(Limit<C>);
 
 typed_handle!(WindowLimit, LimitKind::Window, window);
-unkeyed_rate!(WindowLimit);
+unkeyed_rate!(WindowLimit, try_acquire_window);
 window_retune!(WindowLimit);
 
 impl<C: Clock> WindowLimit<C> {
@@ -143,7 +143,7 @@ impl<C: Clock> WindowLimit<C> {
 pub struct SlidingLogLimit<C: Clock = MonotonicClock>(Limit<C>);
 
 typed_handle!(SlidingLogLimit, LimitKind::SlidingLog, sliding_log);
-unkeyed_rate!(SlidingLogLimit);
+unkeyed_rate!(SlidingLogLimit, try_acquire);
 
 impl<C: Clock> SlidingLogLimit<C> {
     /// Admit `cost` units, waiting up to `timeout`: sleep the exact retry-after and try again
