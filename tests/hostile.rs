@@ -371,7 +371,8 @@ fn damaged_state_words_fail_closed() {
 }
 
 /// Counters are words any process can write: all of them at `u64::MAX` sum to `u64::MAX`
-/// (saturating), not to an overflow panic, and decisions go on counting from there.
+/// (saturating), not to an overflow panic, and decisions go on deciding and counting from there
+/// (a counter of the deciding thread's own lane wraps; the sum stays saturated).
 #[test]
 fn counters_at_their_maximum_saturate() {
     let (_dir, path) = temp_path("counters.shm");
@@ -390,6 +391,10 @@ fn counters_at_their_maximum_saturate() {
         );
     }
     decide_at_one_instant(&limiter, CAP as usize);
+    for l in limiter.limits() {
+        let s = l.stats();
+        assert_eq!((s.allowed, s.denied), (u64::MAX, u64::MAX), "{}", l.name());
+    }
 }
 
 /// Garbage permit owner and stamp words: words naming no live process are taken over

@@ -101,14 +101,19 @@ pub(crate) fn release<A: AtomicWord>(owner: &A, me: u64) -> bool {
 }
 
 /// Add one to a counter of a lane this thread owns: a plain load and store, no locked
-/// instruction (nobody else writes it). Saturating: a counter is a word of a file any process
-/// may have written, and at its maximum it stays there rather than wrap to zero.
+/// instruction (nobody else writes it), compiled to one `inc` of the word.
+///
+/// Wrapping: counting cannot reach 2^64 (585 years at one decision per nanosecond), so only a
+/// word another process wrote can be at the maximum, and such a writer could have written any
+/// value; saturating would cost three instructions on every decision to keep one garbage value
+/// rather than another. Readers sum the lanes saturating ([`super::Tally`]'s `stats`), so no
+/// value of any word makes a sum overflow.
 #[inline(always)]
 pub(crate) fn add_owned<A: PermitAtomic>(counter: &A) {
     // Relaxed: a statistic; the only writer is this thread, so load and store cannot interleave
     // with another write.
     counter.store(
-        counter.load(Ordering::Relaxed).saturating_add(1),
+        counter.load(Ordering::Relaxed).wrapping_add(1),
         Ordering::Relaxed,
     );
 }
