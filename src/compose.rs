@@ -178,6 +178,7 @@ impl<C: Clock> Acquire for Check<'_, C> {
 /// assert_eq!(user.peek(1)?.remaining(), 8);   // and the user's token came back
 /// # Ok(()) }
 /// ```
+#[inline]
 pub fn try_acquire_all<C: Clock>(checks: &[Check<'_, C>]) -> Result<Composed> {
     // One clock read for every limit: possible when the clock has no state (a zero-sized
     // clock, as `MonotonicClock`, reads the same timeline in every handle; two `ManualClock`s
@@ -227,26 +228,21 @@ fn compose_with<A: Acquire>(
     checks: &[A],
     admit: impl FnMut(usize, &A, &mut Option<Decision>) -> Result<()>,
 ) -> Result<Composed> {
-    // Built in place in the value returned, which every path returns (a composed result holds
-    // up to eight decisions: returning another value would copy them all).
-    let mut result = Ok(Composed {
+    if checks.len() > MAX_CHECKS {
+        return Err(invalid(
+            "",
+            format!("at most {MAX_CHECKS} limits in one composed check"),
+        ));
+    }
+    let mut out = Composed {
         allowed: true,
         denied_by: None,
         retry_after_ns: 0,
         decisions: [None; MAX_CHECKS],
-        len: checks.len().min(MAX_CHECKS),
-    });
-    let failed = match &mut result {
-        Ok(out) if checks.len() <= MAX_CHECKS => fill(out, checks, admit).err(),
-        _ => Some(invalid(
-            "",
-            format!("at most {MAX_CHECKS} limits in one composed check"),
-        )),
+        len: checks.len(),
     };
-    if let Some(e) = failed {
-        result = Err(e);
-    }
-    result
+    fill(&mut out, checks, admit)?;
+    Ok(out)
 }
 
 /// Decide every check into `out`, all or nothing.
