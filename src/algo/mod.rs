@@ -120,8 +120,8 @@ impl Decision {
     }
 
     /// This decision as a new value, for a decision returned through memory by an out-of-line
-    /// call (the slow path of [`Limit::try_acquire`](crate::limiter::Limit)) that is merged
-    /// with decisions made in registers. Returned as it is, the optimizer writes the call's
+    /// call (the slow path of an unkeyed or keyed decision) that is merged with decisions made
+    /// in registers. Returned as it is, the optimizer writes the call's
     /// result straight into the caller's result, and every inlined decision then stores all its
     /// fields there too (measured: 15 instructions per uncontended decision). The opaque read
     /// of one field (`black_box`, on the slow path only) makes it a copy, so the fast path's

@@ -389,7 +389,10 @@ impl<C: Clock> Limit<C> {
         if let Some(decision) = this.decide_key_first(key, cost, commit, &mut now) {
             return Ok(decision);
         }
-        this.run_key_on(key, cost, commit, &mut now)
+        match this.run_key_on(key, cost, commit, &mut now) {
+            Ok(d) => Ok(d.relocated()),
+            Err(e) => Err(e),
+        }
     }
 
     /// The fast path of [`Limit::run_key`], the decision finished (counted when committed):
