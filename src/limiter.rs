@@ -90,7 +90,8 @@ pub struct Limit<C: Clock = MonotonicClock> {
     tally: Tally,
     keyed: bool,
     split: usize,
-    /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_run`].
+    /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_fast`] (or, when that gives
+    /// up, [`Limit::bucket_run`]).
     plain_bucket: bool,
     /// An unkeyed fixed or sliding window: decided by [`Limit::window_run`].
     plain_window: bool,
