@@ -93,7 +93,8 @@ pub struct Limit<C: Clock = MonotonicClock> {
     /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_fast`] (or, when that gives
     /// up, [`Limit::bucket_run`]).
     plain_bucket: bool,
-    /// An unkeyed fixed or sliding window: decided by [`Limit::window_run`].
+    /// An unkeyed fixed or sliding window: decided by [`Limit::window_fast`] (or, when that
+    /// gives up, [`Limit::window_run`]).
     plain_window: bool,
     /// The file's hash seed (header words, fixed at creation), read once.
     seed: [u64; 2],
