@@ -504,13 +504,7 @@ impl<C: Clock> Limit<C> {
                 {
                     return Err(());
                 }
-                Ok(match g.step(now, current & !bucket::PARAM_TAG, cost) {
-                    Step::Admit { new, decision } => Step::Admit {
-                        new: new | tag,
-                        decision,
-                    },
-                    deny => deny,
-                })
+                Ok(crate::engine::bucket::step(&g, now, current, cost))
             },
         )
     }
@@ -809,13 +803,7 @@ impl<C: Clock> Limit<C> {
         if cost > g.capacity {
             return Err(StepError::Cost(g.capacity));
         }
-        Ok(match g.step(now, word & !bucket::PARAM_TAG, cost) {
-            Step::Admit { new, decision } => Step::Admit {
-                new: new | tag,
-                decision,
-            },
-            deny => deny,
-        })
+        Ok(crate::engine::bucket::step(&g, now, word, cost))
     }
 
     /// What [`Limit::bucket_run`], [`Limit::window_run`] and [`Limit::log_run`] do not decide:
