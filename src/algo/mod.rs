@@ -167,6 +167,7 @@ impl Decision {
 
     /// True when a shadow (dry-run) limit would have denied this request; it was admitted anyway
     /// and nothing was consumed.
+    #[inline]
     pub fn is_shadow_denied(&self) -> bool {
         self.shadow_denied
     }
@@ -186,6 +187,7 @@ impl Decision {
     }
 
     /// The cost this decision admitted (0 when denied or shadow-denied).
+    #[inline]
     pub fn cost(&self) -> u64 {
         if self.allowed {
             self.cost
@@ -207,6 +209,7 @@ impl Decision {
     }
 
     /// Units that could still be admitted right now after this decision, if no one else acts.
+    #[inline]
     pub fn remaining(&self) -> u64 {
         self.slack / self.unit.max(1)
     }
@@ -220,12 +223,14 @@ impl Decision {
     }
 
     /// [`Decision::retry_after_ns`] as a [`Duration`].
+    #[inline]
     pub fn retry_after(&self) -> Duration {
         Duration::from_nanos(self.retry_after_ns)
     }
 
     /// Retry-after in whole seconds, rounded up, for an HTTP `Retry-After` header (RFC 6585):
     /// a client that waits this long never retries too early.
+    #[inline]
     pub fn retry_after_secs_ceil(&self) -> u64 {
         self.retry_after_ns.div_ceil(1_000_000_000)
     }
@@ -242,11 +247,13 @@ impl Decision {
     }
 
     /// [`Decision::reset_after_ns`] as a [`Duration`].
+    #[inline]
     pub fn reset_after(&self) -> Duration {
         Duration::from_nanos(self.reset_ns)
     }
 
     /// [`Decision::reset_after_ns`] in whole seconds, rounded up.
+    #[inline]
     pub fn reset_after_secs_ceil(&self) -> u64 {
         self.reset_ns.div_ceil(1_000_000_000)
     }
