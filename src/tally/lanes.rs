@@ -105,7 +105,7 @@ pub(crate) fn release<A: AtomicWord>(owner: &A, me: u64) -> bool {
 ///
 /// Wrapping: counting cannot reach 2^64 (585 years at one decision per nanosecond), so only a
 /// word another process wrote can be at the maximum, and such a writer could have written any
-/// value; saturating would cost three instructions on every decision to keep one garbage value
+/// value; saturating cost two instructions on every decision to keep one garbage value
 /// rather than another. Readers sum the lanes saturating ([`super::Tally`]'s `stats`), so no
 /// value of any word makes a sum overflow.
 #[inline(always)]
