@@ -1,0 +1,288 @@
+//! The general decision paths: every algorithm and case the straight path leaves, dated
+//! decisions and peeks, the two halves a composed check decides with, and what follows every
+//! decision (stamping it, counting it, counting refunds).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Limit, StepError};
+use crate::algo::sliding_log::SlidingLog;
+use crate::algo::{try_decide, try_decide_from, Decision};
+use crate::clock::{Clock, DATE_TOLERANCE_NS, MAX_DATE_NS};
+use crate::engine::Params;
+use crate::error::{Error, Result};
+use crate::tally::hot::Counts;
+use crate::tally::Tally;
+
+impl<C: Clock> Limit<C> {
+    /// The decision [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) would make now, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire).
+    #[inline(always)]
+    pub(crate) fn peek(&self, cost: u64) -> Result<Decision> {
+        self.run(cost, false, None)
+    }
+
+    /// [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) dated at `now_ns` on the monotonic timeline instead of the clock
+    /// (for replaying traces and for tests). A `now_ns` older than the stored state is clamped
+    /// as any stale read is.
+    ///
+    /// A date is checked against the limit's clock (one clock read, on this dated path only): a
+    /// date ahead of it by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE), or beyond what the state can encode
+    /// ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is refused, so that no date can leave a state that locks other
+    /// processes out, opens the limit to them, or fails their decisions.
+    ///
+    /// # Errors
+    ///
+    /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire); [`Error::ClockOutOfRange`] for a date ahead of the clock by
+    /// more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) or beyond [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS), consuming nothing.
+    pub(crate) fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+        self.check_date(now_ns)?;
+        self.run(cost, true, Some(now_ns))
+    }
+
+    /// Refuse a caller's date that the state cannot encode or that runs ahead of the clock.
+    #[inline]
+    pub(crate) fn check_date(&self, now_ns: u64) -> Result<()> {
+        if now_ns > MAX_DATE_NS || now_ns > self.clock.now_ns().saturating_add(DATE_TOLERANCE_NS) {
+            return Err(Error::ClockOutOfRange(now_ns));
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    pub(super) fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let this = self.follow()?;
+        if this.plain_bucket && cost != 0 {
+            return this.bucket_run(cost, commit, at);
+        }
+        if this.plain_window && cost != 0 {
+            return this.window_run(cost, commit, at);
+        }
+        if let (Params::SlidingLog(log), false) = (this.params, this.keyed || cost == 0) {
+            return this.log_run(log, cost, commit, || this.decision_time(at));
+        }
+        this.run_on(cost, commit, || this.decision_time(at))
+    }
+
+    /// The decision of a sliding log.
+    #[inline(always)]
+    fn log_run(
+        &self,
+        log: SlidingLog,
+        cost: u64,
+        commit: bool,
+        now: impl Fn() -> u64,
+    ) -> Result<Decision> {
+        if cost > log.limit {
+            return Err(Error::CostExceedsCapacity {
+                cost,
+                capacity: log.limit,
+            });
+        }
+        let decision = log
+            .acquire(self.control(0), self.area_log(log), now, cost, commit)
+            .map_err(|f| self.fault(f))?;
+        Ok(self.finish(decision, cost, commit))
+    }
+
+    /// The decision of an unkeyed fixed or sliding window, as [`Limit::bucket_run`]: one loop
+    /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
+    /// that returns the step through memory).
+    #[inline(always)]
+    fn window_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let now = || self.decision_time(at);
+        let word = self.control(0);
+        let mut counts = Counts::TALLY;
+        let decision = match self.params {
+            Params::FixedWindow(fw) => try_decide(
+                word,
+                now,
+                commit,
+                #[inline(always)]
+                |t, w| self.fixed_step(fw, t, w, cost, &mut counts),
+            ),
+            Params::SlidingWindow(sw) => try_decide(
+                word,
+                now,
+                commit,
+                #[inline(always)]
+                |t, w| self.sliding_step(sw, t, w, cost, &mut counts),
+            ),
+            _ => Err(StepError::NoWord),
+        }
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish_counted(decision, cost, commit, counts))
+    }
+
+    /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
+    /// step and nothing else, so that it compiles to straight-line code (no dispatch on the
+    /// algorithm, no call, the decision in registers). Every other limit goes through
+    /// [`Limit::run_on`].
+    ///
+    /// A loaded word that went stale under two retunes in a row ([`StepError::Stale`]: the
+    /// live word names the other slot, so each round starts from a word that moved) is decided
+    /// again from the live word, here in the loop: a separate function for it returned the
+    /// decision through memory, and the whole `Decision` was stored on every call.
+    #[inline(always)]
+    fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let mut counts = Counts::TALLY;
+        // Bounded: a process flipping the word's tag without end gets `CorruptState`.
+        let mut rounds = 0;
+        loop {
+            match self.bucket_loop(cost, commit, at, &mut counts) {
+                Ok(decision) => return Ok(self.finish_counted(decision, cost, commit, counts)),
+                Err(StepError::Stale) if rounds < 64 => rounds += 1,
+                Err(e) => return Err(self.step_error(e, cost)),
+            }
+        }
+    }
+
+    /// The bucket's CAS loop on its state word, the step inlined.
+    #[inline(always)]
+    fn bucket_loop(
+        &self,
+        cost: u64,
+        commit: bool,
+        at: Option<u64>,
+        counts: &mut Counts,
+    ) -> Result<Decision, StepError> {
+        try_decide(
+            self.control(0),
+            || self.decision_time(at),
+            commit,
+            |t, w| self.bucket_step(t, w, cost, counts),
+        )
+    }
+
+    /// The first half of a decision dated by a clock read that the caller makes after it (a
+    /// composed check reads the clock once for all its limits): the handle to decide on
+    /// (following a replacement) and its state word, loaded now. `None` for a limit whose
+    /// state is not one word (keyed, split, sliding log, concurrency).
+    #[inline(always)]
+    pub(crate) fn load_word(&self) -> Result<Option<(&Limit<C>, u64)>> {
+        let this = self.follow()?;
+        let single = matches!(
+            this.params,
+            Params::TokenBucket | Params::FixedWindow(_) | Params::SlidingWindow(_)
+        );
+        if this.keyed || this.split > 1 || !single {
+            return Ok(None);
+        }
+        // Acquire: as in `try_decide`.
+        Ok(Some((this, this.control(0).load(Ordering::Acquire))))
+    }
+
+    /// The second half: admit `cost` on the handle [`Limit::load_word`] returned, from the word
+    /// it loaded, dated `t` (a clock read after that load); a retry reads the clock again.
+    /// The replacement check runs at `t` when it is due, as in [`Limit::decision_time`].
+    #[inline(always)]
+    pub(crate) fn acquire_loaded(&self, word: u64, t: u64, cost: u64) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let mut first = Some(t);
+        let now = || match first.take() {
+            Some(t) => {
+                // Relaxed: as in `current_at`.
+                if t >= self.next_check.load(Ordering::Relaxed) {
+                    self.check_due(t);
+                }
+                t
+            }
+            None => self.decision_time(None),
+        };
+        if self.plain_bucket {
+            let mut counts = Counts::TALLY;
+            let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
+                self.bucket_step(t, w, cost, &mut counts)
+            })
+            .map_err(|e| self.step_error(e, cost))?;
+            return Ok(self.finish_counted(decision, cost, true, counts));
+        }
+        let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
+            self.step_fast(t, w, cost)
+        })
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, true))
+    }
+
+    /// What [`Limit::bucket_run`], [`Limit::window_run`] and [`Limit::log_run`] do not decide:
+    /// split buckets, and the errors (out of line: inlined, its code makes the hot loops above
+    /// allocate registers worse).
+    #[inline(never)]
+    fn run_on(&self, cost: u64, commit: bool, now: impl Fn() -> u64) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        if self.keyed {
+            return Err(self.wrong_kind("is keyed: use try_acquire_key"));
+        }
+        let decision = match self.params {
+            Params::SlidingLog(log) => return self.log_run(log, cost, commit, now),
+            Params::Concurrency { .. } => {
+                return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
+            }
+            Params::TokenBucket if self.split > 1 => self.split_run(cost, commit, now)?,
+            _ => try_decide(self.control(0), now, commit, |t, w| {
+                self.step_fast(t, w, cost)
+            })
+            .map_err(|e| self.step_error(e, cost))?,
+        };
+        let decision = self.finish(decision, cost, commit);
+        Ok(decision)
+    }
+
+    /// Stamp a decision with its cost and origin; a committed one then goes through the
+    /// [`Tally`] (shadow mode, counters, near-limit). Shared with the keyed, permit and wait
+    /// paths.
+    #[inline(always)]
+    pub(crate) fn finish(&self, mut decision: Decision, cost: u64, commit: bool) -> Decision {
+        decision.cost = cost;
+        decision.origin = self.origin;
+        if !commit {
+            return decision;
+        }
+        self.tally.after(decision)
+    }
+
+    /// [`Limit::finish`] for a decision counted through this thread's hot entry when it has
+    /// the counters (`counts`, from [`Limit::bucket_cached`] or [`Limit::live_window_limit`]).
+    #[inline(always)]
+    pub(crate) fn finish_counted(
+        &self,
+        mut decision: Decision,
+        cost: u64,
+        commit: bool,
+        counts: Counts,
+    ) -> Decision {
+        if !commit || counts.counters.is_null() {
+            return self.finish(decision, cost, commit);
+        }
+        decision.cost = cost;
+        decision.origin = self.origin;
+        Tally::after_owned(counts.counters, &decision, counts.near_slack);
+        decision
+    }
+
+    /// Count a grant given back: called once per refund of a whole grant, by every refund path
+    /// (so composed checks count their roll-backs).
+    ///
+    /// A grant of cost 0 counts only when it is shadow-denied (admitted, taking nothing): a
+    /// denial, a peek or a grant record without its grant (from C) gives nothing back.
+    pub(crate) fn count_refund(&self, grant: &Decision, units: u64) {
+        let whole = if grant.cost == 0 {
+            grant.shadow_denied
+        } else {
+            units >= grant.cost
+        };
+        if grant.is_allowed() && whole {
+            self.tally.refunded();
+        }
+    }
+
+    pub(super) fn area_log(&self, log: SlidingLog) -> &[AtomicU64] {
+        &self.area()[..log.limit as usize]
+    }
+}

@@ -1,0 +1,269 @@
+//! The pure decision on one single-word state with its live parameters: the token bucket's
+//! parameters from this thread's hot entry (the slot the word's tag names, filled out of line),
+//! a window's live limit, the fleet share's lease and fence, and the small errors of the hot
+//! path ([`StepError`]), turned into [`Error`]s out of line.
+
+use std::sync::atomic::Ordering;
+
+use super::FENCE_REWRITE_RETRY_NS;
+use super::{Limit, StepError};
+use crate::algo::fixed_window::FixedWindow;
+use crate::algo::gcra::Gcra;
+use crate::algo::sliding_window::SlidingWindow;
+use crate::algo::{near_threshold, Decision, Fault, Step};
+use crate::clock::Clock;
+use crate::engine::Params;
+use crate::error::{Error, Result};
+use crate::file::layout::{self, bucket, unpack_window_limit};
+use crate::tally::hot::{self, Counts};
+
+impl<C: Clock> Limit<C> {
+    /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
+    /// `now`: shared by unkeyed limits and key slots.
+    #[inline(always)]
+    pub(crate) fn step_word(&self, now: u64, word: u64, cost: u64) -> Result<Step> {
+        self.step_fast(now, word, cost)
+            .map_err(|e| self.step_error(e, cost))
+    }
+
+    /// [`Limit::step_word`] with a small, `Copy` error, so the hot path passes it in registers;
+    /// [`Limit::step_error`] makes the [`Error`] out of line.
+    #[inline(always)]
+    pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
+        match self.params {
+            Params::TokenBucket => self.bucket_step(now, word, cost, &mut { Counts::TALLY }),
+            Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost, &mut { Counts::TALLY }),
+            Params::SlidingWindow(sw) => {
+                self.sliding_step(sw, now, word, cost, &mut { Counts::TALLY })
+            }
+            Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
+        }
+    }
+
+    /// A fixed window's pure decision at its live limit.
+    #[inline(always)]
+    pub(super) fn fixed_step(
+        &self,
+        fw: FixedWindow,
+        now: u64,
+        word: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Step, StepError> {
+        let limit = self.live_window_limit(cost, counts)?;
+        Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
+    }
+
+    /// A sliding window's pure decision at its live limit.
+    #[inline(always)]
+    pub(super) fn sliding_step(
+        &self,
+        sw: SlidingWindow,
+        now: u64,
+        word: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Step, StepError> {
+        let limit = self.live_window_limit(cost, counts)?;
+        Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
+    }
+
+    /// A window's live limit, if it can ever grant `cost`: from this thread's hot entry for
+    /// this handle while the packed limit word is the one it was filled from (no unpacking),
+    /// with the near-limit threshold and counters for the decision (`counts`).
+    #[inline(always)]
+    fn live_window_limit(&self, cost: u64, counts: &mut Counts) -> Result<u64, StepError> {
+        // Relaxed: the packed word carries its own check; it orders nothing else.
+        let packed = self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
+        let limit = self.hot_entry(
+            packed,
+            counts,
+            |e| self.window_fill(packed, e),
+            hot::Entry::limit,
+        )?;
+        if cost > limit {
+            return Err(StepError::Cost(limit));
+        }
+        Ok(limit)
+    }
+
+    /// Fill this thread's entry `e` for this handle from the packed window limit word `packed`.
+    #[cold]
+    #[inline(never)]
+    fn window_fill(&self, packed: u64, e: &hot::Entry) -> Result<(), StepError> {
+        let limit = unpack_window_limit(packed).ok_or(StepError::Corrupt)?;
+        e.fill_window(
+            self.hot_id,
+            packed,
+            limit,
+            near_threshold(limit, self.tally.near()),
+            self.tally.owned_counters(),
+        );
+        Ok(())
+    }
+
+    /// The [`Error`] for a [`StepError`], made out of line.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn step_error(&self, e: StepError, cost: u64) -> Error {
+        match e {
+            StepError::Corrupt => self.fault(Fault::Corrupt),
+            StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
+            StepError::NoWord => self.wrong_kind("has no single-word state"),
+            // `step_fast` turns them into denials; they never get here.
+            StepError::Fenced | StepError::FenceRewrite => self.fault(Fault::Corrupt),
+            // Decided again from the live word by an unkeyed bucket's own loop, and by a keyed
+            // decision while the retune words move (`decide_key_again`); a composed check's
+            // loaded word reports the slot as it looked: unreadable (each way of deciding it
+            // again measured 40-160 instructions more on every composed check).
+            StepError::Stale => self.fault(Fault::Corrupt),
+        }
+    }
+
+    /// The bucket's parameters in slot `tag`, from this thread's hot entry for this handle
+    /// while the slot's check word is the one the entry was filled under: one load of the
+    /// (already fetched) control line and two compares, instead of reading and re-validating
+    /// three words on every decision. `counts` gets what the decision counts itself with.
+    ///
+    /// A fleet share's slot costs one more test, one load of the deadline word on the same 64
+    /// bytes and one compare with `now`; once the deadline has passed the decision uses the
+    /// fence slot instead (cold path).
+    #[inline(always)]
+    fn bucket_cached(
+        &self,
+        tag: usize,
+        now: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Gcra, StepError> {
+        let tag = tag & 1;
+        // Acquire: pairs with the Release store that ends a retune of this slot.
+        let check = self
+            .control(bucket::PARAMS[tag] + 2)
+            .load(Ordering::Acquire);
+        // Filled from the slot read whole: its own check names its values, even if a retune
+        // has changed the slot since the load above (then the word this decision loaded is no
+        // longer live, and its CAS fails).
+        let (g, fleet) = self.hot_entry(
+            check,
+            counts,
+            |e| self.hot_fill(tag, e),
+            |e| (e.gcra(), e.fleet()),
+        )?;
+        if fleet {
+            return self.fleet_gate(g, now, cost);
+        }
+        Ok(g)
+    }
+
+    /// What `read` takes from this thread's hot entry for this handle, the entry filled by
+    /// `fill` first unless it is this handle's for check word `check`; `counts` gets the
+    /// entry's counters and near-limit threshold. Shared by the bucket and window decisions.
+    #[inline(always)]
+    fn hot_entry<R>(
+        &self,
+        check: u64,
+        counts: &mut Counts,
+        fill: impl FnOnce(&hot::Entry) -> Result<(), StepError>,
+        read: impl FnOnce(&hot::Entry) -> R,
+    ) -> Result<R, StepError> {
+        hot::with(self.hot_id, |e| {
+            if e.id.get() != self.hot_id || e.check.get() != check {
+                fill(e)?;
+            }
+            *counts = Counts {
+                counters: e.counters.get(),
+                near_slack: e.near_slack.get(),
+            };
+            Ok(read(e))
+        })
+    }
+
+    /// A fleet share `g` at `now`: `g` while the lease deadline covers `now`, else the fence.
+    #[inline(always)]
+    fn fleet_gate(&self, g: Gcra, now: u64, cost: u64) -> Result<Gcra, StepError> {
+        // Acquire: pairs with the agent's Release store of the deadline, after the check load.
+        if bucket::leased(self.control(bucket::DEADLINE).load(Ordering::Acquire), now) {
+            Ok(g)
+        } else {
+            self.fenced(cost)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn fenced(&self, cost: u64) -> Result<Gcra, StepError> {
+        let g = match self.fence_params() {
+            Ok(Some(g)) => g,
+            Ok(None) => return Err(StepError::FenceRewrite),
+            Err(_) => return Err(StepError::Corrupt),
+        };
+        if cost > g.capacity {
+            return Err(StepError::Fenced);
+        }
+        Ok(g)
+    }
+
+    /// Fill this thread's entry `e` for this handle from slot `tag`, read whole.
+    #[cold]
+    #[inline(never)]
+    fn hot_fill(&self, tag: usize, e: &hot::Entry) -> Result<(), StepError> {
+        let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1]).map_err(|_| {
+            // The slot did not read whole for 64 rounds. If a retune has since made the other
+            // slot the active one, this one is being rewritten by the next retune and the word
+            // that named it is stale. Otherwise the slot the live parameters are in is damaged.
+            // Both must say so: the active slot is the other one, and so is the live word's
+            // (a damaged file whose word and `ACTIVE` disagree is corrupt, not stale).
+            let live = (self.control(0).load(Ordering::Acquire) >> 63) as usize;
+            if crate::engine::bucket::active(self.control_line()) != tag & 1 && live != tag & 1 {
+                StepError::Stale
+            } else {
+                StepError::Corrupt
+            }
+        })?;
+        e.fill(
+            self.hot_id,
+            bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 },
+            g,
+            fleet,
+            near_threshold(g.tolerance_ns, self.tally.near()),
+            self.tally.owned_counters(),
+        );
+        Ok(())
+    }
+
+    /// A window's live limit, with the small error of the hot path.
+    #[inline(always)]
+    pub(super) fn window_limit_fast(&self) -> Result<u64, StepError> {
+        // Relaxed: the packed word carries its own check; it orders nothing else.
+        unpack_window_limit(self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed))
+            .ok_or(StepError::Corrupt)
+    }
+
+    /// The token bucket's pure decision on state word `word` at `now`: the bucket's parameters
+    /// from the slot the word's tag names (through this thread's hot entry), then GCRA.
+    #[inline(always)]
+    pub(crate) fn bucket_step(
+        &self,
+        now: u64,
+        word: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Step, StepError> {
+        let tag = word & bucket::PARAM_TAG;
+        let g = match self.bucket_cached((tag >> 63) as usize, now, cost, counts) {
+            Ok(g) => g,
+            // Fenced, and the fence's bucket can never grant this much: deny.
+            Err(StepError::Fenced) => return Ok(Step::Deny(Decision::denied(u64::MAX, 0, 1))),
+            // Fenced, and the fence is being rewritten: deny, consuming nothing (fail closed).
+            Err(StepError::FenceRewrite) => {
+                return Ok(Step::Deny(Decision::denied(FENCE_REWRITE_RETRY_NS, 0, 1)))
+            }
+            Err(e) => return Err(e),
+        };
+        if cost > g.capacity {
+            return Err(StepError::Cost(g.capacity));
+        }
+        Ok(crate::engine::bucket::step(&g, now, word, cost))
+    }
+}

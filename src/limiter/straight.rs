@@ -1,0 +1,215 @@
+//! The straight path of the common decision: [`Limit::try_acquire`] on an unkeyed bucket or
+//! window decides inline from this thread's hot entry when everything it needs is there, and
+//! otherwise, having written nothing, decides again from scratch out of line
+//! (`Limit::run`, in [`super::run`]).
+
+use std::sync::atomic::Ordering;
+
+use super::Limit;
+use crate::algo::fixed_window::FixedWindow;
+use crate::algo::sliding_window::SlidingWindow;
+use crate::algo::{try_decide, Decision, Step};
+use crate::clock::Clock;
+use crate::engine::Params;
+use crate::error::Result;
+use crate::file::layout::{self, bucket};
+use crate::tally::hot::{self, Counts};
+
+impl<C: Clock> Limit<C> {
+    /// Admit `cost` units now, or deny and consume nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `cost` can never be granted;
+    /// [`Error::CorruptState`] when the shared state is damaged (fail closed);
+    /// [`Error::WrongKind`] on a keyed or concurrency limit.
+    #[inline(always)]
+    pub(crate) fn try_acquire(&self, cost: u64) -> Result<Decision> {
+        if self.plain_bucket {
+            return self.try_acquire_bucket(cost);
+        }
+        if self.plain_window {
+            return self.try_acquire_window(cost);
+        }
+        self.run(cost, true, None)
+    }
+
+    /// [`Limit::try_acquire`] on a token bucket (the typed handle's call: no test of the kind).
+    #[inline(always)]
+    pub(crate) fn try_acquire_bucket(&self, cost: u64) -> Result<Decision> {
+        if self.plain_bucket {
+            if let Some(decision) = self.bucket_fast(cost) {
+                return Ok(decision);
+            }
+        }
+        self.try_acquire_slow(cost)
+    }
+
+    /// [`Limit::try_acquire`] on a fixed or sliding window (the typed handle's call).
+    #[inline(always)]
+    pub(crate) fn try_acquire_window(&self, cost: u64) -> Result<Decision> {
+        let fast = match self.params {
+            Params::FixedWindow(fw) => self.window_fast(
+                cost,
+                #[inline(always)]
+                |limit, now, word| FixedWindow { limit, ..fw }.step(now, word, cost),
+            ),
+            Params::SlidingWindow(sw) => self.window_fast(
+                cost,
+                #[inline(always)]
+                |limit, now, word| SlidingWindow { limit, ..sw }.step(now, word, cost),
+            ),
+            _ => None,
+        };
+        if let Some(decision) = fast {
+            return Ok(decision);
+        }
+        self.try_acquire_slow(cost)
+    }
+
+    /// The decision of [`Limit::try_acquire_again`], copied ([`Decision::relocated`]).
+    #[inline(always)]
+    fn try_acquire_slow(&self, cost: u64) -> Result<Decision> {
+        match self.try_acquire_again(cost) {
+            Ok(d) => Ok(d.relocated()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`Limit::try_acquire`] when [`Limit::bucket_fast`] did not decide, from scratch.
+    #[cold]
+    #[inline(never)]
+    fn try_acquire_again(&self, cost: u64) -> Result<Decision> {
+        self.run(cost, true, None)
+    }
+
+    /// The common token-bucket decision, straight-line: the handle is not due for its
+    /// replacement check, this thread's hot entry holds the parameters of the slot the word
+    /// names, the cost fits (a fleet share: and its lease covers now), and a denial is counted
+    /// in this thread's own lane. `None` when any of that does not hold, having written
+    /// nothing: the caller then decides from scratch through [`Limit::run`], which handles
+    /// every case (one more clock read, off the common path). The loop is the one mutation
+    /// loop ([`try_decide`], loom-modelled): a failed CAS retries from the word that beat it.
+    ///
+    /// Everything else [`Limit::bucket_run`] does (the stale-word retry, the fence, filling
+    /// the entry, the errors) stays out of this function: their state kept the whole decision
+    /// in memory and cost about 20 instructions on every call.
+    #[inline(always)]
+    fn bucket_fast(&self, cost: u64) -> Option<Decision> {
+        // Copies: the clock call may write any memory, so fields are loaded again after it.
+        let (control, hot_id) = (self.control, self.hot_id);
+        self.decide_fast(
+            cost,
+            #[inline(always)]
+            |now, current, counts| {
+                let tag = current & bucket::PARAM_TAG;
+                // Acquire: pairs with the Release store that ends a retune of this slot.
+                let check = control
+                    .word(bucket::check_word(tag))
+                    .load(Ordering::Acquire);
+                let (g, gate) = hot::with(hot_id, |e| {
+                    if e.id.get() != hot_id || e.check.get() != check {
+                        return Err(());
+                    }
+                    *counts = Counts {
+                        counters: e.counters.get(),
+                        near_slack: e.near_slack.get(),
+                    };
+                    Ok((e.gcra(), e.gate.get()))
+                })?;
+                // A cost of 0 or over the gate (one compare for both): a fleet share (then the
+                // cost must fit and the lease cover `now`), or a cost that is an error (from
+                // `Limit::run`).
+                if cost.wrapping_sub(1) >= gate
+                    && (gate != 0
+                    || cost == 0
+                    || cost > g.capacity
+                    // Acquire: as in `fleet_gate`.
+                    || !bucket::leased(
+                        control.word(bucket::DEADLINE).load(Ordering::Acquire),
+                        now,
+                    ))
+                {
+                    return Err(());
+                }
+                Ok(crate::engine::bucket::step(&g, now, current, cost))
+            },
+        )
+    }
+
+    /// [`Limit::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
+    /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
+    /// (the window's pure step at that limit).
+    #[inline(always)]
+    fn window_fast(&self, cost: u64, step: impl Fn(u64, u64, u64) -> Step) -> Option<Decision> {
+        // Copies: as in `bucket_fast`.
+        let (control, hot_id) = (self.control, self.hot_id);
+        self.decide_fast(
+            cost,
+            #[inline(always)]
+            |now, current, counts| {
+                // Relaxed: the packed word carries its own check; it orders nothing else.
+                let packed = control.word(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
+                let limit = hot::with(hot_id, |e| {
+                    if e.id.get() != hot_id || e.check.get() != packed {
+                        return Err(());
+                    }
+                    *counts = Counts {
+                        counters: e.counters.get(),
+                        near_slack: e.near_slack.get(),
+                    };
+                    Ok(e.limit())
+                })?;
+                // A cost of 0 or over the limit: an error, from `Limit::run`.
+                if cost.wrapping_sub(1) >= limit {
+                    return Err(());
+                }
+                Ok(step(limit, now, current))
+            },
+        )
+    }
+
+    /// The loop and the counting shared by [`Limit::bucket_fast`] and [`Limit::window_fast`]:
+    /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
+    /// up (`Err`) having written nothing.
+    #[inline(always)]
+    fn decide_fast(
+        &self,
+        cost: u64,
+        mut step: impl FnMut(u64, u64, &mut Counts) -> Result<Step, ()>,
+    ) -> Option<Decision> {
+        let mut counts = Counts::TALLY;
+        // The one mutation loop: a failed CAS retries from the word that beat it.
+        let decision = try_decide(
+            self.control.word(0),
+            #[inline(always)]
+            || self.clock.now_ns(),
+            true,
+            #[inline(always)]
+            |now, current| {
+                // Relaxed: as in `current_at`; 0 (a replaced file) is always due.
+                if now >= self.next_check.load(Ordering::Relaxed) {
+                    return Err(());
+                }
+                match step(now, current, &mut counts)? {
+                    // A shadow limit's denial is reported allowed: `Limit::run` decides it (a
+                    // denial wrote nothing), as it does the denials of a process on the shared
+                    // lane.
+                    Step::Deny(_) if counts.counters.is_null() => Err(()),
+                    s => Ok(s),
+                }
+            },
+        )
+        .ok()?;
+        if counts.counters.is_null() {
+            // An admission of a shadow limit or on the shared lane.
+            self.tally
+                .admitted_on_tally(decision.slack_under(counts.near_slack));
+            let mut decision = decision;
+            decision.cost = cost;
+            decision.origin = self.origin;
+            return Some(decision);
+        }
+        Some(self.finish_counted(decision, cost, true, counts))
+    }
+}
