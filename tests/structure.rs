@@ -1,0 +1,188 @@
+//! The shape the sources keep: every Rust source file of the workspace's packages short enough to
+//! read whole (at most [`MAX_LINES`] lines; the loom models, which spell out one interleaving
+//! after another, are the exception), and the library's top-level modules free of import cycles
+//! (each module can be read, and changed, knowing only the modules below it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The most lines a source file may have.
+const MAX_LINES: usize = 700;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` file under `dir`, recursively, in a stable order.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("read {}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn every_source_file_is_at_most_700_lines() {
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for package in ["src", "cli/src", "fleet/src", "ffi/src", "ffi/libshmlimit"] {
+        for file in rust_files(&root().join(package)) {
+            seen += 1;
+            if file
+                .file_name()
+                .is_some_and(|name| name == "loom_models.rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+            let lines = text.lines().count();
+            if lines > MAX_LINES {
+                long.push(format!(
+                    "{} ({lines} lines)",
+                    file.strip_prefix(root()).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    assert!(seen > 50, "found only {seen} source files: wrong root?");
+    assert!(
+        long.is_empty(),
+        "source files over {MAX_LINES} lines (split them by concern): {}",
+        long.join(", ")
+    );
+}
+
+/// The library's top-level modules (`src/NAME.rs` or `src/NAME/`) and, for each, the other
+/// top-level modules its code names as `crate::NAME` (comments left out).
+fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let src = root().join("src");
+    let top_of = |file: &Path| -> String {
+        let rel = file.strip_prefix(&src).expect("a file under src/");
+        let first = rel.components().next().expect("a path").as_os_str();
+        first.to_string_lossy().trim_end_matches(".rs").to_owned()
+    };
+    let files = rust_files(&src);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .map(|f| top_of(f))
+        .filter(|m| m != "lib")
+        .collect();
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let from = top_of(file);
+        if from == "lib" {
+            continue;
+        }
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let named = imports.entry(from.clone()).or_default();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap_or("");
+            for (i, _) in code.match_indices("crate::") {
+                let rest = &code[i + "crate::".len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let to = &rest[..end];
+                if to != from && modules.contains(to) {
+                    named.insert(to.to_owned());
+                }
+            }
+        }
+    }
+    imports
+}
+
+/// A cycle of `graph` (its modules in order, the first repeated at the end), if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        Open,
+        Done,
+    }
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        marks: &mut BTreeMap<String, Mark>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        match marks.get(node) {
+            Some(Mark::Done) => return None,
+            Some(Mark::Open) => {
+                let start = path.iter().position(|n| n == node).expect("on the path");
+                let mut cycle = path[start..].to_vec();
+                cycle.push(node.to_owned());
+                return Some(cycle);
+            }
+            None => {}
+        }
+        marks.insert(node.to_owned(), Mark::Open);
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, marks, path) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        marks.insert(node.to_owned(), Mark::Done);
+        None
+    }
+    let mut marks = BTreeMap::new();
+    graph
+        .keys()
+        .find_map(|node| visit(node, graph, &mut marks, &mut Vec::new()))
+}
+
+#[test]
+fn the_cycle_finder_finds_cycles() {
+    let graph = |edges: &[(&str, &str)]| {
+        let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, to) in edges {
+            g.entry((*from).to_owned())
+                .or_default()
+                .insert((*to).to_owned());
+        }
+        g
+    };
+    assert_eq!(
+        find_cycle(&graph(&[("a", "b"), ("b", "c"), ("c", "a")])),
+        Some(vec!["a".into(), "b".into(), "c".into(), "a".into()])
+    );
+    assert_eq!(
+        find_cycle(&graph(&[("a", "b"), ("b", "c"), ("a", "c")])),
+        None
+    );
+}
+
+#[test]
+fn the_library_modules_import_no_cycle() {
+    let imports = module_imports();
+    assert!(
+        imports.len() > 10 && imports.contains_key("limiter") && imports.contains_key("engine"),
+        "the library's modules were not found: {:?}",
+        imports.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        imports["limiter"].contains("engine"),
+        "the import scan found no `crate::engine` in limiter/: it reads nothing"
+    );
+    if let Some(cycle) = find_cycle(&imports) {
+        panic!(
+            "the library's top-level modules import each other in a cycle: {}",
+            cycle.join(" -> ")
+        );
+    }
+}
