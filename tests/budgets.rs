@@ -299,6 +299,54 @@ fn near_limit_admissions_follow_the_live_capacity() {
     );
 }
 
+/// A retune to parameters whose slot check word equals the old one's is seen by the thread
+/// that decided before it: the check word is a 64-bit function of the two parameters, so two
+/// parameter sets can share it (`rotl(emission, 17) ^ capacity` is the same for both pairs
+/// below), and a thread's cached parameters must be matched on the values, not only the check.
+#[test]
+fn a_retune_to_parameters_with_the_same_check_word_is_seen() {
+    // (emission ns, capacity) before and after: 1,000,000 ns x 131,082 -> 1,000,001 ns x 10,
+    // and a bandwidth retune, 1,004 ns per byte x 1.5 MiB -> 1,000 ns x 1 MiB.
+    for (before, after) in [
+        ((1_000_000, 131_082), (1_000_001, 10)),
+        ((1_004, 1_572_864), (1_000, 1_048_576)),
+    ] {
+        let (_dir, path) = temp_path("same-check.shm");
+        let limiter = Limiter::builder()
+            .clock(ManualClock::new(1_000 * SEC))
+            .limit(
+                "b",
+                TokenBucket::new(before.1, Rate::from_emission_ns(before.0).unwrap()),
+            )
+            .create_or_open(&path)
+            .unwrap();
+        let limit = limiter.token_bucket("b").unwrap();
+        // Fills this thread's cached parameters for the slot.
+        assert!(limit.try_acquire(1).unwrap().is_allowed());
+        limit
+            .set_token_bucket(after.1, Rate::from_emission_ns(after.0).unwrap())
+            .unwrap();
+        let capacity = after.1;
+        match limit.try_acquire(capacity + 1) {
+            Err(Error::CostExceedsCapacity { cost, capacity: c }) => {
+                assert_eq!((cost, c), (capacity + 1, capacity));
+            }
+            other => panic!("a cost over the live capacity {capacity} decided: {other:?}"),
+        }
+        // The clock stands still: the unit taken before the retune is still in use (rescaled,
+        // rounded up), so the bucket admits `capacity - 1` more and no more.
+        let tries = 25;
+        let admitted = (0..tries)
+            .filter(|_| limit.try_acquire(1).unwrap().is_allowed())
+            .count() as u64;
+        assert_eq!(
+            admitted,
+            (capacity - 1).min(tries),
+            "{before:?} -> {after:?}"
+        );
+    }
+}
+
 /// The same for a fixed window: near-limit admissions leave under 10% of the live limit
 /// (`slack < limit x 6554 / 65536`, rounded down), before and after `set_limit`.
 #[test]

@@ -234,13 +234,13 @@ pub(crate) mod bucket {
     /// Bit 63 of a token-bucket state word: which parameter slot it was computed with.
     pub const PARAM_TAG: u64 = 1 << 63;
     pub const PARAMS: [usize; 2] = [1, 4];
-    /// The check word of the slot a state word's tag (`word & PARAM_TAG`) names: a product,
-    /// not a load from [`PARAMS`].
+    /// The first word of the parameter slot a state word's tag (`word & PARAM_TAG`) names
+    /// (emission, then capacity, then the check word): a product, not a load from [`PARAMS`].
     #[inline(always)]
-    pub const fn check_word(tag: u64) -> usize {
-        PARAMS[0] + 2 + (PARAMS[1] - PARAMS[0]) * (tag >> 63) as usize
+    pub const fn slot_of(tag: u64) -> usize {
+        PARAMS[0] + (PARAMS[1] - PARAMS[0]) * (tag >> 63) as usize
     }
-    const _: () = assert!(check_word(0) == PARAMS[0] + 2 && check_word(PARAM_TAG) == PARAMS[1] + 2);
+    const _: () = assert!(slot_of(0) == PARAMS[0] && slot_of(PARAM_TAG) == PARAMS[1]);
     /// The fleet lease deadline (monotonic ns on the file's clock), on the decisions' 64 bytes.
     pub const DEADLINE: usize = 7;
     pub const ACTIVE: usize = 8;

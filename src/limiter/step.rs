@@ -15,7 +15,7 @@ use crate::clock::Clock;
 use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, unpack_window_limit};
-use crate::tally::hot::{self, Counts};
+use crate::tally::hot::{self, Counts, SlotWords};
 
 impl<C: Clock> Limit<C> {
     /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
@@ -75,8 +75,9 @@ impl<C: Clock> Limit<C> {
     fn live_window_limit(&self, cost: u64, counts: &mut Counts) -> Result<u64, StepError> {
         // Relaxed: the packed word carries its own check; it orders nothing else.
         let packed = self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
+        // The packed word is the limit itself (with its check): equal words, equal limits.
         let limit = self.hot_entry(
-            packed,
+            |e| e.id.get() == self.hot_id && e.check.get() == packed,
             counts,
             |e| self.window_fill(packed, e),
             hot::Entry::limit,
@@ -121,9 +122,10 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The bucket's parameters in slot `tag`, from this thread's hot entry for this handle
-    /// while the slot's check word is the one the entry was filled under: one load of the
-    /// (already fetched) control line and two compares, instead of reading and re-validating
-    /// three words on every decision. `counts` gets what the decision counts itself with.
+    /// while the slot's words are the ones the entry was filled from: three loads of the
+    /// (already fetched) control line and four compares, instead of reading and re-validating
+    /// the slot and recomputing its check on every decision. `counts` gets what the decision
+    /// counts itself with.
     ///
     /// A fleet share's slot costs one more test, one load of the deadline word on the same 64
     /// bytes and one compare with `now`; once the deadline has passed the decision uses the
@@ -137,15 +139,12 @@ impl<C: Clock> Limit<C> {
         counts: &mut Counts,
     ) -> Result<Gcra, StepError> {
         let tag = tag & 1;
-        // Acquire: pairs with the Release store that ends a retune of this slot.
-        let check = self
-            .control(bucket::PARAMS[tag] + 2)
-            .load(Ordering::Acquire);
+        let slot = SlotWords::load(&self.control, bucket::PARAMS[tag]);
         // Filled from the slot read whole: its own check names its values, even if a retune
-        // has changed the slot since the load above (then the word this decision loaded is no
+        // has changed the slot since the loads above (then the word this decision loaded is no
         // longer live, and its CAS fails).
         let (g, fleet) = self.hot_entry(
-            check,
+            |e| e.holds_slot(self.hot_id, slot),
             counts,
             |e| self.hot_fill(tag, e),
             |e| (e.gcra(), e.fleet()),
@@ -157,18 +156,19 @@ impl<C: Clock> Limit<C> {
     }
 
     /// What `read` takes from this thread's hot entry for this handle, the entry filled by
-    /// `fill` first unless it is this handle's for check word `check`; `counts` gets the
-    /// entry's counters and near-limit threshold. Shared by the bucket and window decisions.
+    /// `fill` first unless `holds` it (this handle's, for the slot or limit word as loaded);
+    /// `counts` gets the entry's counters and near-limit threshold. Shared by the bucket and
+    /// window decisions.
     #[inline(always)]
     fn hot_entry<R>(
         &self,
-        check: u64,
+        holds: impl FnOnce(&hot::Entry) -> bool,
         counts: &mut Counts,
         fill: impl FnOnce(&hot::Entry) -> Result<(), StepError>,
         read: impl FnOnce(&hot::Entry) -> R,
     ) -> Result<R, StepError> {
         hot::with(self.hot_id, |e| {
-            if e.id.get() != self.hot_id || e.check.get() != check {
+            if !holds(e) {
                 fill(e)?;
             }
             *counts = Counts {

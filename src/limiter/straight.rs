@@ -13,7 +13,7 @@ use crate::clock::Clock;
 use crate::engine::Params;
 use crate::error::Result;
 use crate::file::layout::{self, bucket};
-use crate::tally::hot::{self, Counts};
+use crate::tally::hot::{self, Counts, SlotWords};
 
 impl<C: Clock> Limit<C> {
     /// Admit `cost` units now, or deny and consume nothing.
@@ -102,13 +102,9 @@ impl<C: Clock> Limit<C> {
             cost,
             #[inline(always)]
             |now, current, counts| {
-                let tag = current & bucket::PARAM_TAG;
-                // Acquire: pairs with the Release store that ends a retune of this slot.
-                let check = control
-                    .word(bucket::check_word(tag))
-                    .load(Ordering::Acquire);
+                let slot = SlotWords::load(&control, bucket::slot_of(current));
                 let (g, gate) = hot::with(hot_id, |e| {
-                    if e.id.get() != hot_id || e.check.get() != check {
+                    if !e.holds_slot(hot_id, slot) {
                         return Err(());
                     }
                     *counts = Counts {

@@ -2,12 +2,13 @@
 //! reads besides its state word, in one place that only this thread writes.
 //!
 //! An entry holds, for one handle: the parameters of the slot the last decision used (with the
-//! check word they were read under, so a retune is noticed) or, for a window, its live limit
+//! slot's check word, so a retune is noticed) or, for a window, its live limit
 //! (with the packed limit word it was unpacked from), the near-limit threshold precomputed for
 //! them, and the address of the handle's counters in this thread's lane (when the thread owns a
-//! lane). A decision compares two words (the handle's id and the slot's check word, or the
-//! packed limit word) and then uses the entry as it is: no re-validation of the parameters, no
-//! lookup of the lane, no product for the near-limit flag.
+//! lane). A decision compares the handle's id and the slot's three words (check word, emission,
+//! capacity: the check word alone can be shared by two parameter sets, see
+//! [`Entry::holds_slot`]), or a window's packed limit word, and then uses the entry as it is: no
+//! re-validation of the parameters, no lookup of the lane, no product for the near-limit flag.
 //!
 //! The entry is what makes the straight path of a decision (`Limit::bucket_fast`,
 //! `Limit::window_fast`) possible: when the entry matches, the cost is within its gate (the
@@ -47,6 +48,32 @@ use crate::algo::gcra::Gcra;
 
 /// Entries per thread (a power of two): 4 KiB of thread-local storage.
 pub(crate) const ENTRIES: usize = 64;
+
+/// The three words of a bucket parameter slot as a decision loads them to match its entry
+/// ([`Entry::holds_slot`]).
+#[derive(Clone, Copy)]
+pub(crate) struct SlotWords {
+    pub emission_ns: u64,
+    pub capacity: u64,
+    pub check: u64,
+}
+
+impl SlotWords {
+    /// The words of the parameter slot starting at control word `base`: the check word first
+    /// (Acquire: pairs with the Release store that ends a retune of the slot, so the two
+    /// parameter words read after it are at least as new), then the parameters.
+    #[inline(always)]
+    pub(crate) fn load(control: &crate::file::Words, base: usize) -> SlotWords {
+        use std::sync::atomic::Ordering;
+        let check = control.word(base + 2).load(Ordering::Acquire);
+        // Relaxed: ordered after the check word's Acquire load.
+        SlotWords {
+            emission_ns: control.word(base).load(Ordering::Relaxed),
+            capacity: control.word(base + 1).load(Ordering::Relaxed),
+            check,
+        }
+    }
+}
 
 /// A handle's entry: one `Cell` per word, so that a decision loads only the words it uses; one
 /// cache line each (aligned to 64, not `CachePadded`'s 128: the lines are this thread's own,
@@ -140,6 +167,20 @@ impl Entry {
             capacity: limit,
         };
         self.fill(id, packed, g, false, near_slack, counters);
+    }
+
+    /// Whether this is handle `id`'s entry for the bucket parameter slot holding `slot` now:
+    /// its check word, emission and capacity. The check word alone is not enough: it is a
+    /// 64-bit function of two 64-bit parameters, so two parameter sets can share one (for
+    /// example 1,004 ns per unit with a burst of 1.5 MiB, and 1,000 ns with 1 MiB), and an
+    /// entry filled before a retune to such a set would keep deciding with the old one. The
+    /// two values name the parameters exactly; the check word adds the fleet mark.
+    #[inline(always)]
+    pub(crate) fn holds_slot(&self, id: u64, slot: SlotWords) -> bool {
+        self.id.get() == id
+            && self.check.get() == slot.check
+            && self.emission_ns.get() == slot.emission_ns
+            && self.capacity.get() == slot.capacity
     }
 
     /// A window's live limit (kept as the capacity).
