@@ -330,3 +330,42 @@ fn threads_beyond_the_lanes_and_lanes_of_exited_threads() {
         generations()
     );
 }
+
+/// A fenced decision (a fleet share whose lease has run out is decided with the fence) is
+/// counted near the limit against the fence's capacity, not the share's: leaving 99 of the
+/// fence's 100 units is not near its limit.
+#[test]
+fn a_fenced_decision_is_counted_near_the_limit_of_the_fence() {
+    use shmlimit::{ManualClock, Rate};
+    let (_dir, path) = temp_path("fenced-near.shm");
+    let limiter = Limiter::builder()
+        .clock(ManualClock::new(1_000 * 1_000_000_000))
+        .limit("f", TokenBucket::new(100, Rate::per_second(1).unwrap()))
+        .create_or_open(&path)
+        .unwrap();
+    let limit = limiter.token_bucket("f").unwrap();
+    // The fence: 100 units at 1/s. Then a share far larger, with no lease (deadline 0): every
+    // decision is the fence's.
+    limit
+        .fleet_manage(100, Rate::per_second(1).unwrap())
+        .unwrap();
+    limit
+        .set_token_bucket(1_000_000, Rate::per_second(1_000).unwrap())
+        .unwrap();
+    assert!(!limit.fleet_lease().unwrap().unwrap().leased);
+    for expected in [99, 98] {
+        let d = limit.try_acquire(1).unwrap();
+        assert!(d.is_allowed());
+        assert_eq!(d.remaining(), expected, "decided with the fence");
+    }
+    let s = limit.stats();
+    assert_eq!((s.allowed, s.near_limit), (2, 0), "{s:?}");
+    // Down to 9 of the fence's 100: the admissions leaving 10 and 9 are near (under
+    // 6554/65536 of 100 units, 10.0006).
+    let rest = (0..89)
+        .filter(|_| limit.try_acquire(1).unwrap().is_allowed())
+        .count();
+    assert_eq!(rest, 89);
+    let s = limit.stats();
+    assert_eq!((s.allowed, s.near_limit), (91, 2), "{s:?}");
+}

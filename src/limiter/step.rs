@@ -150,7 +150,7 @@ impl<C: Clock> Limit<C> {
             |e| (e.gcra(), e.fleet()),
         )?;
         if fleet {
-            return self.fleet_gate(g, now, cost);
+            return self.fleet_gate(g, now, cost, counts);
         }
         Ok(g)
     }
@@ -179,20 +179,27 @@ impl<C: Clock> Limit<C> {
         })
     }
 
-    /// A fleet share `g` at `now`: `g` while the lease deadline covers `now`, else the fence.
+    /// A fleet share `g` at `now`: `g` while the lease deadline covers `now`, else the fence
+    /// (and `counts` then gets the fence's near-limit threshold: the decision is the fence's).
     #[inline(always)]
-    fn fleet_gate(&self, g: Gcra, now: u64, cost: u64) -> Result<Gcra, StepError> {
+    fn fleet_gate(
+        &self,
+        g: Gcra,
+        now: u64,
+        cost: u64,
+        counts: &mut Counts,
+    ) -> Result<Gcra, StepError> {
         // Acquire: pairs with the agent's Release store of the deadline, after the check load.
         if bucket::leased(self.control(bucket::DEADLINE).load(Ordering::Acquire), now) {
             Ok(g)
         } else {
-            self.fenced(cost)
+            self.fenced(cost, counts)
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn fenced(&self, cost: u64) -> Result<Gcra, StepError> {
+    fn fenced(&self, cost: u64, counts: &mut Counts) -> Result<Gcra, StepError> {
         let g = match self.fence_params() {
             Ok(Some(g)) => g,
             Ok(None) => return Err(StepError::FenceRewrite),
@@ -201,6 +208,7 @@ impl<C: Clock> Limit<C> {
         if cost > g.capacity {
             return Err(StepError::Fenced);
         }
+        counts.near_slack = near_threshold(g.tolerance_ns, self.tally.near());
         Ok(g)
     }
 
