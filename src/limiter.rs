@@ -253,6 +253,21 @@ impl<C: Clock> Limit<C> {
                         ),
                     )
                 })?;
+                // A handle's kind is its type (a `TokenBucketLimit` has a bucket's operations):
+                // a limit of that name but another kind is not this limit, and decisions on it
+                // through this handle would silently mean something else.
+                if limit.kind() != self.kind() {
+                    return Err(reattach_error(
+                        &self.shared.mapped.path,
+                        format!(
+                            "the limit {} in the file now at the path is a {}, not a {}: \
+                             resolve it again",
+                            reconcile::quote(self.name()),
+                            limit.kind(),
+                            self.kind()
+                        ),
+                    ));
+                }
                 let next = self.moved.get_or_init(|| Box::new(limit));
                 // Relaxed: every later decision takes the slow path to the new file.
                 self.next_check.store(0, Ordering::Relaxed);

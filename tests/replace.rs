@@ -508,6 +508,42 @@ fn a_replacement_that_cannot_be_opened_is_an_error_until_it_can() {
     );
 }
 
+/// A handle's kind is its type: when the file that replaced its own has a limit of that name
+/// of another kind, the handle does not decide on it (a token-bucket handle deciding as a
+/// window would mean something else); every decision after the check is an error that says
+/// so, and the limit resolved again by its new kind decides.
+#[test]
+fn a_replacement_whose_limit_changed_kind_is_an_error_for_the_old_handle() {
+    let (_dir, path) = temp_path("kind.shm");
+    let old = Limiter::builder()
+        .limit("api", bucket(1, 5))
+        .create_or_open(&path)
+        .unwrap();
+    let api = old.token_bucket("api").unwrap();
+    assert!(api.try_acquire(1).unwrap().is_allowed());
+    fs::remove_file(&path).unwrap();
+    let new = Limiter::builder()
+        .limit("api", FixedWindow::new(100, Duration::from_secs(60)))
+        .create_or_open(&path)
+        .unwrap();
+    std::thread::sleep(REPLACEMENT_CHECK + Duration::from_millis(100));
+    // The decision that runs the check is made on the file the handle had.
+    let d = api.try_acquire(1).unwrap();
+    assert!(d.is_allowed(), "{d:?}");
+    for _ in 0..3 {
+        let err = api.try_acquire(1).unwrap_err();
+        assert!(matches!(err, Error::Io { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(
+            text.contains("is a window, not a token bucket") && text.contains("resolve it again"),
+            "{text}"
+        );
+    }
+    let window = new.window("api").unwrap();
+    let d = window.try_acquire(1).unwrap();
+    assert!(d.is_allowed() && d.remaining() == 99, "{d:?}");
+}
+
 #[test]
 fn a_zeroed_file_id_is_refused() {
     let (_dir, path) = temp_path("noid.shm");
