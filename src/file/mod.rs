@@ -353,15 +353,23 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
     let def = &mapped.defs[index];
     let (offset, len) = mapped.geometry.slots[index];
     let line = |i: usize| mapped.word(offset + i * 8);
-    // Relaxed throughout: a reset races with decisions by design (they retry on the new words);
-    // the boot-id path publishes it with a Release store afterwards.
+    // A reset races with decisions by design (they retry on the new words); the boot-id path
+    // publishes it with a Release store afterwards. The state word is stored with Release
+    // (below), after the parameter slot it names: a decision that loads the new word (Acquire)
+    // sees the copied slot, never the slot's contents from before the last retune.
     if let Algorithm::TokenBucket { .. } = def.algorithm {
         let active = (line(layout::bucket::ACTIVE).load(Ordering::Relaxed) & 1) as usize;
         if active == 1 {
-            for k in 0..3 {
-                let v = line(layout::bucket::PARAMS[1] + k).load(Ordering::Relaxed);
-                line(layout::bucket::PARAMS[0] + k).store(v, Ordering::Relaxed);
-            }
+            // Copied as they are (a damaged slot stays damaged), in a retune's order: the check
+            // cleared first, so that a reader mid-copy fails its check and retries, and stored
+            // last.
+            let from = |k: usize| line(layout::bucket::PARAMS[1] + k).load(Ordering::Acquire);
+            let to = |k: usize| line(layout::bucket::PARAMS[0] + k);
+            let check = from(2);
+            to(2).store(0, Ordering::Relaxed);
+            to(0).store(from(0), Ordering::Relaxed);
+            to(1).store(from(1), Ordering::Relaxed);
+            to(2).store(check, Ordering::Release);
             line(layout::bucket::ACTIVE).store(0, Ordering::Relaxed);
         }
         // A fleet share's deadline is on the monotonic clock of the boot that wrote it: a reset
@@ -375,7 +383,8 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
             }
         }
         _ => {
-            line(0).store(0, Ordering::Relaxed);
+            // Release: see above.
+            line(0).store(0, Ordering::Release);
             for w in mapped.words(offset + layout::LINE, (len - layout::LINE) / 8) {
                 w.store(0, Ordering::Relaxed);
             }
