@@ -105,6 +105,9 @@ pub struct Limit<C: Clock = MonotonicClock> {
     next_check: AtomicU64,
     /// The same limit in the file that replaced this one, once noticed.
     moved: OnceLock<Box<Limit<C>>>,
+    /// A typed handle's (its kind is its type): a replacement whose limit of this name is of
+    /// another kind is refused, not followed. The untyped view follows any kind.
+    typed: bool,
 }
 
 // Handles are `Send` and `Sync` with no unsafe impl of their own: their words are `file::Words`.
@@ -134,6 +137,7 @@ impl<C: Clock> Clone for Limit<C> {
             // Relaxed: a time; a stale copy only makes the clone check sooner.
             next_check: AtomicU64::new(self.next_check.load(Ordering::Relaxed)),
             moved: self.moved.clone(),
+            typed: self.typed,
         }
     }
 }
@@ -215,11 +219,36 @@ impl<C: Clock> Limit<C> {
         self.current_at(self.clock.now_ns())
     }
 
+    /// This handle as the one inside a typed handle (see the `typed` field).
+    pub(crate) fn into_typed(mut self) -> Limit<C> {
+        self.typed = true;
+        self
+    }
+
     /// Check, off the hot path, that the file is still the one at the path; move to its
-    /// replacement once it is not.
+    /// replacement once it is not. A typed handle does not decide on a limit of another kind:
+    /// a token-bucket handle deciding as a window would silently mean something else.
     #[cold]
     #[inline(never)]
     fn recheck(&self, t: u64) -> Result<&Limit<C>> {
+        let current = self.follow_replacements(t)?;
+        if self.typed && !std::ptr::eq(current, self) && current.kind() != self.kind() {
+            return Err(reattach_error(
+                &self.shared.mapped.path,
+                format!(
+                    "the limit {} in the file now at the path is a {}, not a {}: resolve it \
+                     again",
+                    reconcile::quote(self.name()),
+                    current.kind(),
+                    self.kind()
+                ),
+            ));
+        }
+        Ok(current)
+    }
+
+    /// [`Limit::recheck`] for any kind.
+    fn follow_replacements(&self, t: u64) -> Result<&Limit<C>> {
         if let Some(next) = self.moved.get() {
             return next.current_at(t);
         }
@@ -253,21 +282,6 @@ impl<C: Clock> Limit<C> {
                         ),
                     )
                 })?;
-                // A handle's kind is its type (a `TokenBucketLimit` has a bucket's operations):
-                // a limit of that name but another kind is not this limit, and decisions on it
-                // through this handle would silently mean something else.
-                if limit.kind() != self.kind() {
-                    return Err(reattach_error(
-                        &self.shared.mapped.path,
-                        format!(
-                            "the limit {} in the file now at the path is a {}, not a {}: \
-                             resolve it again",
-                            reconcile::quote(self.name()),
-                            limit.kind(),
-                            self.kind()
-                        ),
-                    ));
-                }
                 let next = self.moved.get_or_init(|| Box::new(limit));
                 // Relaxed: every later decision takes the slow path to the new file.
                 self.next_check.store(0, Ordering::Relaxed);

@@ -508,10 +508,11 @@ fn a_replacement_that_cannot_be_opened_is_an_error_until_it_can() {
     );
 }
 
-/// A handle's kind is its type: when the file that replaced its own has a limit of that name
-/// of another kind, the handle does not decide on it (a token-bucket handle deciding as a
+/// A typed handle's kind is its type: when the file that replaced its own has a limit of that
+/// name of another kind, the handle does not decide on it (a token-bucket handle deciding as a
 /// window would mean something else); every decision after the check is an error that says
-/// so, and the limit resolved again by its new kind decides.
+/// so, and the limit resolved again by its new kind decides. The untyped view (and the C and
+/// guarded handles, which check the kind at each call) follows the limit whatever its kind.
 #[test]
 fn a_replacement_whose_limit_changed_kind_is_an_error_for_the_old_handle() {
     let (_dir, path) = temp_path("kind.shm");
@@ -520,6 +521,7 @@ fn a_replacement_whose_limit_changed_kind_is_an_error_for_the_old_handle() {
         .create_or_open(&path)
         .unwrap();
     let api = old.token_bucket("api").unwrap();
+    let view = old.limit("api").unwrap();
     assert!(api.try_acquire(1).unwrap().is_allowed());
     fs::remove_file(&path).unwrap();
     let new = Limiter::builder()
@@ -542,6 +544,9 @@ fn a_replacement_whose_limit_changed_kind_is_an_error_for_the_old_handle() {
     let window = new.window("api").unwrap();
     let d = window.try_acquire(1).unwrap();
     assert!(d.is_allowed() && d.remaining() == 99, "{d:?}");
+    // The untyped view taken before the replacement reads the new file's window (one decision;
+    // the old file's bucket had two).
+    assert_eq!(view.stats().allowed, 1);
 }
 
 #[test]

@@ -129,7 +129,7 @@ impl<C: Clock> Limit<C> {
     fn typed(self, want: LimitKind) -> Result<Limit<C>> {
         let kind = self.kind();
         if kind == want {
-            return Ok(self);
+            return Ok(self.into_typed());
         }
         Err(Error::WrongKind {
             limit: self.name().to_owned(),

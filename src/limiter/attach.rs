@@ -236,6 +236,7 @@ impl<C: Clock> Limiter<C> {
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
             moved: OnceLock::new(),
+            typed: false,
         }
     }
 }
