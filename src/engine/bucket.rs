@@ -20,6 +20,11 @@
 //!    the Acquire of that read, sees the slot the retune published before;
 //! 3. stores `ACTIVE` (Release), for retuners, resets and inspectors.
 //!
+//! Outside a retune every state word names the active slot. A retuner killed between steps 2
+//! and 3 leaves some words on the inactive slot; the next retune finishes it first (moves the
+//! rest there and names it active, `Limit::finish_interrupted_retune`) rather than stage into
+//! that slot, which would read those words' tokens with its own parameters.
+//!
 //! A reader ([`read_slot`]) loads the check word (Acquire), then the two parameter words, and
 //! accepts them only if the check matches (a fleet share's check is XORed with
 //! [`bucket::FLEET`]); a mismatch is a retune between its stores, retried with a backoff, and

@@ -171,3 +171,96 @@ fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
     assert!(tb.try_acquire(1).unwrap().is_denied());
     assert!(!tb.fleet_lease().unwrap().unwrap().leased);
 }
+
+/// A retune whose process is killed while it moves the keys of a keyed bucket (the new slot
+/// staged, some keys moved to it, `ACTIVE` not yet naming it) is finished by the next retune
+/// before it stages its own parameters: otherwise that retune would stage into the same slot
+/// and skip the moved keys as already moved, reading their tokens, kept for the dead retune's
+/// parameters, with its own. Here both keys have used their whole bucket at one instant, and
+/// after the next retune (back to the first rate) at that instant neither admits.
+#[test]
+fn a_retune_killed_while_moving_keys_is_finished_by_the_next() {
+    use crate::engine::keys::pair::PairWord;
+    use crate::spec::Keyed;
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000_000_000);
+    let limiter = Limiter::builder()
+        .keyed_limit("k", TokenBucket::per_second(1).burst(5), Keyed::new(64))
+        .clock(clock)
+        .create_or_open(dir.path().join("killed.shm"))
+        .unwrap();
+    let limit = limiter.limit("k").unwrap();
+    for key in [&b"moved"[..], b"unmoved"] {
+        assert!(limit.try_acquire_key(key, 5).unwrap().is_allowed());
+        assert!(limit.try_acquire_key(key, 1).unwrap().is_denied());
+    }
+    // The retune that dies: 1,000/s staged, only the key "moved" moved to it, no activation.
+    let r = crate::engine::bucket::stage_retune(
+        limit.control_line(),
+        Rate::per_second(1000).unwrap().emission_ns(),
+        5,
+        Some(false),
+    )
+    .unwrap();
+    let tag = limit.key_tag(b"moved").unwrap();
+    let now = limit.clock().now_ns();
+    for slot in limit.key_table().unwrap() {
+        let pair = slot.load();
+        if pair.0 == tag {
+            let moved = crate::engine::bucket::rescale_word(now, pair.1, r.old, r.new, r.tag);
+            slot.cas(pair, (tag, moved)).unwrap();
+        }
+    }
+    assert_eq!(crate::engine::bucket::active(limit.control_line()), 0);
+    for key in [&b"moved"[..], b"unmoved"] {
+        assert!(limit.peek_key(key, 1).unwrap().is_denied());
+    }
+    // The next retune, back to 1/s, at the same instant: both keys stay empty.
+    limit.set_rate(Rate::per_second(1).unwrap()).unwrap();
+    for key in [&b"moved"[..], b"unmoved"] {
+        assert!(
+            limit.try_acquire_key(key, 1).unwrap().is_denied(),
+            "{} admitted at the instant its bucket was empty",
+            String::from_utf8_lossy(key)
+        );
+    }
+    // And every key's word names the active slot again.
+    let active = crate::engine::bucket::active(limit.control_line());
+    assert!(!crate::engine::keys::any_state(
+        limit.key_table().unwrap(),
+        |w| crate::engine::bucket::tag_of(w) != active
+    ));
+}
+
+/// The same for an unkeyed bucket killed between moving its word and activating the slot.
+#[test]
+fn an_unkeyed_retune_killed_before_activating_is_finished_by_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = ManualClock::new(1_000_000_000_000);
+    let limiter = Limiter::builder()
+        .limit("b", TokenBucket::per_second(1).burst(5))
+        .clock(clock)
+        .create_or_open(dir.path().join("killed.shm"))
+        .unwrap();
+    let b = limiter.token_bucket("b").unwrap();
+    assert!(b.try_acquire(5).unwrap().is_allowed());
+    let limit = limiter.limit("b").unwrap();
+    let r = crate::engine::bucket::stage_retune(
+        limit.control_line(),
+        Rate::per_second(1000).unwrap().emission_ns(),
+        5,
+        Some(false),
+    )
+    .unwrap();
+    limit.rescale_in(limit.control(0), r.old, r.new, r.tag);
+    // Killed before `activate`: the next retune, back to 1/s, at the same instant.
+    b.set_rate(Rate::per_second(1).unwrap()).unwrap();
+    assert!(
+        b.try_acquire(1).unwrap().is_denied(),
+        "admitted from an empty bucket"
+    );
+    assert_eq!(
+        crate::engine::bucket::active(limit.control_line()),
+        crate::engine::bucket::tag_of(limit.control(0).load(Ordering::Acquire))
+    );
+}

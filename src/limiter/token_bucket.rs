@@ -206,10 +206,19 @@ impl<C: Clock> Limit<C> {
         rate: Rate,
         fleet: Option<bool>,
     ) -> Result<()> {
+        self.finish_interrupted_retune()?;
         let control = self.control_line();
         let engine::bucket::Retune { old, new, tag } =
             engine::bucket::stage_retune(control, rate.emission_ns(), capacity, fleet)
                 .ok_or_else(|| self.fault(Fault::Corrupt))?;
+        self.rescale_states(old, new, tag);
+        engine::bucket::activate(control, tag);
+        Ok(())
+    }
+
+    /// Move every state word of the bucket (its own, its split lanes', or every key's) from
+    /// parameters `old` to `new` (slot `tag`), keeping its tokens; words already there are left.
+    fn rescale_states(&self, old: Gcra, new: Gcra, tag: usize) {
         if self.split > 1 {
             for i in 0..self.split {
                 self.rescale_in(
@@ -225,7 +234,34 @@ impl<C: Clock> Limit<C> {
             // (None: nothing in this process can have written a table it cannot even update.)
             engine::keys::rescale_all(slots, || self.clock.now_ns(), old, new, tag);
         }
-        engine::bucket::activate(control, tag);
+    }
+
+    /// Finish a retune whose process died after moving state words to the slot it staged and
+    /// before naming that slot active. Outside a retune every state word names the active slot;
+    /// words on the other one hold tokens in its parameters, and staging the next retune there
+    /// would read them with new ones (a key moved before the death would get its tokens back,
+    /// or lose them). So the rest are moved there too and the slot is named active, as the dead
+    /// retune would have done. Under the retune lock: no retune is under way.
+    fn finish_interrupted_retune(&self) -> Result<()> {
+        let control = self.control_line();
+        let staged = 1 - engine::bucket::active(control);
+        // Acquire: as a decision loads a state word.
+        let on_staged = |word: u64| engine::bucket::tag_of(word) == staged;
+        let interrupted = if self.split > 1 {
+            (0..self.split).any(|i| on_staged(self.sub_state(i).load(Ordering::Acquire)))
+        } else if !self.keyed {
+            on_staged(self.control(0).load(Ordering::Acquire))
+        } else {
+            self.key_table()
+                .is_some_and(|slots| engine::keys::any_state(slots, on_staged))
+        };
+        if !interrupted {
+            return Ok(());
+        }
+        let old = self.bucket_params(1 - staged)?;
+        let new = self.bucket_params(staged)?;
+        self.rescale_states(old, new, staged);
+        engine::bucket::activate(control, staged);
         Ok(())
     }
 

@@ -417,6 +417,11 @@ impl<'a, P: PairWord> Table<'a, P> {
         }
     }
 
+    /// Whether any slot's state word satisfies `f`.
+    pub(crate) fn any_state(&self, mut f: impl FnMut(u64) -> bool) -> bool {
+        self.slots.iter().any(|slot| f(slot.load().1))
+    }
+
     /// Slots holding a live key.
     pub(crate) fn occupancy(&self) -> usize {
         self.slots
