@@ -42,7 +42,7 @@
 
 use super::slot::{self, OwnerWord, PermitAtomic, Table as Block, ENTRY_WORDS};
 use crate::engine::keys::pair::PairWord;
-use crate::engine::keys::table::{Located, Table};
+use crate::engine::keys::table::{Located, Table, EMPTY, PENDING};
 use crate::engine::keys::template::Template;
 use crate::error::Result;
 
@@ -275,11 +275,15 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
     }
 
     /// Every committed permit: (key slot, entry, owner word, acquired at ns), with the slot's
-    /// tag as the key's name.
+    /// tag as the key's name. Only live keys' slots: an empty, retired or pending slot's state
+    /// word is no permit bitmap (a pending claim's is a nonce).
     pub(crate) fn holders(&self) -> Vec<(u64, usize, OwnerWord, Option<u64>)> {
         let mut out = Vec::new();
         for s in 0..self.slots() {
             let (tag, state) = self.keys.load(s);
+            if tag == EMPTY || tag & PENDING != 0 {
+                continue;
+            }
             let bits = self.held_bits(state);
             if bits == 0 {
                 continue;
@@ -363,6 +367,32 @@ mod tests {
             KeyAcquire::Held { .. }
         ));
         assert_eq!(kp.holders().len(), 4);
+    }
+
+    /// A slot pending for another key holds a nonce where a live key's holds its permit
+    /// bitmap: `holders` reports no permit from it, even while an owner word of its block is
+    /// still set.
+    #[test]
+    fn holders_come_from_live_keys_only() {
+        use std::sync::atomic::Ordering;
+        let keys = words(2);
+        let entries = words(2);
+        let slots = KeySlot::table(flat(&keys)).expect("aligned, cmpxchg16b");
+        let kp = KeyedPermits::new(slots, flat(&entries), 1);
+        let t = Pure::Permits;
+        let mut now = || 1_000_000;
+        let mut never = |_: OwnerWord, _: Option<u64>| false;
+        let KeyAcquire::Held { slot, .. } = kp.acquire(&t, 3, ME, 0, &mut now, &mut never).unwrap()
+        else {
+            panic!("a free permit");
+        };
+        assert_eq!(kp.holders().len(), 1);
+        // The slot as a pending claim of key 5 leaves it: its state word is a nonce with bit 0
+        // set; the block's owner word is untouched.
+        let raw = flat(&keys);
+        raw[2 * slot].store(5 | PENDING, Ordering::SeqCst);
+        raw[2 * slot + 1].store(1, Ordering::SeqCst);
+        assert_eq!(kp.holders().len(), 0);
     }
 
     #[test]
