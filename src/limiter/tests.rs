@@ -226,7 +226,7 @@ fn a_retune_killed_while_moving_keys_is_finished_by_the_next() {
     }
     // And every key's word names the active slot again.
     let active = crate::engine::bucket::active(limit.control_line());
-    assert!(!crate::engine::keys::any_state(
+    assert!(!crate::engine::keys::any_live_state(
         limit.key_table().unwrap(),
         |w| crate::engine::bucket::tag_of(w) != active
     ));

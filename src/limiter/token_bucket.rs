@@ -253,7 +253,7 @@ impl<C: Clock> Limit<C> {
             on_staged(self.control(0).load(Ordering::Acquire))
         } else {
             self.key_table()
-                .is_some_and(|slots| engine::keys::any_state(slots, on_staged))
+                .is_some_and(|slots| engine::keys::any_live_state(slots, on_staged))
         };
         if !interrupted {
             return Ok(());

@@ -157,10 +157,10 @@ impl pair::PairWord for NoSlot {
 /// Move every key's bucket state in `slots` to parameter slot `tag` (a live retune of a keyed
 /// bucket from `old` to `new`), each word dated by a read of `now`. Runs under the retune lock,
 /// so no other retune overwrites the old slot meanwhile.
-/// Whether any slot's state word satisfies `f` (a retune left unfinished leaves some on the
-/// slot it staged).
-pub(crate) fn any_state(slots: &[Slot], f: impl FnMut(u64) -> bool) -> bool {
-    Table::new(slots).any_state(f)
+/// Whether any live key's state word satisfies `f` (a retune left unfinished leaves some on
+/// the slot it staged).
+pub(crate) fn any_live_state(slots: &[Slot], f: impl FnMut(u64) -> bool) -> bool {
+    Table::new(slots).any_live_state(f)
 }
 
 pub(crate) fn rescale_all(slots: &[Slot], now: impl Fn() -> u64, old: Gcra, new: Gcra, tag: usize) {

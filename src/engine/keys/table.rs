@@ -417,9 +417,13 @@ impl<'a, P: PairWord> Table<'a, P> {
         }
     }
 
-    /// Whether any slot's state word satisfies `f`.
-    pub(crate) fn any_state(&self, mut f: impl FnMut(u64) -> bool) -> bool {
-        self.slots.iter().any(|slot| f(slot.load().1))
+    /// Whether any live key's state word satisfies `f` (empty, retired and pending slots hold
+    /// no key's state).
+    pub(crate) fn any_live_state(&self, mut f: impl FnMut(u64) -> bool) -> bool {
+        self.slots.iter().any(|slot| {
+            let (tag, state) = slot.load();
+            tag != EMPTY && tag & PENDING == 0 && f(state)
+        })
     }
 
     /// Slots holding a live key.
