@@ -194,6 +194,13 @@ impl<C: Clock> Limit<C> {
     /// this file (so a replaced file serves at most one more decision per handle), and the next
     /// one starts on the file that replaced it. A failed check is reported by the next call,
     /// through [`Limit::follow`].
+    ///
+    /// A window (fixed, sliding or a sliding log) decides a date ahead of the clock at the
+    /// clock's time: its state names the window it counts, and a date in a window the clock
+    /// has not reached would move the state there early, counting every other process's
+    /// decisions of the current window against the next one (a fixed window of 10 then
+    /// admitted 19 within one real window). A bucket's date is kept: a later date only makes
+    /// the bucket's theoretical arrival time later.
     #[inline(always)]
     pub(crate) fn decision_time(&self, at: Option<u64>) -> u64 {
         let t = self.clock.now_ns();
@@ -201,7 +208,11 @@ impl<C: Clock> Limit<C> {
         if t >= self.next_check.load(Ordering::Relaxed) {
             self.check_due(t);
         }
-        at.unwrap_or(t)
+        match at {
+            None => t,
+            Some(date) if self.params.counts_windows() => date.min(t),
+            Some(date) => date,
+        }
     }
 
     #[cold]

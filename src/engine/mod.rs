@@ -36,3 +36,15 @@ pub(crate) enum Params {
     SlidingLog(SlidingLog),
     Concurrency { permits: u64, lease_ns: u64 },
 }
+
+impl Params {
+    /// Whether the state counts admissions per window of time (fixed window, sliding window
+    /// counter, sliding log): such a state must never be dated ahead of the clock.
+    #[inline(always)]
+    pub(crate) fn counts_windows(&self) -> bool {
+        matches!(
+            self,
+            Params::FixedWindow(_) | Params::SlidingWindow(_) | Params::SlidingLog(_)
+        )
+    }
+}

@@ -33,6 +33,11 @@ impl<C: Clock> Limit<C> {
     /// ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is refused, so that no date can leave a state that locks other
     /// processes out, opens the limit to them, or fails their decisions.
     ///
+    /// A window (fixed, sliding, or a sliding log) decides a date ahead of the clock at the
+    /// clock's time: a window's state names the window it counts, and moving it into a window
+    /// the clock has not reached would count every other caller's decisions against the next
+    /// window. A bucket decides at the date.
+    ///
     /// # Errors
     ///
     /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire); [`Error::ClockOutOfRange`] for a date ahead of the clock by
