@@ -1,5 +1,5 @@
 //! Criterion benchmarks: shmlimit against the floor and against what users would otherwise pick.
-//! See BENCHMARKS.md for the groups, the commands and the figures.
+//! See docs/performance.md for the groups, the commands and the figures.
 //!
 //! Layout: `peers/` holds one module per contender behind the `peers::Contender` trait,
 //! `harness` runs a contender from one or many threads or processes, and each group is a module

@@ -8,7 +8,7 @@
 #   benches/report.sh --table-only      # no run: tabulate the results already on disk
 #
 # Environment: CARGO_TARGET_DIR (default ./target), WARM_UP (s, default 0.5),
-# MEASURE (s, default 2), SHMLIMIT_REDIS_URL (see BENCHMARKS.md).
+# MEASURE (s, default 2), SHMLIMIT_REDIS_URL (see docs/performance.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -192,7 +192,7 @@ fn composed_checks_across_c_processes_take_nothing_when_denied() {
 
 /// The same with a sliding log of 5000 first. Fails now and then: see the next test.
 #[test]
-#[ignore = "known limit of the log ring (README, sliding log row): units of a cost > 1 freed behind live entries stay unusable for up to W; stricter, never looser"]
+#[ignore = "known limit of the log ring (docs/guarantees.md, sliding log row): units of a cost > 1 freed behind live entries stay unusable for up to W; stricter, never looser"]
 fn composed_checks_with_a_log_first_take_nothing_when_denied() {
     let out = build_and_run_args("compose_fork", &["log"]);
     assert!(out.contains("compose (first=log): ok"), "{out}");
@@ -212,7 +212,7 @@ fn composed_checks_with_keyed_limits_from_c() {
 /// at once see denials (at most 16 entries are ever held), and after every refund entries are
 /// missing; one process alone sees neither.
 #[test]
-#[ignore = "known limit of the log ring (README, sliding log row): units of a cost > 1 freed behind live entries stay unusable for up to W; stricter, never looser"]
+#[ignore = "known limit of the log ring (docs/guarantees.md, sliding log row): units of a cost > 1 freed behind live entries stay unusable for up to W; stricter, never looser"]
 fn sliding_log_refunds_across_processes_lose_nothing() {
     let out = build_and_run_args("log_refunds", &["60000000000", "8", "2"]);
     assert!(out.contains("denials=0 available=1000 of 1000"), "{out}");

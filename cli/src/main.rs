@@ -66,7 +66,7 @@ enum Command {
     Reset(operate::ResetArgs),
     Gc(operate::GcArgs),
     Sync(operate::SyncArgs),
-    /// Keep this host's share of a fleet-wide budget, allocated through Redis (see FLEET.md)
+    /// Keep this host's share of a fleet-wide budget, allocated through Redis (see docs/fleet.md)
     Fleet(shmlimit_fleet::cli::FleetArgs),
 }
 

@@ -69,7 +69,7 @@
 //! nothing, so every grant of the lost state is fenced first (agents that see a new epoch drop to
 //! the floor at once). A failover that keeps the keys but loses the latest writes can lose recent
 //! grants: the hosts holding them keep them until their next renewal (at most `ttl / 5` plus one
-//! round trip), which then lowers them to the recorded grant. See `FLEET.md`.
+//! round trip), which then lowers them to the recorded grant. See `docs/fleet.md`.
 
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 

@@ -379,7 +379,7 @@ macro_rules! bucket_retune {
                 self.0.set_token_bucket(capacity, rate)
             }
 
-            /// Make this bucket fleet-managed (see `FLEET.md`): its rate becomes a share that
+            /// Make this bucket fleet-managed (see `docs/fleet.md`): its rate becomes a share that
             /// holds only until the lease deadline ([`Self::set_fleet_deadline`]); a decision
             /// past it decides with the fence bucket `fence_capacity`, `fence_rate` (the host's
             /// reserved minimum, or the floor) instead. The share is set to the fence and the

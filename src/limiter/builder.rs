@@ -216,7 +216,7 @@ impl<C: Clock> Builder<C> {
         if diff.is_empty() {
             return Ok(true);
         }
-        // A fleet-managed bucket's live rate belongs to its fleet agent (FLEET.md): a retune
+        // A fleet-managed bucket's live rate belongs to its fleet agent (docs/fleet.md): a retune
         // would overwrite the agent's share, and a new file would start unmanaged (at its
         // configured rate, beyond the fleet's total) while the agent kept leasing the old one.
         let names: Vec<String> = (0..limiter.shared.params.len())

@@ -1,4 +1,4 @@
-//! A fleet-managed token bucket (see `FLEET.md`): its share, lease deadline and fence.
+//! A fleet-managed token bucket (see `docs/fleet.md`): its share, lease deadline and fence.
 
 use std::sync::atomic::Ordering;
 
@@ -11,7 +11,7 @@ use crate::spec::{Algorithm, Rate};
 
 use super::{Limit, Params};
 
-/// The lease of a fleet-managed token bucket (see [`Limit::fleet_lease`] and `FLEET.md`).
+/// The lease of a fleet-managed token bucket (see [`Limit::fleet_lease`] and `docs/fleet.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetLease {
     /// The share: the bucket decisions use while the lease runs.
@@ -39,7 +39,7 @@ impl FleetLease {
 }
 
 impl<C: Clock> Limit<C> {
-    /// Make this token bucket fleet-managed (see `FLEET.md`): its rate becomes a share that
+    /// Make this token bucket fleet-managed (see `docs/fleet.md`): its rate becomes a share that
     /// holds only until the lease deadline ([`TokenBucketLimit::set_fleet_deadline`](crate::TokenBucketLimit::set_fleet_deadline)); a decision past it
     /// decides with the fence bucket `fence_capacity`, `fence_rate` (the host's reserved
     /// minimum, or the floor) instead. The share is set to the fence and the deadline to 0, so

@@ -525,7 +525,7 @@ pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
     let managed: Vec<_> = states.iter().filter(|s| s.fleet.is_some()).collect();
     if !managed.is_empty() {
         println!();
-        println!("fleet shares (see FLEET.md: past its lease deadline a share is fenced)");
+        println!("fleet shares (see docs/fleet.md: past its lease deadline a share is fenced)");
         let mut table = TextTable::new(
             &["limit", "applied", "share", "fence", "lease left", "fenced"],
             1,
