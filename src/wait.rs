@@ -251,8 +251,24 @@ impl<C: Clock> Limit<C> {
             ));
         }
         let max_delay = nanos(max_delay);
-        // What the booking concluded: its decision, the word it stored, when, and its delay.
-        let (decision, booked, now, delay) = mutate(
+        // A booking made with parameters a retune or reset replaced before its CAS landed is
+        // given back and made again (see `engine::bucket`; bounded).
+        for _ in 0..64 {
+            let witness = crate::engine::bucket::witness(self.control_line());
+            let (decision, booked, now, delay) = self.book_once(n, max_delay)?;
+            if booked.is_some() && !crate::engine::bucket::unchanged(self.control_line(), witness) {
+                self.give_back(self.control(0), &decision, n);
+                continue;
+            }
+            return Ok(self.reservation(decision, n, booked, now, delay));
+        }
+        Err(self.fault(crate::algo::Fault::Corrupt))
+    }
+
+    /// One booking of [`Limit::reserve`]: its decision, the word it stored, when, and its
+    /// delay.
+    fn book_once(&self, n: u64, max_delay: u64) -> Result<(Decision, Option<u64>, u64, u64)> {
+        mutate(
             self.control(0),
             || self.clock().now_ns(),
             |now, current| {
@@ -294,8 +310,7 @@ impl<C: Clock> Limit<C> {
                     }
                 })
             },
-        )?;
-        Ok(self.reservation(decision, n, booked, now, delay))
+        )
     }
 
     /// Count the booking and build the reservation (shadow mode grants a refused one, booking

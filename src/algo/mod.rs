@@ -134,6 +134,13 @@ impl Decision {
         }
     }
 
+    /// What one unit of `slack` is: a token bucket's emission interval (the nanoseconds one
+    /// unit of cost added to its theoretical arrival time), a window's 1.
+    #[inline(always)]
+    pub(crate) fn unit(&self) -> u64 {
+        self.unit
+    }
+
     #[inline(always)]
     pub(crate) fn of(mut self, whole: u64) -> Self {
         self.whole = whole;

@@ -20,6 +20,27 @@
 //!    the Acquire of that read, sees the slot the retune published before;
 //! 3. stores `ACTIVE` (Release), for retuners, resets and inspectors.
 //!
+//! **The generation.** Bit 0 of `ACTIVE` names the active slot; bits 1..63 count the changes
+//! of parameter slots. A retune bumps it after writing the inactive slot (step 1) and again
+//! when it names that slot active (step 3); a reset bumps it after copying the live parameters
+//! into slot 0. So while `ACTIVE` reads the same, no parameter slot a state word names has
+//! been rewritten: a decision reads `ACTIVE` (its [`witness`]) before it loads its state word,
+//! and
+//!
+//! - a thread's cached parameters (`tally::hot`) hold for a word tagged `t` exactly while the
+//!   entry was filled under the same witness for the same tag (`witness ^ t`): one load and one
+//!   compare instead of re-reading the slot (the fill reads `ACTIVE` before the slot, and every
+//!   writer bumps it after the slot, Release);
+//! - an admission whose CAS succeeded stands only if `ACTIVE` still reads the witness after the
+//!   CAS ([`unchanged`]). Two whole retunes during one decision can bring a state word back to
+//!   the very value the decision loaded (an idle bucket's retune moves only the tag, twice), and
+//!   its CAS then succeeds on a word that now means the parameters of two versions later; the
+//!   second retune bumped `ACTIVE` before it wrote that word back, and the decision's CAS read
+//!   that write (Acquire), so the load after it sees the bump. The admission is then given back
+//!   ([`give_back`]: exactly the nanoseconds it added, never past full) and decided again. A
+//!   retune that finishes during a decision without such a coincidence costs the same: one
+//!   decision made twice.
+//!
 //! Outside a retune every state word names the active slot. A retuner killed between steps 2
 //! and 3 leaves some words on the inactive slot; the next retune finishes it first (moves the
 //! rest there and names it active, `Limit::finish_interrupted_retune`) rather than stage into
@@ -51,33 +72,54 @@ pub(crate) fn read_slot<A: AtomicWord>(control: &[A], base: usize) -> Option<(Gc
     // line the retuning process is writing at once.
     let backoff = Backoff::new();
     for _ in 0..64 {
-        // Acquire on the check word: pairs with the Release store a retune ends with, so the
-        // two parameter words read after it are at least as new. A torn read fails the check.
-        let check = control[base + 2].load(Ordering::Acquire);
-        let emission_ns = control[base].load(Ordering::Relaxed);
-        let capacity = control[base + 1].load(Ordering::Relaxed);
-        // A retune writes the two words, then the check: a read that mixes versions fails
-        // the check and is retried.
-        let mark = bucket::check(emission_ns, capacity) ^ check;
-        if mark == 0 || mark == bucket::FLEET {
-            if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
-                return None;
-            }
-            return match capacity.checked_mul(emission_ns) {
-                Some(tol) if tol <= 1 << 62 => Some((
-                    Gcra {
-                        emission_ns,
-                        tolerance_ns: tol,
-                        capacity,
-                    },
-                    mark != 0,
-                )),
-                _ => None,
-            };
+        match read_slot_once(control, base) {
+            Read::Whole(g, fleet) => return Some((g, fleet)),
+            Read::Damaged => return None,
+            Read::Torn => backoff.spin(),
         }
-        backoff.spin();
     }
     None
+}
+
+/// What one read of a parameter slot found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Read {
+    /// A whole version: its parameters, and whether it is a fleet share.
+    Whole(Gcra, bool),
+    /// Words of two versions (a retune between its stores): read again.
+    Torn,
+    /// A whole version whose parameters no bucket can have.
+    Damaged,
+}
+
+/// One read of the slot at control word `base` (the body of [`read_slot`]'s loop).
+#[inline(always)]
+pub(crate) fn read_slot_once<A: AtomicWord>(control: &[A], base: usize) -> Read {
+    // Acquire on the check word: pairs with the Release store a retune ends with, so the
+    // two parameter words read after it are at least as new. A torn read fails the check.
+    let check = control[base + 2].load(Ordering::Acquire);
+    let emission_ns = control[base].load(Ordering::Relaxed);
+    let capacity = control[base + 1].load(Ordering::Relaxed);
+    // A retune writes the two words, then the check: a read that mixes versions fails the
+    // check and is retried.
+    let mark = bucket::check(emission_ns, capacity) ^ check;
+    if mark != 0 && mark != bucket::FLEET {
+        return Read::Torn;
+    }
+    if emission_ns == 0 || capacity == 0 || capacity > MAX_CAPACITY {
+        return Read::Damaged;
+    }
+    match capacity.checked_mul(emission_ns) {
+        Some(tol) if tol <= 1 << 62 => Read::Whole(
+            Gcra {
+                emission_ns,
+                tolerance_ns: tol,
+                capacity,
+            },
+            mark != 0,
+        ),
+        _ => Read::Damaged,
+    }
 }
 
 /// Write a parameter slot at control word `base` that no state word names (the inactive slot,
@@ -105,6 +147,59 @@ pub(crate) fn write_slot<A: AtomicWord>(
 pub(crate) fn active<A: AtomicWord>(control: &[A]) -> usize {
     // Acquire: pairs with the Release store that ends a retune.
     (control[bucket::ACTIVE].load(Ordering::Acquire) & 1) as usize
+}
+
+/// The `ACTIVE` word as a decision's witness, read before it loads its state word: the
+/// parameters it reads afterwards are those of this generation (see the module docs).
+#[inline(always)]
+pub(crate) fn witness<A: AtomicWord>(control: &[A]) -> u64 {
+    // Acquire: pairs with the Release bump after each write of a parameter slot, so the slot
+    // read after it is at least as new as this generation.
+    control[bucket::ACTIVE].load(Ordering::Acquire)
+}
+
+/// After a decision's CAS committed an admission: whether no parameter slot was rewritten since
+/// the decision read `witness` (otherwise the admission is given back and decided again).
+#[inline(always)]
+pub(crate) fn unchanged<A: AtomicWord>(control: &[A], witness: u64) -> bool {
+    // Relaxed: after the CAS (AcqRel), which read the word a rescale or reset wrote after its
+    // bump (Release), or a word written after that one: coherence then shows the bump here.
+    control[bucket::ACTIVE].load(Ordering::Relaxed) == witness
+}
+
+/// Name slot `slot` active and count one more change of the parameter slots (Release: after
+/// the slot's words and, at the end of a retune, the rescaled state words). Only under the
+/// retune lock (or at a reset, which holds it too), so bumps never race.
+pub(crate) fn bump<A: AtomicWord>(control: &[A], slot: usize) {
+    // Relaxed: only the holder of the retune lock stores this word.
+    let generation = control[bucket::ACTIVE].load(Ordering::Relaxed) >> 1;
+    let next = (generation.wrapping_add(1) << 1) & !bucket::PARAM_TAG;
+    control[bucket::ACTIVE].store(next | (slot as u64 & 1), Ordering::Release);
+}
+
+/// Give back an admission of `units_ns` nanoseconds of a tagged state word (its cost times the
+/// emission interval it was decided with): the theoretical arrival time moves back by as much,
+/// never below `now` (never fuller than full); the tag is kept.
+#[cold]
+#[inline(never)]
+pub(crate) fn give_back<A: AtomicWord>(state: &A, now: impl FnMut() -> u64, units_ns: u64) {
+    let given = mutate(state, now, |now, current| {
+        Ok::<_, std::convert::Infallible>(Change::unless_same(
+            current,
+            given_back(now, current, units_ns),
+        ))
+    });
+    match given {
+        Ok(()) => {}
+        Err(never) => match never {},
+    }
+}
+
+/// The tagged state word after giving back `units_ns` at `now` (see [`give_back`]).
+#[inline]
+pub(crate) fn given_back(now: u64, word: u64, units_ns: u64) -> u64 {
+    let tat = word & !bucket::PARAM_TAG;
+    tat.saturating_sub(units_ns).max(now.min(tat)) | (word & bucket::PARAM_TAG)
 }
 
 /// A retune under way: what each state word moves from and to.
@@ -136,14 +231,18 @@ pub(crate) fn stage_retune<A: AtomicWord>(
     };
     let tag = 1 - from;
     write_slot(control, bucket::PARAMS[tag], emission_ns, capacity, mark);
+    // A new generation: a cached copy of the slot's previous contents no longer matches.
+    bump(control, from);
     let (new, _) = read_slot(control, bucket::PARAMS[tag])?;
     Some(Retune { old, new, tag })
 }
 
-/// The last step of a retune, once every state word was rescaled: name slot `tag` active.
+/// The last step of a retune, once every state word was rescaled: name slot `tag` active, in a
+/// new generation.
 pub(crate) fn activate<A: AtomicWord>(control: &[A], tag: usize) {
-    // Release: readers of ACTIVE (retuners, resets, inspectors) see the finished slot.
-    control[bucket::ACTIVE].store(tag as u64, Ordering::Release);
+    // Release (in `bump`): readers of ACTIVE (retuners, resets, inspectors, decisions) see the
+    // finished slot and the rescaled words.
+    bump(control, tag);
 }
 
 /// Move one bucket state from parameters `old` to `new` (slot `tag`), keeping its tokens: one
@@ -219,33 +318,39 @@ mod tests {
         activate(control, r.tag);
     }
 
-    /// A bucket decision at `NOW` from the production pieces; `between` runs after the step is
+    /// A bucket decision at `NOW` from the production pieces, with the generation check
+    /// (`witness`, `unchanged`, `give_back`, decided again); `between` runs after the step is
     /// computed and before its CAS (the decider descheduled there).
     fn decide(control: &[AtomicU64], cost: u64, mut between: impl FnMut()) -> bool {
-        try_decide(
-            &control[0],
-            || NOW,
-            true,
-            |now, word| {
-                let (g, _) = read_slot(control, bucket::PARAMS[tag_of(word)]).ok_or(())?;
-                let s = step(&g, now, word, cost);
-                between();
-                Ok::<Step, ()>(s)
-            },
-        )
-        .expect("a whole slot")
-        .is_allowed()
+        loop {
+            let seen = witness(control);
+            let decision = try_decide(
+                &control[0],
+                || NOW,
+                true,
+                |now, word| {
+                    let (g, _) = read_slot(control, bucket::PARAMS[tag_of(word)]).ok_or(())?;
+                    let s = step(&g, now, word, cost);
+                    between();
+                    Ok::<Step, ()>(s)
+                },
+            )
+            .expect("a whole slot");
+            if !decision.is_allowed() || unchanged(control, seen) {
+                return decision.is_allowed();
+            }
+            give_back(&control[0], || NOW, cost * decision.unit());
+        }
     }
 
     /// Two whole retunes between a decision's read of its slot and its CAS bring an idle
     /// bucket's state word back to the very value the decision loaded (a retune keeps a TAT at
     /// or before now and only moves the tag, twice), so the CAS succeeds with the parameters
-    /// of two versions ago (ABA). Known and not fixed: the fix is a protocol change (a retune
-    /// that never returns a word to an earlier value, or a decision that re-reads its slot
-    /// after its CAS and gives a stale admission back), with its loom model. Run with
-    /// `cargo test -p shmlimit --lib -- --ignored two_retunes` to see it fail.
+    /// of two versions ago (ABA). The generation in `ACTIVE` moved meanwhile: the admission is
+    /// given back and decided again with the live parameters. The loom model
+    /// `engine::loom_models::loom_two_retunes_during_one_decision_never_over_admit` explores
+    /// the same race.
     #[test]
-    #[ignore = "known ABA across two retunes during one decision: see the test's doc"]
     fn two_retunes_between_a_decisions_slot_read_and_its_cas_are_noticed() {
         let control: Vec<AtomicU64> = (0..16).map(|_| AtomicU64::new(0)).collect();
         // Version 1: 10 units, 1 us each; versions 2 and 3: 10 units, 100 us each.

@@ -29,9 +29,15 @@
 //! Checked against a mutation of the protocol: the new slot published after the rescale
 //! instead of before it (a decision then reads a slot not written yet) fails the first model.
 //!
-//! Two retunes in a row (the second rewriting the slot a decision that loaded its word before
-//! the first may still name) are not modelled: the reader's backoff loop over weak-memory loads
-//! made that model run for more than ten minutes even with one preemption.
+//! **Two retunes during one decision** (the last model): the second retune rewrites the slot
+//! the decision read, and an idle bucket's word comes back to the very value the decision
+//! loaded (each retune moves only its tag), so the decision's CAS succeeds with the parameters
+//! of two versions ago. The decision is the production protocol of the generation
+//! ([`witness`] before, [`unchanged`] after the CAS, [`give_back`] and decide again); its slot
+//! read is one [`read_slot_once`] (a torn read gives up, denying), because the reader's backoff
+//! loop over weak-memory loads made such a model run for more than ten minutes even with one
+//! preemption. Checked against a mutation: with `unchanged` always true, the model fails
+//! (19 granted at one instant with capacities of 10).
 
 use std::sync::atomic::Ordering;
 
@@ -39,9 +45,12 @@ use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use loom::thread;
 
-use super::bucket::{activate, read_slot, rescale, stage_retune, step, tag_of, write_slot};
+use super::bucket::{
+    activate, give_back, read_slot, read_slot_once, rescale, stage_retune, step, tag_of, unchanged,
+    witness, write_slot, Read,
+};
 use crate::algo::loom_models::model;
-use crate::algo::{try_decide, Fault};
+use crate::algo::{try_decide, Fault, Step};
 use crate::file::layout::bucket;
 
 /// The instant every clock read returns.
@@ -137,7 +146,7 @@ fn retune_races_decisions(name: &str, versions: &'static [Version], decisions: u
             "the word names the last slot"
         );
         assert_eq!(
-            control[bucket::ACTIVE].load(Ordering::SeqCst) as usize,
+            (control[bucket::ACTIVE].load(Ordering::SeqCst) & 1) as usize,
             tag,
             "ACTIVE names the slot the word is tagged with"
         );
@@ -157,4 +166,83 @@ fn loom_a_retune_to_a_smaller_bucket_never_over_admits() {
     // 3 tokens of 50 ns, retuned to 1 of 200 ns: whatever was granted under the larger bucket
     // is carried over as tokens in use.
     retune_races_decisions("retune down vs three decisions", &[(50, 3), (200, 1)], 3);
+}
+
+/// One decision of `cost` at [`NOW`] with the generation check: admitted or not. A torn slot
+/// read denies (see the module docs); at most three rounds.
+fn decide_checked(control: &[AtomicU64], cost: u64) -> bool {
+    for _ in 0..3 {
+        let seen = witness(control);
+        let decision = try_decide(
+            &control[0],
+            || NOW,
+            true,
+            |t, w| match read_slot_once(control, bucket::PARAMS[tag_of(w)]) {
+                Read::Whole(g, _) => Ok(step(&g, t, w, cost)),
+                Read::Torn | Read::Damaged => Err(()),
+            },
+        );
+        let Ok(decision) = decision else {
+            return false;
+        };
+        if !decision.is_allowed() {
+            return false;
+        }
+        if unchanged(control, seen) {
+            return true;
+        }
+        give_back(&control[0], || NOW, cost * decision.unit());
+    }
+    false
+}
+
+#[test]
+fn loom_two_retunes_during_one_decision_never_over_admit() {
+    // 10 tokens of 1 us, retuned twice to 10 tokens of 100 us: a decision of the whole bucket
+    // that read the first version and commits after the second would, in the second's terms,
+    // have taken a tenth of a token.
+    const V1: Version = (1_000, 10);
+    const V2: Version = (100_000, 10);
+    model("decision vs two retunes", 2, || {
+        let control = line(V1);
+        let retuner = {
+            let control = Arc::clone(&control);
+            thread::spawn(move || {
+                retune(&control, V2);
+                retune(&control, V2);
+            })
+        };
+        let decider = {
+            let control = Arc::clone(&control);
+            thread::spawn(move || decide_checked(&control, 10))
+        };
+        retuner.join().unwrap();
+        let first = decider.join().unwrap();
+        // Then, at the same instant, single units until the bucket denies.
+        let mut rest = 0;
+        while rest <= 10 {
+            let (g, _) = read_slot(
+                &control,
+                bucket::PARAMS[tag_of(control[0].load(Ordering::SeqCst))],
+            )
+            .expect("a whole slot");
+            let ok = try_decide(
+                &control[0],
+                || NOW,
+                true,
+                |t, w| Ok::<Step, ()>(step(&g, t, w, 1)),
+            )
+            .expect("no error")
+            .is_allowed();
+            if !ok {
+                break;
+            }
+            rest += 1;
+        }
+        let granted = u64::from(first) * 10 + rest;
+        assert!(
+            granted <= 10,
+            "granted {granted} at one instant with capacities of 10 (the raced decision: {first})"
+        );
+    });
 }

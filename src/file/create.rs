@@ -11,7 +11,7 @@ use super::layout::{self, word, Geometry, DEF_SIZE, HEADER_SIZE};
 use super::{io_err, parent_dir, reboot, Access};
 use crate::clock;
 use crate::error::Result;
-use crate::spec::LimitDef;
+use crate::spec::{Algorithm, LimitDef};
 
 /// The complete initial image of header and definitions.
 pub(super) fn image(
@@ -67,6 +67,12 @@ pub(super) fn control_lines(defs: &[LimitDef], geometry: &Geometry) -> Vec<(usiz
             let mut line = [0u64; layout::LINE / 8];
             for (i, v) in layout::initial_control(def) {
                 line[i] = v;
+            }
+            if let Algorithm::TokenBucket { .. } = def.algorithm {
+                // A random first generation (slot 0 active): a handle that decides on another
+                // file's bytes copied over its own, before it notices the copy, never finds the
+                // generation its cached parameters were read in.
+                line[layout::bucket::ACTIVE] = layout::bucket::first_active(random_seed()[0]);
             }
             (offset, line.iter().flat_map(|w| w.to_ne_bytes()).collect())
         })

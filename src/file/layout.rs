@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 5)
+//! # Layout (format version 6)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -55,7 +55,7 @@
 //! | limit | control line | state area |
 //! |---|---|---|
 //! | split token bucket (k) | as a token bucket; its state is sub-bucket 0's | k - 1 lines, sub-bucket i's state in word 0 of line i |
-//! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 fleet lease deadline (monotonic ns), w8 active slot, w9-11 fleet fence slot (emission ns, capacity, check) | - |
+//! | token bucket | w0 state (bit 63: active parameter slot, bits 0-62: TAT), w1-3 parameter slot 0 (emission ns, capacity, check), w4-6 parameter slot 1, w7 fleet lease deadline (monotonic ns), w8 `ACTIVE`: bit 0 the active slot, bits 1-62 the generation of the parameter slots (random at creation, bumped after every write of a slot, see `engine::bucket`), w9-11 fleet fence slot (emission ns, capacity, check) | - |
 //! | fixed / sliding window | w0 state, w1 live limit `L` | - |
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
@@ -82,7 +82,11 @@
 //! (words 64..128): a reboot translates the stored times unless word 25 says reset. Version 5:
 //! counter lanes are owned by one thread each and written with plain stores (an owner line at
 //! the start of each lane; lane 0 shared), 64 lanes of eight words per limit, a `refunded`
-//! counter; header words 128..192 mark the limits a reboot translation has finished.
+//! counter; header words 128..192 mark the limits a reboot translation has finished. Version 6:
+//! a token bucket's `ACTIVE` word counts the generations of its parameter slots above its bit 0
+//! (a retune bumps it after staging and after activating, a reset after copying); decisions
+//! cache parameters per generation and check it after their CAS, so a version-5 process, which
+//! rewrites a slot without bumping it, must never share a file with this one.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -95,7 +99,7 @@ use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef,
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 5;
+pub(crate) const FORMAT_VERSION: u32 = 6;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -244,6 +248,11 @@ pub(crate) mod bucket {
     /// The fleet lease deadline (monotonic ns on the file's clock), on the decisions' 64 bytes.
     pub const DEADLINE: usize = 7;
     pub const ACTIVE: usize = 8;
+    /// A fresh `ACTIVE` word: slot 0 active, the generation of the parameter slots starting
+    /// at `random` (a new file's generations differ from every other file's).
+    pub const fn first_active(random: u64) -> u64 {
+        (random << 1) & !PARAM_TAG
+    }
     /// The fence slot (emission ns, capacity, check): what a fleet-managed bucket decides with
     /// once its lease deadline has passed.
     pub const FENCE: usize = 9;

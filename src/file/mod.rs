@@ -370,8 +370,16 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
             to(0).store(from(0), Ordering::Relaxed);
             to(1).store(from(1), Ordering::Relaxed);
             to(2).store(check, Ordering::Release);
-            line(layout::bucket::ACTIVE).store(0, Ordering::Relaxed);
         }
+        // Slot 0 active, in a new generation (`engine::bucket::bump`): a cached copy of slot 0
+        // from before the copy no longer matches, and a decision racing the reset that loaded
+        // a word equal to the fresh one gives its admission back. Release: after the copy;
+        // the state word below is stored after it.
+        let generation = line(layout::bucket::ACTIVE).load(Ordering::Relaxed) >> 1;
+        line(layout::bucket::ACTIVE).store(
+            (generation.wrapping_add(1) << 1) & !layout::bucket::PARAM_TAG,
+            Ordering::Release,
+        );
         // A fleet share's deadline is on the monotonic clock of the boot that wrote it: a reset
         // (a reboot, or an operator's) fences the share until its agent renews.
         line(layout::bucket::DEADLINE).store(0, Ordering::Relaxed);

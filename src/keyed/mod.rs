@@ -420,6 +420,10 @@ impl<C: Clock> Limit<C> {
                 let decision = table.decide_first(tag, commit, now, |t, s| {
                     self.bucket_step(t, s, cost, &mut counts)
                 })?;
+                if commit && !self.key_stands(&table, tag, &decision, cost, counts.witness, now) {
+                    // Given back: `Limit::run_key_on` decides again.
+                    return None;
+                }
                 Some(self.finish_counted(decision, cost, commit, counts))
             }
             Params::FixedWindow(_) | Params::SlidingWindow(_) => {
@@ -450,19 +454,70 @@ impl<C: Clock> Limit<C> {
         now: &mut impl FnMut() -> u64,
     ) -> Result<Outcome> {
         let mut attempts = 0;
+        let bucket = matches!(self.params(), Params::TokenBucket);
+        let table = Table::new(slots);
         loop {
             let before = self.retune_words();
-            match Table::new(slots).decide(self, tag, cost, commit, now) {
+            // Read before the parameters are (`engine::bucket::witness`).
+            let witness = crate::engine::bucket::witness(self.control_line());
+            match table.decide(self, tag, cost, commit, now) {
                 Err(Error::CorruptState { .. })
-                    if attempts < 64
-                        && matches!(self.params(), Params::TokenBucket)
-                        && self.retune_words() != before =>
+                    if attempts < 64 && bucket && self.retune_words() != before =>
                 {
+                    attempts += 1;
+                }
+                Ok(Outcome::Decided(d))
+                    if bucket
+                        && commit
+                        && !self.key_stands(&table, tag, &d, cost, witness, now) =>
+                {
+                    if attempts >= 64 {
+                        return Err(self.fault(crate::algo::Fault::Corrupt));
+                    }
                     attempts += 1;
                 }
                 outcome => return outcome,
             }
         }
+    }
+
+    /// Whether a committed keyed bucket decision stands: a denial always; an admission while
+    /// `ACTIVE` still reads `witness` (no parameter slot rewritten since its parameters were
+    /// read, see `engine::bucket`), else it is given back to the key (and the caller decides
+    /// again).
+    #[inline(always)]
+    fn key_stands(
+        &self,
+        table: &Table<'_, crate::engine::keys::Slot>,
+        tag: u64,
+        decision: &Decision,
+        cost: u64,
+        witness: u64,
+        now: &mut impl FnMut() -> u64,
+    ) -> bool {
+        !decision.is_allowed()
+            || crate::engine::bucket::unchanged(self.control_line(), witness)
+            || {
+                self.give_back_key(table, tag, cost.saturating_mul(decision.unit()), now);
+                false
+            }
+    }
+
+    /// Give back `units_ns` of a bucket admission to the key `tag` (see
+    /// [`crate::engine::bucket::give_back`]).
+    #[cold]
+    #[inline(never)]
+    fn give_back_key(
+        &self,
+        table: &Table<'_, crate::engine::keys::Slot>,
+        tag: u64,
+        units_ns: u64,
+        now: &mut impl FnMut() -> u64,
+    ) {
+        // Infallible: the change is arithmetic on the word.
+        let _ = table.update_key(tag, now, |now, state| {
+            Ok(crate::engine::bucket::given_back(now, state, units_ns))
+        });
     }
 
     /// A keyed decision from the start, with every check: what [`Limit::run_key`] does not

@@ -130,18 +130,39 @@ impl<C: Clock> Limit<C> {
     /// live word names the other slot, so each round starts from a word that moved) is decided
     /// again from the live word, here in the loop: a separate function for it returned the
     /// decision through memory, and the whole `Decision` was stored on every call.
+    ///
+    /// An admission made with parameters that a retune or reset replaced before its CAS landed
+    /// (see `engine::bucket`) is given back and decided again, in the same bounded loop.
     #[inline(always)]
     fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let mut counts = Counts::TALLY;
-        // Bounded: a process flipping the word's tag without end gets `CorruptState`.
+        // Bounded: a process flipping the word's tag (or `ACTIVE`) without end gets
+        // `CorruptState`.
         let mut rounds = 0;
         loop {
             match self.bucket_loop(cost, commit, at, &mut counts) {
-                Ok(decision) => return Ok(self.finish_counted(decision, cost, commit, counts)),
+                Ok(decision) if !commit || self.stands(&decision, cost, counts.witness) => {
+                    return Ok(self.finish_counted(decision, cost, commit, counts))
+                }
+                Ok(_) if rounds < 64 => rounds += 1,
                 Err(StepError::Stale) if rounds < 64 => rounds += 1,
+                Ok(_) => return Err(self.step_error(StepError::Stale, cost)),
                 Err(e) => return Err(self.step_error(e, cost)),
             }
         }
+    }
+
+    /// Whether a committed bucket decision on the unkeyed state word stands: a denial always;
+    /// an admission while `ACTIVE` still reads `witness`, else it is given back (the caller
+    /// decides again).
+    #[inline(always)]
+    pub(crate) fn stands(&self, decision: &Decision, cost: u64, witness: u64) -> bool {
+        !decision.is_allowed()
+            || crate::engine::bucket::unchanged(self.control_line(), witness)
+            || {
+                self.give_back(self.control(0), decision, cost);
+                false
+            }
     }
 
     /// The bucket's CAS loop on its state word, the step inlined.
@@ -204,6 +225,10 @@ impl<C: Clock> Limit<C> {
                 self.bucket_step(t, w, cost, &mut counts)
             })
             .map_err(|e| self.step_error(e, cost))?;
+            if !self.stands(&decision, cost, counts.witness) {
+                // Given back: decide again from the live word.
+                return self.bucket_run(cost, true, None);
+            }
             return Ok(self.finish_counted(decision, cost, true, counts));
         }
         let decision = try_decide_from(self.control(0), word, now, true, |t, w| {

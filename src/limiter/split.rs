@@ -53,13 +53,36 @@ impl<C: Clock> Limit<C> {
         seed % self.split
     }
 
-    /// A decision on a split bucket: the home sub-bucket first, then each sibling in turn.
+    /// A decision on a split bucket: the home sub-bucket first, then each sibling in turn. An
+    /// admission made with parameters a retune or reset replaced before its CAS landed (see
+    /// `engine::bucket`) is given back and the decision made again (bounded).
     pub(super) fn split_run(
         &self,
         cost: u64,
         commit: bool,
         now: impl Fn() -> u64,
     ) -> Result<Decision> {
+        for _ in 0..64 {
+            let witness = engine::bucket::witness(self.control_line());
+            let (decision, sub) = self.split_once(cost, commit, &now)?;
+            if !commit || !decision.is_allowed() {
+                return Ok(decision);
+            }
+            if engine::bucket::unchanged(self.control_line(), witness) {
+                return Ok(decision);
+            }
+            self.give_back(self.sub_state(sub), &decision, cost);
+        }
+        Err(self.fault(crate::algo::Fault::Corrupt))
+    }
+
+    /// One round of [`Limit::split_run`]: the decision, and the sub-bucket that made it.
+    fn split_once(
+        &self,
+        cost: u64,
+        commit: bool,
+        now: &impl Fn() -> u64,
+    ) -> Result<(Decision, usize)> {
         // Acquire: pairs with the retune's flip of sub-bucket 0, the first one it moves.
         let tag = self.control(0).load(Ordering::Acquire) >> 63;
         let largest = self
@@ -75,7 +98,7 @@ impl<C: Clock> Limit<C> {
         let mut denied: Option<Decision> = None;
         for j in 0..self.split {
             let i = (home + j) % self.split;
-            let d = try_decide(self.sub_state(i), &now, commit, |t, w| {
+            let d = try_decide(self.sub_state(i), now, commit, |t, w| {
                 let Some(at) = self.bucket_at(engine::bucket::tag_of(w), t)? else {
                     // Fenced, and the fence is being rewritten: deny, retry shortly.
                     return Ok(Step::Deny(Decision::denied(FENCE_REWRITE_RETRY_NS, 0, 1)));
@@ -88,12 +111,15 @@ impl<C: Clock> Limit<C> {
                 Ok(engine::bucket::step(&sub, t, w, cost))
             })?;
             if d.is_allowed() {
-                return Ok(d.stamped(i as u64));
+                return Ok((d.stamped(i as u64), i));
             }
             if denied.is_none_or(|best| d.retry_after_ns() < best.retry_after_ns()) {
                 denied = Some(d);
             }
         }
-        Ok(denied.unwrap_or_else(|| Decision::denied(u64::MAX, 0, 1)))
+        Ok((
+            denied.unwrap_or_else(|| Decision::denied(u64::MAX, 0, 1)),
+            home,
+        ))
     }
 }

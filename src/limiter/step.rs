@@ -12,10 +12,10 @@ use crate::algo::gcra::Gcra;
 use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{near_threshold, Decision, Fault, Step};
 use crate::clock::Clock;
-use crate::engine::Params;
+use crate::engine::{self, Params};
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, unpack_window_limit};
-use crate::tally::hot::{self, Counts, SlotWords};
+use crate::tally::hot::{self, Counts};
 
 impl<C: Clock> Limit<C> {
     /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
@@ -122,10 +122,11 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The bucket's parameters in slot `tag`, from this thread's hot entry for this handle
-    /// while the slot's words are the ones the entry was filled from: three loads of the
-    /// (already fetched) control line and four compares, instead of reading and re-validating
-    /// the slot and recomputing its check on every decision. `counts` gets what the decision
-    /// counts itself with.
+    /// while it was filled in the generation `ACTIVE` reads now (one load of the already
+    /// fetched control line and one compare, see `engine::bucket`), instead of reading and
+    /// re-validating the slot and recomputing its check on every decision. `counts` gets what
+    /// the decision counts itself with, and the generation read ([`Counts::witness`]), for the
+    /// check after its CAS.
     ///
     /// A fleet share's slot costs one more test, one load of the deadline word on the same 64
     /// bytes and one compare with `now`; once the deadline has passed the decision uses the
@@ -138,17 +139,18 @@ impl<C: Clock> Limit<C> {
         cost: u64,
         counts: &mut Counts,
     ) -> Result<Gcra, StepError> {
-        let tag = tag & 1;
-        let slot = SlotWords::load(&self.control, bucket::PARAMS[tag]);
-        // Filled from the slot read whole: its own check names its values, even if a retune
-        // has changed the slot since the loads above (then the word this decision loaded is no
-        // longer live, and its CAS fails).
+        let tag = ((tag & 1) as u64) << 63;
+        let witness = engine::bucket::witness(self.control_line());
+        // Filled with the generation read before the slot: an entry of this generation holds
+        // the slot's parameters, whatever a retune does next (then the word this decision
+        // loaded is rewritten or `ACTIVE` moves, and the admission does not stand).
         let (g, fleet) = self.hot_entry(
-            |e| e.holds_slot(self.hot_id, slot),
+            |e| e.holds_bucket(self.hot_id, witness, tag),
             counts,
-            |e| self.hot_fill(tag, e),
+            |e| self.hot_fill(witness, tag, e),
             |e| (e.gcra(), e.fleet()),
         )?;
+        counts.witness = witness;
         if fleet {
             return self.fleet_gate(g, now, cost, counts);
         }
@@ -171,10 +173,8 @@ impl<C: Clock> Limit<C> {
             if !holds(e) {
                 fill(e)?;
             }
-            *counts = Counts {
-                counters: e.counters.get(),
-                near_slack: e.near_slack.get(),
-            };
+            counts.counters = e.counters.get();
+            counts.near_slack = e.near_slack.get();
             Ok(read(e))
         })
     }
@@ -212,10 +212,13 @@ impl<C: Clock> Limit<C> {
         Ok(g)
     }
 
-    /// Fill this thread's entry `e` for this handle from slot `tag`, read whole.
+    /// Fill this thread's entry `e` for this handle from the slot a state word tagged `tag`
+    /// names, read whole after `ACTIVE` read `witness`.
     #[cold]
     #[inline(never)]
-    fn hot_fill(&self, tag: usize, e: &hot::Entry) -> Result<(), StepError> {
+    fn hot_fill(&self, witness: u64, tag: u64, e: &hot::Entry) -> Result<(), StepError> {
+        let tag_word = tag;
+        let tag = (tag >> 63) as usize;
         let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1]).map_err(|_| {
             // The slot did not read whole for 64 rounds. If a retune has since made the other
             // slot the active one, this one is being rewritten by the next retune and the word
@@ -231,7 +234,7 @@ impl<C: Clock> Limit<C> {
         })?;
         e.fill(
             self.hot_id,
-            bucket::check(g.emission_ns, g.capacity) ^ if fleet { bucket::FLEET } else { 0 },
+            hot::bucket_key(witness, tag_word),
             g,
             fleet,
             near_threshold(g.tolerance_ns, self.tally.near()),

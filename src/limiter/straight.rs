@@ -10,10 +10,10 @@ use crate::algo::fixed_window::FixedWindow;
 use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{try_decide, Decision, Step};
 use crate::clock::Clock;
-use crate::engine::Params;
+use crate::engine::{self, Params};
 use crate::error::Result;
 use crate::file::layout::{self, bucket};
-use crate::tally::hot::{self, Counts, SlotWords};
+use crate::tally::hot::{self, Counts};
 
 impl<C: Clock> Limit<C> {
     /// Admit `cost` units now, or deny and consume nothing.
@@ -98,19 +98,19 @@ impl<C: Clock> Limit<C> {
     fn bucket_fast(&self, cost: u64) -> Option<Decision> {
         // Copies: the clock call may write any memory, so fields are loaded again after it.
         let (control, hot_id) = (self.control, self.hot_id);
+        // The generation of the parameter slots, read before the state word: the entry holds
+        // the slot the word names if it was filled in it (see `engine::bucket`).
+        let witness = engine::bucket::witness(control.slice());
         self.decide_fast(
             cost,
             #[inline(always)]
             |now, current, counts| {
-                let slot = SlotWords::load(&control, bucket::slot_of(current));
                 let (g, gate) = hot::with(hot_id, |e| {
-                    if !e.holds_slot(hot_id, slot) {
+                    if !e.holds_bucket(hot_id, witness, current) {
                         return Err(());
                     }
-                    *counts = Counts {
-                        counters: e.counters.get(),
-                        near_slack: e.near_slack.get(),
-                    };
+                    counts.counters = e.counters.get();
+                    counts.near_slack = e.near_slack.get();
                     Ok((e.gcra(), e.gate.get()))
                 })?;
                 // A cost of 0 or over the gate (one compare for both): a fleet share (then the
@@ -128,9 +128,39 @@ impl<C: Clock> Limit<C> {
                 {
                     return Err(());
                 }
-                Ok(crate::engine::bucket::step(&g, now, current, cost))
+                Ok(engine::bucket::step(&g, now, current, cost))
             },
+            #[inline(always)]
+            |decision| self.bucket_stands(decision, cost, witness),
         )
+    }
+
+    /// After the straight path's CAS admitted `cost`: whether the parameters it used still
+    /// stand (no parameter slot rewritten since `witness`, see `engine::bucket`). If not, the
+    /// admission is given back, and the caller decides again from scratch.
+    #[inline(always)]
+    fn bucket_stands(&self, decision: &Decision, cost: u64, witness: u64) -> bool {
+        engine::bucket::unchanged(self.control_line(), witness) || {
+            self.give_back(self.control(0), decision, cost);
+            false
+        }
+    }
+
+    /// Give back an admission of `cost` that `decision` made on `state` with parameters a
+    /// retune or reset has replaced since (see `engine::bucket`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn give_back(
+        &self,
+        state: &std::sync::atomic::AtomicU64,
+        decision: &Decision,
+        cost: u64,
+    ) {
+        engine::bucket::give_back(
+            state,
+            || self.clock.now_ns(),
+            cost.saturating_mul(decision.unit()),
+        );
     }
 
     /// [`Limit::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
@@ -150,10 +180,8 @@ impl<C: Clock> Limit<C> {
                     if e.id.get() != hot_id || e.check.get() != packed {
                         return Err(());
                     }
-                    *counts = Counts {
-                        counters: e.counters.get(),
-                        near_slack: e.near_slack.get(),
-                    };
+                    counts.counters = e.counters.get();
+                    counts.near_slack = e.near_slack.get();
                     Ok(e.limit())
                 })?;
                 // A cost of 0 or over the limit: an error, from `Limit::run`.
@@ -162,17 +190,21 @@ impl<C: Clock> Limit<C> {
                 }
                 Ok(step(limit, now, current))
             },
+            // A window's count means the same at any limit: its admission stands.
+            |_| true,
         )
     }
 
     /// The loop and the counting shared by [`Limit::bucket_fast`] and [`Limit::window_fast`]:
     /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
-    /// up (`Err`) having written nothing.
+    /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted, before
+    /// the admission is counted (`false`: it was given back, decide again).
     #[inline(always)]
     fn decide_fast(
         &self,
         cost: u64,
         mut step: impl FnMut(u64, u64, &mut Counts) -> Result<Step, ()>,
+        stands: impl FnOnce(&Decision) -> bool,
     ) -> Option<Decision> {
         let mut counts = Counts::TALLY;
         // The one mutation loop: a failed CAS retries from the word that beat it.
@@ -197,6 +229,9 @@ impl<C: Clock> Limit<C> {
             },
         )
         .ok()?;
+        if decision.is_allowed() && !stands(&decision) {
+            return None;
+        }
         if counts.counters.is_null() {
             // An admission of a shadow limit or on the shared lane.
             self.tally

@@ -2,12 +2,13 @@
 //! reads besides its state word, in one place that only this thread writes.
 //!
 //! An entry holds, for one handle: the parameters of the slot the last decision used (with the
-//! slot's check word, so a retune is noticed) or, for a window, its live limit
+//! generation of the parameter slots it was read in, so a retune or reset is noticed) or, for a
+//! window, its live limit
 //! (with the packed limit word it was unpacked from), the near-limit threshold precomputed for
 //! them, and the address of the handle's counters in this thread's lane (when the thread owns a
-//! lane). A decision compares the handle's id and the slot's three words (check word, emission,
-//! capacity: the check word alone can be shared by two parameter sets, see
-//! [`Entry::holds_slot`]), or a window's packed limit word, and then uses the entry as it is: no
+//! lane). A decision compares the handle's id and the generation (the bucket's `ACTIVE` word,
+//! with the slot's tag: [`Entry::holds_bucket`]), or a window's packed limit word, and then
+//! uses the entry as it is: no
 //! re-validation of the parameters, no lookup of the lane, no product for the near-limit flag.
 //!
 //! The entry is what makes the straight path of a decision (`Limit::bucket_fast`,
@@ -22,8 +23,8 @@
 //! - **One writer, one reader: this thread.** The entries are a thread-local; nothing else reads
 //!   or writes them, so they need no atomics and no protocol (and no loom model).
 //! - **An entry is the file's slot as it was read.** It is filled only from a slot read whole
-//!   and validated (`engine::bucket::read_slot`), with the check word recomputed from the
-//!   values read, so an entry's check always names its own values; a window's, only from a
+//!   and validated (`engine::bucket::read_slot`) after reading the generation it keeps, so the
+//!   slot cannot have been rewritten in that generation after the read; a window's, only from a
 //!   packed limit word whose check holds, the word itself kept as the check.
 //! - **Ids are never reused.** A handle's id is unique in the process for its life (and shared
 //!   by its clones, which decide on the same mapping and limit): an entry left by a dropped
@@ -49,30 +50,12 @@ use crate::algo::gcra::Gcra;
 /// Entries per thread (a power of two): 4 KiB of thread-local storage.
 pub(crate) const ENTRIES: usize = 64;
 
-/// The three words of a bucket parameter slot as a decision loads them to match its entry
-/// ([`Entry::holds_slot`]).
-#[derive(Clone, Copy)]
-pub(crate) struct SlotWords {
-    pub emission_ns: u64,
-    pub capacity: u64,
-    pub check: u64,
-}
-
-impl SlotWords {
-    /// The words of the parameter slot starting at control word `base`: the check word first
-    /// (Acquire: pairs with the Release store that ends a retune of the slot, so the two
-    /// parameter words read after it are at least as new), then the parameters.
-    #[inline(always)]
-    pub(crate) fn load(control: &crate::file::Words, base: usize) -> SlotWords {
-        use std::sync::atomic::Ordering;
-        let check = control.word(base + 2).load(Ordering::Acquire);
-        // Relaxed: ordered after the check word's Acquire load.
-        SlotWords {
-            emission_ns: control.word(base).load(Ordering::Relaxed),
-            capacity: control.word(base + 1).load(Ordering::Relaxed),
-            check,
-        }
-    }
+/// What a bucket entry's check holds: the generation it was filled in (the `ACTIVE` word read
+/// before the slot) and the tag of the slot (bit 63 of a state word), XORed so that no two
+/// (generation, tag) pairs share a key even in a damaged `ACTIVE` word.
+#[inline(always)]
+pub(crate) fn bucket_key(witness: u64, tag: u64) -> u64 {
+    witness ^ (tag & (1 << 63))
 }
 
 /// A handle's entry: one `Cell` per word, so that a decision loads only the words it uses; one
@@ -82,7 +65,8 @@ impl SlotWords {
 pub(crate) struct Entry {
     /// The handle's id; 0 matches none.
     pub id: Cell<u64>,
-    /// The check word of the slot the parameters were read from (with the fleet mark).
+    /// A bucket's: the generation and slot tag the parameters were read in ([`bucket_key`]);
+    /// a window's: the packed limit word.
     pub check: Cell<u64>,
     /// The slot's emission interval (`Gcra::emission_ns`).
     pub emission_ns: Cell<u64>,
@@ -132,7 +116,8 @@ impl Entry {
         self.gate.get() == 0
     }
 
-    /// Fill the entry for handle `id` with slot parameters `g` read under check word `check`.
+    /// Fill the entry for handle `id` with parameters `g` read under `check` ([`bucket_key`] of
+    /// the generation read before the slot, or a window's packed limit word).
     pub(crate) fn fill(
         &self,
         id: u64,
@@ -169,18 +154,14 @@ impl Entry {
         self.fill(id, packed, g, false, near_slack, counters);
     }
 
-    /// Whether this is handle `id`'s entry for the bucket parameter slot holding `slot` now:
-    /// its check word, emission and capacity. The check word alone is not enough: it is a
-    /// 64-bit function of two 64-bit parameters, so two parameter sets can share one (for
-    /// example 1,004 ns per unit with a burst of 1.5 MiB, and 1,000 ns with 1 MiB), and an
-    /// entry filled before a retune to such a set would keep deciding with the old one. The
-    /// two values name the parameters exactly; the check word adds the fleet mark.
+    /// Whether this is handle `id`'s entry for the bucket parameter slot a state word tagged
+    /// `tag` names, in the generation `witness` (the `ACTIVE` word as the decision read it):
+    /// the entry was filled in that generation for that slot, and no parameter slot has been
+    /// rewritten since (each rewrite bumps the generation, see `engine::bucket`). One compare,
+    /// whatever the parameters: two parameter sets that share a check word are two generations.
     #[inline(always)]
-    pub(crate) fn holds_slot(&self, id: u64, slot: SlotWords) -> bool {
-        self.id.get() == id
-            && self.check.get() == slot.check
-            && self.emission_ns.get() == slot.emission_ns
-            && self.capacity.get() == slot.capacity
+    pub(crate) fn holds_bucket(&self, id: u64, witness: u64, tag: u64) -> bool {
+        self.id.get() == id && self.check.get() == bucket_key(witness, tag)
     }
 
     /// A window's live limit (kept as the capacity).
@@ -199,13 +180,17 @@ impl Entry {
     }
 }
 
-/// What a bucket decision takes from its entry to count itself after the CAS.
+/// What a decision takes from its entry to count itself after the CAS, and (a bucket's) to
+/// check that its parameters still stand.
 #[derive(Clone, Copy)]
 pub(crate) struct Counts {
     /// [`Entry::counters`]: null counts through the Tally.
     pub counters: *const AtomicU64,
     /// [`Entry::near_slack`].
     pub near_slack: u64,
+    /// A bucket decision's: the `ACTIVE` word its parameters were read in (see
+    /// `engine::bucket::unchanged`).
+    pub witness: u64,
 }
 
 impl Counts {
@@ -213,6 +198,7 @@ impl Counts {
     pub(crate) const TALLY: Counts = Counts {
         counters: std::ptr::null(),
         near_slack: 0,
+        witness: 0,
     };
 }
 

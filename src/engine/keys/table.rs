@@ -359,13 +359,25 @@ impl<'a, P: PairWord> Table<'a, P> {
         units: u64,
         now: &mut impl FnMut() -> u64,
     ) -> Result<()> {
+        self.update_key(tag, now, |now, state| t.refund(now, state, grant, units))
+    }
+
+    /// Replace the state of the key `tag` by `change(now, state)`, if it still has a live
+    /// slot, with one CAS loop on the slot (a key that lost its slot had a fresh state: there is
+    /// nothing to change).
+    pub(crate) fn update_key(
+        &self,
+        tag: u64,
+        now: &mut impl FnMut() -> u64,
+        mut change: impl FnMut(u64, u64) -> Result<u64>,
+    ) -> Result<()> {
         'probe: loop {
             let Scan::Live(at, (_, mut state)) = self.scan(tag, None) else {
                 // No slot: the key's state was fresh when it was reclaimed; nothing is held.
                 return Ok(());
             };
             loop {
-                let new = t.refund(now(), state, grant, units)?;
+                let new = change(now(), state)?;
                 if new == state {
                     return Ok(());
                 }
