@@ -257,7 +257,7 @@ impl<C: Clock> Limit<C> {
             let witness = crate::engine::bucket::witness(self.control_line());
             let (decision, booked, now, delay) = self.book_once(n, max_delay)?;
             if booked.is_some() && !crate::engine::bucket::unchanged(self.control_line(), witness) {
-                self.give_back(self.control(0), &decision, n);
+                self.give_back(self.control(0), n.saturating_mul(decision.unit()));
                 continue;
             }
             return Ok(self.reservation(decision, n, booked, now, delay));

@@ -160,7 +160,7 @@ impl<C: Clock> Limit<C> {
         !decision.is_allowed()
             || crate::engine::bucket::unchanged(self.control_line(), witness)
             || {
-                self.give_back(self.control(0), decision, cost);
+                self.give_back(self.control(0), cost.saturating_mul(decision.unit()));
                 false
             }
     }

@@ -71,7 +71,7 @@ impl<C: Clock> Limit<C> {
             if engine::bucket::unchanged(self.control_line(), witness) {
                 return Ok(decision);
             }
-            self.give_back(self.sub_state(sub), &decision, cost);
+            self.give_back(self.sub_state(sub), cost.saturating_mul(decision.unit()));
         }
         Err(self.fault(crate::algo::Fault::Corrupt))
     }

@@ -98,9 +98,10 @@ impl<C: Clock> Limit<C> {
     fn bucket_fast(&self, cost: u64) -> Option<Decision> {
         // Copies: the clock call may write any memory, so fields are loaded again after it.
         let (control, hot_id) = (self.control, self.hot_id);
-        // The generation of the parameter slots, read before the state word: the entry holds
-        // the slot the word names if it was filled in it (see `engine::bucket`).
-        let witness = engine::bucket::witness(control.slice());
+        // The generation of the parameter slots (`engine::bucket::witness`, Acquire as there),
+        // read before the state word: the entry holds the slot the word names if it was filled
+        // in this generation.
+        let witness = control.word(bucket::ACTIVE).load(Ordering::Acquire);
         self.decide_fast(
             cost,
             #[inline(always)]
@@ -130,37 +131,25 @@ impl<C: Clock> Limit<C> {
                 }
                 Ok(engine::bucket::step(&g, now, current, cost))
             },
+            // After the CAS admitted: the parameters still stand unless a parameter slot was
+            // rewritten since `witness` (`engine::bucket::unchanged`, Relaxed as there); then
+            // the admission is given back, and the caller decides again from scratch.
             #[inline(always)]
-            |decision| self.bucket_stands(decision, cost, witness),
+            |unit| {
+                control.word(bucket::ACTIVE).load(Ordering::Relaxed) == witness || {
+                    self.give_back(self.control(0), cost.saturating_mul(unit));
+                    false
+                }
+            },
         )
     }
 
-    /// After the straight path's CAS admitted `cost`: whether the parameters it used still
-    /// stand (no parameter slot rewritten since `witness`, see `engine::bucket`). If not, the
-    /// admission is given back, and the caller decides again from scratch.
-    #[inline(always)]
-    fn bucket_stands(&self, decision: &Decision, cost: u64, witness: u64) -> bool {
-        engine::bucket::unchanged(self.control_line(), witness) || {
-            self.give_back(self.control(0), decision, cost);
-            false
-        }
-    }
-
-    /// Give back an admission of `cost` that `decision` made on `state` with parameters a
-    /// retune or reset has replaced since (see `engine::bucket`).
+    /// Give back `units_ns` of an admission made on `state` with parameters a retune or reset
+    /// has replaced since (see `engine::bucket`): its cost times the unit of its decision.
     #[cold]
     #[inline(never)]
-    pub(crate) fn give_back(
-        &self,
-        state: &std::sync::atomic::AtomicU64,
-        decision: &Decision,
-        cost: u64,
-    ) {
-        engine::bucket::give_back(
-            state,
-            || self.clock.now_ns(),
-            cost.saturating_mul(decision.unit()),
-        );
+    pub(crate) fn give_back(&self, state: &std::sync::atomic::AtomicU64, units_ns: u64) {
+        engine::bucket::give_back(state, || self.clock.now_ns(), units_ns);
     }
 
     /// [`Limit::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
@@ -197,14 +186,15 @@ impl<C: Clock> Limit<C> {
 
     /// The loop and the counting shared by [`Limit::bucket_fast`] and [`Limit::window_fast`]:
     /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
-    /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted, before
-    /// the admission is counted (`false`: it was given back, decide again).
+    /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted (with the
+    /// decision's unit), before the admission is counted (`false`: it was given back, decide
+    /// again).
     #[inline(always)]
     fn decide_fast(
         &self,
         cost: u64,
         mut step: impl FnMut(u64, u64, &mut Counts) -> Result<Step, ()>,
-        stands: impl FnOnce(&Decision) -> bool,
+        stands: impl FnOnce(u64) -> bool,
     ) -> Option<Decision> {
         let mut counts = Counts::TALLY;
         // The one mutation loop: a failed CAS retries from the word that beat it.
@@ -229,7 +219,7 @@ impl<C: Clock> Limit<C> {
             },
         )
         .ok()?;
-        if decision.is_allowed() && !stands(&decision) {
+        if decision.is_allowed() && !stands(decision.unit()) {
             return None;
         }
         if counts.counters.is_null() {
