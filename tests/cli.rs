@@ -1619,3 +1619,27 @@ fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
     ok(&["reset", s(&path), "sw"]);
     assert!(!ok(&["inspect", s(&path)]).contains("FAILED CLOSED"));
 }
+
+#[test]
+fn demo_mixed_leaves_nothing_in_the_scratch_directory() {
+    // The demo makes its scratch directory under $TMPDIR when it is set: a fresh one here, so
+    // that whatever the run leaves behind is seen, and nothing another test makes is.
+    let parent = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--mixed", "--workers", "2", "--seconds", "0.2"])
+        .env("TMPDIR", parent.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shmlimit");
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let file = row(&stdout(&out), "file")[1].to_owned();
+    assert!(
+        Path::new(&file).starts_with(parent.path()),
+        "the demo's file {file} is not under $TMPDIR"
+    );
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "the demo left {left:?} behind");
+}

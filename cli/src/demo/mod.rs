@@ -183,8 +183,9 @@ impl WorkerReport {
     }
 }
 
-/// A temporary directory removed (with the limiter file in it) when dropped. Forked workers
-/// leave through `_exit`, so only the parent ever drops it.
+/// A temporary directory removed whole when dropped: the limiter file and, with `--mixed`, the
+/// C worker's source, header and program. Forked workers leave through `_exit`, so only the
+/// parent ever drops it.
 struct Scratch {
     dir: PathBuf,
     file: PathBuf,
@@ -192,8 +193,7 @@ struct Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.file);
-        let _ = std::fs::remove_dir(&self.dir);
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
