@@ -25,6 +25,10 @@ fn key(i: usize) -> Vec<u8> {
 /// 16 processes over 4 keys, 3 permits per key: each takes a permit of a key in turn (waiting
 /// when the key's are all held), works a little and releases. No key ever has more than 3
 /// holders, all work completes, and every permit is released at the end.
+///
+/// In the first round the holders keep their permits until all 16 have tried theirs, so that
+/// the fourth process of each key waits however the machine schedules them (on a loaded
+/// machine they could otherwise run one after another and never meet).
 #[test]
 fn sixteen_processes_hold_at_most_c_per_key() {
     let _g = fork_lock();
@@ -37,7 +41,9 @@ fn sixteen_processes_hold_at_most_c_per_key() {
         .keyed_limit("in_flight", Concurrency::new(C), Keyed::new(64))
         .create_or_open(&path)
         .unwrap();
-    let shared = SharedWords::new(3 * KEYS);
+    // After the keys' counters: how many processes have tried their first permit.
+    const TRIED: usize = 3 * KEYS;
+    let shared = SharedWords::new(3 * KEYS + 1);
     let reports = fork_workers(WORKERS, |i| {
         let in_flight = Limiter::open(&path)
             .unwrap()
@@ -46,7 +52,11 @@ fn sixteen_processes_hold_at_most_c_per_key() {
         let mut waited = 0;
         for round in 0..ROUNDS {
             let k = (i + round) % KEYS;
-            let permit = match in_flight.try_acquire_key_permit(&key(k)).unwrap() {
+            let tried = in_flight.try_acquire_key_permit(&key(k)).unwrap();
+            if round == 0 {
+                shared.at(TRIED).fetch_add(1, Ordering::SeqCst);
+            }
+            let permit = match tried {
                 Some(p) => p,
                 None => {
                     waited += 1;
@@ -58,6 +68,13 @@ fn sixteen_processes_hold_at_most_c_per_key() {
             };
             let active = Active(&shared, 3 * k);
             active.enter(C);
+            let start = Instant::now();
+            while round == 0
+                && shared.at(TRIED).load(Ordering::SeqCst) < WORKERS as u64
+                && start.elapsed() < Duration::from_secs(30)
+            {
+                std::thread::sleep(Duration::from_micros(100));
+            }
             std::thread::sleep(Duration::from_micros(200 + 100 * ((i + round) % 5) as u64));
             active.leave();
             assert!(permit.release(), "the permit was still ours");
