@@ -7,11 +7,11 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
+use common::words::{read_word, write_word};
 use common::{fork_lock, rate, spawn, temp_path, SEC};
 use shmlimit::{
     Alignment, Concurrency, Error, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
@@ -37,24 +37,6 @@ fn builder() -> shmlimit::Builder {
         .limit("log", SlidingLog::new(CAP, Duration::from_secs(3_600)))
         .limit("conc", Concurrency::new(CAP))
         .keyed_limit("keyed", TokenBucket::new(CAP, hourly()), Keyed::new(8))
-}
-
-fn write_word(path: &Path, index: u64, value: u64) {
-    fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .write_all_at(&value.to_ne_bytes(), index * 8)
-        .unwrap();
-}
-
-fn read_word(path: &Path, index: u64) -> u64 {
-    let mut b = [0u8; 8];
-    fs::File::open(path)
-        .unwrap()
-        .read_exact_at(&mut b, index * 8)
-        .unwrap();
-    u64::from_ne_bytes(b)
 }
 
 /// Use up every limit; returns how many units each admitted (permits are forgotten: held by

@@ -10,7 +10,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::cbuild::{c_program, compile, lib_dir, root, Link, RustWorker, STRICT};
+use common::cbuild::{c_program, compile, lib_dir, Link, RustWorker, STRICT};
+use common::root;
 use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
 
 fn run(program: &Path, args: &[&std::ffi::OsStr]) -> Output {

@@ -16,7 +16,8 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::cbuild::{lib_dir, library, root, RustWorker};
+use common::cbuild::{lib_dir, library, RustWorker};
+use common::root;
 use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
 
 /// `python3 -c CODE`'s standard output, trimmed.

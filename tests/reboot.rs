@@ -12,10 +12,10 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use common::words::{read_word, write_word};
 use common::{fork_lock, keyed_rate, rate, spawn, SEC};
 use shmlimit::{
     Alignment, Clock, Concurrency, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
@@ -49,24 +49,6 @@ fn disk_path(name: &str) -> (tempfile::TempDir, PathBuf) {
     );
     let path = dir.path().join(name);
     (dir, path)
-}
-
-fn read_word(path: &Path, index: u64) -> u64 {
-    let mut b = [0u8; 8];
-    fs::File::open(path)
-        .unwrap()
-        .read_exact_at(&mut b, index * 8)
-        .unwrap();
-    u64::from_ne_bytes(b)
-}
-
-fn write_word(path: &Path, index: u64, value: u64) {
-    fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .write_all_at(&value.to_ne_bytes(), index * 8)
-        .unwrap();
 }
 
 fn unix_now() -> u64 {

@@ -3,15 +3,15 @@
 //! after another, are the exception), and the library's top-level modules free of import cycles
 //! (each module can be read, and changed, knowing only the modules below it).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use common::root;
+
 /// The most lines a source file may have.
 const MAX_LINES: usize = 700;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Every `.rs` file under `dir`, recursively, in a stable order.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {

@@ -9,16 +9,7 @@ use std::process::Command;
 
 use shmlimit::{Clock, MonotonicClock};
 
-/// The repository root: the manifest directory of the test's package (the top level for the
-/// library's tests, cli/ for the binary's), or the first directory above it holding the header.
-pub fn root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .find(|dir| dir.join("ffi/include/shmlimit.h").is_file())
-        .unwrap_or(manifest)
-        .to_owned()
-}
+use super::root;
 
 /// The directory holding the `libshmlimit.so` (and `libshmlimit.a`) that cargo built for this
 /// test run: `target/<profile>/deps/`, next to the test executable. (Cargo copies them up to

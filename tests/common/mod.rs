@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cbuild;
+pub mod words;
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -21,6 +22,17 @@ pub const SEC: u64 = 1_000_000_000;
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the timeline every limiter file uses.
 pub fn now_ns() -> u64 {
     MonotonicClock.now_ns()
+}
+
+/// The repository root: the manifest directory of the test's package (the top level for the
+/// library's tests, cli/ for the binary's), or the first directory above it holding the header.
+pub fn root() -> PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("ffi/include/shmlimit.h").is_file())
+        .unwrap_or(manifest)
+        .to_owned()
 }
 
 /// A fresh temporary directory and a limiter path inside it.
