@@ -40,9 +40,9 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::bucket::{activate, read_slot, rescale, stage_retune, step, tag_of, write_slot};
-use crate::algo::loom_models::model;
 use crate::algo::{try_decide, Fault};
 use crate::file::layout::bucket;
+use crate::sync::loom_runner::model;
 
 /// The instant every clock read returns.
 const NOW: u64 = 1_000_000;
