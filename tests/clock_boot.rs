@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::words::{read_word, write_word};
-use common::{fork_lock, rate, spawn, temp_path, SEC};
+use common::{fork_lock, spawn, temp_path, use_up, SEC};
 use shmlimit::{
     Alignment, Concurrency, Error, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
     SlidingLog, SlidingWindow, TokenBucket,
@@ -42,34 +42,8 @@ fn builder() -> shmlimit::Builder {
 /// Use up every limit; returns how many units each admitted (permits are forgotten: held by
 /// this live process).
 fn exhaust(limiter: &Limiter) -> Vec<u64> {
-    limiter
-        .limits()
-        .iter()
-        .map(|l| {
-            (0..2 * CAP)
-                .filter(|_| match l.name() {
-                    "conc" => limiter
-                        .concurrency("conc")
-                        .unwrap()
-                        .try_acquire_permit()
-                        .unwrap()
-                        .map(std::mem::forget)
-                        .is_some(),
-                    "keyed" => limiter
-                        .keyed_token_bucket("keyed")
-                        .unwrap()
-                        .try_acquire_key(b"user", 1)
-                        .unwrap()
-                        .is_allowed(),
-                    name => rate(limiter, name)
-                        .unwrap()
-                        .try_acquire(1)
-                        .unwrap()
-                        .is_allowed(),
-                })
-                .count() as u64
-        })
-        .collect()
+    let used = use_up(limiter, 2 * CAP, b"user");
+    used.into_iter().map(|(_, admitted)| admitted).collect()
 }
 
 #[test]

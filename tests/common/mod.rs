@@ -480,3 +480,46 @@ pub fn rates<C: shmlimit::Clock>(
         .map(|l| rate(limiter, l.name()).expect("a rate limit"))
         .collect()
 }
+
+/// Try `tries` units, one at a time, of every limit of `limiter` (keyed ones for `key`); how many
+/// each admitted, by name, in definition order. A concurrency limit's permits are forgotten: held
+/// by this process for as long as it lives. Keyed concurrency limits are not tried.
+pub fn use_up<C: shmlimit::Clock>(
+    limiter: &shmlimit::Limiter<C>,
+    tries: u64,
+    key: &[u8],
+) -> Vec<(String, u64)> {
+    use shmlimit::LimitKind;
+    limiter
+        .limits()
+        .iter()
+        .map(|l| {
+            let name = l.name();
+            let admitted = (0..tries)
+                .filter(|_| match l.kind() {
+                    LimitKind::Concurrency => limiter
+                        .concurrency(name)
+                        .unwrap()
+                        .try_acquire_permit()
+                        .unwrap()
+                        .map(std::mem::forget)
+                        .is_some(),
+                    LimitKind::KeyedTokenBucket | LimitKind::KeyedWindow => {
+                        keyed_rate(limiter, name)
+                            .unwrap()
+                            .try_acquire_key(key, 1)
+                            .unwrap()
+                            .is_allowed()
+                    }
+                    LimitKind::KeyedConcurrency => false,
+                    _ => rate(limiter, name)
+                        .unwrap()
+                        .try_acquire(1)
+                        .unwrap()
+                        .is_allowed(),
+                })
+                .count() as u64;
+            (name.to_owned(), admitted)
+        })
+        .collect()
+}
