@@ -186,3 +186,62 @@ fn the_library_modules_import_no_cycle() {
         );
     }
 }
+
+/// The top-level modules of the crate whose sources are in `src` (`src/NAME.rs` or
+/// `src/NAME/`, the crate root `root_file` left out) and, for each, the other top-level modules
+/// its code names as `crate::NAME` (comments left out).
+fn crate_module_imports(src: &Path, root_file: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let top_of = |file: &Path| -> String {
+        let rel = file.strip_prefix(src).expect("a file under src/");
+        let first = rel.components().next().expect("a path").as_os_str();
+        first.to_string_lossy().trim_end_matches(".rs").to_owned()
+    };
+    let files: Vec<PathBuf> = rust_files(src)
+        .into_iter()
+        .filter(|f| top_of(f) != root_file)
+        .collect();
+    let modules: BTreeSet<String> = files.iter().map(|f| top_of(f)).collect();
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let from = top_of(file);
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let named = imports.entry(from.clone()).or_default();
+        for code in text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+        {
+            for (i, _) in code.match_indices("crate::") {
+                let rest = &code[i + "crate::".len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let to = &rest[..end];
+                if to != from && modules.contains(to) {
+                    named.insert(to.to_owned());
+                }
+            }
+        }
+    }
+    imports
+}
+
+#[test]
+fn the_command_line_modules_import_no_cycle() {
+    let imports = crate_module_imports(&root().join("cli/src"), "main");
+    assert!(
+        imports.contains_key("demo") && imports.contains_key("scenario"),
+        "the command line's modules were not found: {:?}",
+        imports.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        imports["operate"].contains("inspect"),
+        "the import scan found no `crate::inspect` in operate.rs: it reads nothing"
+    );
+    if let Some(cycle) = find_cycle(&imports) {
+        panic!(
+            "the command line's top-level modules import each other in a cycle: {}",
+            cycle.join(" -> ")
+        );
+    }
+}

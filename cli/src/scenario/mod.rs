@@ -43,6 +43,7 @@ use shmlimit::{Clock, Concurrency, Keyed, Limiter, MonotonicClock, TokenBucket};
 use crate::dependency::{self, Arrival, Outcome};
 use crate::render::{thousands, Table};
 use crate::scenario_worker::{parse_counters, rss_kib};
+use crate::scratch::Scratch;
 use crate::Failure;
 
 const SECOND_NS: u64 = 1_000_000_000;
@@ -203,20 +204,6 @@ struct Run {
     dependency_summary: String,
 }
 
-/// Where the run's files go.
-struct Dir {
-    path: PathBuf,
-    remove: bool,
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        if self.remove {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
-}
-
 pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
     if !(args.phase_seconds >= 0.5 && args.phase_seconds <= 600.0) {
         return Err(Failure::config(format!(
@@ -232,28 +219,13 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
                     path.display()
                 ))
             })?;
-            Dir {
-                path: path.clone(),
-                remove: false,
-            }
+            Scratch::kept(path.clone())
         }
-        None => {
-            let path = crate::scratch_root().join(format!(
-                "shmlimit-scenario-{}-{}",
-                std::process::id(),
-                MonotonicClock.now_ns()
-            ));
-            std::fs::create_dir(&path).map_err(|e| {
-                Failure::file(format!(
-                    "{}: cannot create a temporary directory: {e}; set TMPDIR or pass --keep",
-                    path.display()
-                ))
-            })?;
-            Dir { path, remove: true }
-        }
+        None => Scratch::fresh("shmlimit-scenario")
+            .map_err(|why| Failure::file(format!("{why}; set TMPDIR or pass --keep")))?,
     };
     let python = if args.python > 0 {
-        match python_setup(&dir.path) {
+        match python_setup(dir.path()) {
             Ok(p) => Some(p),
             Err(why) => {
                 println!("note: Rust instances only ({why})\n");
@@ -276,7 +248,7 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
     for &on in plan {
         let python = python.as_ref().map(|p| (p, args.python));
         runs.push(run_once(
-            &dir.path,
+            dir.path(),
             on,
             phase_ns,
             python,
@@ -321,8 +293,8 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
             let _ = writeln!(out, "chart: not written: {e}");
         }
     }
-    if !dir.remove {
-        let _ = writeln!(out, "kept: {}", dir.path.display());
+    if !dir.removed() {
+        let _ = writeln!(out, "kept: {}", dir.path().display());
     }
     print!("{out}");
     let failed: Vec<&String> = runs.iter().flat_map(|r| &r.failed).collect();
