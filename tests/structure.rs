@@ -245,3 +245,61 @@ fn the_command_line_modules_import_no_cycle() {
         );
     }
 }
+
+/// The Node package's modules (`ffi/node/lib/NAME.js` or `.mjs`) and, for each, the package's
+/// other modules it loads: `require('./NAME')` or `from './NAME.js'` (comments left out).
+fn node_module_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let lib = root().join("ffi/node/lib");
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let entries = std::fs::read_dir(&lib).unwrap_or_else(|e| panic!("read {}: {e}", lib.display()));
+    for entry in entries {
+        let file = entry.expect("a directory entry").path();
+        let Some(name) = file.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if !(name.ends_with(".js") || name.ends_with(".mjs")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let named = imports.entry(name.clone()).or_default();
+        for code in text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+        {
+            for quote in ['\'', '"'] {
+                for (i, _) in code.match_indices(&format!("{quote}./")) {
+                    let rest = &code[i + 3..];
+                    let Some(end) = rest.find(quote) else {
+                        continue;
+                    };
+                    let target = &rest[..end];
+                    let target = if target.ends_with(".js") || target.ends_with(".mjs") {
+                        target.to_owned()
+                    } else {
+                        format!("{target}.js")
+                    };
+                    if target != name {
+                        named.insert(target);
+                    }
+                }
+            }
+        }
+    }
+    imports
+}
+
+#[test]
+fn the_node_package_modules_require_no_cycle() {
+    let imports = node_module_imports();
+    assert!(
+        imports.get("middleware.js").is_some_and(|m| !m.is_empty()),
+        "the scan found no module that middleware.js requires: it reads nothing ({imports:?})"
+    );
+    if let Some(cycle) = find_cycle(&imports) {
+        panic!(
+            "the Node package's modules require each other in a cycle: {}",
+            cycle.join(" -> ")
+        );
+    }
+}
