@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap, sigkill, temp_path,
-    write_byte, Active, SharedWords, XorShift,
+    fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap,
+    sigkill, temp_path, write_byte, Active, SharedWords, XorShift,
 };
 use shmlimit::{Concurrency, Error, FullPolicy, Keyed, Limiter};
 
@@ -192,29 +192,22 @@ fn permits_of_killed_holders_come_back_to_their_key() {
     let shared = SharedWords::new(8);
     let active = Active(&shared, 0);
     let stop = || shared.at(3).load(Ordering::SeqCst) != 0;
-    let churners: Vec<_> = (0..3u64)
-        .map(|i| {
-            fork_child(|| {
-                let l = Limiter::open(&path)
-                    .unwrap()
-                    .keyed_concurrency("in_flight")
-                    .unwrap();
-                let mut done = 0u64;
-                while !stop() {
-                    let p = l
-                        .acquire_key_permit_timeout(b"hot", Duration::from_secs(20))
-                        .unwrap()
-                        .expect("killed holders' permits come back within 20 s");
-                    active.enter(C);
-                    std::thread::sleep(Duration::from_micros(300 + 200 * i));
-                    active.leave();
-                    p.release();
-                    done += 1;
-                }
-                i32::from(done == 0)
-            })
-        })
-        .collect();
+    let churners = fork_churners(
+        3,
+        &active,
+        C,
+        stop,
+        || {
+            Limiter::open(&path)
+                .unwrap()
+                .keyed_concurrency("in_flight")
+                .unwrap()
+        },
+        |l| {
+            l.acquire_key_permit_timeout(b"hot", Duration::from_secs(20))
+                .unwrap()
+        },
+    );
     for _ in 0..KILLS {
         let victim = permit_victim(&active, C, || {
             in_flight

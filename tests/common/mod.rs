@@ -436,6 +436,40 @@ pub fn permit_victim<P>(
     victim
 }
 
+/// Fork `n` churners on a concurrency limit: until `stop()` holds, churner `i` waits up to 20 s
+/// for a permit of the handle `open()` gives it (`acquire`), counts itself in `active` (bound
+/// `c`) for `300 + 200 i` microseconds and releases the permit. A churner exits with 1 if it
+/// never got a permit (starved for good), else 0: with holders killed while they hold, the
+/// churners go on only if the killed holders' permits come back.
+pub fn fork_churners<H, C: shmlimit::Clock>(
+    n: u64,
+    active: &Active,
+    c: u64,
+    stop: impl Fn() -> bool,
+    open: impl Fn() -> H,
+    acquire: impl Fn(&H) -> Option<shmlimit::Permit<C>>,
+) -> Vec<libc::pid_t> {
+    (0..n)
+        .map(|i| {
+            fork_child(|| {
+                let handle = open();
+                let mut done = 0u64;
+                while !stop() {
+                    let p =
+                        acquire(&handle).expect("killed holders' permits come back within 20 s");
+                    active.enter(c);
+                    std::thread::sleep(std::time::Duration::from_micros(300 + 200 * i));
+                    active.leave();
+                    p.release();
+                    done += 1;
+                }
+                // At least one round each: the churner was never starved for good.
+                i32::from(done == 0)
+            })
+        })
+        .collect()
+}
+
 /// The unkeyed rate limit `name` (token bucket, window or sliding log) as its typed handle,
 /// for tests that run the same checks over every rate kind.
 pub fn rate<C: shmlimit::Clock>(
