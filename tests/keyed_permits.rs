@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap,
-    sigkill, temp_path, write_byte, Active, SharedWords, XorShift,
+    all_permits_come_back, fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe,
+    read_byte, reap, sigkill, temp_path, write_byte, Active, SharedWords, XorShift,
 };
 use shmlimit::{Concurrency, Error, FullPolicy, Keyed, Limiter};
 
@@ -234,16 +234,7 @@ fn permits_of_killed_holders_come_back_to_their_key() {
     );
     assert!(other.is_held(), "another key's permit was never touched");
     // All C of the key come back to one process, then no more.
-    let held: Vec<_> = (0..C)
-        .map(|_| {
-            in_flight
-                .try_acquire_key_permit(b"hot")
-                .unwrap()
-                .expect("all came back")
-        })
-        .collect();
-    assert!(in_flight.try_acquire_key_permit(b"hot").unwrap().is_none());
-    drop(held);
+    all_permits_come_back(C, || in_flight.try_acquire_key_permit(b"hot").unwrap());
     drop(other);
     assert!(in_flight.permit_holders().is_empty());
 }

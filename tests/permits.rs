@@ -14,8 +14,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap,
-    sigkill, temp_path, write_byte, Active, SharedWords, MS,
+    all_permits_come_back, fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe,
+    read_byte, reap, sigkill, temp_path, write_byte, Active, SharedWords, MS,
 };
 use shmlimit::{Clock, Concurrency, Error, Limiter, ManualClock, TokenBucket};
 
@@ -130,16 +130,7 @@ fn permits_of_killed_holders_come_back() {
         active.max()
     );
     assert_eq!(active.violations(), 0, "more than C live holders at once");
-    // All C come back to one process, then no more.
-    let held: Vec<_> = (0..C)
-        .map(|_| {
-            db.try_acquire_permit()
-                .unwrap()
-                .expect("all permits came back")
-        })
-        .collect();
-    assert!(db.try_acquire_permit().unwrap().is_none());
-    drop(held);
+    all_permits_come_back(C, || db.try_acquire_permit().unwrap());
     assert!(db.permit_holders().is_empty());
 }
 

@@ -470,6 +470,19 @@ pub fn fork_churners<H, C: shmlimit::Clock>(
         .collect()
 }
 
+/// All `c` permits of a concurrency limit (or of one key) come back to this process, then no
+/// more: `try_acquire` gets `c` of them, then none. They are released at the end.
+pub fn all_permits_come_back<C: shmlimit::Clock>(
+    c: u64,
+    try_acquire: impl Fn() -> Option<shmlimit::Permit<C>>,
+) {
+    let held: Vec<_> = (0..c)
+        .map(|_| try_acquire().expect("all permits came back"))
+        .collect();
+    assert!(try_acquire().is_none());
+    drop(held);
+}
+
 /// The unkeyed rate limit `name` (token bucket, window or sliding log) as its typed handle,
 /// for tests that run the same checks over every rate kind.
 pub fn rate<C: shmlimit::Clock>(
