@@ -1623,4 +1623,27 @@ fn demo_mixed_leaves_nothing_in_the_scratch_directory() {
         .map(|e| e.unwrap().path())
         .collect();
     assert!(left.is_empty(), "the demo left {left:?} behind");
+
+    // With --path the file is kept, and nothing else is left beside it or under $TMPDIR.
+    let mine = tempfile::tempdir().unwrap();
+    let file = mine.path().join("demo.shm");
+    let out = Command::new(BIN)
+        .args(["demo", "--mixed", "--workers", "2", "--seconds", "0.2"])
+        .arg("--path")
+        .arg(&file)
+        .env("TMPDIR", parent.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shmlimit");
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let beside: Vec<_> = std::fs::read_dir(mine.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(beside, [file], "the demo left files beside its --path file");
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "the demo left {left:?} behind");
 }

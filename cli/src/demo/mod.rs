@@ -283,14 +283,18 @@ pub fn run(args: DemoArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::library(e, &path))?;
 
     let c_workers = if args.mixed { args.workers / 2 } else { 0 };
-    let c_program = if c_workers > 0 {
-        let dir = match &scratch {
-            Some(s) => s.path().to_path_buf(),
-            None => path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+    // The C worker is built in the scratch directory, or with --path in a scratch directory of
+    // its own: nothing is left beside the user's file.
+    let c_build =
+        match (&scratch, c_workers > 0) {
+            (None, true) => Some(Scratch::fresh("shmlimit-demo-worker").map_err(|why| {
+                Failure::file(format!("{why}; set TMPDIR to a writable directory"))
+            })?),
+            _ => None,
         };
-        Some(mixed::compile(&dir)?)
-    } else {
-        None
+    let c_program = match scratch.as_ref().or(c_build.as_ref()) {
+        Some(dir) if c_workers > 0 => Some(mixed::compile(dir.path())?),
+        _ => None,
     };
     let c_children = match &c_program {
         Some(program) => mixed::spawn(program, &path, c_workers, run_ns)?,
