@@ -436,11 +436,12 @@ pub fn permit_victim<P>(
     victim
 }
 
-/// Fork `n` churners on a concurrency limit: until `stop()` holds, churner `i` waits up to 20 s
-/// for a permit of the handle `open()` gives it (`acquire`), counts itself in `active` (bound
-/// `c`) for `300 + 200 i` microseconds and releases the permit. A churner exits with 1 if it
-/// never got a permit (starved for good), else 0: with holders killed while they hold, the
-/// churners go on only if the killed holders' permits come back.
+/// Fork `n` churners on a concurrency limit: churner `i` waits up to 20 s for a permit of the
+/// handle `open()` gives it (`acquire`), counts itself in `active` (bound `c`) for
+/// `300 + 200 i` microseconds and releases the permit, over and over until `stop()` holds and
+/// it has had at least one permit (a loaded machine may first run it once the killing is
+/// over). A churner that waits 20 s in vain panics (exit 101), else it exits 0: with holders
+/// killed while they hold, the churners go on only if the killed holders' permits come back.
 pub fn fork_churners<H, C: shmlimit::Clock>(
     n: u64,
     active: &Active,
@@ -454,7 +455,7 @@ pub fn fork_churners<H, C: shmlimit::Clock>(
             fork_child(|| {
                 let handle = open();
                 let mut done = 0u64;
-                while !stop() {
+                while done == 0 || !stop() {
                     let p =
                         acquire(&handle).expect("killed holders' permits come back within 20 s");
                     active.enter(c);
@@ -463,7 +464,8 @@ pub fn fork_churners<H, C: shmlimit::Clock>(
                     p.release();
                     done += 1;
                 }
-                // At least one round each: the churner was never starved for good.
+                // At least one round each: the churner was never starved for good (it would
+                // have panicked waiting).
                 i32::from(done == 0)
             })
         })
