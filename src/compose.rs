@@ -292,6 +292,7 @@ mod loom_models {
     use super::*;
     use crate::algo::decide;
     use crate::algo::gcra::Gcra;
+    use crate::sync::loom_runner::model;
     use crate::sync::AtomicWord;
     use loom::sync::atomic::AtomicU64;
     use loom::sync::Arc;
@@ -342,9 +343,7 @@ mod loom_models {
 
     #[test]
     fn loom_composed_refund_consumes_nothing_on_denial() {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
-        builder.check(|| {
+        model("loom_composed_refund_consumes_nothing_on_denial", 3, || {
             let now = 1_000_000;
             // A has room for both requests, B for one: exactly one composition passes, and A
             // ends with exactly one token used.

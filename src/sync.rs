@@ -83,3 +83,42 @@ impl PermitAtomic for loom::sync::atomic::AtomicU64 {
         loom::sync::atomic::AtomicU64::fetch_add(self, value, order)
     }
 }
+
+/// The one runner of the loom models (the `loom_models.rs` files and the composition's), so that
+/// every model is explored the same way.
+#[cfg(test)]
+pub(crate) mod loom_runner {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    /// Run `f` under every interleaving loom explores with at most `preemptions` forced switches
+    /// (`LOOM_MAX_PREEMPTIONS` overrides it, to explore deeper by hand), and print how many
+    /// executions that took and how long.
+    pub(crate) fn model<F>(name: &str, preemptions: usize, f: F)
+    where
+        F: Fn() + Sync + Send + 'static,
+    {
+        let mut builder = loom::model::Builder::new();
+        if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
+            builder.preemption_bound = Some(preemptions);
+        }
+        // A model explores everything within its bound: no cut-off by time or by count, whatever
+        // the environment says.
+        builder.max_duration = None;
+        builder.max_permutations = None;
+        let executions = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&executions);
+        let start = Instant::now();
+        builder.check(move || {
+            // Relaxed: a statistic printed after the model; it orders nothing.
+            counter.fetch_add(1, Ordering::Relaxed);
+            f();
+        });
+        eprintln!(
+            "loom model {name}: {} executions in {:.2?}",
+            executions.load(Ordering::Relaxed),
+            start.elapsed()
+        );
+    }
+}

@@ -4,10 +4,9 @@
 
 mod common;
 
-use std::fs;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use common::words::write_word;
 use common::SEC;
 use shmlimit::{Alignment, FixedWindow, IntoAlgorithm, Limiter, ManualClock, Rate, TokenBucket};
 
@@ -16,15 +15,6 @@ const DAY: u64 = 24 * HOUR;
 const WORD_WALL_OFFSET: u64 = 16;
 /// The handle's clock starts at 10 days of uptime.
 const T0: u64 = 10 * DAY;
-
-fn write_word(path: &Path, index: u64, value: u64) {
-    fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .write_all_at(&value.to_ne_bytes(), index * 8)
-        .unwrap();
-}
 
 /// A limiter whose clock reads `T0` at the Unix time `unix`.
 fn at_unix(

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use common::words::{read_word, write_word};
 use serde_json::Value;
 use shmlimit::{Limiter, Rate, SlidingLog, TokenBucket};
 
@@ -1527,26 +1528,6 @@ fn demo_mixed_shares_the_bucket_between_rust_and_c_workers() {
     assert_eq!(bucket[3], "yes");
 }
 
-fn write_header_word(path: &Path, index: u64, value: u64) {
-    use std::os::unix::fs::FileExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .write_all_at(&value.to_ne_bytes(), index * 8)
-        .unwrap();
-}
-
-fn read_header_word(path: &Path, index: u64) -> u64 {
-    use std::os::unix::fs::FileExt;
-    let mut b = [0u8; 8];
-    std::fs::File::open(path)
-        .unwrap()
-        .read_exact_at(&mut b, index * 8)
-        .unwrap();
-    u64::from_ne_bytes(b)
-}
-
 #[test]
 fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
     let dir = tempfile::tempdir_in("/var/tmp").unwrap();
@@ -1600,9 +1581,9 @@ fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
     let hundred_days = 100 * 86_400 * 1_000_000_000u64;
     // The old boot's wall clock read 100 days later than this one does: its offset and its
     // last Unix time.
-    write_header_word(&path, 21, read_header_word(&path, 21) + hundred_days);
-    write_header_word(&path, 22, read_header_word(&path, 22) + hundred_days);
-    write_header_word(&path, 12, !read_header_word(&path, 12));
+    write_word(&path, 21, read_word(&path, 21) + hundred_days);
+    write_word(&path, 22, read_word(&path, 22) + hundred_days);
+    write_word(&path, 12, !read_word(&path, 12));
     let out = ok(&["inspect", s(&path)]);
     assert!(
         out.contains("reboot  translate: 1 reboot translated"),
@@ -1618,4 +1599,51 @@ fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
     assert_eq!(j["translations"], 1);
     ok(&["reset", s(&path), "sw"]);
     assert!(!ok(&["inspect", s(&path)]).contains("FAILED CLOSED"));
+}
+
+#[test]
+fn demo_mixed_leaves_nothing_in_the_scratch_directory() {
+    // The demo makes its scratch directory under $TMPDIR when it is set: a fresh one here, so
+    // that whatever the run leaves behind is seen, and nothing another test makes is.
+    let parent = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["demo", "--mixed", "--workers", "2", "--seconds", "0.2"])
+        .env("TMPDIR", parent.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shmlimit");
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let file = row(&stdout(&out), "file")[1].to_owned();
+    assert!(
+        Path::new(&file).starts_with(parent.path()),
+        "the demo's file {file} is not under $TMPDIR"
+    );
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "the demo left {left:?} behind");
+
+    // With --path the file is kept, and nothing else is left beside it or under $TMPDIR.
+    let mine = tempfile::tempdir().unwrap();
+    let file = mine.path().join("demo.shm");
+    let out = Command::new(BIN)
+        .args(["demo", "--mixed", "--workers", "2", "--seconds", "0.2"])
+        .arg("--path")
+        .arg(&file)
+        .env("TMPDIR", parent.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run shmlimit");
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let beside: Vec<_> = std::fs::read_dir(mine.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(beside, [file], "the demo left files beside its --path file");
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(left.is_empty(), "the demo left {left:?} behind");
 }

@@ -7,7 +7,8 @@
 
 mod common;
 
-use common::cbuild::{c_program, compile, root, Link};
+use common::cbuild::{c_program, compile, Link};
+use common::root;
 
 /// Build `ffi/tests/guarded.c` with `flags` and run it on a fresh directory; its stdout.
 fn build_and_run(flags: &[&str]) -> String {

@@ -2,11 +2,11 @@
 //! `ffi/src/` with `ffi/cbindgen.toml`. Regenerate it with
 //! `SHMLIMIT_BLESS=1 cargo test --test ffi_header`.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::root;
 
 /// The Rust sources of the C ABI.
 fn sources(root: &Path) -> Vec<PathBuf> {

@@ -13,7 +13,8 @@ mod common;
 
 use std::process::Command;
 
-use common::cbuild::{lib_dir, root};
+use common::cbuild::lib_dir;
+use common::root;
 
 fn tool_version(tool: &str) -> Option<String> {
     let out = Command::new(tool).arg("--version").output().ok()?;

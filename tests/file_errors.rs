@@ -8,6 +8,7 @@ use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::Duration;
 
+use common::words::{read_word, write_word};
 use common::{fork_lock, fork_workers, temp_path};
 use shmlimit::{
     Algorithm, Alignment, Error, FixedWindow, IntoAlgorithm, Limiter, OnReboot, Rate, SlidingLog,
@@ -99,20 +100,6 @@ fn reset_file() -> (tempfile::TempDir, std::path::PathBuf) {
 
 fn file_len(path: &Path) -> u64 {
     fs::metadata(path).unwrap().len()
-}
-
-fn read_word(path: &Path, index: u64) -> u64 {
-    let mut b = [0u8; 8];
-    fs::File::open(path)
-        .unwrap()
-        .read_exact_at(&mut b, index * 8)
-        .unwrap();
-    u64::from_ne_bytes(b)
-}
-
-fn write_word(path: &Path, index: u64, value: u64) {
-    let f = fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.write_all_at(&value.to_ne_bytes(), index * 8).unwrap();
 }
 
 fn flip_byte(path: &Path, offset: u64) {

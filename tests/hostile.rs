@@ -25,6 +25,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::time::Duration;
 
+use common::words::{read_word, write_word};
 use common::{fork_lock, keyed_rate, now_ns, rate, spawn, temp_path, MS};
 use proptest::prelude::*;
 use shmlimit::{
@@ -59,15 +60,6 @@ fn create(path: &Path) -> Limiter {
         .expect("creating the test file")
 }
 
-fn read_word(path: &Path, byte_offset: u64) -> u64 {
-    let mut b = [0u8; 8];
-    fs::File::open(path)
-        .unwrap()
-        .read_exact_at(&mut b, byte_offset)
-        .unwrap();
-    u64::from_ne_bytes(b)
-}
-
 fn write_at(path: &Path, byte_offset: u64, bytes: &[u8]) {
     fs::OpenOptions::new()
         .write(true)
@@ -77,14 +69,11 @@ fn write_at(path: &Path, byte_offset: u64, bytes: &[u8]) {
         .unwrap();
 }
 
-fn write_word(path: &Path, byte_offset: u64, value: u64) {
-    write_at(path, byte_offset, &value.to_ne_bytes());
-}
-
-/// The slot region (byte offset, length) of definition `i`, from its record (words 12, 13).
+/// The slot region of definition `i` in words (its first word, its length), from its record's
+/// words 12 and 13 (which give them in bytes).
 fn slot_of(path: &Path, i: u64) -> (u64, u64) {
-    let rec = DEFS_OFFSET + i * DEF_SIZE;
-    (read_word(path, rec + 12 * 8), read_word(path, rec + 13 * 8))
+    let rec = (DEFS_OFFSET + i * DEF_SIZE) / 8;
+    (read_word(path, rec + 12) / 8, read_word(path, rec + 13) / 8)
 }
 
 /// Limit indices in definition order.
@@ -180,7 +169,7 @@ fn every_header_word_corrupted_in_turn_is_refused_or_harmless() {
                 continue;
             }
             fs::write(&path, &pristine).unwrap();
-            write_word(&path, w * 8, value);
+            write_word(&path, w, value);
             let result = Limiter::open(&path);
             // Informational or reboot words: the boot id (a reboot), the wall offsets and
             // times, the translation marker and counters, the failed-closed bitmap.
@@ -231,11 +220,11 @@ fn damaged_reboot_words_at_a_reboot_stay_within_bounds() {
     }
     let pristine = fs::read(&path).unwrap();
     for w in [16u64, 21, 22, 23, 24, 26, 27, 64] {
-        let original = read_word(&path, w * 8);
+        let original = read_word(&path, w);
         for value in [0, u64::MAX, original ^ (1 << 63), original ^ 1, 1 << 62] {
             fs::write(&path, &pristine).unwrap();
-            write_word(&path, w * 8, value);
-            write_word(&path, 12 * 8, read_word(&path, 12 * 8) ^ 0xFF);
+            write_word(&path, w, value);
+            write_word(&path, 12, read_word(&path, 12) ^ 0xFF);
             let l = Limiter::open(&path).unwrap_or_else(|e| panic!("word {w} = {value:#x}: {e}"));
             let before = if w == 26 { value } else { 0 };
             assert_eq!(l.reboot_info().translations, before.wrapping_add(1));
@@ -271,7 +260,7 @@ fn damaged_state_words_fail_closed() {
     }
     // Token bucket: the parameter slot damaged (check fails) is CorruptState.
     fresh(&path);
-    write_word(&path, slot_of(&path, TB).0 + 8 * 2, CAP * 1000);
+    write_word(&path, slot_of(&path, TB).0 + 2, CAP * 1000);
     let limiter = open();
     assert!(matches!(
         limiter.token_bucket("tb").unwrap().try_acquire_at(1, now),
@@ -306,7 +295,7 @@ fn damaged_state_words_fail_closed() {
     assert!(admitted(&rate(&limiter, "fw").unwrap()) <= CAP);
     // Fixed window: its live limit word damaged is CorruptState.
     fresh(&path);
-    write_word(&path, slot_of(&path, FW).0 + 8, 1_000_000);
+    write_word(&path, slot_of(&path, FW).0 + 1, 1_000_000);
     let limiter = open();
     assert!(matches!(
         limiter.window("fw").unwrap().try_acquire_at(1, now),
@@ -338,7 +327,7 @@ fn damaged_state_words_fail_closed() {
     fresh(&path);
     let (log_at, _) = slot_of(&path, LOG);
     for i in 0..CAP {
-        write_word(&path, log_at + 128 + i * 8, (7u64 << 49) | 12345);
+        write_word(&path, log_at + 16 + i, (7u64 << 49) | 12345);
     }
     let limiter = open();
     let log = limiter.sliding_log("log").unwrap();
@@ -349,7 +338,7 @@ fn damaged_state_words_fail_closed() {
     // Sliding log: entries dated far in the future at the right lap deny.
     fresh(&path);
     for i in 0..CAP {
-        write_word(&path, log_at + 128 + i * 8, ((1u64 << 48) - 1) & !(1 << 48));
+        write_word(&path, log_at + 16 + i, ((1u64 << 48) - 1) & !(1 << 48));
     }
     let limiter = open();
     assert_eq!(admitted(&rate(&limiter, "log").unwrap()), 0);
@@ -358,9 +347,9 @@ fn damaged_state_words_fail_closed() {
     // fresh slot; never more than its capacity.
     fresh(&path);
     let (kat, klen) = slot_of(&path, KEYED);
-    for i in 0..(klen - 128) / 16 {
-        write_word(&path, kat + 128 + i * 16, 0x1234_5678 + i);
-        write_word(&path, kat + 128 + i * 16 + 8, (1 << 62) + i);
+    for i in 0..(klen - 16) / 2 {
+        write_word(&path, kat + 16 + i * 2, 0x1234_5678 + i);
+        write_word(&path, kat + 16 + i * 2 + 1, (1 << 62) + i);
     }
     let limiter = open();
     let keyed = limiter.keyed_token_bucket("keyed").unwrap();
@@ -377,8 +366,8 @@ fn damaged_state_words_fail_closed() {
 fn counters_at_their_maximum_saturate() {
     let (_dir, path) = temp_path("counters.shm");
     drop(create(&path));
-    let stats_at = read_word(&path, 9 * 8);
-    let stats_len = read_word(&path, 10 * 8);
+    let stats_at = read_word(&path, 9);
+    let stats_len = read_word(&path, 10);
     write_at(&path, stats_at, &vec![0xFF; stats_len as usize]);
     let limiter = Limiter::open(&path).expect("counters are not validated");
     for l in limiter.limits() {
@@ -413,8 +402,8 @@ fn garbage_permit_words_fail_closed() {
         fresh(&path);
         let (at, _) = slot_of(&path, CONC);
         for i in 0..PERMITS {
-            write_word(&path, at + 128 + i * 16, garbage);
-            write_word(&path, at + 128 + i * 16 + 8, u64::MAX);
+            write_word(&path, at + 16 + i * 2, garbage);
+            write_word(&path, at + 16 + i * 2 + 1, u64::MAX);
         }
         let limiter = open();
         let conc = limiter.concurrency("conc").unwrap();
@@ -443,12 +432,12 @@ fn garbage_permit_words_fail_closed() {
             } else {
                 0x1234_5678 + i
             };
-            write_word(&path, at + 128 + i * 16, t);
-            write_word(&path, at + 128 + i * 16 + 8, u64::MAX);
+            write_word(&path, at + 16 + i * 2, t);
+            write_word(&path, at + 16 + i * 2 + 1, u64::MAX);
         }
-        let blocks = at + 128 + slots * 16;
-        for w in 0..(len - 128 - slots * 16) / 8 {
-            write_word(&path, blocks + w * 8, garbage);
+        let blocks = at + 16 + slots * 2;
+        for w in 0..len - 16 - slots * 2 {
+            write_word(&path, blocks + w, garbage);
         }
         let limiter = open();
         let kc = limiter.keyed_concurrency("keyed_conc").unwrap();
@@ -486,7 +475,7 @@ fn pristine() -> (tempfile::TempDir, std::path::PathBuf, Vec<u8>, (u64, u64)) {
     let (dir, path) = temp_path("prop.shm");
     drop(create(&path));
     let bytes = fs::read(&path).unwrap();
-    let slots = (read_word(&path, 7 * 8), read_word(&path, 8 * 8));
+    let slots = (read_word(&path, 7), read_word(&path, 8));
     (dir, path, bytes, slots)
 }
 
@@ -692,7 +681,7 @@ fn damaged_fleet_deadline_fails_closed() {
         let limiter = make();
         drop(limiter);
         let (at, _) = slot_of(&path, 0);
-        write_word(&path, at + DEADLINE_WORD * 8, d);
+        write_word(&path, at + DEADLINE_WORD, d);
         let limiter = Limiter::open(&path).unwrap();
         let tb = limiter.token_bucket("tb").unwrap();
         assert!(
@@ -716,7 +705,7 @@ fn damaged_fleet_deadline_fails_closed() {
         let limiter = make();
         drop(limiter);
         let (at, _) = slot_of(&path, 0);
-        write_word(&path, at + (FENCE_WORD + k) * 8, v);
+        write_word(&path, at + FENCE_WORD + k, v);
         let limiter = Limiter::open(&path).unwrap();
         let tb = limiter.token_bucket("tb").unwrap();
         assert!(matches!(
@@ -728,8 +717,8 @@ fn damaged_fleet_deadline_fails_closed() {
     let limiter = make();
     let active_slot_check = {
         let (at, _) = slot_of(&path, 0);
-        let active = read_word(&path, at + 8 * 8) & 1;
-        at + (1 + 3 * active + 2) * 8
+        let active = read_word(&path, at + 8) & 1;
+        at + 1 + 3 * active + 2
     };
     drop(limiter);
     let c = read_word(&path, active_slot_check);

@@ -13,8 +13,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap, sigkill, temp_path,
-    write_byte, Active, SharedWords, XorShift,
+    all_permits_come_back, fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe,
+    read_byte, reap, sigkill, temp_path, write_byte, Active, SharedWords, XorShift,
 };
 use shmlimit::{Concurrency, Error, FullPolicy, Keyed, Limiter};
 
@@ -25,6 +25,10 @@ fn key(i: usize) -> Vec<u8> {
 /// 16 processes over 4 keys, 3 permits per key: each takes a permit of a key in turn (waiting
 /// when the key's are all held), works a little and releases. No key ever has more than 3
 /// holders, all work completes, and every permit is released at the end.
+///
+/// In the first round the holders keep their permits until all 16 have tried theirs, so that
+/// the fourth process of each key waits however the machine schedules them (on a loaded
+/// machine they could otherwise run one after another and never meet).
 #[test]
 fn sixteen_processes_hold_at_most_c_per_key() {
     let _g = fork_lock();
@@ -37,7 +41,9 @@ fn sixteen_processes_hold_at_most_c_per_key() {
         .keyed_limit("in_flight", Concurrency::new(C), Keyed::new(64))
         .create_or_open(&path)
         .unwrap();
-    let shared = SharedWords::new(3 * KEYS);
+    // After the keys' counters: how many processes have tried their first permit.
+    const TRIED: usize = 3 * KEYS;
+    let shared = SharedWords::new(3 * KEYS + 1);
     let reports = fork_workers(WORKERS, |i| {
         let in_flight = Limiter::open(&path)
             .unwrap()
@@ -46,7 +52,11 @@ fn sixteen_processes_hold_at_most_c_per_key() {
         let mut waited = 0;
         for round in 0..ROUNDS {
             let k = (i + round) % KEYS;
-            let permit = match in_flight.try_acquire_key_permit(&key(k)).unwrap() {
+            let tried = in_flight.try_acquire_key_permit(&key(k)).unwrap();
+            if round == 0 {
+                shared.at(TRIED).fetch_add(1, Ordering::SeqCst);
+            }
+            let permit = match tried {
                 Some(p) => p,
                 None => {
                     waited += 1;
@@ -58,6 +68,13 @@ fn sixteen_processes_hold_at_most_c_per_key() {
             };
             let active = Active(&shared, 3 * k);
             active.enter(C);
+            let start = Instant::now();
+            while round == 0
+                && shared.at(TRIED).load(Ordering::SeqCst) < WORKERS as u64
+                && start.elapsed() < Duration::from_secs(30)
+            {
+                std::thread::sleep(Duration::from_micros(100));
+            }
             std::thread::sleep(Duration::from_micros(200 + 100 * ((i + round) % 5) as u64));
             active.leave();
             assert!(permit.release(), "the permit was still ours");
@@ -175,29 +192,22 @@ fn permits_of_killed_holders_come_back_to_their_key() {
     let shared = SharedWords::new(8);
     let active = Active(&shared, 0);
     let stop = || shared.at(3).load(Ordering::SeqCst) != 0;
-    let churners: Vec<_> = (0..3u64)
-        .map(|i| {
-            fork_child(|| {
-                let l = Limiter::open(&path)
-                    .unwrap()
-                    .keyed_concurrency("in_flight")
-                    .unwrap();
-                let mut done = 0u64;
-                while !stop() {
-                    let p = l
-                        .acquire_key_permit_timeout(b"hot", Duration::from_secs(20))
-                        .unwrap()
-                        .expect("killed holders' permits come back within 20 s");
-                    active.enter(C);
-                    std::thread::sleep(Duration::from_micros(300 + 200 * i));
-                    active.leave();
-                    p.release();
-                    done += 1;
-                }
-                i32::from(done == 0)
-            })
-        })
-        .collect();
+    let churners = fork_churners(
+        3,
+        &active,
+        C,
+        stop,
+        || {
+            Limiter::open(&path)
+                .unwrap()
+                .keyed_concurrency("in_flight")
+                .unwrap()
+        },
+        |l| {
+            l.acquire_key_permit_timeout(b"hot", Duration::from_secs(20))
+                .unwrap()
+        },
+    );
     for _ in 0..KILLS {
         let victim = permit_victim(&active, C, || {
             in_flight
@@ -224,16 +234,7 @@ fn permits_of_killed_holders_come_back_to_their_key() {
     );
     assert!(other.is_held(), "another key's permit was never touched");
     // All C of the key come back to one process, then no more.
-    let held: Vec<_> = (0..C)
-        .map(|_| {
-            in_flight
-                .try_acquire_key_permit(b"hot")
-                .unwrap()
-                .expect("all came back")
-        })
-        .collect();
-    assert!(in_flight.try_acquire_key_permit(b"hot").unwrap().is_none());
-    drop(held);
+    all_permits_come_back(C, || in_flight.try_acquire_key_permit(b"hot").unwrap());
     drop(other);
     assert!(in_flight.permit_holders().is_empty());
 }

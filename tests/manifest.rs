@@ -8,12 +8,12 @@
 //! neither would silently never run: this test fails instead, and names it. The examples are
 //! declared by hand too (the library's in `Cargo.toml`, the fleet agent's in `fleet/Cargo.toml`).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::root;
 
 /// The `path` of every `[[test]]` (`table` "test", default directory `tests/`) or `[[example]]`
 /// ("example", `examples/`) in `manifest`: its `path` relative to `dir`, or `DEFAULT/NAME.rs`.

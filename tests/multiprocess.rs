@@ -8,7 +8,9 @@
 //! (the first after each of its admissions, the first in each 100 ms window, and one per 100 us),
 //! and reports them with its counts through a pipe. The parent first drains the fresh limit
 //! itself (so the run starts from a known state), then forks the workers, which all start at one
-//! barrier and run to one shared deadline. From the merged timeline the parent checks:
+//! barrier and run to one shared deadline (a worker not yet denied by then, one a loaded machine
+//! ran late or hardly at all, decides on until its first denial: demand saturates the limit in
+//! every worker, which the checks assume). From the merged timeline the parent checks:
 //!
 //! - upper bounds on every interval, counting only admissions *certainly* inside it;
 //! - that every sampled denial was justified, counting every admission *possibly* committed
@@ -43,6 +45,10 @@ const STAMP_CAPACITY: usize = 1 << 16;
 const DENIAL_SAMPLE_NS: u64 = 100_000;
 /// The sliding log stores times rounded up to this unit.
 const LOG_UNIT: u64 = 1024;
+/// How much longer than the deadline a worker decides while it has not seen a denial. A worker
+/// deciding alone drains any of the limits here within a few thousand decisions; one still not
+/// denied after this long was not run by the machine at all.
+const DENIAL_GRACE_NS: u64 = 5 * SEC;
 
 /// How each worker gets its handle.
 #[derive(Debug, Clone, Copy)]
@@ -116,9 +122,10 @@ impl Report {
     }
 }
 
-/// Decide as fast as possible until `deadline`, recording as described in the module docs, at
-/// a cost drawn from `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first
-/// denial instead (the parent's drain).
+/// Decide as fast as possible until `deadline` and a first denial (or [`DENIAL_GRACE_NS`] past
+/// the deadline), recording as described in the module docs, at a cost drawn from
+/// `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first denial instead (the
+/// parent's drain).
 ///
 /// `lo` is read from the limiter's own clock (`clock`, a clone of it) just before the decision
 /// and `hi` from the precise clock just after: both clocks run on the same timeline and are
@@ -175,7 +182,7 @@ fn hammer<C: Clock>(
                 return r;
             }
         }
-        if hi >= deadline {
+        if hi >= deadline && (r.denied > 0 || hi >= deadline.saturating_add(DENIAL_GRACE_NS)) {
             return r;
         }
     }

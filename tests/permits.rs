@@ -14,8 +14,8 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use common::{
-    fork_child, fork_lock, fork_workers, permit_victim, pipe, read_byte, reap, sigkill, temp_path,
-    write_byte, Active, SharedWords, MS,
+    all_permits_come_back, fork_child, fork_churners, fork_lock, fork_workers, permit_victim, pipe,
+    read_byte, reap, sigkill, temp_path, write_byte, Active, SharedWords, MS,
 };
 use shmlimit::{Clock, Concurrency, Error, Limiter, ManualClock, TokenBucket};
 
@@ -89,27 +89,15 @@ fn permits_of_killed_holders_come_back() {
     let active = Active(&shared, 0);
     // Word 3: set by the parent when the killing is over; the churners stop.
     let stop = || shared.at(3).load(Ordering::SeqCst) != 0;
-    let mut churners = Vec::new();
     // Five churners and a victim compete for five permits: the victims' permits are needed.
-    for i in 0..5u64 {
-        churners.push(fork_child(|| {
-            let db = Limiter::open(&path).unwrap().concurrency("db").unwrap();
-            let mut done = 0u64;
-            while !stop() {
-                let p = db
-                    .acquire_permit_timeout(Duration::from_secs(20))
-                    .unwrap()
-                    .expect("killed holders' permits come back within 20 s");
-                active.enter(C);
-                std::thread::sleep(Duration::from_micros(300 + 200 * i));
-                active.leave();
-                p.release();
-                done += 1;
-            }
-            // At least one round each: the churner was never starved for good.
-            i32::from(done == 0)
-        }));
-    }
+    let churners = fork_churners(
+        5,
+        &active,
+        C,
+        stop,
+        || Limiter::open(&path).unwrap().concurrency("db").unwrap(),
+        |db| db.acquire_permit_timeout(Duration::from_secs(20)).unwrap(),
+    );
     let mut took_over = Vec::new();
     for k in 0..KILLS {
         let victim = permit_victim(&active, C, || {
@@ -142,16 +130,7 @@ fn permits_of_killed_holders_come_back() {
         active.max()
     );
     assert_eq!(active.violations(), 0, "more than C live holders at once");
-    // All C come back to one process, then no more.
-    let held: Vec<_> = (0..C)
-        .map(|_| {
-            db.try_acquire_permit()
-                .unwrap()
-                .expect("all permits came back")
-        })
-        .collect();
-    assert!(db.try_acquire_permit().unwrap().is_none());
-    drop(held);
+    all_permits_come_back(C, || db.try_acquire_permit().unwrap());
     assert!(db.permit_holders().is_empty());
 }
 

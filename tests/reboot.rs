@@ -12,11 +12,11 @@
 mod common;
 
 use std::fs;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{fork_lock, keyed_rate, rate, spawn, SEC};
+use common::words::{read_word, write_word};
+use common::{fork_lock, spawn, use_up, SEC};
 use shmlimit::{
     Alignment, Clock, Concurrency, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
     SlidingLog, SlidingWindow, TokenBucket,
@@ -49,24 +49,6 @@ fn disk_path(name: &str) -> (tempfile::TempDir, PathBuf) {
     );
     let path = dir.path().join(name);
     (dir, path)
-}
-
-fn read_word(path: &Path, index: u64) -> u64 {
-    let mut b = [0u8; 8];
-    fs::File::open(path)
-        .unwrap()
-        .read_exact_at(&mut b, index * 8)
-        .unwrap();
-    u64::from_ne_bytes(b)
-}
-
-fn write_word(path: &Path, index: u64, value: u64) {
-    fs::OpenOptions::new()
-        .write(true)
-        .open(path)
-        .unwrap()
-        .write_all_at(&value.to_ne_bytes(), index * 8)
-        .unwrap();
 }
 
 fn unix_now() -> u64 {
@@ -338,47 +320,15 @@ fn every_kind() -> shmlimit::Builder {
         .keyed_limit("keyed_sw", SlidingWindow::new(4, day), Keyed::new(8))
 }
 
-/// Try `n` units of every limit; how many each admitted (permits are forgotten: held).
-fn use_up(limiter: &Limiter<ManualClock>, n: u64) -> Vec<(String, u64)> {
-    limiter
-        .limits()
-        .iter()
-        .map(|l| {
-            let admitted = (0..n)
-                .filter(|_| match l.name() {
-                    "conc" => limiter
-                        .concurrency("conc")
-                        .unwrap()
-                        .try_acquire_permit()
-                        .unwrap()
-                        .map(std::mem::forget)
-                        .is_some(),
-                    k if k.starts_with("keyed") => keyed_rate(limiter, k)
-                        .unwrap()
-                        .try_acquire_key(b"tenant", 1)
-                        .unwrap()
-                        .is_allowed(),
-                    name => rate(limiter, name)
-                        .unwrap()
-                        .try_acquire(1)
-                        .unwrap()
-                        .is_allowed(),
-                })
-                .count() as u64;
-            (l.name().to_owned(), admitted)
-        })
-        .collect()
-}
-
 #[test]
 fn every_kind_of_state_is_translated_and_permits_are_released() {
     let (_dir, path) = disk_path("every.shm");
     let (story, old) = Story::begin(&path, every_kind);
-    assert!(use_up(&old, 8).iter().all(|(_, n)| *n == 4));
+    assert!(use_up(&old, 8, b"tenant").iter().all(|(_, n)| *n == 4));
     drop(old);
     // Down 10 minutes (20:10 UTC): nothing daily comes back but the permits.
     let (new, clock) = story.reboot(&path, 10 * 60 * SEC as i64, every_kind);
-    let after = use_up(&new, 8);
+    let after = use_up(&new, 8, b"tenant");
     for (name, n) in &after {
         let want = if name == "conc" { 4 } else { 0 };
         assert_eq!(*n, want, "{name} after the reboot: {after:?}");
@@ -387,7 +337,7 @@ fn every_kind_of_state_is_translated_and_permits_are_released() {
     // the windows aligned to the monotonic clock: their counts move to the window holding the
     // old window's last instant, up to a window later than the admissions.)
     clock.advance(3 * DAY);
-    for (name, n) in use_up(&new, 8) {
+    for (name, n) in use_up(&new, 8, b"tenant") {
         let want = if name == "conc" { 0 } else { 4 };
         assert_eq!(
             n, want,

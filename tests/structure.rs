@@ -3,15 +3,15 @@
 //! after another, are the exception), and the library's top-level modules free of import cycles
 //! (each module can be read, and changed, knowing only the modules below it).
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use common::root;
+
 /// The most lines a source file may have.
 const MAX_LINES: usize = 700;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// Every `.rs` file under `dir`, recursively, in a stable order.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
@@ -182,6 +182,123 @@ fn the_library_modules_import_no_cycle() {
     if let Some(cycle) = find_cycle(&imports) {
         panic!(
             "the library's top-level modules import each other in a cycle: {}",
+            cycle.join(" -> ")
+        );
+    }
+}
+
+/// The top-level modules of the crate whose sources are in `src` (`src/NAME.rs` or
+/// `src/NAME/`, the crate root `root_file` left out) and, for each, the other top-level modules
+/// its code names as `crate::NAME` (comments left out).
+fn crate_module_imports(src: &Path, root_file: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let top_of = |file: &Path| -> String {
+        let rel = file.strip_prefix(src).expect("a file under src/");
+        let first = rel.components().next().expect("a path").as_os_str();
+        first.to_string_lossy().trim_end_matches(".rs").to_owned()
+    };
+    let files: Vec<PathBuf> = rust_files(src)
+        .into_iter()
+        .filter(|f| top_of(f) != root_file)
+        .collect();
+    let modules: BTreeSet<String> = files.iter().map(|f| top_of(f)).collect();
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let from = top_of(file);
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let named = imports.entry(from.clone()).or_default();
+        for code in text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+        {
+            for (i, _) in code.match_indices("crate::") {
+                let rest = &code[i + "crate::".len()..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(rest.len());
+                let to = &rest[..end];
+                if to != from && modules.contains(to) {
+                    named.insert(to.to_owned());
+                }
+            }
+        }
+    }
+    imports
+}
+
+#[test]
+fn the_command_line_modules_import_no_cycle() {
+    let imports = crate_module_imports(&root().join("cli/src"), "main");
+    assert!(
+        imports.contains_key("demo") && imports.contains_key("scenario"),
+        "the command line's modules were not found: {:?}",
+        imports.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        imports["operate"].contains("inspect"),
+        "the import scan found no `crate::inspect` in operate.rs: it reads nothing"
+    );
+    if let Some(cycle) = find_cycle(&imports) {
+        panic!(
+            "the command line's top-level modules import each other in a cycle: {}",
+            cycle.join(" -> ")
+        );
+    }
+}
+
+/// The Node package's modules (`ffi/node/lib/NAME.js` or `.mjs`) and, for each, the package's
+/// other modules it loads: `require('./NAME')` or `from './NAME.js'` (comments left out).
+fn node_module_imports() -> BTreeMap<String, BTreeSet<String>> {
+    let lib = root().join("ffi/node/lib");
+    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let entries = std::fs::read_dir(&lib).unwrap_or_else(|e| panic!("read {}: {e}", lib.display()));
+    for entry in entries {
+        let file = entry.expect("a directory entry").path();
+        let Some(name) = file.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+            continue;
+        };
+        if !(name.ends_with(".js") || name.ends_with(".mjs")) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let named = imports.entry(name.clone()).or_default();
+        for code in text
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+        {
+            for quote in ['\'', '"'] {
+                for (i, _) in code.match_indices(&format!("{quote}./")) {
+                    let rest = &code[i + 3..];
+                    let Some(end) = rest.find(quote) else {
+                        continue;
+                    };
+                    let target = &rest[..end];
+                    let target = if target.ends_with(".js") || target.ends_with(".mjs") {
+                        target.to_owned()
+                    } else {
+                        format!("{target}.js")
+                    };
+                    if target != name {
+                        named.insert(target);
+                    }
+                }
+            }
+        }
+    }
+    imports
+}
+
+#[test]
+fn the_node_package_modules_require_no_cycle() {
+    let imports = node_module_imports();
+    assert!(
+        imports.get("middleware.js").is_some_and(|m| !m.is_empty()),
+        "the scan found no module that middleware.js requires: it reads nothing ({imports:?})"
+    );
+    if let Some(cycle) = find_cycle(&imports) {
+        panic!(
+            "the Node package's modules require each other in a cycle: {}",
             cycle.join(" -> ")
         );
     }

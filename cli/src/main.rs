@@ -15,6 +15,7 @@ macro_rules! exit_codes {
     };
 }
 
+mod c_library;
 mod config;
 mod demo;
 mod dependency;
@@ -23,9 +24,9 @@ mod operate;
 mod render;
 mod scenario;
 mod scenario_worker;
+mod scratch;
 mod watch;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -255,19 +256,5 @@ fn main() -> ExitCode {
             }
             ExitCode::from(failure.code)
         }
-    }
-}
-
-/// Where a test or script may put files by default: `/dev/shm` when it is usable, else the
-/// temporary directory.
-pub fn scratch_root() -> PathBuf {
-    let shm = PathBuf::from("/dev/shm");
-    let usable = std::fs::metadata(&shm)
-        .map(|m| m.is_dir() && !m.permissions().readonly())
-        .unwrap_or(false);
-    if usable && std::env::var_os("TMPDIR").is_none() {
-        shm
-    } else {
-        std::env::temp_dir()
     }
 }

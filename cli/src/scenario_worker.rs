@@ -2,7 +2,7 @@
 //!
 //! Its generator makes incoming requests (Poisson arrivals; each from a client, one client much
 //! busier than the others; each with a number of items, a few of them oversized). Each request
-//! goes through the seed's chain "bound work created by each request":
+//! goes through a chain that bounds the work each request creates, before any of it is sent:
 //!
 //! 1. validate: more than `--max-items` items is rejected (by contract, nothing is sent);
 //! 2. the per-client keyed limit (`clients`, shared by every instance on the host);

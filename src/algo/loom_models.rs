@@ -34,7 +34,6 @@
 //! run it with `cargo test --lib loom -- --ignored`.
 
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
@@ -45,36 +44,7 @@ use super::gcra::Gcra;
 use super::sliding_log::{SlidingLog, TIME_SHIFT};
 use super::sliding_window::{self, SlidingWindow};
 use super::{decide, Decision, Step};
-
-/// Run `f` under every interleaving loom explores with at most `preemptions` forced switches
-/// (`LOOM_MAX_PREEMPTIONS` overrides it, to explore deeper by hand), and print how many
-/// executions that took and how long.
-pub(crate) fn model<F>(name: &str, preemptions: usize, f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    if std::env::var_os("LOOM_MAX_PREEMPTIONS").is_none() {
-        builder.preemption_bound = Some(preemptions);
-    }
-    // A model explores everything within its bound: no cut-off by time or by count, whatever the
-    // environment says.
-    builder.max_duration = None;
-    builder.max_permutations = None;
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&executions);
-    let start = Instant::now();
-    builder.check(move || {
-        // Relaxed: a statistic printed after the model; it orders nothing.
-        counter.fetch_add(1, Ordering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "loom model {name}: {} executions in {:.2?}",
-        executions.load(Ordering::Relaxed),
-        start.elapsed()
-    );
-}
+use crate::sync::loom_runner::model;
 
 // ---------------------------------------------------------------------------------------------
 // Single-word algorithms

@@ -49,9 +49,9 @@ use super::bucket::{
     activate, give_back, read_slot, read_slot_once, rescale, stage_retune, step, tag_of, unchanged,
     witness, write_slot, Read,
 };
-use crate::algo::loom_models::model;
 use crate::algo::{try_decide, Fault, Step};
 use crate::file::layout::bucket;
+use crate::sync::loom_runner::model;
 
 /// The instant every clock read returns.
 const NOW: u64 = 1_000_000;

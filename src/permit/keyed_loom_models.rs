@@ -24,20 +24,12 @@ use super::slot::{OwnerWord, Table, ENTRY_WORDS};
 use crate::engine::keys::pair::{LoomSlot, PairWord};
 use crate::engine::keys::template::Pure;
 use crate::owner::owner;
+use crate::sync::loom_runner::model;
 
 /// Keys with home slot 0 in a two-slot table.
 const A: u64 = 2;
 const B: u64 = 4;
 const K: u64 = 6;
-
-fn model<F>(preemptions: usize, f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.check(f);
-}
 
 struct World {
     keys: Vec<LoomSlot>,
@@ -132,7 +124,7 @@ impl World {
 /// of K (the counter), every grant released, and K's slot ends idle with both entries free.
 #[test]
 fn one_permit_per_key_excludes_and_releases() {
-    model(2, || {
+    model("one_permit_per_key_excludes_and_releases", 2, || {
         let world = Arc::new(World::new(&[(0, 0), (0, 0)], 1));
         let k: Vec<_> = (1..=2u32)
             .map(|pid| {
@@ -160,31 +152,35 @@ fn one_permit_per_key_excludes_and_releases() {
 /// and the final table holds exactly the permits the threads were granted.
 #[test]
 fn a_key_slot_taken_by_another_key_under_an_acquisition() {
-    model(3, || {
-        let world = Arc::new(World::new(&[(A, 0), (B, 1)], 1));
-        // B's permit is held by a live process (pid 9) in slot 1, entry 0.
-        Table::new(&world.entries[ENTRY_WORDS..2 * ENTRY_WORDS], 1)
-            .claim(0, owner(9, 9), || 1)
-            .unwrap();
-        let a = {
-            let world = Arc::clone(&world);
-            thread::spawn(move || world.acquire(A, 1, None))
-        };
-        let k = {
-            let world = Arc::clone(&world);
-            thread::spawn(move || world.acquire(K, 2, None))
-        };
-        let (a, k) = (a.join().unwrap(), k.join().unwrap());
-        assert!(a.is_some() || k.is_some(), "one of them gets the slot");
-        let mut kept: Vec<_> = a.into_iter().map(|h| (A, h)).collect();
-        kept.extend(k.into_iter().map(|h| (K, h)));
-        // B's permit, held by pid 9 outside the threads.
-        let b = world.kp().block(1).read(0).0;
-        kept.push((B, (1, 0, b)));
-        world.check_final(&kept);
-        // Relaxed: counted across executions, read after the model.
-        SLOT_OWNER[(world.keys[0].load().0 == K) as usize].fetch_add(1, Ordering::Relaxed);
-    });
+    model(
+        "a_key_slot_taken_by_another_key_under_an_acquisition",
+        3,
+        || {
+            let world = Arc::new(World::new(&[(A, 0), (B, 1)], 1));
+            // B's permit is held by a live process (pid 9) in slot 1, entry 0.
+            Table::new(&world.entries[ENTRY_WORDS..2 * ENTRY_WORDS], 1)
+                .claim(0, owner(9, 9), || 1)
+                .unwrap();
+            let a = {
+                let world = Arc::clone(&world);
+                thread::spawn(move || world.acquire(A, 1, None))
+            };
+            let k = {
+                let world = Arc::clone(&world);
+                thread::spawn(move || world.acquire(K, 2, None))
+            };
+            let (a, k) = (a.join().unwrap(), k.join().unwrap());
+            assert!(a.is_some() || k.is_some(), "one of them gets the slot");
+            let mut kept: Vec<_> = a.into_iter().map(|h| (A, h)).collect();
+            kept.extend(k.into_iter().map(|h| (K, h)));
+            // B's permit, held by pid 9 outside the threads.
+            let b = world.kp().block(1).read(0).0;
+            kept.push((B, (1, 0, b)));
+            world.check_final(&kept);
+            // Relaxed: counted across executions, read after the model.
+            SLOT_OWNER[(world.keys[0].load().0 == K) as usize].fetch_add(1, Ordering::Relaxed);
+        },
+    );
     let [a, k] = [0, 1].map(|i| SLOT_OWNER[i].load(Ordering::Relaxed));
     assert!(
         a > 0 && k > 0,
@@ -202,7 +198,7 @@ static SLOT_OWNER: [std::sync::atomic::AtomicUsize; 2] = [
 /// that find it held judge its owner gone: exactly one takes it over and inherits the bit.
 #[test]
 fn a_dead_holders_permit_is_taken_over_once() {
-    model(2, || {
+    model("a_dead_holders_permit_is_taken_over_once", 2, || {
         let world = Arc::new(World::new(&[(K, 1), (0, 0)], 1));
         let dead = owner(7, 7);
         Table::new(&world.entries[..ENTRY_WORDS], 1)
@@ -230,7 +226,7 @@ fn a_dead_holders_permit_is_taken_over_once() {
 /// bit always matches.
 #[test]
 fn a_release_racing_a_lease_take_over() {
-    model(3, || {
+    model("a_release_racing_a_lease_take_over", 3, || {
         let world = Arc::new(World {
             leased: true,
             ..World::new(&[(0, 0), (0, 0)], 1)

@@ -20,15 +20,7 @@ use loom::thread;
 use super::futex;
 use super::slot::{OwnerWord, Table};
 use crate::owner::owner;
-
-fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(2);
-    builder.check(f);
-}
+use crate::sync::loom_runner::model;
 
 fn words(n: usize) -> Arc<Vec<AtomicU64>> {
     Arc::new((0..n).map(|_| AtomicU64::new(0)).collect())
@@ -38,7 +30,7 @@ fn words(n: usize) -> Arc<Vec<AtomicU64>> {
 /// once (the cell access would race), and every claim is released.
 #[test]
 fn acquire_release_excludes() {
-    model(|| {
+    model("acquire_release_excludes", 2, || {
         let w = words(2);
         let cell = Arc::new(UnsafeCell::new(0u64));
         let handles: Vec<_> = (1..=2u32)
@@ -72,7 +64,7 @@ fn acquire_release_excludes() {
 /// succeed (no free entry is missed, none is given twice), counted independently.
 #[test]
 fn claims_never_exceed_permits() {
-    model(|| {
+    model("claims_never_exceed_permits", 2, || {
         let w = words(4);
         let active = Arc::new(AtomicU64::new(0));
         let handles: Vec<_> = (1..=3u32)
@@ -106,7 +98,7 @@ fn claims_never_exceed_permits() {
 /// over, the other gets nothing, and their holdings never overlap.
 #[test]
 fn take_over_of_a_dead_owner() {
-    model(|| {
+    model("take_over_of_a_dead_owner", 2, || {
         let w = words(2);
         let dead = owner(9, 9);
         Table::new(&w, 1).claim(0, dead, || 1).unwrap();
@@ -143,7 +135,7 @@ fn take_over_of_a_dead_owner() {
 /// claim is replaced exactly once, and the acquirer's claim is never reclaimed.
 #[test]
 fn reclaim_races_take_over() {
-    model(|| {
+    model("reclaim_races_take_over", 2, || {
         let w = words(2);
         let dead = owner(9, 9);
         Table::new(&w, 1).claim(0, dead, || 1).unwrap();
@@ -179,7 +171,7 @@ fn reclaim_races_take_over() {
 /// are exclusive, and a re-claim by the holder cannot be taken with the old judgement.
 #[test]
 fn lease_take_over_races_release_and_reclaim() {
-    model(|| {
+    model("lease_take_over_races_release_and_reclaim", 2, || {
         let w = words(2);
         let holder = owner(5, 5);
         let first = {
@@ -228,7 +220,7 @@ fn lease_take_over_races_release_and_reclaim() {
 /// that saw no waiter, cannot both happen (the wake-up would be lost).
 #[test]
 fn no_lost_wake_up() {
-    model(|| {
+    model("no_lost_wake_up", 2, || {
         let seq = Arc::new(AtomicU64::new(0));
         let waiters = Arc::new(AtomicU64::new(0));
         let w = {

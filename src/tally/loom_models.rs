@@ -18,15 +18,7 @@ use loom::thread;
 
 use super::lanes;
 use crate::owner::owner;
-
-fn model<F>(f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(3);
-    builder.check(f);
-}
+use crate::sync::loom_runner::model;
 
 /// `n` lanes of one counter each, and their owner words (lane 0's unused: shared).
 struct File {
@@ -61,7 +53,7 @@ impl File {
 /// no addition is lost.
 #[test]
 fn one_owner_per_lane() {
-    model(|| {
+    model("one_owner_per_lane", 3, || {
         let f = File::new(2);
         let handles: Vec<_> = (1..=2u32)
             .map(|tid| {
@@ -88,7 +80,7 @@ fn one_owner_per_lane() {
 /// goes on from its values; a reader's sums never go backwards; nothing is lost.
 #[test]
 fn take_over_of_a_gone_owner_keeps_totals() {
-    model(|| {
+    model("take_over_of_a_gone_owner_keeps_totals", 3, || {
         let f = File::new(2);
         let dead = Arc::new(AtomicU64::new(0));
         let first = owner(1, 7);
@@ -140,7 +132,7 @@ fn take_over_of_a_gone_owner_keeps_totals() {
 /// second; a released lane is claimed again.
 #[test]
 fn adoption_and_release() {
-    model(|| {
+    model("adoption_and_release", 3, || {
         let f = File::new(3);
         let me = owner(3, 9);
         let first = lanes::claim(3, |i| &f.owners[i], me, |_| false);

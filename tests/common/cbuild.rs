@@ -9,16 +9,7 @@ use std::process::Command;
 
 use shmlimit::{Clock, MonotonicClock};
 
-/// The repository root: the manifest directory of the test's package (the top level for the
-/// library's tests, cli/ for the binary's), or the first directory above it holding the header.
-pub fn root() -> PathBuf {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .ancestors()
-        .find(|dir| dir.join("ffi/include/shmlimit.h").is_file())
-        .unwrap_or(manifest)
-        .to_owned()
-}
+use super::root;
 
 /// The directory holding the `libshmlimit.so` (and `libshmlimit.a`) that cargo built for this
 /// test run: `target/<profile>/deps/`, next to the test executable. (Cargo copies them up to
@@ -193,6 +184,36 @@ impl RustWorker {
             allowed: word(0),
             denied: word(1),
             last_ns: word(2),
+        }
+    }
+}
+
+/// Checks a run of Rust workers beside C or Python processes on one token bucket of the file:
+/// the file's statistics count every decision the processes report (`allowed`, `denied`), and
+/// the total is within the bucket's bounds. `"fixed"` (`fixed_capacity` tokens refilled at one per
+/// hour, drained by the run) admits exactly its capacity; the others (`burst`, `per_second`)
+/// admit at most `floor(B + r T)` over the `elapsed_ns` every decision is dated in, and, having
+/// denied (the bucket was drained), at least `B`.
+pub fn check_shared_bucket(
+    name: &str,
+    stats: &shmlimit::Stats,
+    (allowed, denied): (u64, u64),
+    elapsed_ns: u64,
+    fixed_capacity: u64,
+    (burst, per_second): (u64, u64),
+) {
+    assert_eq!(
+        stats.allowed, allowed,
+        "{name}: every admission was counted"
+    );
+    assert_eq!(stats.denied, denied, "{name}: every denial was counted");
+    match name {
+        "fixed" => assert_eq!(allowed, fixed_capacity, "exactly the capacity"),
+        _ => {
+            let bound = burst + (per_second as u128 * elapsed_ns as u128 / 1_000_000_000) as u64;
+            println!("paced: {allowed} allowed in {elapsed_ns} ns, bound {bound}");
+            assert!(allowed <= bound, "{allowed} > {bound}");
+            assert!(allowed >= burst && denied > 0, "the bound was reached");
         }
     }
 }

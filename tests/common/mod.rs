@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cbuild;
+pub mod words;
 
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -21,6 +22,17 @@ pub const SEC: u64 = 1_000_000_000;
 /// `CLOCK_MONOTONIC` now, in nanoseconds: the timeline every limiter file uses.
 pub fn now_ns() -> u64 {
     MonotonicClock.now_ns()
+}
+
+/// The repository root: the manifest directory of the test's package (the top level for the
+/// library's tests, cli/ for the binary's), or the first directory above it holding the header.
+pub fn root() -> PathBuf {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .ancestors()
+        .find(|dir| dir.join("ffi/include/shmlimit.h").is_file())
+        .unwrap_or(manifest)
+        .to_owned()
 }
 
 /// A fresh temporary directory and a limiter path inside it.
@@ -424,6 +436,55 @@ pub fn permit_victim<P>(
     victim
 }
 
+/// Fork `n` churners on a concurrency limit: churner `i` waits up to 20 s for a permit of the
+/// handle `open()` gives it (`acquire`), counts itself in `active` (bound `c`) for
+/// `300 + 200 i` microseconds and releases the permit, over and over until `stop()` holds and
+/// it has had at least one permit (a loaded machine may first run it once the killing is
+/// over). A churner that waits 20 s in vain panics (exit 101), else it exits 0: with holders
+/// killed while they hold, the churners go on only if the killed holders' permits come back.
+pub fn fork_churners<H, C: shmlimit::Clock>(
+    n: u64,
+    active: &Active,
+    c: u64,
+    stop: impl Fn() -> bool,
+    open: impl Fn() -> H,
+    acquire: impl Fn(&H) -> Option<shmlimit::Permit<C>>,
+) -> Vec<libc::pid_t> {
+    (0..n)
+        .map(|i| {
+            fork_child(|| {
+                let handle = open();
+                let mut done = 0u64;
+                while done == 0 || !stop() {
+                    let p =
+                        acquire(&handle).expect("killed holders' permits come back within 20 s");
+                    active.enter(c);
+                    std::thread::sleep(std::time::Duration::from_micros(300 + 200 * i));
+                    active.leave();
+                    p.release();
+                    done += 1;
+                }
+                // At least one round each: the churner was never starved for good (it would
+                // have panicked waiting).
+                i32::from(done == 0)
+            })
+        })
+        .collect()
+}
+
+/// All `c` permits of a concurrency limit (or of one key) come back to this process, then no
+/// more: `try_acquire` gets `c` of them, then none. They are released at the end.
+pub fn all_permits_come_back<C: shmlimit::Clock>(
+    c: u64,
+    try_acquire: impl Fn() -> Option<shmlimit::Permit<C>>,
+) {
+    let held: Vec<_> = (0..c)
+        .map(|_| try_acquire().expect("all permits came back"))
+        .collect();
+    assert!(try_acquire().is_none());
+    drop(held);
+}
+
 /// The unkeyed rate limit `name` (token bucket, window or sliding log) as its typed handle,
 /// for tests that run the same checks over every rate kind.
 pub fn rate<C: shmlimit::Clock>(
@@ -466,5 +527,48 @@ pub fn rates<C: shmlimit::Clock>(
             )
         })
         .map(|l| rate(limiter, l.name()).expect("a rate limit"))
+        .collect()
+}
+
+/// Try `tries` units, one at a time, of every limit of `limiter` (keyed ones for `key`); how many
+/// each admitted, by name, in definition order. A concurrency limit's permits are forgotten: held
+/// by this process for as long as it lives. Keyed concurrency limits are not tried.
+pub fn use_up<C: shmlimit::Clock>(
+    limiter: &shmlimit::Limiter<C>,
+    tries: u64,
+    key: &[u8],
+) -> Vec<(String, u64)> {
+    use shmlimit::LimitKind;
+    limiter
+        .limits()
+        .iter()
+        .map(|l| {
+            let name = l.name();
+            let admitted = (0..tries)
+                .filter(|_| match l.kind() {
+                    LimitKind::Concurrency => limiter
+                        .concurrency(name)
+                        .unwrap()
+                        .try_acquire_permit()
+                        .unwrap()
+                        .map(std::mem::forget)
+                        .is_some(),
+                    LimitKind::KeyedTokenBucket | LimitKind::KeyedWindow => {
+                        keyed_rate(limiter, name)
+                            .unwrap()
+                            .try_acquire_key(key, 1)
+                            .unwrap()
+                            .is_allowed()
+                    }
+                    LimitKind::KeyedConcurrency => false,
+                    _ => rate(limiter, name)
+                        .unwrap()
+                        .try_acquire(1)
+                        .unwrap()
+                        .is_allowed(),
+                })
+                .count() as u64;
+            (name.to_owned(), admitted)
+        })
         .collect()
 }

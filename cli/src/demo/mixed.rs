@@ -11,37 +11,14 @@ use crate::Failure;
 const WORKER_C: &str = include_str!("../../../ffi/examples/worker.c");
 const HEADER: &str = include_str!("../../../ffi/include/shmlimit.h");
 
-/// The directory of the `libshmlimit.so` built with this binary: next to it, in `deps/`
-/// (where `cargo test` builds it without copying it up) or one level up; the most recently
-/// built one when there are several, so a stale copy is never linked.
-pub fn library_dir() -> Result<PathBuf, Failure> {
-    let exe = std::env::current_exe()
-        .map_err(|e| Failure::file(format!("demo --mixed: cannot find this binary: {e}")))?;
-    let here = exe.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let candidates = [here.clone(), here.join("deps"), here.join("..")];
-    candidates
-        .into_iter()
-        .filter_map(|d| {
-            let modified = std::fs::metadata(d.join("libshmlimit.so"))
-                .ok()
-                .filter(|m| m.is_file())?
-                .modified()
-                .ok()?;
-            Some((modified, d))
-        })
-        .max_by_key(|(modified, _)| *modified)
-        .map(|(_, d)| d)
-        .ok_or_else(|| {
-            Failure::file(format!(
-                "demo --mixed: libshmlimit.so not found in {} or its deps/; build it with cargo build (the crate makes it), or run the demo without --mixed",
-                here.display()
-            ))
-        })
-}
-
 /// Compile the C worker into `dir`; returns its path.
 pub fn compile(dir: &Path) -> Result<PathBuf, Failure> {
-    let lib = library_dir()?;
+    let lib = crate::c_library::dir().map_err(|f| {
+        Failure::file(format!(
+            "demo --mixed: {}, or run the demo without --mixed",
+            f.message
+        ))
+    })?;
     let write = |name: &str, text: &str| {
         std::fs::write(dir.join(name), text).map_err(|e| {
             Failure::file(format!(

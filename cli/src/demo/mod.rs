@@ -22,13 +22,11 @@
 mod mixed;
 mod report;
 
-pub use mixed::library_dir;
 use report::*;
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
@@ -39,6 +37,7 @@ use nix::unistd::{fork, pipe2, ForkResult, Pid};
 use shmlimit::{Algorithm, Clock, IntoAlgorithm, Limiter, MonotonicClock, SlidingLog, TokenBucket};
 
 use crate::render::{self, per_second, thousands, Table};
+use crate::scratch::Scratch;
 use crate::{config, Failure};
 
 /// The name of the shared token bucket in the demo file.
@@ -183,37 +182,6 @@ impl WorkerReport {
     }
 }
 
-/// A temporary directory removed (with the limiter file in it) when dropped. Forked workers
-/// leave through `_exit`, so only the parent ever drops it.
-struct Scratch {
-    dir: PathBuf,
-    file: PathBuf,
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.file);
-        let _ = std::fs::remove_dir(&self.dir);
-    }
-}
-
-fn scratch() -> Result<Scratch, Failure> {
-    let root = crate::scratch_root();
-    let stamp = MonotonicClock.now_ns();
-    let dir = root.join(format!("shmlimit-demo-{}-{stamp}", std::process::id()));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&dir)
-        .map_err(|e| {
-            Failure::file(format!(
-                "{}: cannot create a temporary directory: {e}; pass --path or set TMPDIR to a writable directory",
-                dir.display()
-            ))
-        })?;
-    let file = dir.join("demo.shm");
-    Ok(Scratch { dir, file })
-}
-
 /// The demo's two limits, validated from the flags.
 #[derive(Debug, Clone, Copy)]
 struct Limits {
@@ -300,8 +268,12 @@ pub fn run(args: DemoArgs) -> Result<(), Failure> {
             (path.clone(), None)
         }
         None => {
-            let s = scratch()?;
-            (s.file.clone(), Some(s))
+            let s = Scratch::fresh("shmlimit-demo").map_err(|why| {
+                Failure::file(format!(
+                    "{why}; pass --path or set TMPDIR to a writable directory"
+                ))
+            })?;
+            (s.path().join("demo.shm"), Some(s))
         }
     };
     let limiter = Limiter::builder()
@@ -311,14 +283,18 @@ pub fn run(args: DemoArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::library(e, &path))?;
 
     let c_workers = if args.mixed { args.workers / 2 } else { 0 };
-    let c_program = if c_workers > 0 {
-        let dir = match &scratch {
-            Some(s) => s.dir.clone(),
-            None => path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+    // The C worker is built in the scratch directory, or with --path in a scratch directory of
+    // its own: nothing is left beside the user's file.
+    let c_build =
+        match (&scratch, c_workers > 0) {
+            (None, true) => Some(Scratch::fresh("shmlimit-demo-worker").map_err(|why| {
+                Failure::file(format!("{why}; set TMPDIR to a writable directory"))
+            })?),
+            _ => None,
         };
-        Some(mixed::compile(&dir)?)
-    } else {
-        None
+    let c_program = match scratch.as_ref().or(c_build.as_ref()) {
+        Some(dir) if c_workers > 0 => Some(mixed::compile(dir.path())?),
+        _ => None,
     };
     let c_children = match &c_program {
         Some(program) => mixed::spawn(program, &path, c_workers, run_ns)?,

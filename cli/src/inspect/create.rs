@@ -1,105 +1,83 @@
-//! `check` and `create`: validate a config, and make a file from it or from flags.
+//! `create`: make a limiter file from a config or from flags (or adopt the one there).
 
 use super::*;
 
-#[derive(Serialize)]
-pub(super) struct CheckJson {
-    config: String,
-    limits: Vec<CheckLimitJson>,
-}
-
-/// A definition with its options, as JSON.
-#[derive(Serialize)]
-pub(super) struct CheckLimitJson {
-    #[serde(flatten)]
-    definition: DefinitionJson,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    keyed: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    on_full: Option<&'static str>,
-    shadow: bool,
-    split: u16,
-    #[serde(skip_serializing_if = "Option::is_none")]
+#[derive(Args)]
+#[command(
+    about = "Create a limiter file from a config, or from flags for one limit",
+    after_help = concat!(
+        "Examples:\n",
+        "  shmlimit create /dev/shm/app.shm --config limits.toml\n",
+        "  shmlimit create /dev/shm/api.shm --name api --algorithm token_bucket --rate 100/s --burst 20\n",
+        "  shmlimit create /dev/shm/search.shm --name search --algorithm sliding_log --limit 100 --window 60s\n\n",
+        "If the file exists with the same definitions (its live, possibly retuned, parameters), it is\n",
+        "left as it is. With other definitions it is an error (exit 2) naming every differing field,\n",
+        "unless --on-conflict adopt: then a rate, burst or window limit is retuned live (usage kept),\n",
+        "and any other change makes a new file that atomically replaces the old one (processes\n",
+        "attached to it move to the new file within about a second).\n\n",
+        exit_codes!()
+    )
+)]
+pub struct CreateArgs {
+    /// The limiter file to create
+    path: PathBuf,
+    /// A TOML file of [[limit]] tables (see `shmlimit check --help`)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["name", "algorithm", "rate", "burst", "limit", "window", "alignment", "fleet_total", "fleet_weight"], required_unless_present = "name")]
+    config: Option<PathBuf>,
+    /// Name of the one limit defined by flags
+    #[arg(long, requires = "algorithm")]
+    name: Option<String>,
+    /// token_bucket, fixed_window, sliding_window or sliding_log
+    #[arg(long, requires = "name")]
+    algorithm: Option<String>,
+    /// Refill rate of a token bucket: "100/s", "100/min", "0.5/s"
+    #[arg(long, allow_hyphen_values = true)]
+    rate: Option<String>,
+    /// Capacity of a token bucket
+    #[arg(long, allow_hyphen_values = true)]
+    burst: Option<i64>,
+    /// Admissions per window (fixed_window, sliding_window, sliding_log)
+    #[arg(long, allow_hyphen_values = true)]
+    limit: Option<i64>,
+    /// Window length: "60s", "500ms", "1min"
+    #[arg(long)]
+    window: Option<String>,
+    /// Window boundaries: wall_clock (default) or monotonic
+    #[arg(long)]
+    alignment: Option<String>,
+    /// A token bucket that is one host's share of a fleet-wide rate (same grammar as --rate:
+    /// "300", "300/s", "5/10s"): the total `shmlimit fleet run` uses when it has no --total
+    #[arg(long, value_name = "RATE", requires = "name")]
     fleet_total: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fleet_weight: Option<u32>,
+    /// This host's weight in the fleet (with --fleet-total; default 1)
+    #[arg(
+        long,
+        value_name = "N",
+        requires = "fleet_total",
+        allow_hyphen_values = true
+    )]
+    fleet_weight: Option<i64>,
+    /// Permission bits (octal) of the created file; 660 shares it with the group
+    #[arg(long, value_name = "MODE", default_value = "600", value_parser = crate::parse_mode)]
+    mode: u32,
+    /// When the file exists with other definitions: refuse (default) or adopt
+    #[arg(long, value_name = "POLICY", default_value = "refuse", value_parser = ["refuse", "adopt"])]
+    on_conflict: String,
+    /// At a reboot: translate (default; quotas used before it stay used) or reset (every limit
+    /// fresh). Given for an existing file, it must be the file's choice
+    #[arg(long, value_name = "CHOICE", value_parser = parse_on_reboot)]
+    on_reboot: Option<OnReboot>,
+    /// Print the result as JSON
+    #[arg(long)]
+    json: bool,
 }
 
-pub(super) fn full_policy(p: shmlimit::FullPolicy) -> &'static str {
-    match p {
-        shmlimit::FullPolicy::Deny => "deny",
-        shmlimit::FullPolicy::Allow => "allow",
-        shmlimit::FullPolicy::Error => "error",
+fn parse_on_reboot(text: &str) -> Result<OnReboot, String> {
+    match text {
+        "translate" => Ok(OnReboot::Translate),
+        "reset" => Ok(OnReboot::Reset),
+        other => Err(format!("\"{other}\": write translate or reset")),
     }
-}
-
-impl CheckLimitJson {
-    fn of(def: &shmlimit::LimitDef) -> CheckLimitJson {
-        CheckLimitJson {
-            definition: DefinitionJson::of(&def.name, &def.algorithm),
-            keyed: def.keyed.map(|k| k.capacity),
-            on_full: def.keyed.map(|k| full_policy(k.on_full)),
-            shadow: def.shadow,
-            split: def.split,
-            fleet_total: def.fleet.map(|f| render::rate(f.total.emission_ns())),
-            fleet_weight: def.fleet.map(|f| f.weight),
-        }
-    }
-}
-
-/// A definition's non-default options in one phrase, empty when it has none.
-pub fn options_text(def: &shmlimit::LimitDef) -> String {
-    let mut parts = Vec::new();
-    if let Some(k) = def.keyed {
-        parts.push(format!(
-            "keyed, {} slots (when full: {}); the budget is per key",
-            k.slots(),
-            full_policy(k.on_full)
-        ));
-    }
-    if def.shadow {
-        parts.push("shadow (counts, never denies)".to_owned());
-    }
-    if def.split > 1 {
-        parts.push(format!("split over {} cache lines", def.split));
-    }
-    if let Some(f) = def.fleet {
-        parts.push(format!(
-            "fleet share of {} (weight {})",
-            render::rate(f.total.emission_ns()),
-            f.weight
-        ));
-    }
-    parts.join(", ")
-}
-
-pub(super) fn print_options<'a>(defs: impl IntoIterator<Item = &'a shmlimit::LimitDef>) {
-    for def in defs {
-        let text = options_text(def);
-        if !text.is_empty() {
-            println!("  {}: {text}", def.name);
-        }
-    }
-}
-
-pub fn check(args: CheckArgs) -> Result<(), Failure> {
-    let defs = config::load(&args.config)?;
-    if args.json {
-        print_json(&CheckJson {
-            config: args.config.display().to_string(),
-            limits: defs.iter().map(|d| CheckLimitJson::of(&d.def)).collect(),
-        });
-    } else {
-        println!(
-            "{}: {} limit{} OK",
-            args.config.display(),
-            defs.len(),
-            if defs.len() == 1 { "" } else { "s" }
-        );
-        print!("{}", render::definitions(named(&defs)));
-        print_options(defs.iter().map(|d| &d.def));
-    }
-    Ok(())
 }
 
 /// The one-limit config the inline flags of `create` describe, checked like a config file.

@@ -1,4 +1,5 @@
-//! What each limit of a file holds now: the rows `inspect`, `stats` and `watch` show.
+//! What each limit of a file holds now: the rows `inspect`, `stats` and `watch` show, as a table
+//! and as JSON.
 
 use super::*;
 
@@ -149,4 +150,157 @@ pub fn denial_percent(allowed: u64, denied: u64) -> f64 {
     } else {
         denied as f64 * 100.0 / total
     }
+}
+
+#[derive(Serialize)]
+pub struct KeysJson {
+    used: usize,
+    slots: usize,
+}
+
+#[derive(Serialize)]
+pub struct HolderJson {
+    id: u64,
+    pid: u32,
+    /// A keyed limit's key, by its tag (`Limit::key_tag`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    key_tag: Option<u64>,
+    since_ns: Option<u64>,
+    lease_expiry_ns: Option<u64>,
+    reclaimable: bool,
+}
+
+#[derive(Serialize)]
+pub struct LimitJson {
+    #[serde(flatten)]
+    definition: DefinitionJson,
+    /// Whether a decision of cost 1 would be admitted now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    admits_now: Option<bool>,
+    /// Units a request could take now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remaining: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    retry_after_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_error: Option<String>,
+    allowed: u64,
+    denied: u64,
+    /// Decisions a shadow limit would have denied (they were admitted).
+    shadow_denied: u64,
+    /// Admissions that left less than the near-limit fraction of the capacity.
+    near_limit: u64,
+    /// Grants given back whole (refunds, composed roll-backs): `allowed - refunded` passed.
+    refunded: u64,
+    /// The live parameters, present when a retune made them differ from the definition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live: Option<DefinitionJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keys: Option<KeysJson>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    holders: Option<Vec<HolderJson>>,
+    /// The rate decisions use now (tokens per second): the live (retuned) rate, or a fleet
+    /// share's fence once its lease has passed; absent for concurrency limits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live_rate_per_s: Option<f64>,
+    /// A fleet-managed token bucket's lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fleet: Option<FleetJson>,
+}
+
+#[derive(Serialize)]
+struct FleetJson {
+    /// The share's rate (tokens per second), in force while the lease runs.
+    share_per_s: f64,
+    /// The fence's rate (the reserved minimum, or the floor), in force once it has passed.
+    fence_per_s: f64,
+    /// The rate decisions use now.
+    applied_per_s: f64,
+    /// The lease deadline, ns on the file's monotonic clock (0: never leased).
+    deadline_ns: u64,
+    /// Time left on the lease (negative once it has passed).
+    deadline_in_ms: f64,
+    /// Whether decisions use the fence now.
+    fenced: bool,
+}
+
+impl LimitJson {
+    pub fn of(state: &LimitState) -> LimitJson {
+        let peek = state.peek.as_ref().ok().copied().flatten();
+        LimitJson {
+            definition: DefinitionJson::of(&state.name, &state.algorithm),
+            admits_now: peek.map(|d| d.is_allowed()),
+            remaining: peek.as_ref().map(available),
+            retry_after_ns: peek.map(|d| d.retry_after_ns()),
+            state_error: state.peek.as_ref().err().cloned(),
+            allowed: state.stats.allowed,
+            denied: state.stats.denied,
+            shadow_denied: state.stats.shadow_denied,
+            near_limit: state.stats.near_limit,
+            refunded: state.stats.refunded,
+            live: state.live.map(|a| DefinitionJson::of(&state.name, &a)),
+            keys: state.keys.map(|(used, slots)| KeysJson { used, slots }),
+            live_rate_per_s: rate_per_s(&state.applied()),
+            fleet: state.fleet.map(|f| FleetJson {
+                share_per_s: rate_per_s(&f.share).unwrap_or(0.0),
+                fence_per_s: rate_per_s(&f.fence).unwrap_or(0.0),
+                applied_per_s: rate_per_s(&f.applied()).unwrap_or(0.0),
+                deadline_ns: f.deadline_ns,
+                deadline_in_ms: (f.deadline_ns as f64 - f.now_ns as f64) / 1e6,
+                fenced: !f.leased,
+            }),
+            holders: state.holders.as_ref().map(|hs| {
+                hs.iter()
+                    .map(|h| HolderJson {
+                        id: h.id,
+                        pid: h.pid,
+                        key_tag: h.key_tag,
+                        since_ns: h.since_ns,
+                        lease_expiry_ns: h.lease_expiry_ns,
+                        reclaimable: h.reclaimable,
+                    })
+                    .collect()
+            }),
+        }
+    }
+}
+
+/// The state table: remaining, retry after, allowed, denied, denied %.
+pub fn state_table(states: &[LimitState]) -> String {
+    let mut table = TextTable::new(
+        &[
+            "limit",
+            "remaining",
+            "retry after",
+            "allowed",
+            "denied",
+            "denied %",
+            "shadow denied",
+            "near limit",
+            "refunded",
+        ],
+        1,
+    );
+    for s in states {
+        let (remaining, retry) = match &s.peek {
+            Ok(Some(d)) => (
+                available(d).to_string(),
+                render::duration(d.retry_after_ns()),
+            ),
+            Ok(None) => ("per key".to_owned(), "-".to_owned()),
+            Err(_) => ("damaged".to_owned(), "-".to_owned()),
+        };
+        table.row(vec![
+            s.name.clone(),
+            remaining,
+            retry,
+            s.stats.allowed.to_string(),
+            s.stats.denied.to_string(),
+            format!("{:.1}%", denial_percent(s.stats.allowed, s.stats.denied)),
+            s.stats.shadow_denied.to_string(),
+            s.stats.near_limit.to_string(),
+            s.stats.refunded.to_string(),
+        ]);
+    }
+    table.render()
 }

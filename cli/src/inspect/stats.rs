@@ -2,6 +2,31 @@
 
 use super::*;
 
+#[derive(Args)]
+#[command(
+    about = "Print decision counters, for people, JSON or Prometheus",
+    after_help = concat!(
+        "Examples:\n",
+        "  shmlimit stats /dev/shm/app.shm\n",
+        "  shmlimit stats /dev/shm/app.shm --prometheus > /var/lib/node_exporter/textfile/shmlimit.prom.tmp\n\n",
+        "--prometheus writes the text exposition format, for the node exporter's textfile collector\n",
+        "(write to a temporary name and rename it into place).\n\n",
+        exit_codes!()
+    )
+)]
+pub struct StatsArgs {
+    /// The limiter file
+    path: PathBuf,
+    /// Print as JSON
+    #[arg(long, conflicts_with = "prometheus")]
+    json: bool,
+    /// Print the Prometheus text exposition format
+    #[arg(long)]
+    prometheus: bool,
+    #[command(flatten)]
+    open: OpenArgs,
+}
+
 #[derive(Serialize)]
 pub(super) struct StatsJson {
     path: String,

@@ -34,7 +34,7 @@ pub(super) fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
              headers (Debian: python3-dev)"
         ));
     }
-    let library = crate::demo::library_dir()
+    let library = crate::c_library::dir()
         .map_err(|f| f.message)?
         .join("libshmlimit.so");
     let package = dir.join("shmlimit");

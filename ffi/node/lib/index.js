@@ -1066,6 +1066,3 @@ module.exports = {
   version,
   ...errors,
 };
-
-// The middleware needs the module's exports; required last.
-Object.assign(module.exports, require('./middleware'));

@@ -1,5 +1,5 @@
 // ES module entry point: the CommonJS module's exports, named.
-import shmlimit from './index.js';
+import shmlimit from './entry.js';
 
 export default shmlimit;
 export const {

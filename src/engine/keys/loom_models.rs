@@ -28,7 +28,6 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
 
 use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
@@ -39,30 +38,7 @@ use super::table::{Outcome, Table, EMPTY, PENDING, TOMB};
 use super::template::Pure;
 use crate::algo::fixed_window::{self, FixedWindow};
 use crate::algo::gcra::Gcra;
-
-/// Run `f` under every interleaving loom explores with at most `preemptions` forced switches.
-fn model<F>(name: &str, preemptions: usize, f: F)
-where
-    F: Fn() + Sync + Send + 'static,
-{
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.max_duration = None;
-    builder.max_permutations = None;
-    let executions = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let counter = std::sync::Arc::clone(&executions);
-    let start = Instant::now();
-    builder.check(move || {
-        // Relaxed: a statistic printed after the model; it orders nothing.
-        counter.fetch_add(1, Ordering::Relaxed);
-        f();
-    });
-    eprintln!(
-        "loom model {name}: {} executions in {:.2?}",
-        executions.load(Ordering::Relaxed),
-        start.elapsed()
-    );
-}
+use crate::sync::loom_runner::model;
 
 /// Keys with home slot 0 in a two-slot table.
 const A: u64 = 2;

@@ -1,0 +1,350 @@
+//! `inspect`: one file's header, reboot record, definitions, live state, fleet shares, retuned
+//! parameters, keys and permit holders, for people or as JSON.
+
+use super::*;
+
+#[derive(Args)]
+#[command(
+    about = "Show a limiter file: its definitions, live state and decision counts",
+    after_help = concat!(
+        "Example:\n",
+        "  shmlimit inspect /dev/shm/app.shm\n",
+        "  shmlimit inspect /dev/shm/app.shm --json | jq '.limits[] | {name, remaining}'\n\n",
+        "Live state comes from a peek of cost 1 (nothing is consumed): remaining is how many units\n",
+        "a request could take now, retry after how long until one unit would be admitted.\n",
+        "Allowed and denied count decisions, summed over every process since the file was created.\n\n",
+        exit_codes!()
+    )
+)]
+pub struct InspectArgs {
+    /// The limiter file
+    path: PathBuf,
+    /// Print as JSON
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    open: OpenArgs,
+}
+
+fn on_reboot_name(choice: OnReboot) -> &'static str {
+    match choice {
+        OnReboot::Translate => "translate",
+        OnReboot::Reset => "reset",
+    }
+}
+
+#[derive(Serialize)]
+struct InspectJson {
+    path: String,
+    size_bytes: u64,
+    mode: String,
+    owner_uid: u32,
+    reset_count: u64,
+    /// "translate" or "reset": what a reboot does to the state.
+    on_reboot: &'static str,
+    /// Reboots whose stored times were translated.
+    translations: u64,
+    /// Wall time that elapsed across the last translated reboot, ns (negative: the wall clock
+    /// went backwards).
+    last_reboot_wall_elapsed_ns: i64,
+    /// Limits holding a state that could not be translated: they deny until it expires or they
+    /// are reset.
+    failed_closed: Vec<String>,
+    format_version: u32,
+    /// The boot the stored times belong to, as 32 hex digits.
+    boot_id: String,
+    created_unix_ns: u64,
+    regions: RegionsJson,
+    limits: Vec<LimitJson>,
+}
+
+#[derive(Serialize)]
+struct RegionJson {
+    offset: u64,
+    length: u64,
+}
+
+#[derive(Serialize)]
+struct RegionsJson {
+    definitions: RegionJson,
+    slots: RegionJson,
+    counters: RegionJson,
+}
+
+fn region((offset, length): (u64, u64)) -> RegionJson {
+    RegionJson { offset, length }
+}
+
+/// A boot id as 32 hex digits.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn inspect(args: InspectArgs) -> Result<(), Failure> {
+    let limiter = open_snapshot(&args.path, &args.open)?;
+    let meta = std::fs::metadata(limiter.path()).map_err(|e| {
+        Failure::file(format!(
+            "{}: cannot stat the file: {e}; check the path",
+            args.path.display()
+        ))
+    })?;
+    let states = states(&limiter);
+    let reboot = limiter.reboot_info();
+    let failed: Vec<String> = reboot
+        .failed_closed
+        .iter()
+        .map(|&i| limiter.definitions()[i].name.clone())
+        .collect();
+    if args.json {
+        print_json(&inspect_json(&args.path, &meta, &limiter, &states, failed));
+        return Ok(());
+    }
+    print_header(&args.path, &meta, &limiter, &failed);
+    print_definitions_and_state(&limiter, &states);
+    print_fleet_shares(&states);
+    print_retuned(&states);
+    print_keys_and_permits(&states);
+    Ok(())
+}
+
+/// The file as JSON: its header, reboot record and every limit's definition and state.
+fn inspect_json(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    limiter: &Limiter,
+    states: &[LimitState],
+    failed: Vec<String>,
+) -> InspectJson {
+    let info = limiter.file_info();
+    let reboot = limiter.reboot_info();
+    InspectJson {
+        path: path.display().to_string(),
+        size_bytes: meta.len(),
+        mode: format!("{:04o}", meta.mode() & 0o777),
+        owner_uid: meta.uid(),
+        reset_count: info.reset_count,
+        on_reboot: on_reboot_name(reboot.on_reboot),
+        translations: reboot.translations,
+        last_reboot_wall_elapsed_ns: reboot.last_wall_elapsed_ns,
+        failed_closed: failed,
+        format_version: info.format_version,
+        boot_id: hex(&info.boot_id),
+        created_unix_ns: info.created_unix_ns,
+        regions: RegionsJson {
+            definitions: region(info.definitions),
+            slots: region(info.slots),
+            counters: region(info.counters),
+        },
+        limits: states.iter().map(LimitJson::of).collect(),
+    }
+}
+
+/// The file's header: path, size and owner, format, boot, layout, reboot record and the limits
+/// that failed closed.
+fn print_header(path: &Path, meta: &std::fs::Metadata, limiter: &Limiter, failed: &[String]) {
+    let info = limiter.file_info();
+    let reboot = limiter.reboot_info();
+    println!("file    {}", path.display());
+    println!(
+        "size    {} bytes, mode {:04o}, owner uid {}",
+        meta.len(),
+        meta.mode() & 0o777,
+        meta.uid()
+    );
+    println!(
+        "format  version {}, created {}",
+        info.format_version,
+        created(info.created_unix_ns)
+    );
+    println!("boot    {}", hex(&info.boot_id));
+    println!(
+        "layout  definitions {}+{}, slots {}+{}, counters {}+{} (offset+bytes)",
+        info.definitions.0,
+        info.definitions.1,
+        info.slots.0,
+        info.slots.1,
+        info.counters.0,
+        info.counters.1
+    );
+    match reboot.on_reboot {
+        OnReboot::Translate => println!(
+            "reboot  translate: {} reboot{} translated{}",
+            reboot.translations,
+            if reboot.translations == 1 { "" } else { "s" },
+            if reboot.translations == 0 {
+                String::new()
+            } else {
+                format!(
+                    ", the last after {} of wall time{}",
+                    render_signed_duration(reboot.last_wall_elapsed_ns),
+                    if reboot.last_wall_elapsed_ns < 0 {
+                        " (the wall clock went backwards: nothing extra granted)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+        ),
+        OnReboot::Reset => println!(
+            "reboot  reset: {} state reset{} after a host reboot",
+            info.reset_count,
+            if info.reset_count == 1 { "" } else { "s" }
+        ),
+    }
+    for name in failed {
+        println!(
+            "FAILED CLOSED  limit \"{name}\": a state from before the last reboot could not be \
+             translated; it denies until that state expires or `shmlimit reset` is run"
+        );
+    }
+}
+
+/// The definitions with their options, then the state table (and each damaged state's error).
+fn print_definitions_and_state(limiter: &Limiter, states: &[LimitState]) {
+    println!();
+    println!("definitions ({})", states.len());
+    print!(
+        "{}",
+        render::definitions(
+            limiter
+                .definitions()
+                .iter()
+                .map(|d| (d.name.as_str(), &d.algorithm)),
+        )
+    );
+    print_options(limiter.definitions());
+    println!();
+    println!(
+        "state (remaining: units a request could take now; counts: decisions by every process)"
+    );
+    print!("{}", state_table(states));
+    for s in states {
+        if let Err(e) = &s.peek {
+            println!("  {}: {e}", s.name);
+        }
+    }
+}
+
+/// The fleet-managed token buckets: their share, fence and lease.
+fn print_fleet_shares(states: &[LimitState]) {
+    let managed: Vec<_> = states.iter().filter(|s| s.fleet.is_some()).collect();
+    if !managed.is_empty() {
+        println!();
+        println!("fleet shares (see docs/fleet.md: past its lease deadline a share is fenced)");
+        let mut table = TextTable::new(
+            &["limit", "applied", "share", "fence", "lease left", "fenced"],
+            1,
+        );
+        for s in managed {
+            let f = s.fleet.expect("filtered");
+            table.row(vec![
+                s.name.clone(),
+                render::parameters(&f.applied()),
+                render::parameters(&f.share),
+                render::parameters(&f.fence),
+                format!("{:.0}ms", (f.deadline_ns as f64 - f.now_ns as f64) / 1e6),
+                if f.leased { "no" } else { "yes" }.into(),
+            ]);
+        }
+        print!("{}", table.render());
+    }
+}
+
+/// The limits retuned with set-rate: defined and live parameters.
+fn print_retuned(states: &[LimitState]) {
+    let retuned: Vec<_> = states.iter().filter(|s| s.live.is_some()).collect();
+    if !retuned.is_empty() {
+        println!();
+        println!("live parameters (retuned with set-rate)");
+        let mut table = TextTable::new(&["limit", "defined", "live"], 3);
+        for s in retuned {
+            table.row(vec![
+                s.name.clone(),
+                render::parameters(&s.algorithm),
+                s.live.as_ref().map(render::parameters).unwrap_or_default(),
+            ]);
+        }
+        print!("{}", table.render());
+    }
+}
+
+/// Each keyed limit's slots in use, and each concurrency limit's permit holders.
+fn print_keys_and_permits(states: &[LimitState]) {
+    for s in states {
+        if let Some((used, slots)) = s.keys {
+            println!();
+            println!("keys {}: {used} of {slots} slots in use", s.name);
+        }
+        if let Some(holders) = &s.holders {
+            println!();
+            println!("permits {}: {} held", s.name, holders.len());
+            if !holders.is_empty() {
+                let keyed = s.keys.is_some();
+                let mut columns = vec!["permit", "pid", "held for", "lease left", "reclaimable"];
+                if keyed {
+                    columns.insert(1, "key tag");
+                }
+                let mut table = TextTable::new(&columns, 1);
+                let now = monotonic_now_ns();
+                for h in holders {
+                    let mut row = vec![
+                        h.id.to_string(),
+                        h.pid.to_string(),
+                        h.since_ns
+                            .map(|t| render::duration(now.saturating_sub(t)))
+                            .unwrap_or_else(|| "-".to_owned()),
+                        h.lease_expiry_ns
+                            .map(|t| render::duration(t.saturating_sub(now)))
+                            .unwrap_or_else(|| "-".to_owned()),
+                        if h.reclaimable { "yes" } else { "no" }.to_owned(),
+                    ];
+                    if keyed {
+                        row.insert(1, format!("{:016x}", h.key_tag.unwrap_or(0)));
+                    }
+                    table.row(row);
+                }
+                print!("{}", table.render());
+            }
+        }
+    }
+}
+
+/// The monotonic clock the permit stamps are read from.
+fn monotonic_now_ns() -> u64 {
+    use shmlimit::Clock;
+    shmlimit::MonotonicClock.now_ns()
+}
+
+/// A signed duration in nanoseconds as `[-]HhMMmSSs`.
+fn render_signed_duration(ns: i64) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let secs = ns.unsigned_abs() / 1_000_000_000;
+    format!(
+        "{sign}{}h{:02}m{:02}s",
+        secs / 3_600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+/// A creation time in Unix nanoseconds, as UTC `YYYY-MM-DD HH:MM:SS`.
+fn created(unix_ns: u64) -> String {
+    let secs = unix_ns / 1_000_000_000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (proleptic Gregorian calendar).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
