@@ -29,7 +29,8 @@
 //!
 //! **Reservations** (token bucket only). With the GCRA state `tat`, emission interval `T` and
 //! tolerance `tau = B T` (see the token bucket's module), a reservation of `n` tokens allowed to
-//! wait up to `max_delay` computes, in one CAS loop on the state word:
+//! wait up to `max_delay` computes, in one CAS loop on the state word (`Gcra::book`, on the tagged
+//! word `engine::bucket::book`; a cancel is `engine::bucket::unbook`):
 //!
 //! ```text
 //! new_tat = max(tat, now) + n T
@@ -72,12 +73,11 @@
 //! request's timeout) never does work nobody waits for, and never holds more than `B + r D`
 //! requests parked.
 
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::algo::gcra::Gcra;
 use crate::algo::{mutate, Change, Decision};
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket::PARAM_TAG;
 use crate::limiter::{Limit, Params, FENCE_REWRITE_RETRY_NS};
@@ -162,50 +162,25 @@ impl<C: Clock> Reservation<C> {
     ///
     /// # Errors
     ///
-    /// [`Error::CorruptState`] when the bucket's parameters are damaged.
+    /// None: what is given back is what the booking added (its cost times the emission interval
+    /// it was booked with), so no parameter is read. The `Result` is kept for the callers
+    /// written against earlier versions, when a damaged parameter slot was an error here.
     pub fn cancel(self) -> Result<bool> {
         let Some(booked) = self.booked else {
             return Ok(false);
         };
-        let tag = booked & PARAM_TAG;
-        let g = self.limit.bucket_params((tag >> 63) as usize)?;
-        let back = ((booked & !PARAM_TAG) - self.cost * g.emission_ns) | tag;
-        // AcqRel: a state change like any decision (pairs with their Acquire loads).
-        let given_back = self
-            .limit
-            .control(0)
-            .compare_exchange(booked, back, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok();
+        // The nanoseconds the booking added: its cost times the emission interval it was
+        // booked with (the decision's unit), whatever the slot holds now.
+        let given_back = engine::bucket::unbook(
+            self.limit.control(0),
+            booked,
+            self.cost.saturating_mul(self.decision.unit()),
+        );
         if given_back {
             // Counted as allowed when booked: now as refunded.
             self.limit.count_refund(&self.decision, self.decision.cost);
         }
         Ok(given_back)
-    }
-}
-
-/// What a booking concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Booking {
-    /// Store `new_tat`; proceed after `delay`.
-    Granted { new_tat: u64, delay: u64 },
-    /// Nothing stored; the booking would have needed `delay`.
-    Refused { delay: u64 },
-}
-
-/// The pure reservation step: `n` tokens at `now` from `tat`, waiting at most `max_delay`.
-pub(crate) fn book(g: &Gcra, now: u64, tat: u64, n: u64, max_delay: u64) -> Booking {
-    let base = tat.max(now);
-    // Saturating: a damaged `tat` near u64::MAX must refuse, not wrap into a grant.
-    let new_tat = base.saturating_add(n.saturating_mul(g.emission_ns));
-    let used = new_tat - now;
-    let delay = used.saturating_sub(g.tolerance_ns);
-    if delay <= max_delay && new_tat & PARAM_TAG == 0 {
-        Booking::Granted { new_tat, delay }
-    } else {
-        Booking::Refused {
-            delay: delay.max(1),
-        }
     }
 }
 
@@ -291,23 +266,12 @@ impl<C: Clock> Limit<C> {
                         capacity: g.capacity,
                     });
                 }
-                let tat = current & !PARAM_TAG;
-                Ok(match book(&g, now, tat, n, max_delay.min(at.horizon_ns)) {
-                    Booking::Refused { delay } => {
-                        let decision = Decision::denied(delay, 0, g.emission_ns)
-                            .of(g.tolerance_ns)
-                            .resetting(tat.saturating_sub(now));
-                        Change::Keep((decision, None, now, delay))
-                    }
+                let (decision, booked, delay) =
+                    engine::bucket::book(&g, now, current, n, max_delay.min(at.horizon_ns));
+                Ok(match booked {
                     // A booking is an admission: stored with the loop's CAS.
-                    Booking::Granted { new_tat, delay } => {
-                        let word = new_tat | tag;
-                        let slack = g.tolerance_ns.saturating_sub(new_tat - now);
-                        let decision = Decision::allowed(slack, g.emission_ns)
-                            .of(g.tolerance_ns)
-                            .resetting(new_tat - now);
-                        Change::Write(word, (decision, Some(word), now, delay))
-                    }
+                    Some(word) => Change::Write(word, (decision, Some(word), now, delay)),
+                    None => Change::Keep((decision, None, now, delay)),
                 })
             },
         )
@@ -398,59 +362,5 @@ impl<C: Clock> Limit<C> {
                 true
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bucket(capacity: u64, emission_ns: u64) -> Gcra {
-        Gcra {
-            emission_ns,
-            tolerance_ns: capacity * emission_ns,
-            capacity,
-        }
-    }
-
-    #[test]
-    fn bookings_within_the_tolerance_have_no_delay() {
-        let g = bucket(3, 100);
-        assert_eq!(
-            book(&g, 1_000, 0, 3, 0),
-            Booking::Granted {
-                new_tat: 1_300,
-                delay: 0
-            }
-        );
-    }
-
-    #[test]
-    fn bookings_past_the_tolerance_wait_in_order_and_refuse_past_the_maximum() {
-        let g = bucket(2, 100);
-        let now = 10_000;
-        let mut tat = now + 200; // bucket empty
-        let mut ready = Vec::new();
-        for _ in 0..3 {
-            match book(&g, now, tat, 1, 300) {
-                Booking::Granted { new_tat, delay } => {
-                    assert_eq!(new_tat - now - g.tolerance_ns, delay);
-                    ready.push(now + delay);
-                    tat = new_tat;
-                }
-                Booking::Refused { .. } => panic!("fits"),
-            }
-        }
-        assert_eq!(ready, vec![now + 100, now + 200, now + 300]);
-        assert_eq!(book(&g, now, tat, 1, 300), Booking::Refused { delay: 400 });
-    }
-
-    #[test]
-    fn a_damaged_state_refuses() {
-        let g = bucket(2, 100);
-        assert!(matches!(
-            book(&g, 0, u64::MAX - 5, 1, u64::MAX),
-            Booking::Refused { .. }
-        ));
     }
 }

@@ -72,6 +72,34 @@ impl Gcra {
         tat.saturating_sub(n.saturating_mul(self.emission_ns))
             .max(now.min(tat))
     }
+
+    /// The pure reservation step (see the `wait` module): `n` tokens at `now` from `tat`,
+    /// granted if the caller may proceed within `max_delay`, the new `tat` then
+    /// `max(tat, now) + n T` and the delay `max(0, new_tat - now - tau)`.
+    pub fn book(&self, now: u64, tat: u64, n: u64, max_delay: u64) -> Booking {
+        let base = tat.max(now);
+        // Saturating: a damaged `tat` near u64::MAX must refuse, not wrap into a grant.
+        let new_tat = base.saturating_add(n.saturating_mul(self.emission_ns));
+        let used = new_tat - now;
+        let delay = used.saturating_sub(self.tolerance_ns);
+        // A TAT must fit the 63 bits a tagged state word keeps for it.
+        if delay <= max_delay && new_tat >> 63 == 0 {
+            Booking::Granted { new_tat, delay }
+        } else {
+            Booking::Refused {
+                delay: delay.max(1),
+            }
+        }
+    }
+}
+
+/// What a booking concluded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Booking {
+    /// Store `new_tat`; proceed after `delay`.
+    Granted { new_tat: u64, delay: u64 },
+    /// Nothing stored; the booking would have needed `delay`.
+    Refused { delay: u64 },
 }
 
 #[cfg(test)]
@@ -150,5 +178,46 @@ mod tests {
         assert_eq!(g.refund(now, tat, 1), now + 100);
         assert_eq!(g.refund(now, tat, 10), now);
         assert_eq!(g.refund(now, 0, 1), 0);
+    }
+
+    #[test]
+    fn bookings_within_the_tolerance_have_no_delay() {
+        let g = bucket(3, 100);
+        assert_eq!(
+            g.book(1_000, 0, 3, 0),
+            Booking::Granted {
+                new_tat: 1_300,
+                delay: 0
+            }
+        );
+    }
+
+    #[test]
+    fn bookings_past_the_tolerance_wait_in_order_and_refuse_past_the_maximum() {
+        let g = bucket(2, 100);
+        let now = 10_000;
+        let mut tat = now + 200; // bucket empty
+        let mut ready = Vec::new();
+        for _ in 0..3 {
+            match g.book(now, tat, 1, 300) {
+                Booking::Granted { new_tat, delay } => {
+                    assert_eq!(new_tat - now - g.tolerance_ns, delay);
+                    ready.push(now + delay);
+                    tat = new_tat;
+                }
+                Booking::Refused { .. } => panic!("fits"),
+            }
+        }
+        assert_eq!(ready, vec![now + 100, now + 200, now + 300]);
+        assert_eq!(g.book(now, tat, 1, 300), Booking::Refused { delay: 400 });
+    }
+
+    #[test]
+    fn a_damaged_state_refuses() {
+        let g = bucket(2, 100);
+        assert!(matches!(
+            g.book(0, u64::MAX - 5, 1, u64::MAX),
+            Booking::Refused { .. }
+        ));
     }
 }

@@ -57,8 +57,8 @@ use std::sync::atomic::Ordering;
 
 use crossbeam_utils::Backoff;
 
-use crate::algo::gcra::Gcra;
-use crate::algo::{mutate, Change, Step};
+use crate::algo::gcra::{Booking, Gcra};
+use crate::algo::{mutate, Change, Decision, Step};
 use crate::file::layout::bucket;
 use crate::spec::MAX_CAPACITY;
 use crate::sync::AtomicWord;
@@ -265,6 +265,47 @@ pub(crate) fn rescale<A: AtomicWord>(
         Ok(()) => {}
         Err(never) => match never {},
     }
+}
+
+/// A reservation of `n` tokens on a tagged state word at `now` with `g`, waiting at most
+/// `max_delay` (see the `wait` module): its decision, the word to store if granted (the tag
+/// kept), and the delay.
+pub(crate) fn book(
+    g: &Gcra,
+    now: u64,
+    word: u64,
+    n: u64,
+    max_delay: u64,
+) -> (Decision, Option<u64>, u64) {
+    let tag = word & bucket::PARAM_TAG;
+    let tat = word & !bucket::PARAM_TAG;
+    match g.book(now, tat, n, max_delay) {
+        Booking::Refused { delay } => {
+            let decision = Decision::denied(delay, 0, g.emission_ns)
+                .of(g.tolerance_ns)
+                .resetting(tat.saturating_sub(now));
+            (decision, None, delay)
+        }
+        Booking::Granted { new_tat, delay } => {
+            let slack = g.tolerance_ns.saturating_sub(new_tat - now);
+            let decision = Decision::allowed(slack, g.emission_ns)
+                .of(g.tolerance_ns)
+                .resetting(new_tat - now);
+            (decision, Some(new_tat | tag), delay)
+        }
+    }
+}
+
+/// Give back a booking of `units_ns` if nothing changed the state word since it stored
+/// `booked`: one CAS from exactly that word to the word without the booking (the tag kept).
+/// False when something was booked, admitted, retuned or reset after it.
+pub(crate) fn unbook<A: AtomicWord>(state: &A, booked: u64, units_ns: u64) -> bool {
+    let tag = booked & bucket::PARAM_TAG;
+    let back = ((booked & !bucket::PARAM_TAG).saturating_sub(units_ns)) | tag;
+    // AcqRel: a state change like any decision (pairs with their Acquire loads).
+    state
+        .compare_exchange(booked, back, Ordering::AcqRel, Ordering::Relaxed)
+        .is_ok()
 }
 
 /// The parameter slot (0 or 1) a state word's tag names.

@@ -7,8 +7,10 @@
 //! The pure decisions live in [`crate::algo`] (`step(now, word, cost)`), and every change of
 //! one state word goes through its one mutation loop, [`crate::algo::mutate`]. What is here is
 //! the protocol around them: [`bucket`] owns the token bucket's two parameter slots, their check
-//! words, the `ACTIVE` word, the fence slot and the bit-63 tag of its state words (a live
-//! retune, and the rescale of a state to the new slot); [`keys`] owns a keyed limit's table of
+//! words, the `ACTIVE` word with the generation of the slots (which a decision checks after
+//! its CAS, giving back an admission decided with replaced parameters), the fence slot and the
+//! bit-63 tag of its state words (a live retune, the rescale of a state to the new slot, and
+//! the reservations' bookings and cancels on a tagged word); [`keys`] owns a keyed limit's table of
 //! 16-byte key slots (lookup, claims, reclaim, retune), over any word algorithm. The handle
 //! ([`crate::limiter::Limit`]) calls these functions on the words of its control line and
 //! state area.
