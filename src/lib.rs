@@ -85,7 +85,7 @@ pub use compose::{try_acquire_all, Check, Composed};
 pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
-    ConcurrencyLimit, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
+    kind, ConcurrencyLimit, Handle, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
     KeyedWindowLimit, LimitKind, RateLimit, SlidingLogLimit, TokenBucketLimit, TypedLimit,
     WindowLimit,
 };

@@ -303,3 +303,40 @@ fn the_node_package_modules_require_no_cycle() {
         );
     }
 }
+
+/// The typed handles are one generic `Handle<K, C>` whose methods are written once per group of
+/// kinds: no `macro_rules!` under `src/handle/` (a macro there would be writing methods again),
+/// and the old `src/handle/macros.rs` stays gone.
+#[test]
+fn no_macro_writes_the_typed_handles() {
+    let handle = root().join("src/handle");
+    assert!(
+        !handle.join("macros.rs").exists(),
+        "src/handle/macros.rs is back: a kind is a type parameter of Handle, not a macro"
+    );
+    let files = rust_files(&handle);
+    assert!(
+        files.iter().any(|f| f.ends_with("kind.rs")),
+        "src/handle/kind.rs was not found: wrong root?"
+    );
+    let mut macros = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("macro_rules!") {
+                macros.push(format!(
+                    "{}:{}",
+                    file.strip_prefix(root()).unwrap_or(file).display(),
+                    n + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        macros.is_empty(),
+        "macro_rules! under src/handle/ (write each method once in an impl over a kind trait): {}",
+        macros.join(", ")
+    );
+}

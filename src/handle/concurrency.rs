@@ -2,16 +2,17 @@
 
 use std::time::Duration;
 
-use super::{permit_common, typed_handle, LimitKind, TypedLimit};
+use super::kind::{self, Permits};
+use super::Handle;
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::{Error, Result};
-use crate::limiter::{Limit, Limiter};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::permit::Permit;
-use crate::spec::Algorithm;
 
 /// An unkeyed concurrency limit: at most `C` permits held at once across every process;
-/// resolved with [`Limiter::concurrency`]. A permit is released when dropped, and reclaimed
-/// when its holder dies or its lease (if any) expires.
+/// resolved with [`Limiter::concurrency`](crate::Limiter::concurrency). A permit is released
+/// when dropped, and reclaimed when its holder dies or its lease (if any) expires.
 ///
 /// # Example
 ///
@@ -34,40 +35,10 @@ use crate::spec::Algorithm;
 /// assert!(limiter.token_bucket("jobs").is_err()); // no rate to acquire from
 /// # Ok(()) }
 /// ```
-pub struct ConcurrencyLimit<C: Clock = MonotonicClock>(Limit<C>);
-
-typed_handle!(ConcurrencyLimit, LimitKind::Concurrency, concurrency);
-permit_common!(ConcurrencyLimit);
-
-impl<C: Clock> ConcurrencyLimit<C> {
-    /// Take one permit if one is free now (`None` if all are held): an RAII [`Permit`],
-    /// released when dropped. When none is free, the permits of holders that died (or whose
-    /// lease expired) are taken over first.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
-    #[inline]
-    pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
-        self.0.try_acquire_permit()
-    }
-
-    /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released (or
-    /// for a holder to die or its lease to expire), on a futex in the shared file that every
-    /// release wakes; re-checks at least every [`PERMIT_RECHECK`](crate::consts::PERMIT_RECHECK). A
-    /// shadow limit never waits.
-    ///
-    /// # Errors
-    ///
-    /// As [`Self::try_acquire_permit`].
-    #[inline]
-    pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
-        self.0.acquire_permit_timeout(timeout)
-    }
-}
+pub type ConcurrencyLimit<C = MonotonicClock> = Handle<kind::Concurrency, C>;
 
 /// A keyed concurrency limit: at most `C` permits held at once per key; resolved with
-/// [`Limiter::keyed_concurrency`].
+/// [`Limiter::keyed_concurrency`](crate::Limiter::keyed_concurrency).
 ///
 /// # Example
 ///
@@ -90,16 +61,63 @@ impl<C: Clock> ConcurrencyLimit<C> {
 /// # drop(b);
 /// # Ok(()) }
 /// ```
-pub struct KeyedConcurrencyLimit<C: Clock = MonotonicClock>(Limit<C>);
+pub type KeyedConcurrencyLimit<C = MonotonicClock> = Handle<kind::KeyedConcurrency, C>;
 
-typed_handle!(
-    KeyedConcurrencyLimit,
-    LimitKind::KeyedConcurrency,
-    keyed_concurrency
-);
-permit_common!(KeyedConcurrencyLimit);
+/// The permit operations both concurrency kinds share.
+impl<K: Permits, C: Clock> Handle<K, C> {
+    /// Release the permit named by `id` ([`Permit::id`](crate::Permit::id) /
+    /// [`Permit::into_id`](crate::Permit::into_id)), if this process holds it.
+    /// `Ok(false)` when it does not: already released, taken over after its lease, a
+    /// reset, another process's permit, or an id that names nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
+    pub fn release_permit(&self, id: u64) -> Result<bool> {
+        self.limit.release_permit(id)
+    }
 
-impl<C: Clock> KeyedConcurrencyLimit<C> {
+    /// Who holds this limit's permits now (see [`Limit::permit_holders`](crate::Limit::permit_holders)).
+    pub fn permit_holders(&self) -> Vec<crate::permit::PermitHolder> {
+        self.limit.permit_holders()
+    }
+
+    /// Free every permit whose owner is gone or whose lease expired, and wake waiters
+    /// for them; returns how many. Acquirers do the same on their slow path, so this is
+    /// never needed for correctness.
+    pub fn reclaim_dead_permits(&self) -> usize {
+        self.limit.reclaim_dead_permits()
+    }
+}
+
+impl<C: Clock> Handle<kind::Concurrency, C> {
+    /// Take one permit if one is free now (`None` if all are held): an RAII [`Permit`],
+    /// released when dropped. When none is free, the permits of holders that died (or whose
+    /// lease expired) are taken over first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
+    #[inline]
+    pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
+        self.limit.try_acquire_permit()
+    }
+
+    /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released (or
+    /// for a holder to die or its lease to expire), on a futex in the shared file that every
+    /// release wakes; re-checks at least every [`PERMIT_RECHECK`](crate::consts::PERMIT_RECHECK). A
+    /// shadow limit never waits.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::try_acquire_permit`].
+    #[inline]
+    pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
+        self.limit.acquire_permit_timeout(timeout)
+    }
+}
+
+impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
     /// Take one of `key`'s permits if one is free now (`None` if all are held): an RAII
     /// [`Permit`], released when dropped. A key's permits are its own: at most `C` of each key
     /// are held at once, whatever the key table does meanwhile.
@@ -113,7 +131,7 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     /// 16-byte compare-and-swap.
     #[inline]
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
-        self.0.try_acquire_key_permit(key)
+        self.limit.try_acquire_key_permit(key)
     }
 
     /// [`Self::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
@@ -131,7 +149,7 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
         key: &[u8],
         timeout: Duration,
     ) -> Result<Option<Permit<C>>> {
-        self.0.acquire_key_permit_timeout(key, timeout)
+        self.limit.acquire_key_permit_timeout(key, timeout)
     }
 
     /// How many of `key`'s permits are held now (0 for a key without a slot).
@@ -140,27 +158,6 @@ impl<C: Clock> KeyedConcurrencyLimit<C> {
     ///
     /// As [`Self::try_acquire_key_permit`].
     pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
-        self.0.key_permits_held(key)
-    }
-
-    /// How many of the table's slots hold a key, and how many slots it has.
-    pub fn key_occupancy(&self) -> (usize, usize) {
-        self.0.key_occupancy()
-    }
-
-    /// Retire every key that holds no permit (and any pending claim a killed process left
-    /// behind); returns how many were retired.
-    pub fn reclaim_idle_keys(&self) -> usize {
-        self.0.reclaim_idle_keys()
-    }
-
-    /// The tag this file's key tables know `key` by: what
-    /// [`PermitHolder::key_tag`](crate::PermitHolder::key_tag) reports.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::InvalidKey`].
-    pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
-        self.0.key_tag(key)
+        self.limit.key_permits_held(key)
     }
 }

@@ -14,10 +14,17 @@
 //! | keyed fixed or sliding window | [`Limiter::keyed_window`](crate::Limiter::keyed_window) | [`KeyedWindowLimit`] | `try_acquire_key` |
 //! | keyed concurrency | [`Limiter::keyed_concurrency`](crate::Limiter::keyed_concurrency) | [`KeyedConcurrencyLimit`] | `try_acquire_key_permit` |
 //!
+//! Each handle is one generic type, [`Handle<K, C>`](Handle), over a kind `K` (a marker of
+//! [`kind`]) and a clock `C`; the names above are its aliases (`TokenBucketLimit<C>` is
+//! `Handle<kind::TokenBucket, C>`). A method is written once, for every kind that has its kind
+//! trait (see [`kind`] for the table), and [`Limiter::resolve`](crate::Limiter::resolve)
+//! resolves any kind by its type.
+//!
 //! The kind is checked once, when the name is resolved: a limit of another kind is an
 //! [`Error::WrongKind`] that names the limit, its kind and the accessor that resolves it. A
-//! handle is a newtype over the untyped handle: a typed call runs the same code as the untyped
-//! one did, with no check added. Handles are `Send + Sync` and cheap to clone, like [`Limit`].
+//! handle holds the untyped handle and nothing else: a typed call runs the same code as the
+//! untyped one did, with no check added. Handles are `Send + Sync` and cheap to clone, like
+//! [`Limit`].
 //!
 //! # Implementation details
 //!
@@ -27,273 +34,165 @@
 
 mod concurrency;
 mod keyed;
-mod macros;
+pub mod kind;
 mod rate;
-
-use macros::{bucket_retune, keyed_rate, permit_common, typed_handle, unkeyed_rate, window_retune};
+mod resolve;
+mod retune;
+mod traits;
 
 pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
+pub use resolve::LimitKind;
+pub use traits::{KeyedRateLimit, RateLimit, TypedLimit};
 
-use std::time::Duration;
+use std::marker::PhantomData;
 
-use crate::algo::Decision;
-use crate::clock::Clock;
-use crate::error::{Error, Result};
+use crate::clock::{Clock, MonotonicClock};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::limiter::Limit;
 use crate::spec::Algorithm;
+use kind::Kind;
 
-/// The kind of a limit: which typed handle resolves it (see [`Limit::kind`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LimitKind {
-    /// An unkeyed token bucket, split or not: [`TokenBucketLimit`].
-    TokenBucket,
-    /// An unkeyed fixed or sliding window: [`WindowLimit`].
-    Window,
-    /// A sliding log: [`SlidingLogLimit`].
-    SlidingLog,
-    /// An unkeyed concurrency limit: [`ConcurrencyLimit`].
-    Concurrency,
-    /// A keyed token bucket: [`KeyedTokenBucketLimit`].
-    KeyedTokenBucket,
-    /// A keyed fixed or sliding window: [`KeyedWindowLimit`].
-    KeyedWindow,
-    /// A keyed concurrency limit: [`KeyedConcurrencyLimit`].
-    KeyedConcurrency,
+/// A limit resolved as its kind `K` (a marker of [`kind`]), deciding with the clock `C`: the
+/// handle the hot path uses, with exactly the operations of its kind.
+///
+/// It is usually named by its alias: [`TokenBucketLimit`], [`WindowLimit`],
+/// [`SlidingLogLimit`], [`ConcurrencyLimit`], [`KeyedTokenBucketLimit`], [`KeyedWindowLimit`],
+/// [`KeyedConcurrencyLimit`]. It holds the untyped handle and nothing else (the kind is a type
+/// only), so a call runs the untyped handle's code with no check added.
+///
+/// # Example
+///
+/// ```
+/// # fn main() -> Result<(), shmlimit::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("api.shm");
+/// use shmlimit::{kind, Handle, Limiter, TokenBucket, TokenBucketLimit};
+/// let limiter = Limiter::builder()
+///     .limit("api", TokenBucket::per_second(1).burst(2))
+///     .create_or_open(&path)?;
+/// let api: TokenBucketLimit = limiter.token_bucket("api")?;
+/// let same: Handle<kind::TokenBucket> = limiter.resolve("api")?; // the same handle
+/// assert!(api.try_acquire(2)?.is_allowed());
+/// assert!(same.try_acquire(1)?.is_denied());
+/// assert!(limiter.resolve::<kind::Window>("api").is_err()); // the kind is checked here
+/// # Ok(()) }
+/// ```
+pub struct Handle<K: Kind, C: Clock = MonotonicClock> {
+    limit: Limit<C>,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl LimitKind {
-    /// The kind of a limit defined with `algorithm`, keyed or not.
-    pub fn of(algorithm: &Algorithm, keyed: bool) -> LimitKind {
-        match (algorithm, keyed) {
-            (Algorithm::TokenBucket { .. }, false) => LimitKind::TokenBucket,
-            (Algorithm::TokenBucket { .. }, true) => LimitKind::KeyedTokenBucket,
-            (Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. }, false) => {
-                LimitKind::Window
-            }
-            (Algorithm::FixedWindow { .. } | Algorithm::SlidingWindow { .. }, true) => {
-                LimitKind::KeyedWindow
-            }
-            // A keyed sliding log is refused at definition.
-            (Algorithm::SlidingLog { .. }, _) => LimitKind::SlidingLog,
-            (Algorithm::Concurrency { .. }, false) => LimitKind::Concurrency,
-            (Algorithm::Concurrency { .. }, true) => LimitKind::KeyedConcurrency,
+impl<K: Kind, C: Clock> Handle<K, C> {
+    /// The handle of `limit`, whose kind is `K` (checked by the caller, once).
+    fn of(limit: Limit<C>) -> Self {
+        Handle {
+            limit,
+            kind: PhantomData,
         }
-    }
-
-    /// The [`Limiter`](crate::Limiter) method that resolves a limit of this kind, e.g. `token_bucket`.
-    pub fn accessor(self) -> &'static str {
-        match self {
-            LimitKind::TokenBucket => "token_bucket",
-            LimitKind::Window => "window",
-            LimitKind::SlidingLog => "sliding_log",
-            LimitKind::Concurrency => "concurrency",
-            LimitKind::KeyedTokenBucket => "keyed_token_bucket",
-            LimitKind::KeyedWindow => "keyed_window",
-            LimitKind::KeyedConcurrency => "keyed_concurrency",
-        }
-    }
-
-    /// Whether limits of this kind are decided per key.
-    pub fn is_keyed(self) -> bool {
-        matches!(
-            self,
-            LimitKind::KeyedTokenBucket | LimitKind::KeyedWindow | LimitKind::KeyedConcurrency
-        )
     }
 }
 
-impl std::fmt::Display for LimitKind {
+impl<K: Kind, C: Clock> Clone for Handle<K, C> {
+    fn clone(&self) -> Self {
+        Handle::of(self.limit.clone())
+    }
+}
+
+impl<K: Kind, C: Clock> std::fmt::Debug for Handle<K, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            LimitKind::TokenBucket => "token bucket",
-            LimitKind::Window => "window",
-            LimitKind::SlidingLog => "sliding log",
-            LimitKind::Concurrency => "concurrency limit",
-            LimitKind::KeyedTokenBucket => "keyed token bucket",
-            LimitKind::KeyedWindow => "keyed window",
-            LimitKind::KeyedConcurrency => "keyed concurrency limit",
-        })
+        f.debug_struct(K::HANDLE)
+            .field("name", &self.name())
+            .field("algorithm", self.algorithm())
+            .finish()
     }
 }
 
-impl<C: Clock> Limit<C> {
-    /// The kind of this limit: which typed handle resolves it.
-    pub fn kind(&self) -> LimitKind {
-        LimitKind::of(self.algorithm(), self.def().keyed.is_some())
-    }
-
-    /// This handle as the typed handle of kind `want`, or the [`Error::WrongKind`] that names
-    /// the limit, its kind and the accessor that resolves it.
-    fn typed(self, want: LimitKind) -> Result<Limit<C>> {
-        let kind = self.kind();
-        if kind == want {
-            return Ok(self.into_typed());
-        }
-        Err(Error::WrongKind {
-            limit: self.name().to_owned(),
-            reason: format!(
-                "this limit is a {kind}, not a {want}: resolve it with Limiter::{}",
-                kind.accessor()
-            ),
-        })
+impl<K: Kind, C: Clock> From<Handle<K, C>> for Limit<C> {
+    fn from(handle: Handle<K, C>) -> Limit<C> {
+        handle.limit
     }
 }
 
-mod sealed {
-    pub trait Sealed {}
+impl<K: Kind, C: Clock> AsRef<Limit<C>> for Handle<K, C> {
+    fn as_ref(&self) -> &Limit<C> {
+        &self.limit
+    }
 }
 
-/// A typed handle: its untyped inspection view. Implemented by the handles of this crate only.
-pub trait TypedLimit<C: Clock>: sealed::Sealed {
-    /// The untyped inspection view of this limit (name, definition, statistics, ...).
-    fn as_limit(&self) -> &Limit<C>;
-
+impl<K: Kind, C: Clock> Handle<K, C> {
     /// The limit's name.
-    fn name(&self) -> &str {
-        self.as_limit().name()
+    pub fn name(&self) -> &str {
+        self.limit.name()
     }
 
-    /// Decisions of this limit so far, summed over all processes.
-    fn stats(&self) -> crate::limiter::Stats {
-        self.as_limit().stats()
+    /// Its definition as stored in the file.
+    pub fn def(&self) -> &crate::spec::LimitDef {
+        self.limit.def()
+    }
+
+    /// Its algorithm and parameters as defined at creation.
+    pub fn algorithm(&self) -> &Algorithm {
+        self.limit.algorithm()
     }
 
     /// The most one decision can grant under the current (possibly retuned) parameters.
-    fn capacity(&self) -> u64 {
-        self.as_limit().capacity()
+    pub fn capacity(&self) -> u64 {
+        self.limit.capacity()
+    }
+
+    /// The clock this handle decides with.
+    pub fn clock(&self) -> &C {
+        self.limit.clock()
+    }
+
+    /// Decisions of this limit so far, summed over all processes.
+    pub fn stats(&self) -> crate::limiter::Stats {
+        self.limit.stats()
+    }
+
+    /// The algorithm with its live parameters (after any retune).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`] when the live parameters are damaged.
+    pub fn live_algorithm(&self) -> Result<Algorithm> {
+        self.limit.live_algorithm()
+    }
+
+    /// This limit's quota per window from its live parameters, for the
+    /// `RateLimit-Policy` header; `None` for a concurrency limit.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`] if the live parameters in the file are damaged.
+    pub fn policy(&self) -> Result<Option<crate::headers::Policy>> {
+        self.limit.policy()
+    }
+
+    /// Return the limit's state to fresh (full bucket, empty windows, log and table, no
+    /// permits), keeping its live parameters. What this grants: the whole capacity, at
+    /// once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] if the retune lock cannot be taken.
+    pub fn reset(&self) -> Result<()> {
+        self.limit.reset()
     }
 
     /// The kind of this limit.
-    fn kind(&self) -> LimitKind {
-        self.as_limit().kind()
+    pub fn kind(&self) -> LimitKind {
+        K::KIND
     }
-}
 
-// A boxed handle (`Box<dyn RateLimit>`, for code that picks the kind at run time) is a handle.
-impl<T: sealed::Sealed + ?Sized> sealed::Sealed for Box<T> {}
-
-impl<C: Clock, T: TypedLimit<C> + ?Sized> TypedLimit<C> for Box<T> {
-    fn as_limit(&self) -> &Limit<C> {
-        (**self).as_limit()
+    /// The untyped inspection view of this limit (for
+    /// [`RateLimitHeaders::for_decisions`](crate::RateLimitHeaders::for_decisions),
+    /// listings, ...).
+    pub fn as_limit(&self) -> &Limit<C> {
+        &self.limit
     }
-}
-
-impl<C: Clock, T: RateLimit<C> + ?Sized> RateLimit<C> for Box<T> {
-    #[inline]
-    fn try_acquire(&self, cost: u64) -> Result<Decision> {
-        (**self).try_acquire(cost)
-    }
-    #[inline]
-    fn peek(&self, cost: u64) -> Result<Decision> {
-        (**self).peek(cost)
-    }
-    fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
-        (**self).try_acquire_at(cost, now_ns)
-    }
-    fn refund(&self, grant: &Decision) -> Result<()> {
-        (**self).refund(grant)
-    }
-    fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
-        (**self).refund_units(grant, units)
-    }
-    fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        (**self).acquire_timeout(cost, timeout)
-    }
-}
-
-impl<C: Clock, T: KeyedRateLimit<C> + ?Sized> KeyedRateLimit<C> for Box<T> {
-    #[inline]
-    fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        (**self).try_acquire_key(key, cost)
-    }
-    #[inline]
-    fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        (**self).peek_key(key, cost)
-    }
-    fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
-        (**self).try_acquire_key_at(key, cost, now_ns)
-    }
-    fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
-        (**self).refund_key(key, grant)
-    }
-    fn key_occupancy(&self) -> (usize, usize) {
-        (**self).key_occupancy()
-    }
-}
-
-/// The decisions every unkeyed rate limit (token bucket, window, sliding log) makes, for code
-/// generic over them (middleware, tests, `Box<dyn RateLimit>`); what
-/// [`Check::new`](crate::Check::new) composes. Each method is the handle's inherent method of
-/// the same name.
-pub trait RateLimit<C: Clock>: TypedLimit<C> {
-    /// Admit `cost` units now, or deny and consume nothing.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::try_acquire`].
-    fn try_acquire(&self, cost: u64) -> Result<Decision>;
-    /// The decision [`RateLimit::try_acquire`] would make now, consuming nothing.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::try_acquire`].
-    fn peek(&self, cost: u64) -> Result<Decision>;
-    /// [`RateLimit::try_acquire`] dated at `now_ns`.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::try_acquire_at`].
-    fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision>;
-    /// Give back what `grant` admitted.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::refund`].
-    fn refund(&self, grant: &Decision) -> Result<()>;
-    /// Give back `units` of what `grant` admitted.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::refund`].
-    fn refund_units(&self, grant: &Decision, units: u64) -> Result<()>;
-    /// Admit `cost` units, waiting up to `timeout` for them.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::acquire_timeout`].
-    fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision>;
-}
-
-/// The decisions every keyed rate limit (keyed token bucket or window) makes, for code generic
-/// over them; what [`Check::keyed`](crate::Check::keyed) composes. Each method is the
-/// handle's inherent method of the same name.
-pub trait KeyedRateLimit<C: Clock>: TypedLimit<C> {
-    /// Admit `cost` units for `key` now, or deny and consume nothing.
-    ///
-    /// # Errors
-    ///
-    /// As [`KeyedTokenBucketLimit::try_acquire_key`].
-    fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision>;
-    /// The decision [`KeyedRateLimit::try_acquire_key`] would make now, consuming nothing.
-    ///
-    /// # Errors
-    ///
-    /// As [`KeyedTokenBucketLimit::try_acquire_key`].
-    fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision>;
-    /// [`KeyedRateLimit::try_acquire_key`] dated at `now_ns`.
-    ///
-    /// # Errors
-    ///
-    /// As [`KeyedTokenBucketLimit::try_acquire_key_at`].
-    fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision>;
-    /// Give back what `grant` admitted for `key`.
-    ///
-    /// # Errors
-    ///
-    /// As [`KeyedTokenBucketLimit::refund_key`].
-    fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()>;
-    /// How many of the table's slots hold a key, and how many slots it has.
-    fn key_occupancy(&self) -> (usize, usize);
 }

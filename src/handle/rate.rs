@@ -2,18 +2,17 @@
 
 use std::time::Duration;
 
-use super::{
-    bucket_retune, typed_handle, unkeyed_rate, window_retune, LimitKind, RateLimit, TypedLimit,
-};
+use super::kind::{self, UnkeyedRate};
+use super::Handle;
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
-use crate::error::{Error, Result};
-use crate::limiter::{Limit, Limiter};
-use crate::spec::{Algorithm, Rate};
+#[cfg(doc)]
+use crate::error::Error;
+use crate::error::Result;
 use crate::wait::Reservation;
 
 /// An unkeyed token bucket (GCRA), split into sub-buckets or not: resolved with
-/// [`Limiter::token_bucket`].
+/// [`Limiter::token_bucket`](crate::Limiter::token_bucket).
 ///
 /// A decision is one clock read, a few arithmetic operations and one CAS loop on the limit's
 /// cache line (plus one uncontended counter increment): no allocation, no lock, no system call.
@@ -42,40 +41,10 @@ use crate::wait::Reservation;
 /// assert!(limiter.window("api").is_err()); // the kind is checked when resolving
 /// # Ok(()) }
 /// ```
-pub struct TokenBucketLimit<C: Clock = MonotonicClock>(Limit<C>);
+pub type TokenBucketLimit<C = MonotonicClock> = Handle<kind::TokenBucket, C>;
 
-typed_handle!(TokenBucketLimit, LimitKind::TokenBucket, token_bucket);
-unkeyed_rate!(TokenBucketLimit, try_acquire_bucket);
-bucket_retune!(TokenBucketLimit);
-
-impl<C: Clock> TokenBucketLimit<C> {
-    /// Book the next `n` tokens now, to be used after the returned delay, if that delay is at
-    /// most `max_delay`; otherwise refuse at once and take nothing (see [`Reservation`]).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `n` exceeds the burst;
-    /// [`Error::CorruptState`]; [`Error::WrongKind`] on a split bucket (its sub-buckets cannot
-    /// book in one order: use [`Self::acquire_timeout`]).
-    #[inline]
-    pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
-        self.0.reserve(n, max_delay)
-    }
-
-    /// Admit `cost` units, waiting up to `timeout` for them: the bucket books them with
-    /// [`Self::reserve`] and sleeps the delay (refused at once, consuming nothing, when the
-    /// delay exceeds `timeout`); a split bucket sleeps the exact retry-after and tries again.
-    /// The returned decision is allowed, or denied with nothing consumed.
-    ///
-    /// # Errors
-    ///
-    /// As [`Self::try_acquire`].
-    pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.0.acquire_timeout(cost, timeout)
-    }
-}
-
-/// An unkeyed fixed window or weighted sliding window: resolved with [`Limiter::window`].
+/// An unkeyed fixed window or weighted sliding window: resolved with
+/// [`Limiter::window`](crate::Limiter::window).
 ///
 /// # Example
 ///
@@ -101,27 +70,11 @@ impl<C: Clock> TokenBucketLimit<C> {
 /// assert_eq!(limit.stats().allowed, 3);
 /// # Ok(()) }
 /// ```
-pub struct WindowLimit<C: Clock = MonotonicClock>(Limit<C>);
+pub type WindowLimit<C = MonotonicClock> = Handle<kind::Window, C>;
 
-typed_handle!(WindowLimit, LimitKind::Window, window);
-unkeyed_rate!(WindowLimit, try_acquire_window);
-window_retune!(WindowLimit);
-
-impl<C: Clock> WindowLimit<C> {
-    /// Admit `cost` units, waiting up to `timeout`: sleep the exact retry-after and try again
-    /// until the grant or the deadline. The returned decision is allowed, or denied with
-    /// nothing consumed.
-    ///
-    /// # Errors
-    ///
-    /// As [`Self::try_acquire`].
-    pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.0.acquire_timeout(cost, timeout)
-    }
-}
-
-/// An exact sliding log: resolved with [`Limiter::sliding_log`]. Its limit is fixed at
-/// creation (the log's entries are laid out for it), so it has no live retune.
+/// An exact sliding log: resolved with [`Limiter::sliding_log`](crate::Limiter::sliding_log).
+/// Its limit is fixed at creation (the log's entries are laid out for it), so it has no live
+/// retune.
 ///
 /// # Example
 ///
@@ -140,20 +93,108 @@ impl<C: Clock> WindowLimit<C> {
 /// assert!(denied.is_denied() && denied.retry_after_ns() > 0);
 /// # Ok(()) }
 /// ```
-pub struct SlidingLogLimit<C: Clock = MonotonicClock>(Limit<C>);
+pub type SlidingLogLimit<C = MonotonicClock> = Handle<kind::SlidingLog, C>;
 
-typed_handle!(SlidingLogLimit, LimitKind::SlidingLog, sliding_log);
-unkeyed_rate!(SlidingLogLimit, try_acquire);
+/// The decisions of an unkeyed rate limit (token bucket, window, sliding log).
+impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
+    /// Admit `cost` units now, or deny and consume nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `cost` can never be
+    /// granted; [`Error::CorruptState`] when the shared state is damaged (fail closed).
+    #[inline(always)]
+    pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
+        K::decide(&self.limit, cost)
+    }
 
-impl<C: Clock> SlidingLogLimit<C> {
-    /// Admit `cost` units, waiting up to `timeout`: sleep the exact retry-after and try again
-    /// until the grant or the deadline. The returned decision is allowed, or denied with
-    /// nothing consumed.
+    /// The decision [`Self::try_acquire`] would make now, consuming nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::try_acquire`].
+    #[inline(always)]
+    pub fn peek(&self, cost: u64) -> Result<Decision> {
+        self.limit.peek(cost)
+    }
+
+    /// [`Self::try_acquire`] dated at `now_ns` on the monotonic timeline instead of the
+    /// clock (for replaying traces and for tests). A `now_ns` older than the stored
+    /// state is clamped as any stale read is.
+    ///
+    /// A date is checked against the limit's clock (one clock read, on this dated path
+    /// only): a date ahead of it by more than
+    /// [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE), or beyond what the state can
+    /// encode ([`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)), is
+    /// refused, so that no date can leave a state that locks other processes out, opens
+    /// the limit to them, or fails their decisions.
+    ///
+    /// A window (fixed, sliding, or a sliding log) decides a date ahead of the clock at the
+    /// clock's time: a window's state names the window it counts, and moving it into a window
+    /// the clock has not reached would count every other caller's decisions against the next
+    /// window. A bucket decides at the date.
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::try_acquire`]; [`Error::ClockOutOfRange`] for a date ahead of the
+    /// clock by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) or beyond
+    /// [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS), consuming nothing.
+    pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
+        self.limit.try_acquire_at(cost, now_ns)
+    }
+
+    /// Give back what `grant` admitted, for work that was admitted but never done.
+    ///
+    /// A refund can never create more budget than the grant took: a bucket never fills
+    /// past full, a window refund only applies while the grant's window is still
+    /// counted, and a log refund frees entries dated no later than the grant. Refunding
+    /// a denied (or shadow-denied) decision is a no-op. Refund each grant at most once:
+    /// a second refund of the same grant gives its cost back again, which is budget no
+    /// request returned.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`]; [`Error::WrongKind`] for a grant another limit made.
+    pub fn refund(&self, grant: &Decision) -> Result<()> {
+        self.limit.refund(grant)
+    }
+
+    /// Give back `units` of what `grant` admitted (at most its cost).
+    ///
+    /// # Errors
+    ///
+    /// As [`Self::refund`].
+    pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
+        self.limit.refund_units(grant, units)
+    }
+
+    /// Admit `cost` units, waiting up to `timeout` for them. The returned decision is allowed,
+    /// or denied with nothing consumed.
+    ///
+    /// A token bucket books them with [`TokenBucketLimit::reserve`] and sleeps the delay
+    /// (refused at once, consuming nothing, when the delay exceeds `timeout`); a split bucket,
+    /// a window and a sliding log sleep the exact retry-after and try again until the grant or
+    /// the deadline.
     ///
     /// # Errors
     ///
     /// As [`Self::try_acquire`].
     pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.0.acquire_timeout(cost, timeout)
+        self.limit.acquire_timeout(cost, timeout)
+    }
+}
+
+impl<C: Clock> Handle<kind::TokenBucket, C> {
+    /// Book the next `n` tokens now, to be used after the returned delay, if that delay is at
+    /// most `max_delay`; otherwise refuse at once and take nothing (see [`Reservation`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`]; [`Error::CostExceedsCapacity`] when `n` exceeds the burst;
+    /// [`Error::CorruptState`]; [`Error::WrongKind`] on a split bucket (its sub-buckets cannot
+    /// book in one order: use [`Self::acquire_timeout`]).
+    #[inline]
+    pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
+        self.limit.reserve(n, max_delay)
     }
 }
