@@ -340,3 +340,39 @@ fn no_macro_writes_the_typed_handles() {
         macros.join(", ")
     );
 }
+
+/// The engines own their words below the handles: no file under `src/engine/` names
+/// `crate::limiter` or `crate::handle` in its code (doc comments may link to them).
+#[test]
+fn no_engine_imports_the_handles() {
+    let engine = root().join("src/engine");
+    let files = rust_files(&engine);
+    assert!(
+        files.iter().any(|f| f.ends_with("bucket.rs")),
+        "src/engine/bucket.rs was not found: wrong root?"
+    );
+    let mut upward = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if ["crate::limiter", "crate::handle", "super::super::limiter"]
+                .iter()
+                .any(|m| code.contains(m))
+            {
+                upward.push(format!(
+                    "{}:{}: {}",
+                    file.strip_prefix(root()).unwrap_or(file).display(),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        upward.is_empty(),
+        "an engine imports the handles (engines are below limiter/ and handle/):\n{}",
+        upward.join("\n")
+    );
+}
