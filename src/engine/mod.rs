@@ -17,6 +17,36 @@
 //!
 //! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
 //! parameters that never change live.
+//!
+//! # One token-bucket decision, file by file
+//!
+//! `TokenBucketLimit::try_acquire(cost)`, uncontended, as it runs today:
+//!
+//! 1. `handle/rate.rs`: `Handle::try_acquire` asks its kind (`handle/kind.rs`, a sealed
+//!    trait, resolved at compile time) for the kind's call, `Limit::try_acquire_bucket`;
+//! 2. `limiter/straight.rs`: `bucket_fast` reads `ACTIVE` (the [`bucket`] generation, the
+//!    witness), then runs the one mutation loop, `algo::try_decide` (`algo/mod.rs`: load the
+//!    word, read the clock, step, CAS), whose step matches this thread's hot entry
+//!    (`tally/hot.rs`: the parameters of the slot the word's tag names, cached per generation)
+//!    and applies [`bucket::step`] (here: the tag kept around `Gcra::step`, `algo/gcra.rs`);
+//! 3. after the CAS, still in `straight.rs`: `ACTIVE` again (an admission whose parameters
+//!    were replaced meanwhile is given back, [`bucket::give_back`], and decided again), then the
+//!    counters (`limiter/run.rs` `finish_counted`, `tally/mod.rs` `Tally::after_owned`).
+//!
+//! Eight files from the handle to the counters; every case the straight path leaves (no hot
+//! entry, a fleet share past its lease, a shadow limit, an error, a replaced file) gives up
+//! having written nothing and decides again in `limiter/run.rs`, which handles them all. The
+//! shape this module is growing into (one engine per kind owning its words, its hot cache and
+//! its loop; the handle calling it directly) would make that path handle, engine, algorithm.
+//!
+//! # What a new kind adds
+//!
+//! Its pure step under `algo/` (a function of `(now, word, parameters)`, with a reference model
+//! test and a loom model through the shared mutation loop), its words here (an engine file if
+//! it has more than one state word or a protocol around them), a kind marker and its traits in
+//! `handle/kind.rs`, its record in the file layout (`file/layout.rs`, with a format version),
+//! and its rows in the binding tables (the C status and kind enums, then the Python and Node
+//! packages).
 
 pub(crate) mod bucket;
 pub(crate) mod keys;
