@@ -141,7 +141,15 @@ impl<C: Clock> Limit<C> {
         let mut rounds = 0;
         loop {
             match self.bucket_loop(cost, commit, at, &mut counts) {
-                Ok(decision) if !commit || self.stands(&decision, cost, counts.witness) => {
+                Ok(decision)
+                    if !commit
+                        || self.stands(
+                            decision.is_allowed(),
+                            decision.unit(),
+                            cost,
+                            counts.witness,
+                        ) =>
+                {
                     return Ok(self.finish_counted(decision, cost, commit, counts))
                 }
                 Ok(_) if rounds < 64 => rounds += 1,
@@ -153,16 +161,22 @@ impl<C: Clock> Limit<C> {
     }
 
     /// Whether a committed bucket decision on the unkeyed state word stands: a denial always;
-    /// an admission while `ACTIVE` still reads `witness`, else it is given back (the caller
-    /// decides again).
+    /// an admission (of `cost`, its decision's `unit`) while `ACTIVE` still reads `witness`,
+    /// else it is given back (the caller decides again). By value, not the decision itself: a
+    /// reference would keep the decision in memory on the hot path.
     #[inline(always)]
-    pub(crate) fn stands(&self, decision: &Decision, cost: u64, witness: u64) -> bool {
-        !decision.is_allowed()
-            || crate::engine::bucket::unchanged(self.control_line(), witness)
-            || {
-                self.give_back(self.control(0), cost.saturating_mul(decision.unit()));
-                false
-            }
+    pub(crate) fn stands(&self, allowed: bool, unit: u64, cost: u64, witness: u64) -> bool {
+        // `engine::bucket::unchanged` (Relaxed, as there), through the handle's unchecked word
+        // accessor (a slice index checks the control line's length again).
+        let unchanged = || {
+            self.control(crate::file::layout::bucket::ACTIVE)
+                .load(Ordering::Relaxed)
+                == witness
+        };
+        !allowed || unchanged() || {
+            self.give_back(self.control(0), cost.saturating_mul(unit));
+            false
+        }
     }
 
     /// The bucket's CAS loop on its state word, the step inlined.
@@ -225,7 +239,7 @@ impl<C: Clock> Limit<C> {
                 self.bucket_step(t, w, cost, &mut counts)
             })
             .map_err(|e| self.step_error(e, cost))?;
-            if !self.stands(&decision, cost, counts.witness) {
+            if !self.stands(decision.is_allowed(), decision.unit(), cost, counts.witness) {
                 // Given back: decide again from the live word.
                 return self.bucket_run(cost, true, None);
             }

@@ -12,7 +12,7 @@ use crate::algo::gcra::Gcra;
 use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{near_threshold, Decision, Fault, Step};
 use crate::clock::Clock;
-use crate::engine::{self, Params};
+use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, unpack_window_limit};
 use crate::tally::hot::{self, Counts};
@@ -140,7 +140,9 @@ impl<C: Clock> Limit<C> {
         counts: &mut Counts,
     ) -> Result<Gcra, StepError> {
         let tag = ((tag & 1) as u64) << 63;
-        let witness = engine::bucket::witness(self.control_line());
+        // `engine::bucket::witness` (Acquire, as there), through the handle's unchecked word
+        // accessor: the control line's length is known, and a slice index checks it again.
+        let witness = self.control(bucket::ACTIVE).load(Ordering::Acquire);
         // Filled with the generation read before the slot: an entry of this generation holds
         // the slot's parameters, whatever a retune does next (then the word this decision
         // loaded is rewritten or `ACTIVE` moves, and the admission does not stand).
