@@ -1883,3 +1883,95 @@ fn a_fleet_share_holds_only_until_its_deadline() {
     l.reset().unwrap();
     assert_eq!(admitted(mono_ns()), 10);
 }
+
+/// The agent's lock file (`PATH.LIMIT.agent.lock`): gone after a clean exit (SIGTERM, SIGINT,
+/// a dropped agent), left behind by a SIGKILLed agent but never blocking the next one, which
+/// holds it (a third agent is refused) and removes it when it exits. Real agent processes,
+/// against a Redis port nobody listens on (an agent rides that out at its floor).
+#[test]
+fn an_agent_removes_its_lock_on_a_clean_exit_and_a_stale_one_never_blocks() {
+    use nix::sys::signal::Signal;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("host.shm");
+    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
+    Limiter::builder()
+        .limit(LIMIT, TokenBucket::new(1, floor))
+        .create_or_open(&path)
+        .unwrap();
+    let lock = PathBuf::from(format!("{}.{LIMIT}.agent.lock", path.display()));
+    let url = format!("redis://127.0.0.1:{}/", free_port());
+    let mut n = 0;
+    let mut start = |log_name: &str| {
+        n += 1;
+        let log = dir.path().join(format!("{log_name}{n}.log"));
+        let child = spawn_child(
+            "agent",
+            &[
+                ("FLEET_REDIS", url.clone()),
+                ("FLEET_PATH", path.display().to_string()),
+                ("FLEET_MEMBER", format!("lock{n}")),
+                ("FLEET_WEIGHT", "1".into()),
+                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
+                ("FLEET_MIN", "0".into()),
+            ],
+            &log,
+        );
+        (child, log)
+    };
+    // Started: it logged its start (after taking the lock) and its guard.
+    let started = |log: &Path| {
+        let deadline = Instant::now() + GIVE_UP;
+        while !std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .contains("guard pid=")
+        {
+            assert!(Instant::now() < deadline, "the agent did not start");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    for sig in [Signal::SIGTERM, Signal::SIGINT] {
+        let (a, log) = start("agent");
+        started(&log);
+        assert!(lock.exists(), "a running agent holds {}", lock.display());
+        signal(&a, sig);
+        assert!(reap(a, Duration::from_secs(5)).success());
+        assert!(!lock.exists(), "{} left behind after {sig}", lock.display());
+    }
+    // SIGKILL: the file stays (nobody removes it), the lock does not; not even while the
+    // agent's guard lives on (stopped here: it holds no copy of the lock).
+    let (a, log) = start("agent");
+    started(&log);
+    let guard = guard_pid(&log);
+    signal_pid(guard, Signal::SIGSTOP);
+    signal(&a, Signal::SIGKILL);
+    reap(a, Duration::from_secs(5));
+    assert!(lock.exists(), "a SIGKILLed agent cannot remove its file");
+    let (mut b, log) = start("agent");
+    started(&log);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        b.try_wait().unwrap().is_none(),
+        "the agent after a SIGKILLed one exited: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    signal_pid(guard, Signal::SIGCONT);
+    // It holds the lock: a third agent is refused.
+    let (c, log_c) = start("third");
+    let status = reap(c, Duration::from_secs(10));
+    assert_eq!(status.code(), Some(3), "a second agent on the limit exits");
+    assert!(std::fs::read_to_string(&log_c)
+        .unwrap()
+        .contains("another fleet agent runs"));
+    assert!(lock.exists(), "the refused agent leaves the holder's file");
+    signal(&b, Signal::SIGTERM);
+    assert!(reap(b, Duration::from_secs(5)).success());
+    assert!(!lock.exists(), "{} left behind", lock.display());
+    // In-process: a dropped agent removes it too.
+    let mut cfg = AgentConfig::new(url.clone(), FLEET, &path, LIMIT).with_ttl(TTL);
+    cfg.total = Some(shmlimit::Rate::per_second(TOTAL_PER_S).unwrap());
+    cfg.guard = false;
+    let agent = fleet::Agent::start(cfg).unwrap();
+    assert!(lock.exists());
+    drop(agent);
+    assert!(!lock.exists(), "a dropped agent left its lock file");
+}

@@ -43,6 +43,17 @@ pub fn spawn_guard(
     floor: LocalShare,
     cfg: &AgentConfig,
 ) -> Result<Guard, FleetError> {
+    spawn_guard_closing(limit, floor, cfg, None)
+}
+
+/// [`spawn_guard`], the guard closing its copy of `close` (the agent's lock: a lock the guard
+/// held would outlive the agent by the guard's own exit).
+pub(super) fn spawn_guard_closing(
+    limit: &Bucket,
+    floor: LocalShare,
+    cfg: &AgentConfig,
+    close: Option<std::os::fd::RawFd>,
+) -> Result<Guard, FleetError> {
     use nix::unistd::{fork, ForkResult};
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| FleetError::Config(format!("guard pipe: {e}")))?;
@@ -59,6 +70,13 @@ pub fn spawn_guard(
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(write);
+            if let Some(fd) = close {
+                // SAFETY: closes the child's copy of a descriptor the parent keeps open (the
+                // flock stays with the parent's copy); close(2) is async-signal-safe.
+                unsafe {
+                    libc::close(fd);
+                }
+            }
             guard_main(read, &limit, floor, message.as_bytes())
         }
         Ok(ForkResult::Parent { child }) => {

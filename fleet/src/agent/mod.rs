@@ -16,6 +16,7 @@ mod watchdog;
 
 use config::resolve;
 pub use config::{default_member, host_name, AgentConfig, FleetError, DEFAULT_TTL};
+use guard::spawn_guard_closing;
 pub use guard::{spawn_guard, Guard};
 pub use local::AgentSnapshot;
 
@@ -26,7 +27,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use local::{mono_ns, Local, Shared};
-use lock::agent_lock;
+use lock::{agent_lock, AgentLock};
 use renew::{connect, renew_loop};
 use watchdog::watchdog;
 
@@ -40,7 +41,8 @@ pub struct Agent {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     _guard: Option<Guard>,
-    _lock: Option<std::fs::File>,
+    /// Removed on a clean exit (dropped after the threads joined and the fleet was left).
+    _lock: Option<AgentLock>,
 }
 
 impl fmt::Debug for Agent {
@@ -98,7 +100,7 @@ impl Agent {
             floor
         );
         let guard = if cfg.guard {
-            let g = spawn_guard(&limit, floor, &cfg)?;
+            let g = spawn_guard_closing(&limit, floor, &cfg, lock.as_ref().map(AgentLock::fd))?;
             eprintln!(
                 "fleet[{}/{}] guard pid={} agent pid={}",
                 cfg.fleet,
