@@ -1,7 +1,8 @@
 -- The fleet's one script (see protocol.rs and FLEET.md), run atomically on the server by every
 -- agent: ARGV[1] is the operation, 'renew' or 'leave'.
 -- KEYS[1] = {fleet:NAME}:members, KEYS[2] = {fleet:NAME}:config.
--- ARGV: op, member, weight, min, held, ttl (ms), total (units), agent's epoch, instance, demand.
+-- ARGV: op, member, weight, min, held, ttl (ms), total (units), agent's epoch, instance, demand,
+-- opens ('1': the agent has seen its epoch for one lease on its own monotonic clock).
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local op = ARGV[1]
@@ -57,33 +58,43 @@ for i = 1, #all, 2 do
     redis.call('HDEL', KEYS[1], all[i])
   end
 end
+-- The state is this server process's own only if the process that wrote it is this one: a
+-- restart that reloaded a snapshot or an append-only file, or a replica promoted after a
+-- failover, has the keys of another process (run_id), possibly without its latest grants.
+local srv = redis.call('INFO', 'server')
+local run_id = string.match(srv, 'run_id:(%w+)') or ''
 local epoch = redis.call('HGET', KEYS[2], 'epoch')
+if epoch and redis.call('HGET', KEYS[2], 'run_id') ~= run_id then epoch = nil end
 if not epoch then
-  -- No state (first start, or a restart or failover that lost it): a new epoch, and no grant
-  -- for one lease so that every grant of the lost state has been fenced first.
-  -- The quarantine ends one lease after the last instant a lease of the lost state can have
-  -- been granted: at the latest now. When the server can show more (it is a primary that was
-  -- never promoted from a replica and never evicts keys without a TTL, which the fleet's keys
-  -- are), the lost state's leases were granted before this server started (the fleet's keys
-  -- were never here, or died with the previous process), so the quarantine ends one lease
-  -- after its start (`uptime_in_seconds` rounds down: the start is at most now - uptime): a
-  -- new fleet on a server up for longer than a lease has none (see FLEET.md).
-  local quiet_len = ttl
-  local srv = redis.call('INFO', 'server')
+  -- No state of this process (first start, a restart, a flush, a failover): a new epoch. Its
+  -- members start with nothing but what they re-assert (a share whose lease runs on its host:
+  -- those were disjoint when granted, and are admitted up to the total), and it grants nothing
+  -- new until it is open: when an agent reports that it has seen this epoch for one lease on
+  -- its own monotonic clock (every lease of the lost state was granted before this epoch began,
+  -- so its holder has fenced it by then; see FLEET.md). Open at once only for a fleet this
+  -- server can show never had state here: a primary never promoted from a replica, that
+  -- never evicts keys without a TTL (the fleet's have none) and was never flushed, up for more
+  -- than a lease (`uptime_in_seconds` is a difference of whole seconds: the start is at most
+  -- now - (uptime - 1) s). `quiet_until` is the server's estimate of the opening, for status.
   local rep = redis.call('INFO', 'replication')
   local mem = redis.call('INFO', 'memory')
+  local cmds = redis.call('INFO', 'commandstats')
   local uptime = tonumber(string.match(srv, 'uptime_in_seconds:(%d+)') or '0')
   local role = string.match(rep, 'role:(%w+)')
   local second = string.match(rep, 'second_repl_offset:(%-?%d+)')
   local policy = string.match(mem, 'maxmemory_policy:([%w%-]+)') or ''
-  if role == 'master' and second == '-1' and string.sub(policy, 1, 8) ~= 'allkeys-' then
-    quiet_len = math.max(0, ttl - uptime * 1000)
+  local flushed = string.find(cmds, 'cmdstat_flushall:', 1, true) or string.find(cmds, 'cmdstat_flushdb:', 1, true) or string.find(cmds, 'cmdstat_swapdb:', 1, true)
+  local open = '0'
+  local quiet_len = ttl
+  if role == 'master' and second == '-1' and string.sub(policy, 1, 8) ~= 'allkeys-' and not flushed and (uptime - 1) * 1000 >= ttl then
+    open = '1'
+    quiet_len = 0
   end
   epoch = t[1] .. '.' .. t[2]
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
   recs = {}
   nlive = 0
-  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + quiet_len)
+  redis.call('HSET', KEYS[2], 'epoch', epoch, 'total', ARGV[7], 'ttl', ARGV[6], 'quiet_until', now + quiet_len, 'open', open, 'run_id', run_id)
 else
   local ctotal = redis.call('HGET', KEYS[2], 'total')
   local cttl = redis.call('HGET', KEYS[2], 'ttl')
@@ -96,7 +107,9 @@ else
     redis.call('HSET', KEYS[2], 'total', ARGV[7], 'ttl', ARGV[6])
   end
 end
-local quiet = tonumber(redis.call('HGET', KEYS[2], 'quiet_until') or '0')
+-- An agent that has seen this epoch for one lease on its own clock opens it.
+if ARGV[11] == '1' and agent_epoch == epoch then redis.call('HSET', KEYS[2], 'open', '1') end
+local open = redis.call('HGET', KEYS[2], 'open') == '1'
 local old = recs[me]
 local g = 0
 local joined = now
@@ -126,6 +139,9 @@ if reserved > total then
   return redis.error_reply('FLEETMIN the reserved minimums (' .. rate(reserved) .. ') exceed the total (' .. rate(total) .. ')')
 end
 local avail = total - reserved
+-- A member that comes from an older epoch re-asserts `held`, the share its host applies under
+-- a lease that still runs there (or its fence): admitted up to the total.
+if agent_epoch ~= '' and agent_epoch ~= epoch then g = math.max(0, math.min(held, total - sum_g)) end
 -- Max-min fair targets, weighted, capped by demand: each live member wants its reported demand
 -- plus a quarter (headroom to be seen growing) above its minimum; members that want less than
 -- their weighted part of what is left get what they want, the others share the rest by weight;
@@ -161,7 +177,7 @@ end
 local target = mymin + mine
 -- The agent applies at most `held`: what it does not use is released now.
 if held < g then g = held end
-if now >= quiet and g < target then
+if open and g < target then
   local free = total - sum_g - g
   if free > 0 then g = g + math.min(target - g, free) end
 end

@@ -76,6 +76,10 @@ pub struct Request<'a> {
     /// The host's demand (units: decisions per second on the limit, admitted or denied,
     /// smoothed; the total when not yet known): shares follow demand, max-min fair by weight.
     pub demand: u64,
+    /// The agent has seen `epoch` for one lease or longer on its own monotonic clock: every
+    /// lease of any earlier state has ended on its holder by then, and the epoch may grant
+    /// more than what its members re-assert (see FLEET.md).
+    pub opens: bool,
 }
 
 /// The members hash of fleet `name`.
@@ -106,6 +110,7 @@ fn invoke(con: &mut dyn ConnectionLike, op: &str, r: &Request<'_>) -> redis::Red
         .arg(r.epoch)
         .arg(r.instance)
         .arg(r.demand)
+        .arg(if r.opens { "1" } else { "0" })
         .invoke(con)
 }
 
@@ -231,8 +236,13 @@ pub struct FleetStatus {
     pub ttl_ms: u64,
     /// Server time (ms).
     pub server_now_ms: u64,
-    /// No grant is made before this server time (ms): the quarantine after a new epoch.
+    /// The server's estimate of the end of the quarantine after a new epoch (server ms): one
+    /// lease after the epoch began, or its start for a fleet that never had state here.
     pub quiet_until_ms: u64,
+    /// Whether the epoch grants more than what its members re-assert: from its start for a
+    /// fleet that never had state on this server, else once an agent has seen the epoch for
+    /// one lease on its own clock.
+    pub open: bool,
     /// Members, sorted by id.
     pub members: Vec<MemberStatus>,
 }
@@ -320,6 +330,7 @@ pub fn status(con: &mut dyn ConnectionLike, fleet: &str) -> redis::RedisResult<F
         ttl_ms: ttl,
         server_now_ms: now,
         quiet_until_ms: num("quiet_until"),
+        open: get("open") == Some("1"),
         members,
     })
 }

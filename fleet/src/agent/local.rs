@@ -16,9 +16,10 @@ pub(super) struct Local {
     pub(super) applied: u64,
     /// The fence in the file (units): what decisions use once the lease deadline has passed.
     pub(super) fence: u64,
-    /// After a new epoch: the share of the lost state is kept until this instant (its own
-    /// fence point), without a new deadline.
-    pub(super) carry_until: Option<Instant>,
+    /// When this agent received its first answer in `epoch` (its own monotonic clock): one lease
+    /// later, every lease of an earlier state has ended on its holder, and the agent opens the
+    /// epoch to new grants (see FLEET.md).
+    pub(super) epoch_seen: Option<Instant>,
     /// Fence at this instant unless a renewal succeeds before (None: nothing to fence).
     pub(super) fence_at: Option<Instant>,
     /// The epoch of the last grant.
@@ -131,7 +132,13 @@ impl Shared {
         }
     }
 
-    pub(super) fn request<'a>(&'a self, held: u64, epoch: &'a str, demand: u64) -> Request<'a> {
+    pub(super) fn request<'a>(
+        &'a self,
+        held: u64,
+        epoch: &'a str,
+        demand: u64,
+        opens: bool,
+    ) -> Request<'a> {
         Request {
             fleet: &self.cfg.fleet,
             member: &self.cfg.member,
@@ -143,6 +150,7 @@ impl Shared {
             epoch,
             instance: &self.instance,
             demand,
+            opens,
         }
     }
 }

@@ -121,7 +121,7 @@ impl Agent {
             local: Mutex::new(Local {
                 applied: 0,
                 fence: 0,
-                carry_until: None,
+                epoch_seen: None,
                 fence_at: None,
                 epoch: String::new(),
                 last: None,

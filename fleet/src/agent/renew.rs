@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use super::local::Shared;
 use super::meter::Meter;
 use crate::protocol;
+use crate::share;
 use shmlimit::Clock;
 
 pub(super) fn connect(
@@ -59,7 +60,7 @@ pub(super) fn renew_loop(s: &Shared, client: &redis::Client, stop: &AtomicBool) 
         Some(c) => Ok(c),
         None => connect(client, io),
     };
-    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch, 0)));
+    let done = con.and_then(|mut c| protocol::leave(&mut c, &s.request(0, &epoch, 0, false)));
     match done {
         Ok(()) => eprintln!("fleet[{}/{}] left", s.cfg.fleet, s.cfg.member),
         Err(e) => eprintln!(
@@ -78,20 +79,32 @@ fn renew_once(
     failing: &mut bool,
     meter: &mut Meter,
 ) -> bool {
-    let (held, epoch) = {
-        let l = s.lock();
-        (l.applied, l.epoch.clone())
-    };
     let demand = meter.demand(s);
+    // What this host holds: the share it applies while its lease runs here (`claimed_until`,
+    // its fence point), else its fence. The server lowers the grant to it, and a new epoch
+    // admits it as a re-assertion (see `reasserted` below).
+    let (held, claimed_until, epoch, opens) = {
+        let l = s.lock();
+        let now = Instant::now();
+        let (held, until) = match l.fence_at {
+            Some(at) if now < at => (l.applied, Some(at)),
+            _ => (s.res.min.min(l.applied), None),
+        };
+        // Seen for one lease on this clock: every lease of an earlier state has ended.
+        let opens = l
+            .epoch_seen
+            .is_some_and(|seen| now.saturating_duration_since(seen) >= s.cfg.ttl);
+        (held, until, l.epoch.clone(), opens)
+    };
     // The lease runs on the server from the script's execution, which comes after this instant:
     // fencing at `sent + ttl - margin` on this host's monotonic clock is before it can expire.
     let sent = Instant::now();
     // The same instant on the file's clock (the clock its decisions compare the deadline with).
     let sent_file_ns = s.limit.as_limit().clock().now_ns();
     let result = match con.as_mut() {
-        Some(c) => protocol::renew(c, &s.request(held, &epoch, demand)),
+        Some(c) => protocol::renew(c, &s.request(held, &epoch, demand, opens)),
         None => connect(client, io).and_then(|mut c| {
-            let r = protocol::renew(&mut c, &s.request(held, &epoch, demand));
+            let r = protocol::renew(&mut c, &s.request(held, &epoch, demand, opens));
             *con = Some(c);
             r
         }),
@@ -128,30 +141,23 @@ fn renew_once(
         );
         *failing = false;
     }
+    let received = Instant::now();
     let fence_at = sent + s.cfg.fence_after();
     let mut l = s.lock();
     let new_epoch = r.epoch != l.epoch;
     l.last = Some(r.clone());
-    if Instant::now() >= fence_at {
+    if received >= fence_at {
         // The answer came too late to trust the lease: at most the minimum.
         let floor = s.res.min.min(l.applied);
         s.apply(&mut l, floor, "fence");
         l.fence_at = None;
         return false;
     }
-    if new_epoch && !l.epoch.is_empty() {
-        eprintln!(
-            "fleet[{}/{}] new epoch {} (the server lost the fleet's state); keeping share {} until its lease deadline",
-            s.cfg.fleet,
-            s.cfg.member,
-            r.epoch,
-            s.local_share(l.applied)
-        );
-        // The share of the lost state is kept until its own deadline, never extended: the
-        // new epoch grants nothing during its quarantine (one lease from its start), and every
-        // lease of the lost state ended on the server before that, so the kept share and the
-        // new epoch's grants never overlap.
-        l.carry_until = l.fence_at;
+    // A new epoch (the server lost the state, was flushed, restarted or failed over): this
+    // renewal re-asserted `held`, admitted up to the total.
+    let reasserted = new_epoch && !epoch.is_empty();
+    if new_epoch {
+        l.epoch_seen = Some(received);
     }
     l.epoch = r.epoch.clone();
     // The fence never above what the server holds for this member once its lease ends.
@@ -160,12 +166,24 @@ fn renew_once(
         return false;
     }
     // Raising is covered by the grant just recorded; lowering is always safe.
-    let desired = r.granted.min(r.target);
-    if desired < l.applied && l.carry_until.is_some_and(|until| Instant::now() < until) {
-        // Carrying the lost epoch's share: no new deadline for it; the old one fences it.
-        return false;
+    let mut desired = r.granted.min(r.target);
+    if reasserted {
+        // A re-asserted share is one of the lost state's disjoint grants only if its lease
+        // still ran here when the answer came (so it ran when the state was lost, which was
+        // before the script ran): otherwise at most the fence, which the lost state held too.
+        if claimed_until.is_none_or(|until| received >= until) {
+            desired = desired.min(s.res.min.min(l.applied));
+        }
+        eprintln!(
+            "fleet[{}/{}] new epoch {} (the server lost the fleet's state): re-asserted {}, granted {}, keeping {}",
+            s.cfg.fleet,
+            s.cfg.member,
+            r.epoch,
+            share::fmt_units(held),
+            share::fmt_units(r.granted),
+            share::fmt_units(desired),
+        );
     }
-    l.carry_until = None;
     let reason = if desired > l.applied {
         "grant"
     } else if new_epoch {
