@@ -38,7 +38,7 @@ struct Rules {
 // "left" counts the ticks until an instant (0: it has passed), "age" the ticks since one
 // (capped where larger ages decide nothing more).
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Request {
     /// Ticks since it was sent (capped at `FENCE_AFTER`: an answer that late is not trusted).
     age: u8,
@@ -54,7 +54,7 @@ struct Request {
     answer: Option<(u8, u8)>,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct Host {
     applied: u8,
     /// Ticks left before the deadline in the file: decisions use `applied` while it is above
@@ -75,7 +75,7 @@ impl Host {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct Server {
     /// 0: no state (the next script run begins an epoch).
     epoch: u8,
@@ -86,7 +86,7 @@ struct Server {
     losses: u8,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 struct State {
     hosts: [Host; HOSTS],
     server: Server,
@@ -262,29 +262,90 @@ impl State {
 }
 
 /// Every reachable state; the first overlap found, if any, and the number of states.
-/// The hosts are interchangeable: a state and its mirror image are one.
-fn canonical(mut s: State) -> State {
-    let mut m = s;
-    m.hosts.swap(0, 1);
-    m.server.records.swap(0, 1);
-    if (m.hosts, m.server.records) < (s.hosts, s.server.records) {
-        s = m;
+/// A state packed into 128 bits (every field is small, each at a fixed place: one-to-one),
+/// for the set of states seen.
+fn pack(s: &State, order: [usize; HOSTS]) -> u128 {
+    let mut k: u128 = 0;
+    let mut put = |v: u8, bits: u32| {
+        debug_assert!(u32::from(v) < 1 << bits);
+        k = (k << bits) | u128::from(v);
+    };
+    let opt = |v: Option<u8>| v.map_or(0, |x| x + 1);
+    for &h in &order {
+        let h = &s.hosts[h];
+        put(h.applied, 2);
+        put(opt(h.deadline_left), 3);
+        put(h.epoch, 2);
+        put(opt(h.seen_age), 3);
+        // Fixed widths (an absent request as zeros): the packing is one-to-one.
+        let r = h.inflight.unwrap_or(Request {
+            age: 0,
+            held: 0,
+            epoch: 0,
+            opens: false,
+            claimed: false,
+            answer: None,
+        });
+        let (e, g) = r.answer.unwrap_or((0, 0));
+        put(u8::from(h.inflight.is_some()), 1);
+        put(r.age, 2);
+        put(r.held, 2);
+        put(r.epoch, 2);
+        put(u8::from(r.opens), 1);
+        put(u8::from(r.claimed), 1);
+        put(u8::from(r.answer.is_some()), 1);
+        put(e, 2);
+        put(g, 2);
     }
-    s
+    let sv = &s.server;
+    put(sv.epoch, 2);
+    put(sv.next_epoch, 2);
+    put(u8::from(sv.open), 1);
+    put(sv.losses, 2);
+    for &h in &order {
+        let (g, left) = sv.records[h].unwrap_or((0, 0));
+        put(u8::from(sv.records[h].is_some()), 1);
+        put(g, 2);
+        put(left, 3);
+    }
+    k
+}
+
+/// The hosts are interchangeable: a state and its mirror image are one (the smaller packing).
+fn key(s: &State) -> u128 {
+    pack(s, [0, 1]).min(pack(s, [1, 0]))
+}
+
+/// A hasher for the packed states (they are already well spread).
+#[derive(Default)]
+struct Mix(u64);
+
+impl std::hash::Hasher for Mix {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u128(&mut self, k: u128) {
+        let x = (k as u64) ^ ((k >> 64) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        self.0 = (x ^ (x >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    }
 }
 
 fn explore(rules: Rules) -> (Option<String>, usize) {
-    let mut seen = HashSet::new();
+    let mut seen: HashSet<u128, std::hash::BuildHasherDefault<Mix>> = HashSet::default();
     let start = State::default();
     let mut stack = vec![start];
-    seen.insert(start);
+    seen.insert(key(&start));
     while let Some(s) = stack.pop() {
         if let Some(why) = s.overlap() {
             return (Some(why), seen.len());
         }
         for n in s.successors(rules) {
-            let n = canonical(n);
-            if seen.insert(n) {
+            if seen.insert(key(&n)) {
                 assert!(seen.len() < 5_000_000, "runaway model");
                 stack.push(n);
             }
