@@ -108,8 +108,11 @@ else
   end
 end
 -- An agent that has seen this epoch for one lease on its own clock opens it.
-if ARGV[11] == '1' and agent_epoch == epoch then redis.call('HSET', KEYS[2], 'open', '1') end
 local open = redis.call('HGET', KEYS[2], 'open') == '1'
+if not open and ARGV[11] == '1' and agent_epoch == epoch then
+  redis.call('HSET', KEYS[2], 'open', '1')
+  open = true
+end
 local old = recs[me]
 local g = 0
 local joined = now

@@ -88,7 +88,8 @@ fn renew_once(
         let now = Instant::now();
         let (held, until) = match l.fence_at {
             Some(at) if now < at => (l.applied, Some(at)),
-            _ => (s.res.min.min(l.applied), None),
+            // Past the deadline the file's fence decides (what the server holds for it).
+            _ => (l.fence.min(l.applied), None),
         };
         // Seen for one lease on this clock: every lease of an earlier state has ended.
         let opens = l
@@ -172,7 +173,7 @@ fn renew_once(
         // still ran here when the answer came (so it ran when the state was lost, which was
         // before the script ran): otherwise at most the fence, which the lost state held too.
         if claimed_until.is_none_or(|until| received >= until) {
-            desired = desired.min(s.res.min.min(l.applied));
+            desired = desired.min(l.fence);
         }
         eprintln!(
             "fleet[{}/{}] new epoch {} (the server lost the fleet's state): re-asserted {}, granted {}, keeping {}",
