@@ -2314,8 +2314,10 @@ fn fleet_rides_out_redis_restarts_and_flushes() {
 /// the agents renew, the replica promoted (`REPLICAOF NO ONE`) and the proxy pointed at it. The
 /// replica holds a copy of the fleet's keys, written by another process (the primary's
 /// `run_id`), possibly without the latest grants: a new epoch begins, the agents re-assert their
-/// shares. The applied shares never add up to more than the total, and the hosts keep deciding
-/// (at most one 100 ms bin of the 3 s after the kill below half of full use).
+/// shares. The kill comes mid-renewal: writes are paused on the primary for 350 ms first, so
+/// every agent has a renewal waiting. The applied shares never add up to more than the total,
+/// and the hosts keep deciding (at most one 100 ms bin of the 3 s after the kill below half of
+/// full use).
 #[test]
 #[ignore = "needs redis-server; run: cargo test --test fleet -- --include-ignored"]
 fn fleet_rides_out_a_failover_to_a_replica() {
@@ -2402,6 +2404,21 @@ fn fleet_rides_out_a_failover_to_a_replica() {
     }
     hold(Duration::from_millis(700));
 
+    // Mid-renewal: writes paused on the primary (scripts that write wait), long enough for
+    // every agent to have a renewal pending (one every 300 ms), then the kill.
+    {
+        let c = redis::Client::open(primary.url()).unwrap();
+        let mut con = c
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap();
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(10_000)
+            .arg("WRITE")
+            .query::<()>(&mut con)
+            .unwrap();
+    }
+    hold(Duration::from_millis(350));
     let t_kill = mono_ns();
     primary.stop();
     let c = redis::Client::open(replica.url()).unwrap();
