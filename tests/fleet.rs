@@ -1161,8 +1161,8 @@ fn fleet_budgets() {
     };
     if low.is_empty() {
         println!("fleet: quick restart: the applied shares never went under 10% of the total");
-    }
-    println!(
+    } else {
+        println!(
         "fleet: quick restart: shares kept {kept_ms:.0} ms after the restart began, then under 10% of the total for {at_floor_ms:.0} ms, back at the split {back_ms:.0} ms after it{}",
         if back_ms > CONVERGE_WITHIN.as_secs_f64() * 1e3 {
             format!(" (beyond the stated bound {CONVERGE_WITHIN:?}: a loaded machine)")
@@ -1170,6 +1170,7 @@ fn fleet_budgets() {
             String::new()
         }
     );
+    }
     // The CLI's status subcommand on the same fleet.
     let status_cmd = fleet::cli::FleetArgs {
         command: fleet::cli::FleetCommand::Status(fleet::cli::StatusArgs {
