@@ -210,10 +210,10 @@ pub fn status_table(st: &super::FleetStatus) -> String {
         st.ttl_ms,
         if st.epoch.is_empty() { "-" } else { &st.epoch },
         fmt_units(st.granted()),
-        if st.server_now_ms < st.quiet_until_ms {
+        if !st.open && !st.epoch.is_empty() {
             format!(
-                " (quarantine: no grant for {} ms)",
-                st.quiet_until_ms - st.server_now_ms
+                " (quarantine: re-asserted shares only, for about {} ms more, until an agent has seen this epoch for one lease)",
+                st.quiet_until_ms.saturating_sub(st.server_now_ms)
             )
         } else {
             String::new()
@@ -278,7 +278,7 @@ pub fn status_json(st: &super::FleetStatus) -> String {
         .collect();
     serde_json::json!({
         "fleet": st.fleet, "epoch": st.epoch, "total_units": st.total, "ttl_ms": st.ttl_ms,
-        "server_now_ms": st.server_now_ms, "quiet_until_ms": st.quiet_until_ms,
+        "server_now_ms": st.server_now_ms, "quiet_until_ms": st.quiet_until_ms, "open": st.open,
         "granted_units": st.granted(), "members": members,
     })
     .to_string()

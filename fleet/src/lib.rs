@@ -64,12 +64,11 @@
 //!
 //! Redis unreachable at start: the host stays at its floor. Later: it keeps the last granted
 //! share until the fence point, then holds its minimum; never an unrestricted fallback.
-//! A server that lost its state (restart without persistence, failover to a replica that has no
-//! copy of the keys) starts a new epoch with a quarantine of one lease during which it grants
-//! nothing, so every grant of the lost state is fenced first (agents that see a new epoch drop to
-//! the floor at once). A failover that keeps the keys but loses the latest writes can lose recent
-//! grants: the hosts holding them keep them until their next renewal (at most `ttl / 5` plus one
-//! round trip), which then lowers them to the recorded grant. See `docs/fleet.md`.
+//! A server whose state is not its own (restart, flush, reload, failover: no epoch, or another
+//! process's `run_id`) begins a new epoch: every agent re-asserts the share whose lease still
+//! runs on its host, admitted up to the total, and keeps deciding at it; nothing more is granted
+//! until an agent has seen the epoch for one lease on its own monotonic clock, by which time
+//! every lease of the lost state has fenced on its holder. See `docs/fleet.md`.
 
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
@@ -77,6 +76,8 @@ mod agent;
 pub mod cli;
 #[cfg(test)]
 mod loom_models;
+#[cfg(test)]
+mod model;
 pub mod protocol;
 pub mod share;
 

@@ -43,15 +43,32 @@ pub fn spawn_guard(
     floor: LocalShare,
     cfg: &AgentConfig,
 ) -> Result<Guard, FleetError> {
+    spawn_guard_closing(limit, floor, cfg, None)
+}
+
+/// [`spawn_guard`], the guard closing its copy of `close` (the agent's lock: a lock the guard
+/// held would outlive the agent by the guard's own exit).
+pub(super) fn spawn_guard_closing(
+    limit: &Bucket,
+    floor: LocalShare,
+    cfg: &AgentConfig,
+    close: Option<std::os::fd::RawFd>,
+) -> Result<Guard, FleetError> {
     use nix::unistd::{fork, ForkResult};
+    use std::os::fd::AsRawFd;
     let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| FleetError::Config(format!("guard pipe: {e}")))?;
+    // The guard says on this pipe that it has closed `close`: until then (a guard not yet
+    // scheduled after the fork, or stopped), its copy would hold the agent's lock.
+    let (ready_r, ready_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| FleetError::Config(format!("guard pipe: {e}")))?;
     let message = format!(
         "fleet[{}/{}] guard: the agent is gone; share set to {floor}\n",
         cfg.fleet, cfg.member
     );
     let limit = limit.clone();
-    // SAFETY: after the fork the child runs only `guard_main`, which makes no allocation (but
+    // SAFETY: after the fork the child closes descriptors and writes one byte (close(2) and
+    // write(2), async-signal-safe), then runs only `guard_main`, which makes no allocation (but
     // on an error path it ignores) and takes no lock that another thread of the parent could
     // hold at the fork: it blocks in read(2), retunes the limit's share and fence (its own
     // process-local retune mutex, cloned unlocked: the parent took no retune after opening
@@ -59,10 +76,34 @@ pub fn spawn_guard(
     match unsafe { fork() } {
         Ok(ForkResult::Child) => {
             drop(write);
+            drop(ready_r);
+            if let Some(fd) = close {
+                // SAFETY: closes the child's copy of a descriptor the parent keeps open (the
+                // flock stays with the parent's copy); close(2) is async-signal-safe.
+                unsafe {
+                    libc::close(fd);
+                }
+            }
+            // SAFETY: a 1-byte buffer to an open pipe we own; write(2) is async-signal-safe.
+            unsafe {
+                libc::write(ready_w.as_raw_fd(), [1u8].as_ptr().cast(), 1);
+            }
+            drop(ready_w);
             guard_main(read, &limit, floor, message.as_bytes())
         }
         Ok(ForkResult::Parent { child }) => {
             drop(read);
+            drop(ready_w);
+            // Until the guard has closed its copy of the lock (one byte), or died (end of file).
+            let mut byte = [0u8; 1];
+            loop {
+                // SAFETY: a valid 1-byte buffer; `ready_r` is an open descriptor we own.
+                let n = unsafe { libc::read(ready_r.as_raw_fd(), byte.as_mut_ptr().cast(), 1) };
+                if n < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                    continue;
+                }
+                break;
+            }
             Ok(Guard {
                 write: Some(write),
                 pid: child,
