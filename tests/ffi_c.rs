@@ -593,3 +593,54 @@ fn expand_pc(text: &str) -> String {
     }
     flags
 }
+
+/// A fleet-managed bucket's lease through the C header (`shmlimit_limit_fleet_lease`): made
+/// fleet-managed and leased here, as the fleet agent does, then read by a C program while the
+/// lease runs (decisions use the share) and after it was withdrawn (they use the fence).
+#[test]
+fn the_fleet_lease_of_a_bucket_is_read_from_c() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = dir.path().join("fleet_lease");
+    compile(
+        "gcc",
+        &["-std=c99"],
+        &root().join("ffi/tests/fleet_lease.c"),
+        &exe,
+        Link::Shared,
+    );
+    let path = dir.path().join("fleet.shm");
+    let limiter = Limiter::builder()
+        .limit("share", TokenBucket::per_second(100).burst(50))
+        .create_or_open(&path)
+        .expect("create");
+    let share = limiter.token_bucket("share").expect("a bucket");
+    share
+        .fleet_manage(5, Rate::per_second(10).expect("a rate"))
+        .expect("fleet-managed");
+    share
+        .set_token_bucket(40, Rate::per_second(80).expect("a rate"))
+        .expect("the share");
+    let read = |leased: &str, share_capacity: &str, fence_capacity: &str| {
+        let args: Vec<&std::ffi::OsStr> = vec![
+            path.as_os_str(),
+            "share".as_ref(),
+            leased.as_ref(),
+            share_capacity.as_ref(),
+            fence_capacity.as_ref(),
+        ];
+        String::from_utf8_lossy(&run(&exe, &args).stdout).into_owned()
+    };
+    // Leased for ten seconds: the share applies.
+    let deadline = MonotonicClock.now_ns() + 10_000_000_000;
+    share.set_fleet_deadline(deadline).expect("a deadline");
+    // (`run` fails the test unless the program's every check passed.)
+    let out = read("1", "40", "5");
+    assert!(
+        out.contains(&format!("leased 1 deadline {deadline}")),
+        "{out}"
+    );
+    // The lease withdrawn (deadline 0, as after a reset): the fence applies.
+    share.set_fleet_deadline(0).expect("no deadline");
+    let out = read("0", "40", "5");
+    assert!(out.contains("managed 1 leased 0 deadline 0 "), "{out}");
+}

@@ -440,6 +440,35 @@ typedef struct shmlimit_composed {
     uint64_t reserved[2];
 } shmlimit_composed;
 
+// The lease of a fleet-managed token bucket at one instant (`shmlimit_limit_fleet_lease`).
+//
+// A bucket that is not a fleet share (any other limit) reads as all zeros: `managed == 0`.
+typedef struct shmlimit_fleet_lease {
+    // 1: a fleet-managed token bucket (the other fields are its lease); 0: not one.
+    uint32_t managed;
+    // 1: the lease deadline covers `now_ns`, decisions use the share; 0: they use the fence
+    // (the lease ran out, or was never granted, or the file was reset).
+    uint32_t leased;
+    // The lease deadline, nanoseconds on the host's `CLOCK_MONOTONIC` (0: never leased, or
+    // reset).
+    uint64_t deadline_ns;
+    // When this was read, nanoseconds on the host's `CLOCK_MONOTONIC`.
+    uint64_t now_ns;
+    // The share this host was granted: capacity (tokens) and emission interval (ns per token).
+    uint64_t share_capacity;
+    // See `share_capacity`.
+    uint64_t share_emission_ns;
+    // The fence (the host's reserved minimum, or the floor): what decisions use once the
+    // deadline has passed.
+    uint64_t fence_capacity;
+    // See `fence_capacity`.
+    uint64_t fence_emission_ns;
+    // What a decision at `now_ns` used: the share while leased, else the fence.
+    uint64_t applied_capacity;
+    // See `applied_capacity`.
+    uint64_t applied_emission_ns;
+} shmlimit_fleet_lease;
+
 // A limit's quota per window, in the terms of the IETF `RateLimit-Policy` field.
 typedef struct shmlimit_policy {
     // `q`: how many units the limit grants per window.
@@ -807,6 +836,23 @@ shmlimit_status shmlimit_acquire_all(const struct shmlimit_check *checks,
 shmlimit_status shmlimit_refund_all(const struct shmlimit_check *checks,
                                     size_t checks_len,
                                     const struct shmlimit_composed *composed);
+
+// Read the lease of a fleet-managed token bucket into `lease_out`: its share, its fence, the
+// lease deadline, and whether decisions now use the share (`leased == 1`) or the fence. Any
+// other limit (not a token bucket, or a bucket that is not a fleet share) reads as
+// `managed == 0` and zeros: not an error.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_CORRUPT_STATE`
+// (a damaged parameter or fence slot), `SHMLIMIT_IO` (the fence was being rewritten and the
+// retune lock, taken to read it whole, could not be had).
+//
+// Thread-safety: may be called concurrently with decisions, retunes and the fleet agent.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `lease_out` NULL or valid for one write.
+shmlimit_status shmlimit_limit_fleet_lease(const struct shmlimit_limit *limit,
+                                           struct shmlimit_fleet_lease *lease_out);
 
 // A guarded limiter on the file at `path`: attached now if the file can be opened (as by
 // `shmlimit_limiter_open` with default options), else at the first decision after

@@ -36,6 +36,7 @@
 
 pub(crate) mod boundary;
 pub mod compose;
+pub mod fleet;
 pub mod guarded;
 pub mod headers;
 pub mod keyed;

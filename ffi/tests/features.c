@@ -111,6 +111,19 @@ static void definition_options(const char *dir) {
         OK(shmlimit_limiter_limit(limiter, "share", &share));
         OK(shmlimit_limit_definition(share, &def));
         CHECK(def.fleet_weight == 3 && strcmp(def.name, "share") == 0);
+        {
+            /* Defined as a fleet share, but no agent manages it yet: not managed, like any
+             * other limit (tests/ffi_c.rs reads a managed one, leased and fenced). */
+            shmlimit_fleet_lease lease;
+            memset(&lease, 0xFF, sizeof lease);
+            OK(shmlimit_limit_fleet_lease(share, &lease));
+            CHECK(lease.managed == 0 && lease.leased == 0 && lease.deadline_ns == 0);
+            CHECK(lease.applied_capacity == 0 && lease.fence_capacity == 0);
+            EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_limit_fleet_lease",
+                        shmlimit_limit_fleet_lease(share, NULL));
+            EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_limit_fleet_lease",
+                        shmlimit_limit_fleet_lease(NULL, &lease));
+        }
         shmlimit_limit_free(share);
     }
     shmlimit_limiter_free(limiter);
