@@ -144,6 +144,26 @@ class InProcess(FileTest):
         with self.assertRaises(RateLimited):
             asyncio.run(async_handler(scope))
 
+    def test_a_guard_refuses_or_adopts_a_changed_limit_as_told(self) -> None:
+        from shmlimit import DefinitionConflictError
+
+        def at(rate: int, on_conflict: str = "refuse") -> Guard:
+            return Guard(self.path, {"api": TokenBucket(rate=rate, per=1)}, [Check("api")],
+                         on_conflict=on_conflict)
+        at(200).limits()
+        # A deploy that raises the rate: refused by default, naming both values.
+        with self.assertRaises(DefinitionConflictError) as refused:
+            at(300).limits()
+        self.assertIn("200", str(refused.exception))
+        self.assertIn("300", str(refused.exception))
+        # Adopted when asked: the live definition is the new one, for every process.
+        (limit,) = at(300, on_conflict="adopt").limits()
+        self.assertEqual(limit.live_definition, TokenBucket(rate=300, per=1))
+        with Limiter.open(self.path) as limiter:
+            self.assertEqual(limiter.limit("api").live_definition, TokenBucket(rate=300, per=1))
+        with self.assertRaises(ValueError):
+            Guard(self.path, None, [Check("api")], on_conflict="replace")
+
     def test_the_guard_reattaches_after_a_fork(self) -> None:
         g = guard(self.path)
         g.limits()

@@ -137,16 +137,26 @@ class Guard:
     """The limits a web application checks per request. ``path`` and ``definitions`` are given
     to ``Limiter.create_or_open`` (every worker may pass the same; one creates the file) or,
     with ``definitions=None``, the file is opened as it is. ``checks`` lists what each request
-    must pass, in order. ``mode`` (e.g. 0o660) is for a file shared across users."""
+    must pass, in order. ``mode`` (e.g. 0o660) is for a file shared across users.
+
+    ``on_conflict`` is ``Limiter.create_or_open``'s: with ``"refuse"`` (the default) a file
+    whose limits differ from ``definitions`` raises DefinitionConflictError (naming both
+    values of every differing field) in the worker that attaches; with ``"adopt"`` the file
+    takes the new definitions live (a deploy that raises a rate from 200/s to 300/s: workers
+    started after it decide at 300/s, and so does every process already attached)."""
 
     def __init__(self, path: PathArg, definitions: Optional[Mapping[str, Spec]],
-                 checks: Sequence[Check], *, mode: Optional[int] = None):
+                 checks: Sequence[Check], *, mode: Optional[int] = None,
+                 on_conflict: str = "refuse"):
         if not checks:
             raise ValueError("a Guard needs at least one Check")
+        if on_conflict not in ("refuse", "adopt"):
+            raise ValueError(f"on_conflict must be 'refuse' or 'adopt', not {on_conflict!r:.80}")
         self.path = path
         self.definitions = dict(definitions) if definitions is not None else None
         self.checks = list(checks)
         self.mode = mode
+        self.on_conflict = on_conflict
         self._lock = threading.Lock()
         self._pid = -1
         self._limits: List[Limit] = []
@@ -160,7 +170,8 @@ class Guard:
                         limiter = Limiter.open(self.path)
                     else:
                         limiter = Limiter.create_or_open(self.path, self.definitions,
-                                                         mode=self.mode)
+                                                         mode=self.mode,
+                                                         on_conflict=self.on_conflict)
                     with limiter:
                         self._limits = [limiter.limit(c.limit) for c in self.checks]
                     self._pid = os.getpid()
