@@ -69,8 +69,28 @@ function decide(entries, req) {
       }
     }
   }
-  const headers = index.rateLimitHeaders(entries.map((e, i) => [e.limit, decisions[i]]));
-  return { allowed, decisions, headers };
+  return new Result(allowed, decisions, entries);
+}
+
+/**
+ * What `decide` concluded. `headers` is rendered on first use (and kept): a middleware with
+ * `headers: false` renders them only for a denial's `Retry-After`, or when the application
+ * reads `req.rateLimit.headers` itself.
+ */
+class Result {
+  constructor(allowed, decisions, entries) {
+    this.allowed = allowed;
+    this.decisions = decisions;
+    Object.defineProperty(this, 'entries', { value: entries, enumerable: false });
+    Object.defineProperty(this, 'rendered', { value: undefined, writable: true, enumerable: false });
+  }
+
+  get headers() {
+    if (this.rendered === undefined) {
+      this.rendered = index.rateLimitHeaders(this.entries.map((e, i) => [e.limit, this.decisions[i]]));
+    }
+    return this.rendered;
+  }
 }
 
 function denialBody(opts) {

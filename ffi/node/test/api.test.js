@@ -481,3 +481,50 @@ test('guarded limiters fail open or closed until the file appears, then decide f
   assert.equal(limiter.limit('api').stats().allowed, 2);
   assert.throws(() => closed.tryAcquire(0), shmlimit.ZeroCostError);
 });
+
+test('the middleware renders no header it does not send: headers: false renders only a denial\'s', (t) => {
+  const { limiter } = open(t, { api: shmlimit.tokenBucket({ rate: 2, per: HOUR }) });
+  const index = require('../lib/index');
+  const render = index.rateLimitHeaders;
+  let rendered = 0;
+  index.rateLimitHeaders = (...args) => {
+    rendered += 1;
+    return render(...args);
+  };
+  t.after(() => {
+    index.rateLimitHeaders = render;
+  });
+  const call = (opts) => {
+    const sent = {};
+    const res = {
+      statusCode: 200,
+      setHeader: (name, value) => {
+        sent[name] = value;
+      },
+      end: () => {},
+    };
+    const req = { headers: {}, socket: { remoteAddress: '127.0.0.1' } };
+    let passed = false;
+    shmlimit.middleware({ limits: limiter.limit('api'), ...opts })(req, res, () => {
+      passed = true;
+    });
+    return { passed, sent, req };
+  };
+  const quiet = call({ headers: false });
+  assert.equal(quiet.passed, true);
+  assert.deepEqual(quiet.sent, {});
+  assert.equal(rendered, 0, 'an admission with headers off renders nothing');
+  // The application may still read them: rendered then, once.
+  assert.match(quiet.req.rateLimit.headers['RateLimit'], /"api";r=1;t=\d+/);
+  assert.equal(quiet.req.rateLimit.headers['RateLimit'], quiet.req.rateLimit.headers['RateLimit']);
+  assert.equal(rendered, 1);
+  const loud = call({});
+  assert.equal(loud.passed, true);
+  assert.ok(loud.sent['RateLimit'] && loud.sent['RateLimit-Policy']);
+  assert.equal(rendered, 2, 'headers on: rendered once per request');
+  const denied = call({ headers: false });
+  assert.equal(denied.passed, false);
+  assert.ok(Number(denied.sent['Retry-After']) > 0, 'a denial still says when to retry');
+  assert.equal(denied.sent['RateLimit'], undefined);
+  assert.equal(rendered, 3);
+});
