@@ -14,8 +14,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Any
+from typing import Any, Optional
 
 bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WORKERS", "4"))
@@ -33,11 +34,20 @@ def on_starting(server: Any) -> None:
         os.chown(PATH, uid, gid)  # the workers' user owns it: they may open it after the drop
 
 
+def app_module(server: Any) -> Optional[str]:
+    """The module of the app gunicorn serves, however it was named: the config's ``wsgi_app``,
+    or the command line's ``APP_MODULE`` (which gunicorn keeps as its application's
+    ``app_uri``, leaving ``cfg.wsgi_app`` unset)."""
+    uri = server.cfg.wsgi_app or getattr(server.app, "app_uri", None)
+    return uri.split(":")[0] if isinstance(uri, str) and uri else None
+
+
 def post_fork(server: Any, worker: Any) -> None:
     # Attach now, in the worker (still as the master's user): the app module's guard maps the
-    # file once per process.
-    app_module = __import__(server.cfg.wsgi_app.split(":")[0] if server.cfg.wsgi_app
-                            else "flask_app")
-    guard = getattr(app_module, "guard", None)
+    # file once per process. An app named some other way attaches on its first request.
+    name = app_module(server)
+    if name is None:
+        return
+    guard = getattr(importlib.import_module(name), "guard", None)
     if guard is not None:
         guard.limits()

@@ -331,6 +331,46 @@ class RealServers(FileTest):
                            "--bind", f"127.0.0.1:{port}", "--workers", "4", "flask_app:app"]],
                          [port])
 
+    def test_the_gunicorn_config_serves_an_app_of_any_name(self) -> None:
+        """The example config with an app module of the user's own name (``my_site:app`` on
+        the command line), in a directory holding only it, the config and the limits: the
+        workers boot and attach, and requests are decided."""
+        need("gunicorn")
+        need("flask")
+        import shutil
+        import tempfile
+        site = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, site, True)
+        for name in ("gunicorn.conf.py", "limits_config.py"):
+            shutil.copy(os.path.join(EXAMPLES, name), site)
+        shutil.copy(os.path.join(EXAMPLES, "flask_app.py"), os.path.join(site, "my_site.py"))
+        port = free_port()
+        env = dict(self.env(), PYTHONPATH=site)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
+             f"127.0.0.1:{port}", "--workers", "2", "my_site:app"],
+            cwd=site, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_listening(port, proc)
+            statuses = []
+            for i in range(4):
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.request("GET", "/", headers={"X-API-Key": f"site-{i}"})
+                response = conn.getresponse()
+                response.read()
+                statuses.append(response.status)
+                conn.close()
+            self.assertEqual(statuses, [200] * 4)
+        finally:
+            proc.terminate()
+            try:
+                _, err = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, err = proc.communicate()
+        self.assertNotIn(b"Traceback", err, err.decode(errors="replace")[-2000:])
+        self.assertNotIn(b"Worker failed to boot", err)
+
     def test_a_gunicorn_worker_killed_holding_a_permit_leaks_nothing(self) -> None:
         """Six clients keep /report busy (two permits on the host, held 100 ms each) on 4
         gunicorn workers; a worker is SIGKILLed while it holds one. Never more than two are
