@@ -371,6 +371,91 @@ class RealServers(FileTest):
         self.assertNotIn(b"Traceback", err, err.decode(errors="replace")[-2000:])
         self.assertNotIn(b"Worker failed to boot", err)
 
+    def test_a_gunicorn_reload_adopts_a_changed_limit(self) -> None:
+        """SIGHUP after the global limit was raised in limits_config (30 -> 50 an hour): the
+        master adopts it live and logs both definitions, the new workers boot, and the
+        admissions stay within the old bound before and the new one after (the 30 used are
+        kept: 20 more), with no 5xx."""
+        need("gunicorn")
+        need("flask")
+        import shutil
+        import signal
+        import tempfile
+        site = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, site, True)
+        for name in ("gunicorn.conf.py", "flask_app.py"):
+            shutil.copy(os.path.join(EXAMPLES, name), site)
+        with open(os.path.join(EXAMPLES, "limits_config.py")) as f:
+            config = f.read()
+        default = 'GLOBAL = int(os.environ.get("GLOBAL", "200"))'
+        self.assertIn(default, config)
+
+        def write_config(global_limit: int) -> None:
+            with open(os.path.join(site, "limits_config.py"), "w") as f:
+                f.write(config.replace(default, f"GLOBAL = {global_limit}"))
+            # A reload reads the module again: never from a stale bytecode cache.
+            shutil.rmtree(os.path.join(site, "__pycache__"), True)
+
+        def admitted(count: int) -> int:
+            statuses = []
+            for i in range(count):
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+                conn.request("GET", "/", headers={"X-API-Key": f"reload-{i}"})
+                response = conn.getresponse()
+                response.read()
+                statuses.append(response.status)
+                conn.close()
+            self.assertLessEqual(set(statuses), {200, 429}, statuses)
+            return statuses.count(200)
+
+        write_config(30)
+        port = free_port()
+        env = dict(self.env(), PYTHONPATH=site, PER_CLIENT="100000", PYTHONDONTWRITEBYTECODE="1")
+        env.pop("GLOBAL", None)
+        log_path = os.path.join(site, "gunicorn.log")
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
+                 f"127.0.0.1:{port}", "--workers", "2", "flask_app:app"],
+                cwd=site, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        try:
+            wait_listening(port, proc)  # (its request is admitted too)
+
+            def allowed() -> int:
+                with Limiter.open(self.path, mode=0o660) as lim:
+                    return lim.limit("global").stats().allowed
+            first = admitted(40)
+            self.assertEqual(allowed(), 30, "the old bound: 30 an hour")
+            self.assertLess(first, 40, "demand beyond the bound")
+            write_config(50)
+            proc.send_signal(signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            live = None
+            while time.monotonic() < deadline:
+                with Limiter.open(self.path, mode=0o660) as lim:
+                    live = lim.limit("global").live_definition
+                if live == TokenBucket(rate=50, per=3600):
+                    break
+                time.sleep(0.1)
+            self.assertEqual(live, TokenBucket(rate=50, per=3600))
+            second = admitted(40)
+            self.assertEqual(allowed(), 50, "the new bound: 50, of which 30 were used")
+            self.assertEqual(second, 20)
+            self.assertIsNone(proc.poll(), "the server kept running")
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        with open(log_path, "rb") as f:
+            text = f.read().decode(errors="replace")
+        self.assertIn("limit 'global' adopted", text)
+        self.assertIn("was", text)
+        self.assertNotIn("Worker failed to boot", text)
+        self.assertNotIn("Traceback", text)
+
     def test_a_gunicorn_worker_killed_holding_a_permit_leaks_nothing(self) -> None:
         """Six clients keep /report busy (two permits on the host, held 100 ms each) on 4
         gunicorn workers; a worker is SIGKILLed while it holds one. Never more than two are

@@ -167,7 +167,7 @@ class Guard:
             with self._lock:
                 if self._pid != os.getpid():
                     if self.definitions is None:
-                        limiter = Limiter.open(self.path)
+                        limiter = Limiter.open(self.path, mode=self.mode)
                     else:
                         limiter = Limiter.create_or_open(self.path, self.definitions,
                                                          mode=self.mode,
