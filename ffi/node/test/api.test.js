@@ -528,3 +528,13 @@ test('the middleware renders no header it does not send: headers: false renders 
   assert.equal(denied.sent['RateLimit'], undefined);
   assert.equal(rendered, 3);
 });
+
+test('a package installed without its compiled addon says how to build it', (t) => {
+  const dir = tmpdir(t);
+  fs.cpSync(path.join(__dirname, '..', 'lib'), path.join(dir, 'lib'), { recursive: true });
+  fs.copyFileSync(path.join(__dirname, '..', 'package.json'), path.join(dir, 'package.json'));
+  assert.throws(
+    () => require(path.join(dir, 'lib', 'index.js')),
+    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /node build\.js/.test(e.message) && e.message.includes(dir),
+  );
+});
