@@ -354,13 +354,33 @@ function rawDef(name, spec) {
   return d;
 }
 
+/** The usual periods a stored refill interval is read back in, as the Python package does. */
+const READBACK_PERIODS_NS = [1e9, 60e9, 3600e9, 86400e9, 1e6, 1e3];
+
+/**
+ * `{rate, periodNs}` for a stored refill interval of `emissionNs`: the first usual period whose
+ * rate stores the same interval (the library rounds `period / rate` up), else one token per
+ * interval. The same normalisation as the Python package's (`_bucket_form`), so a definition
+ * reads back as it was written whenever its period is one of these.
+ */
+function bucketForm(emissionNs) {
+  for (const period of READBACK_PERIODS_NS) {
+    const rate = Math.round(period / emissionNs);
+    if (rate >= 1 && Math.ceil(period / rate) === emissionNs) return { rate, periodNs: period };
+  }
+  return { rate: 1, periodNs: emissionNs };
+}
+
 function specOf(d) {
   const kind = KIND_NAME[d.kind];
   let spec;
   switch (kind) {
-    case 'tokenBucket':
-      spec = { kind, rate: d.rate, per: d.periodNs / 1e6, burst: d.limit };
+    case 'tokenBucket': {
+      // The library reports rate = 1 per the stored interval.
+      const { rate, periodNs } = bucketForm(Math.ceil(d.periodNs / Math.max(d.rate, 1)));
+      spec = { kind, rate, per: periodNs / 1e6, burst: d.limit };
       break;
+    }
     case 'fixedWindow':
     case 'slidingWindow':
       spec = { kind, limit: d.limit, window: d.periodNs / 1e6, aligned: d.alignment === 1 ? 'monotonic' : 'wall' };

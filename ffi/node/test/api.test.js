@@ -35,8 +35,10 @@ test('definitions round-trip, and another handle attaches by path alone', (t) =>
   const { file, limiter } = open(t, all);
   const defs = shmlimit.Limiter.open(file).definitions();
   assert.deepEqual(Object.keys(defs), ['api', 'daily', 'smooth', 'search', 'db', 'per_user', 'dry', 'hot']);
-  // A token bucket is stored as one token per emission interval (10 ms here).
-  assert.deepEqual(defs.api, { kind: 'tokenBucket', rate: 1, per: 10, burst: 20 });
+  // A token bucket is stored as one token per emission interval (10 ms here), and read back
+  // in the first usual period (1 s, 1 min, 1 h, 1 day, 1 ms, 1 us) that stores the same
+  // interval: as it was written (the Python package reads it back the same way).
+  assert.deepEqual(defs.api, { kind: 'tokenBucket', rate: 100, per: 1000, burst: 20 });
   assert.deepEqual(defs.daily, { kind: 'fixedWindow', limit: 10000, window: 86400000, aligned: 'wall' });
   assert.deepEqual(defs.smooth, { kind: 'slidingWindow', limit: 60, window: 60000, aligned: 'monotonic' });
   assert.deepEqual(defs.search, { kind: 'slidingLog', limit: 100, window: 60000 });
@@ -196,8 +198,8 @@ test('live retuning, reset and policy', (t) => {
   // Another process's handle sees the retune at once.
   const other = shmlimit.Limiter.open(file).limit('api');
   api.setRate(600);
-  // 1/600 s rounded up to whole nanoseconds.
-  assert.deepEqual(other.liveDefinition(), { kind: 'tokenBucket', rate: 1, per: 1.666667, burst: 30 });
+  // 1/600 s rounded up to whole nanoseconds, read back as 600 per second.
+  assert.deepEqual(other.liveDefinition(), { kind: 'tokenBucket', rate: 600, per: 1000, burst: 30 });
   api.setTokenBucket(50, 100, 1000);
   assert.equal(other.liveDefinition().burst, 50);
   assert.deepEqual(other.policy(), { quota: 100, windowSecs: 1 });
