@@ -4,14 +4,18 @@
 //! log with every admission checked against the bounds, a SIGKILLed worker's permit taken over,
 //! the HTTP middleware behind real servers, and the TypeScript declarations under `tsc --strict`.
 //!
-//! Node.js and npm are required: without them this test fails (it never passes without running);
-//! skip it explicitly with `cargo test -- --skip node_`. The first run downloads the package's
+//! Node.js and npm: without them the test is reported IGNORED with the reason (never passed
+//! without running); with `SHMLIMIT_REQUIRE_NODE=1` (set by `.ci/run`) their absence is a
+//! failure instead. This binary has its own harness (libtest-mimic), as tests/full_fs.rs, to
+//! decide that at run time. The first run downloads the package's
 //! development dependencies (Express, Fastify, TypeScript, rate-limiter-flexible) from the npm
 //! registry into `ffi/node/node_modules`.
 
 mod common;
 
 use std::process::Command;
+
+use libtest_mimic::{Arguments, Failed, Trial};
 
 use common::cbuild::lib_dir;
 use common::root;
@@ -31,15 +35,45 @@ fn summary(tap: &str, name: &str) -> Option<u64> {
         .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
 }
 
-#[test]
-fn node_package_builds_and_its_tests_pass() {
-    let (Some(node), Some(npm)) = (tool_version("node"), tool_version("npm")) else {
-        panic!(
-            "node and npm are needed to test the Node package ffi/node (Debian: apt-get install \
-             nodejs npm); skip this test with `cargo test -- --skip node_`"
-        );
+fn main() {
+    let args = Arguments::from_args();
+    let required = std::env::var("SHMLIMIT_REQUIRE_NODE").is_ok_and(|v| v == "1");
+    let tools = match (tool_version("node"), tool_version("npm")) {
+        (Some(node), Some(npm)) => Ok((node, npm)),
+        (node, npm) => Err(format!(
+            "{} not found: needed to test the Node package ffi/node (Debian: apt-get install \
+             nodejs npm)",
+            match (node, npm) {
+                (None, None) => "node and npm",
+                (None, _) => "node",
+                _ => "npm",
+            }
+        )),
     };
-    eprintln!("node {node}, npm {npm}");
+    let name = "node_package_builds_and_its_tests_pass";
+    let ignored = tools.is_err() && !required;
+    if let (Err(reason), true) = (&tools, ignored) {
+        eprintln!("{name}: IGNORED: {reason}");
+    }
+    let trial = Trial::test(name, move || match &tools {
+        Ok((node, npm)) => {
+            eprintln!("node {node}, npm {npm}");
+            std::panic::catch_unwind(node_package_builds_and_its_tests_pass).map_err(|e| {
+                Failed::from(
+                    e.downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                        .unwrap_or_else(|| "the test panicked".to_owned()),
+                )
+            })
+        }
+        Err(reason) => Err(format!("SHMLIMIT_REQUIRE_NODE=1 and {reason}").into()),
+    })
+    .with_ignored_flag(ignored);
+    libtest_mimic::run(&args, vec![trial]).exit();
+}
+
+fn node_package_builds_and_its_tests_pass() {
     let dir = root().join("ffi/node");
 
     // Installs the dependencies and runs the package's install script (build.js), which links
