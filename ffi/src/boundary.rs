@@ -72,6 +72,11 @@ fn panic_message(payload: &(dyn Any + Send)) -> &str {
         .unwrap_or("(no message)")
 }
 
+// The failures of the checks below are built out of line: inlined, their formatting sat in the
+// middle of every export's hot path.
+
+#[cold]
+#[inline(never)]
 fn null(argument: &str) -> Failure {
     Failure::new(
         shmlimit_status::SHMLIMIT_NULL_POINTER,
@@ -79,16 +84,25 @@ fn null(argument: &str) -> Failure {
     )
 }
 
+#[cold]
+#[inline(never)]
+fn misaligned(argument: &str, ptr: *const u8, align: usize) -> Failure {
+    Failure::new(
+        shmlimit_status::SHMLIMIT_MISALIGNED_POINTER,
+        format!("`{argument}` ({ptr:p}) is not aligned to {align} bytes"),
+    )
+}
+
+#[inline(always)]
 fn check<T>(argument: &str, ptr: *const T) -> Result<NonNull<T>, Failure> {
-    let ptr = NonNull::new(ptr.cast_mut()).ok_or_else(|| null(argument))?;
+    let Some(ptr) = NonNull::new(ptr.cast_mut()) else {
+        return Err(null(argument));
+    };
     if !ptr.as_ptr().is_aligned() {
-        return Err(Failure::new(
-            shmlimit_status::SHMLIMIT_MISALIGNED_POINTER,
-            format!(
-                "`{argument}` ({:p}) is not aligned to {} bytes",
-                ptr,
-                std::mem::align_of::<T>()
-            ),
+        return Err(misaligned(
+            argument,
+            ptr.as_ptr().cast_const().cast(),
+            std::mem::align_of::<T>(),
         ));
     }
     Ok(ptr)
