@@ -511,8 +511,9 @@ fn a_replacement_that_cannot_be_opened_is_an_error_until_it_can() {
 /// A typed handle's kind is its type: when the file that replaced its own has a limit of that
 /// name of another kind, the handle does not decide on it (a token-bucket handle deciding as a
 /// window would mean something else); every decision after the check is an error that says
-/// so, and the limit resolved again by its new kind decides. The untyped view (and the C and
-/// guarded handles, which check the kind at each call) follows the limit whatever its kind.
+/// so, and the limit resolved again by its new kind decides (a C limit handle, which holds the
+/// typed handle of its limit's kind, too). The untyped view (and the guarded handles, which
+/// check the kind at each call) follows the limit whatever its kind.
 #[test]
 fn a_replacement_whose_limit_changed_kind_is_an_error_for_the_old_handle() {
     let (_dir, path) = temp_path("kind.shm");

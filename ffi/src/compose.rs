@@ -41,8 +41,9 @@ unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failu
         .enumerate()
         .map(|(i, check)| {
             // SAFETY: NULL or a live handle (the caller's contract).
-            let limit: &Limit =
-                &unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?.inner;
+            let limit: &Limit = unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?
+                .inner
+                .as_limit();
             if check.key.is_null() && check.key_len == 0 {
                 return Ok(shmlimit::c_abi::check(limit, None, check.cost));
             }

@@ -97,7 +97,7 @@ pub unsafe extern "C" fn shmlimit_limit_fleet_lease(
         let out = arg_out("lease_out", lease_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let lease = shmlimit_fleet_lease::from(limit.inner.fleet_lease()?);
+        let lease = shmlimit_fleet_lease::from(limit.inner.as_limit().fleet_lease()?);
         // SAFETY: `lease_out` is valid for one write (the caller's contract).
         unsafe { out.write(lease) };
         Ok(())

@@ -7,11 +7,12 @@
 //! `SHMLIMIT_DECISION_UNAVAILABLE` in `shmlimit_decision.reserved[0]`. The file is opened again
 //! at most once per reopen interval; once attached, decisions are the plain ones.
 
-use shmlimit::c_abi::Untyped as _;
 use std::ffi::c_char;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use super::boundary::{arg_out, arg_ref, arg_slice, arg_str, ffi_boundary, run_void};
+use super::handle::AnyHandle;
 use super::keyed::SHMLIMIT_MAX_KEY_LEN;
 use super::status::{shmlimit_status, Failure};
 use super::types::shmlimit_decision;
@@ -49,6 +50,9 @@ pub struct shmlimit_guarded_limiter {
 #[allow(non_camel_case_types)]
 pub struct shmlimit_guarded_limit {
     inner: GuardedLimit,
+    /// The typed handle of the attached limit, resolved by its kind once it is attached (for
+    /// refunds; the guarded decisions are the library's).
+    typed: OnceLock<AnyHandle>,
 }
 
 // Both handles are shared across threads by C callers: they must be Send + Sync.
@@ -210,7 +214,10 @@ pub unsafe extern "C" fn shmlimit_guarded_limiter_limit(
         let name = unsafe { arg_str("name", name) }?;
         let policy = policy_arg(unavailable)?;
         let inner = guarded.inner.limit(name, policy);
-        let limit = Box::into_raw(Box::new(shmlimit_guarded_limit { inner }));
+        let limit = Box::into_raw(Box::new(shmlimit_guarded_limit {
+            inner,
+            typed: OnceLock::new(),
+        }));
         // SAFETY: `limit_out` is valid for one write (the caller's contract).
         unsafe { out.write(limit) };
         Ok(())
@@ -390,8 +397,15 @@ pub unsafe extern "C" fn shmlimit_guarded_refund(
         if grant.reserved[0] & SHMLIMIT_DECISION_UNAVAILABLE != 0 {
             return Ok(());
         }
-        if let Some(l) = limit.inner.limit()? {
-            l.refund(&grant.to_grant())?;
+        if let Some(attached) = limit.inner.limit()? {
+            let typed = match limit.typed.get() {
+                Some(typed) => typed,
+                None => {
+                    let typed = AnyHandle::of(attached.clone())?;
+                    limit.typed.get_or_init(|| typed)
+                }
+            };
+            typed.refund(&grant.to_grant(), None)?;
         }
         Ok(())
     })

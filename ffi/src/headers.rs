@@ -67,12 +67,12 @@ pub unsafe extern "C" fn shmlimit_limit_policy(
         let out = arg_out("policy_out", policy_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let policy = limit.inner.policy()?.ok_or_else(|| {
+        let policy = limit.inner.as_limit().policy()?.ok_or_else(|| {
             Failure::new(
                 SHMLIMIT_WRONG_KIND,
                 format!(
                     "limit '{}' is a concurrency limit: it has no rate policy",
-                    limit.inner.name()
+                    limit.inner.as_limit().name()
                 ),
             )
         })?;
@@ -125,8 +125,9 @@ pub unsafe extern "C" fn shmlimit_ratelimit_headers(
         for (&limit, d) in limits.iter().zip(decisions) {
             // SAFETY: each element is a live handle (the caller's contract).
             let limit = unsafe { arg_ref("limits[i]", limit) }?;
-            let policy: Option<Policy> = limit.inner.policy()?;
-            headers.add(limit.inner.name(), policy, &d.to_view());
+            let view = limit.inner.as_limit();
+            let policy: Option<Policy> = view.policy()?;
+            headers.add(view.name(), policy, &d.to_view());
         }
         let mut rendered = shmlimit_headers {
             rate_limit: [0; SHMLIMIT_HEADER_VALUE_LEN],

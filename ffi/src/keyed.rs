@@ -3,11 +3,10 @@
 //! bytes, any content (they need no NUL).
 
 use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
+use super::handle::AnyHandle;
 use super::status::Failure;
 use super::types::shmlimit_decision;
 use super::{shmlimit_limit, shmlimit_status};
-use shmlimit::c_abi::Untyped as _;
-use shmlimit::Limit;
 
 /// Longest key in bytes.
 pub const SHMLIMIT_MAX_KEY_LEN: usize = 1024;
@@ -45,7 +44,7 @@ unsafe fn decide_key(
     key_len: usize,
     commit: bool,
     decision_out: *mut shmlimit_decision,
-    run: impl FnOnce(&Limit, &[u8]) -> shmlimit::Result<shmlimit::Decision>,
+    run: impl FnOnce(&AnyHandle, &[u8]) -> shmlimit::Result<shmlimit::Decision>,
 ) -> shmlimit_status {
     ffi_boundary!(function, {
         let out = arg_out("decision_out", decision_out)?;
@@ -225,8 +224,10 @@ pub unsafe extern "C" fn shmlimit_limit_key_occupancy(
         let slots_out = arg_out("slots_out", slots_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        keyed_only(&limit.inner)?;
-        let (used, slots) = limit.inner.key_occupancy();
+        let (used, slots) = limit
+            .inner
+            .key_occupancy()
+            .ok_or_else(|| not_keyed(&limit.inner))?;
         // SAFETY: both are valid for one write (the caller's contract).
         unsafe {
             used_out.write(used);
@@ -257,19 +258,20 @@ pub unsafe extern "C" fn shmlimit_limit_reclaim_idle_keys(
         let out = arg_out("reclaimed_out", reclaimed_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        keyed_only(&limit.inner)?;
-        let reclaimed = limit.inner.reclaim_idle_keys();
+        let reclaimed = limit
+            .inner
+            .reclaim_idle_keys()
+            .ok_or_else(|| not_keyed(&limit.inner))?;
         // SAFETY: `reclaimed_out` is valid for one write (the caller's contract).
         unsafe { out.write(reclaimed) };
         Ok(())
     })
 }
 
-fn keyed_only(limit: &Limit) -> shmlimit::Result<()> {
-    if limit.def().keyed.is_none() {
-        return Err(shmlimit::c_abi::wrong_kind(limit, "is not keyed"));
-    }
-    Ok(())
+/// The key table asked of a limit that is not keyed.
+#[cold]
+fn not_keyed(limit: &AnyHandle) -> shmlimit::Error {
+    shmlimit::c_abi::wrong_kind(limit.as_limit(), "is not keyed")
 }
 
 /// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes under the
@@ -297,7 +299,8 @@ pub unsafe extern "C" fn shmlimit_key_tag(
         let limit = unsafe { arg_ref("limit", limit) }?;
         // SAFETY: `key` is NULL or `key_len` readable bytes (the caller's contract).
         let key = unsafe { key_arg(key, key_len) }?;
-        let tag = limit.inner.key_tag(key)?;
+        // The tag is the file's hash of the key: any limit of the file has it.
+        let tag = shmlimit::c_abi::key_tag(limit.inner.as_limit(), key)?;
         // SAFETY: `tag_out` is valid for one write (the caller's contract).
         unsafe { out.write(tag) };
         Ok(())

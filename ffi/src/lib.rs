@@ -26,8 +26,12 @@
 //! `Decision::from_grant_record`; peeks and denials record none.
 //!
 //! Each export is one `ffi_boundary!` block (see `boundary.rs`); the handles are boxed Rust
-//! values ([`shmlimit::Limiter`] and [`shmlimit::Limit`] plus the NUL-terminated names the ABI hands
-//! out), created by `Box::into_raw` and destroyed by `Box::from_raw` in their `_free`.
+//! values ([`shmlimit::Limiter`], and for a limit the library's typed handle of its kind, plus
+//! the NUL-terminated names the ABI hands out), created by `Box::into_raw` and destroyed by
+//! `Box::from_raw` in their `_free`. A limit's kind is looked at once, when
+//! `shmlimit_limiter_limit` resolves its name (`handle.rs`): each operation then matches the
+//! handle it holds and calls the typed handle's method, and answers a limit of another kind as
+//! the library's untyped handle does (`SHMLIMIT_WRONG_KIND`, with the library's text).
 //! The header is generated from these files by cbindgen (`ffi/cbindgen.toml`);
 //! `tests/ffi_header.rs` fails when they drift apart.
 
@@ -36,8 +40,11 @@
 
 pub(crate) mod boundary;
 pub mod compose;
+#[cfg(test)]
+mod every_kind;
 pub mod fleet;
 pub mod guarded;
+mod handle;
 pub mod headers;
 pub mod keyed;
 pub mod permit;
@@ -46,7 +53,6 @@ pub mod retune;
 pub mod status;
 pub mod types;
 
-use shmlimit::c_abi::Untyped as _;
 use std::ffi::{c_char, CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -59,7 +65,8 @@ pub use types::{
     shmlimit_full_policy, shmlimit_kind, shmlimit_options, shmlimit_permit_holder, shmlimit_stats,
 };
 
-use shmlimit::{Limit, Limiter};
+use handle::AnyHandle;
+use shmlimit::Limiter;
 
 /// Longest limit name in bytes, not counting the NUL.
 pub const SHMLIMIT_MAX_NAME_LEN: usize = 63;
@@ -93,7 +100,8 @@ pub struct shmlimit_limiter {
 /// the file mapped: it stays usable after its limiter is freed.
 #[allow(non_camel_case_types)]
 pub struct shmlimit_limit {
-    inner: Limit,
+    /// The typed handle of the limit's kind, resolved once.
+    inner: AnyHandle,
     name: CString,
 }
 
@@ -345,7 +353,7 @@ pub unsafe extern "C" fn shmlimit_limiter_limit(
         let limiter = unsafe { arg_ref("limiter", limiter) }?;
         // SAFETY: `name` is NULL or NUL-terminated (the caller's contract).
         let name = unsafe { arg_str("name", name) }?;
-        let inner = limiter.inner.limit(name)?;
+        let inner = AnyHandle::of(limiter.inner.limit(name)?)?;
         let name =
             CString::new(name).map_err(|_| Failure::new(SHMLIMIT_INTERNAL, "NUL in name"))?;
         let limit = Box::into_raw(Box::new(shmlimit_limit { inner, name }));
@@ -391,11 +399,8 @@ pub unsafe extern "C" fn shmlimit_limit_definition(
         let out = arg_out("def_out", def_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let def = types::from_def(
-            limit.inner.def(),
-            limit.inner.algorithm(),
-            limit.name.as_ptr(),
-        );
+        let view = limit.inner.as_limit();
+        let def = types::from_def(view.def(), view.algorithm(), limit.name.as_ptr());
         // SAFETY: `def_out` is valid for one write (the caller's contract).
         unsafe { out.write(def) };
         Ok(())
@@ -413,7 +418,7 @@ unsafe fn decide(
     limit: *const shmlimit_limit,
     commit: bool,
     decision_out: *mut shmlimit_decision,
-    decide: impl FnOnce(&Limit) -> shmlimit::Result<shmlimit::Decision>,
+    decide: impl FnOnce(&AnyHandle) -> shmlimit::Result<shmlimit::Decision>,
 ) -> shmlimit_status {
     ffi_boundary!(function, {
         let out = arg_out("decision_out", decision_out)?;
@@ -604,10 +609,7 @@ unsafe fn refund(
         let limit = unsafe { arg_ref("limit", limit) }?;
         // SAFETY: a valid decision (the caller's contract).
         let grant = unsafe { arg_ref("grant", grant) }?.to_grant();
-        match units {
-            None => limit.inner.refund(&grant)?,
-            Some(units) => limit.inner.refund_units(&grant, units)?,
-        }
+        limit.inner.refund(&grant, units)?;
         Ok(())
     })
 }
@@ -632,7 +634,7 @@ pub unsafe extern "C" fn shmlimit_limit_stats(
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
         // SAFETY: `stats_out` is valid for one write (the caller's contract).
-        unsafe { out.write(limit.inner.stats().into()) };
+        unsafe { out.write(limit.inner.as_limit().stats().into()) };
         Ok(())
     })
 }

@@ -2,10 +2,10 @@
 //! (per key, for a keyed limit), each named by a 64-bit id, taken over when its holder dies or
 //! its lease expires.
 
-use shmlimit::c_abi::Untyped as _;
 use std::time::Duration;
 
 use super::boundary::{arg_out, arg_ref, ffi_boundary};
+use super::handle::AnyHandle;
 use super::keyed::key_arg;
 use super::status::{shmlimit_status::*, Failure};
 use super::types::shmlimit_permit_holder;
@@ -17,6 +17,12 @@ use shmlimit::Permit;
 /// `SHMLIMIT_FULL_ALLOW`. Admitted, but releasing it does nothing. Never the id of a real
 /// permit, and not 0.
 pub const SHMLIMIT_PERMIT_SHADOW: u64 = 1;
+
+/// A permit listing asked of a limit that is not a concurrency limit.
+#[cold]
+fn not_concurrency(limit: &AnyHandle) -> shmlimit::Error {
+    super::handle::wrong::concurrency(limit.as_limit())
+}
 
 /// The id C callers get for an acquisition: 0 for none.
 fn permit_id(permit: Option<Permit>) -> u64 {
@@ -267,15 +273,10 @@ pub unsafe extern "C" fn shmlimit_permit_holders(
         };
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        if !matches!(
-            limit.inner.algorithm(),
-            shmlimit::Algorithm::Concurrency { .. }
-        ) {
-            return Err(
-                shmlimit::c_abi::wrong_kind(&limit.inner, "is not a concurrency limit").into(),
-            );
-        }
-        let list = limit.inner.permit_holders();
+        let list = limit
+            .inner
+            .permit_holders()
+            .ok_or_else(|| not_concurrency(&limit.inner))?;
         if let Some(holders) = holders {
             let base = holders.as_ptr();
             for (i, h) in list.iter().take(holders_len).enumerate() {
@@ -311,15 +312,10 @@ pub unsafe extern "C" fn shmlimit_permit_reclaim_dead(
         let out = arg_out("reclaimed_out", reclaimed_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        if !matches!(
-            limit.inner.algorithm(),
-            shmlimit::Algorithm::Concurrency { .. }
-        ) {
-            return Err(
-                shmlimit::c_abi::wrong_kind(&limit.inner, "is not a concurrency limit").into(),
-            );
-        }
-        let reclaimed = limit.inner.reclaim_dead_permits();
+        let reclaimed = limit
+            .inner
+            .reclaim_dead_permits()
+            .ok_or_else(|| not_concurrency(&limit.inner))?;
         // SAFETY: `reclaimed_out` is valid for one write (the caller's contract).
         unsafe { out.write(reclaimed) };
         Ok(())

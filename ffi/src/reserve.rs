@@ -1,6 +1,5 @@
 //! Reservations from C: book the next tokens of a token bucket now, proceed after a delay.
 
-use shmlimit::c_abi::Untyped as _;
 use std::sync::Mutex;
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! Live retuning and resetting of a limit: every process attached to the file picks the new
 //! parameters up on its next decision, without reopening.
 
-use shmlimit::c_abi::Untyped as _;
 use std::time::Duration;
 
 use super::boundary::{arg_out, arg_ref, ffi_boundary};
@@ -13,7 +12,7 @@ use shmlimit::Rate;
 fn rate(limit: &shmlimit_limit, tokens: u64, period_ns: u64) -> shmlimit::Result<Rate> {
     Rate::new(tokens, Duration::from_nanos(period_ns)).map_err(|e| match e {
         shmlimit::Error::InvalidParameter { reason, .. } => shmlimit::Error::InvalidParameter {
-            limit: limit.inner.name().to_owned(),
+            limit: limit.inner.as_limit().name().to_owned(),
             reason,
         },
         other => other,
@@ -120,8 +119,9 @@ pub unsafe extern "C" fn shmlimit_limit_live_definition(
         let out = arg_out("def_out", def_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let live = limit.inner.live_algorithm()?;
-        let def = types::from_def(limit.inner.def(), &live, limit.name.as_ptr());
+        let view = limit.inner.as_limit();
+        let live = view.live_algorithm()?;
+        let def = types::from_def(view.def(), &live, limit.name.as_ptr());
         // SAFETY: `def_out` is valid for one write (the caller's contract).
         unsafe { out.write(def) };
         Ok(())
@@ -145,7 +145,7 @@ pub unsafe extern "C" fn shmlimit_limit_reset(limit: *const shmlimit_limit) -> s
     ffi_boundary!("shmlimit_limit_reset", {
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        limit.inner.reset()?;
+        limit.inner.as_limit().reset()?;
         Ok(())
     })
 }
