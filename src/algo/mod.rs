@@ -218,7 +218,14 @@ impl Decision {
     /// Units that could still be admitted right now after this decision, if no one else acts.
     #[inline]
     pub fn remaining(&self) -> u64 {
-        self.slack / self.unit.max(1)
+        let unit = self.unit.max(1);
+        // Less than one unit left (every denial of a bucket, and an admission that emptied
+        // it): 0 without the 64-bit division, which a C caller, who is always told
+        // `remaining`, paid on every decision.
+        if self.slack < unit {
+            return 0;
+        }
+        self.slack / unit
     }
 
     /// Nanoseconds until the same request could be admitted if nothing else is admitted
