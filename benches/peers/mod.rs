@@ -3,7 +3,8 @@
 //!
 //! Each contender is one module. A new one (keyed limits, composed checks, the C ABI) is one more
 //! module implementing [`Contender`], then one line in the groups that should compare it.
-//! (`keyed`, `composed` and `permits` are shmlimit's own keyed, composed and concurrency limits.)
+//! (`keyed`, `composed` and `permits` are shmlimit's own keyed, composed and concurrency limits;
+//! `governor` holds governor's direct and keyed limiters.)
 
 pub mod bucket;
 pub mod c_reference;
