@@ -10,6 +10,9 @@
 //!   `RateLimiter::keyed`) on a clock reading `CLOCK_MONOTONIC` as shmlimit does, the
 //!   same-clock arrangement of `uncontended_*/governor_monotonic`; `governor_keyed_quanta`: the
 //!   same on its default quanta clock, as `RateLimiter::keyed` makes it.
+//! - `pingora_rate`: pingora-limits' `Rate::observe(&key, 1)` compared with a limit: an
+//!   approximate count over a fixed window, a speed reference rather than a like-for-like
+//!   limiter (see `peers::pingora`).
 //! - `unkeyed`: shmlimit's plain `try_acquire(1)` on the same bucket; `governor_unkeyed`:
 //!   governor's direct limiter on the same clock.
 //!
@@ -22,6 +25,7 @@ use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 use crate::harness::bench_single;
 use crate::peers::governor::{Governor, GovernorKeyed};
 use crate::peers::keyed::{Access, KeyedShmlimit};
+use crate::peers::pingora::PingoraRate;
 use crate::peers::shmlimit::Shmlimit;
 use crate::peers::{prime, Contender, Workload};
 
@@ -111,6 +115,9 @@ pub fn bench(c: &mut Criterion) {
             });
             bench_keys(g, "governor_keyed_quanta", keys, workload, || {
                 GovernorKeyed::quanta(workload, keys, access)
+            });
+            bench_keys(g, "pingora_rate", keys, workload, || {
+                PingoraRate::new(workload, keys, access)
             });
         }
         group.finish();

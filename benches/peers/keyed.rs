@@ -5,9 +5,9 @@
 //! its key in registers (a service has the key of a request in hand: reading it from a buffer
 //! of a million keys would add a cache miss of this benchmark's own) and decides.
 //!
-//! [`Keys`] and [`KeyCursor`] are shared with the keyed peers (`governor::GovernorKeyed`): the
-//! same key count and access make the same index sequence and the same 12-byte keys, so every
-//! keyed contender decides on the same keys in the same order.
+//! [`Keys`] and [`KeyCursor`] are shared with the keyed peers (`governor::GovernorKeyed`,
+//! `pingora::PingoraRate`): the same key count and access make the same index sequence and the
+//! same 12-byte keys, so every keyed contender decides on the same keys in the same order.
 
 use std::sync::Arc;
 
