@@ -1,14 +1,31 @@
-//! Keyed limits: `keyed_token_bucket_{uniform,zipf}/keyed/<keys>` decides with
-//! `try_acquire_key(key, 1)` on a keyed token bucket holding 1, 1,000, 100,000 or 1,000,000
-//! distinct keys (a table of about twice as many slots), beside `unkeyed`, the plain
-//! `try_acquire(1)` on the same bucket. Keys are drawn uniformly or Zipf-skewed (s = 1.1) from a
-//! sequence of indices computed before measuring; every key is inserted before measuring. The
-//! bucket is the admit workload's, per key: every decision admits and writes.
+//! Keyed limits: `keyed_token_bucket_{uniform,zipf}/<contender>/<keys>` decides on 1, 1,000,
+//! 100,000 or 1,000,000 distinct keys, each contender with the same 12-byte keys from the same
+//! precomputed index sequence (`peers::keyed::Keys`). Keys are drawn uniformly or Zipf-skewed
+//! (s = 1.1); every key is inserted (decided on once) before measuring. The bucket is the admit
+//! workload's, per key: every decision admits and writes.
+//!
+//! - `keyed`: shmlimit's `try_acquire_key(key, 1)` on a keyed token bucket (a table of about
+//!   twice as many slots as keys).
+//! - `governor_keyed`: governor's keyed limiter (`check_key`; the default `DashMap` store of
+//!   `RateLimiter::keyed`) on a clock reading `CLOCK_MONOTONIC` as shmlimit does, the
+//!   same-clock arrangement of `uncontended_*/governor_monotonic`; `governor_keyed_quanta`: the
+//!   same on its default quanta clock, as `RateLimiter::keyed` makes it.
+//! - `pingora_rate`: pingora-limits' `Rate::observe(&key, 1)` compared with a limit: an
+//!   approximate count over a fixed window, a speed reference rather than a like-for-like
+//!   limiter (see `peers::pingora`).
+//! - `unkeyed`: shmlimit's plain `try_acquire(1)` on the same bucket; `governor_unkeyed`:
+//!   governor's direct limiter on the same clock.
+//!
+//! For each key count the contenders run one after another, so that each key count's figures
+//! come from the same minutes of the run.
 
-use criterion::{BenchmarkId, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, BenchmarkId, Criterion, Throughput};
 
 use crate::harness::bench_single;
+use crate::peers::governor::{Governor, GovernorKeyed};
 use crate::peers::keyed::{Access, KeyedShmlimit};
+use crate::peers::pingora::PingoraRate;
 use crate::peers::shmlimit::Shmlimit;
 use crate::peers::{prime, Contender, Workload};
 
@@ -47,6 +64,28 @@ fn probe() -> Result<(), String> {
     }
 }
 
+/// Register `name/<keys>` in `group`: one worker deciding in a loop on `keys` keys. The
+/// contender (its keys inserted, then primed) is made only if the benchmark is selected to run,
+/// and dropped before the next one is made.
+fn bench_keys<C: Contender>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    keys: usize,
+    workload: Workload,
+    make: impl Fn() -> C,
+) {
+    let mut contender: Option<C> = None;
+    group.bench_with_input(BenchmarkId::new(name, keys), &keys, |b, _| {
+        let contender = contender.get_or_insert_with(|| {
+            let c = make();
+            prime(name, &c, workload, 1);
+            c
+        });
+        let mut worker = contender.worker();
+        b.iter(|| C::decide(&mut worker));
+    });
+}
+
 /// Register both groups.
 pub fn bench(c: &mut Criterion) {
     let workload = Workload::Admit;
@@ -60,19 +99,25 @@ pub fn bench(c: &mut Criterion) {
     for access in [Access::Uniform, Access::Zipf] {
         let mut group = c.benchmark_group(format!("keyed_token_bucket_{}", access.name()));
         group.throughput(Throughput::Elements(1));
-        bench_single(&mut group, "unkeyed", workload, 1, || {
+        let g = &mut group;
+        bench_single(g, "unkeyed", workload, 1, || {
             Shmlimit::token_bucket(workload)
         });
+        bench_single(g, "governor_unkeyed", workload, 1, || {
+            Governor::monotonic(workload)
+        });
         for keys in KEY_COUNTS {
-            let mut contender: Option<KeyedShmlimit> = None;
-            group.bench_with_input(BenchmarkId::new("keyed", keys), &keys, |b, &keys| {
-                let contender = contender.get_or_insert_with(|| {
-                    let c = KeyedShmlimit::new(workload, keys, access);
-                    prime("keyed", &c, workload, 1);
-                    c
-                });
-                let mut worker = contender.worker();
-                b.iter(|| KeyedShmlimit::decide(&mut worker));
+            bench_keys(g, "keyed", keys, workload, || {
+                KeyedShmlimit::new(workload, keys, access)
+            });
+            bench_keys(g, "governor_keyed", keys, workload, || {
+                GovernorKeyed::monotonic(workload, keys, access)
+            });
+            bench_keys(g, "governor_keyed_quanta", keys, workload, || {
+                GovernorKeyed::quanta(workload, keys, access)
+            });
+            bench_keys(g, "pingora_rate", keys, workload, || {
+                PingoraRate::new(workload, keys, access)
             });
         }
         group.finish();

@@ -115,7 +115,8 @@ PREFERRED = [
     "clock_monotonic", "clock_monotonic_coarse", "cas_local", "clock_and_cas",
     "token_bucket", "fixed_window", "sliding_window", "sliding_log_10", "sliding_log_100",
     "sliding_log_1000", "sliding_log_10000", "monotonic", "monotonic_coarse",
-    "unkeyed", "keyed", "three_separate", "three_checks", "acquire_release",
+    "unkeyed", "keyed", "governor_unkeyed", "governor_keyed", "governor_keyed_quanta",
+    "pingora_rate", "three_separate", "three_checks", "acquire_release",
     "keyed_acquire_release", "c_header",
     "python_ctypes_raw", "python_ctypes", "1", "2", "4",
 ]
@@ -311,6 +312,61 @@ if keyed and unkeyed and slot:
 else:
     check14("keyed decision at 1,000,000 keys, uniform, against unkeyed + 1.3 x floor", None,
             "<= unkeyed + 1.3 x floor", False)
+
+# Keyed contenders side by side, and the keyed targets of the one-engine issue (#27).
+KEYED_PEERS = ["governor_keyed", "governor_keyed_quanta", "pingora_rate"]
+checks27 = []
+for access in ("uniform", "zipf"):
+    g = f"keyed_token_bucket_{access}"
+    counts = sorted({p for (gr, f, p) in medians if gr == g and f == "keyed" and p}, key=sort_param)
+    if not counts:
+        continue
+    peers = [f for f in KEYED_PEERS if any((g, f, k) in medians for k in counts)]
+    print(f"### Keyed contenders, {access}\n")
+    print("Median per decision (fastest sample); ratios of medians (of fastest samples). "
+          "`unkeyed` is shmlimit's plain decision on the same bucket"
+          + (f" ({fmt_ns(get(g, 'unkeyed'))})" if get(g, "unkeyed") else "") + ".\n")
+    head = ["keys", "shmlimit keyed"] + peers + [f"keyed / {f}" for f in peers] + ["keyed / unkeyed"]
+    print("| " + " | ".join(head) + " |")
+    print("|---" * len(head) + "|")
+    for k in counts:
+        cells = [f"{int(k):,}"]
+        for f in ["keyed"] + peers:
+            ns = get(g, f, k)
+            cells.append(f"{fmt_ns(ns)} ({fmt_ns(best(g, f, k))})" if ns else "—")
+        for f in peers + ["unkeyed"]:
+            p = "" if f == "unkeyed" else k
+            _, text = both((get(g, "keyed", k), get(g, f, p)), (best(g, "keyed", k), best(g, f, p)))
+            cells.append(text or "—")
+        print("| " + " | ".join(cells) + " |")
+    print()
+    if access != "uniform":
+        continue
+    for k, peer_goal, unkeyed_goal in (("1", 0.5, 1.3), ("1000", 0.5, 1.3), ("1000000", 0.8, None)):
+        r, text = both((get(g, "keyed", k), get(g, "governor_keyed", k)),
+                       (best(g, "keyed", k), best(g, "governor_keyed", k)))
+        checks27.append((f"keyed decision at {int(k):,} key(s) / governor's keyed (same clock), uniform",
+                         text or "not measured", f"<= {peer_goal}x",
+                         "—" if r is None else ("met" if r <= peer_goal else "missed")))
+        if unkeyed_goal:
+            r, text = both((get(g, "keyed", k), get(g, "unkeyed")), (best(g, "keyed", k), best(g, "unkeyed")))
+            checks27.append((f"keyed decision at {int(k):,} key(s) / unkeyed, uniform",
+                             text or "not measured", f"<= {unkeyed_goal}x",
+                             "—" if r is None else ("met" if r <= unkeyed_goal else "missed")))
+    keyed, unkeyed, slot = get(g, "keyed", "1000000"), get(g, "unkeyed"), get("floor", "keyed_slot_cas_1000000")
+    if keyed and unkeyed and slot:
+        bound = unkeyed + 1.3 * slot
+        checks27.append(("keyed decision at 1,000,000 keys, uniform, against unkeyed + 1.3 x floor",
+                         f"{fmt_ns(keyed)} vs {fmt_ns(unkeyed)} + 1.3 x {fmt_ns(slot)} = {fmt_ns(bound)}",
+                         "<= unkeyed + 1.3 x floor", "met" if keyed <= bound else "missed"))
+if checks27:
+    print("### Keyed targets of the one-engine issue\n")
+    print("Ratios of medians; in parentheses the same ratio of the fastest samples.\n")
+    print("| target | measured | goal | |")
+    print("|---|---|---|---|")
+    for what, value, target, verdict in checks27:
+        print(f"| {what} | {value} | {target} | {verdict} |")
+    print()
 
 print("### Targets of the typed-handle issue\n")
 print("Ratios of medians; in parentheses the same ratio of the fastest samples. Instructions per "

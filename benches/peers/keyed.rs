@@ -4,6 +4,10 @@
 //! The sequence of key indices is made before measuring; a decision reads the next index, makes
 //! its key in registers (a service has the key of a request in hand: reading it from a buffer
 //! of a million keys would add a cache miss of this benchmark's own) and decides.
+//!
+//! [`Keys`] and [`KeyCursor`] are shared with the keyed peers (`governor::GovernorKeyed`,
+//! `pingora::PingoraRate`): the same key count and access make the same index sequence and the
+//! same 12-byte keys, so every keyed contender decides on the same keys in the same order.
 
 use std::sync::Arc;
 
@@ -16,7 +20,7 @@ use super::{file_in, scratch_dir, Contender, Workload};
 const NAME: &str = "keyed";
 
 /// Bytes of every key: `k`, the index's four little-endian bytes, then `k` again to 12 bytes.
-const KEY_LEN: usize = 12;
+pub const KEY_LEN: usize = 12;
 
 /// Indices in one sequence (a power of two, so the cursor wraps with a mask).
 pub const SEQUENCE_LEN: usize = 1 << 22;
@@ -43,8 +47,8 @@ impl Access {
     }
 }
 
-/// Keys and the order they are decided in, shared by every worker.
-struct Keys {
+/// Keys and the order they are decided in, shared by every worker of a contender.
+pub struct Keys {
     count: usize,
     sequence: Vec<u32>,
 }
@@ -88,19 +92,50 @@ fn sequence(keys: usize, access: Access) -> Vec<u32> {
 }
 
 impl Keys {
-    fn new(keys: usize, access: Access) -> Keys {
-        Keys {
+    /// `keys` distinct keys and a sequence of [`SEQUENCE_LEN`] indices drawn by `access` (the
+    /// same for the same arguments, whichever contender asks).
+    pub fn new(keys: usize, access: Access) -> Arc<Keys> {
+        Arc::new(Keys {
             count: keys,
             sequence: sequence(keys, access),
-        }
+        })
+    }
+
+    /// Every key, in index order (to insert them before measuring).
+    pub fn all(&self) -> impl Iterator<Item = [u8; KEY_LEN]> {
+        (0..self.count).map(|i| Keys::key(i as u32))
     }
 
     /// Key `index`: distinct for every index, made with one store.
     #[inline(always)]
-    fn key(index: u32) -> [u8; KEY_LEN] {
+    pub fn key(index: u32) -> [u8; KEY_LEN] {
         let mut key = [b'k'; KEY_LEN];
         key[1..5].copy_from_slice(&index.to_le_bytes());
         key
+    }
+}
+
+/// Where one worker is in the sequence of its contender's [`Keys`].
+pub struct KeyCursor {
+    keys: Arc<Keys>,
+    next: usize,
+}
+
+impl KeyCursor {
+    /// At the start of the sequence.
+    pub fn new(keys: &Arc<Keys>) -> KeyCursor {
+        KeyCursor {
+            keys: Arc::clone(keys),
+            next: 0,
+        }
+    }
+
+    /// The key of the next index of the sequence (wrapping at its end).
+    #[inline(always)]
+    pub fn next_key(&mut self) -> [u8; KEY_LEN] {
+        let index = self.keys.sequence[self.next];
+        self.next = (self.next + 1) & (SEQUENCE_LEN - 1);
+        Keys::key(index)
     }
 }
 
@@ -125,11 +160,9 @@ impl KeyedShmlimit {
         let limit = limiter
             .keyed_token_bucket(NAME)
             .expect("the limit just defined");
-        let keys = Arc::new(Keys::new(keys, access));
-        for i in 0..keys.count {
-            let first = limit
-                .try_acquire_key(&Keys::key(i as u32), 1)
-                .expect("insert every key");
+        let keys = Keys::new(keys, access);
+        for key in keys.all() {
+            let first = limit.try_acquire_key(&key, 1).expect("insert every key");
             assert!(first.is_allowed(), "a fresh key's first decision admits");
         }
         KeyedShmlimit {
@@ -140,11 +173,10 @@ impl KeyedShmlimit {
     }
 }
 
-/// A handle, the keys and where in the sequence this worker is.
+/// A handle and where in the sequence this worker is.
 pub struct KeyedWorker {
     limit: KeyedTokenBucketLimit,
-    keys: Arc<Keys>,
-    next: usize,
+    keys: KeyCursor,
 }
 
 impl Contender for KeyedShmlimit {
@@ -153,18 +185,15 @@ impl Contender for KeyedShmlimit {
     fn worker(&self) -> KeyedWorker {
         KeyedWorker {
             limit: self.limit.clone(),
-            keys: Arc::clone(&self.keys),
-            next: 0,
+            keys: KeyCursor::new(&self.keys),
         }
     }
 
     #[inline(always)]
     fn decide(worker: &mut KeyedWorker) -> bool {
-        let index = worker.keys.sequence[worker.next];
-        worker.next = (worker.next + 1) & (SEQUENCE_LEN - 1);
         worker
             .limit
-            .try_acquire_key(&Keys::key(index), 1)
+            .try_acquire_key(&worker.keys.next_key(), 1)
             .expect("a cost of 1 on a healthy keyed file always decides")
             .is_allowed()
     }

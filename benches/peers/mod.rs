@@ -3,7 +3,8 @@
 //!
 //! Each contender is one module. A new one (keyed limits, composed checks, the C ABI) is one more
 //! module implementing [`Contender`], then one line in the groups that should compare it.
-//! (`keyed`, `composed` and `permits` are shmlimit's own keyed, composed and concurrency limits.)
+//! (`keyed`, `composed` and `permits` are shmlimit's own keyed, composed and concurrency limits;
+//! `governor` holds governor's direct and keyed limiters, `pingora` pingora-limits' `Rate`.)
 
 pub mod bucket;
 pub mod c_reference;
@@ -13,6 +14,7 @@ pub mod governor;
 pub mod keyed;
 pub mod mutex;
 pub mod permits;
+pub mod pingora;
 pub mod pthread_shm;
 pub mod redis_lua;
 pub mod shmlimit;
