@@ -420,7 +420,16 @@ impl<C: Clock> Limit<C> {
                 let decision = table.decide_first(tag, commit, now, |t, s| {
                     self.bucket_step(t, s, cost, &mut counts)
                 })?;
-                if commit && !self.key_stands(&table, tag, &decision, cost, counts.witness, now) {
+                if commit
+                    && !self.key_stands(
+                        &table,
+                        tag,
+                        (decision.is_allowed(), decision.unit()),
+                        cost,
+                        counts.witness,
+                        now,
+                    )
+                {
                     // Given back: `Limit::run_key_on` decides again.
                     return None;
                 }
@@ -469,7 +478,14 @@ impl<C: Clock> Limit<C> {
                 Ok(Outcome::Decided(d))
                     if bucket
                         && commit
-                        && !self.key_stands(&table, tag, &d, cost, witness, now) =>
+                        && !self.key_stands(
+                            &table,
+                            tag,
+                            (d.is_allowed(), d.unit()),
+                            cost,
+                            witness,
+                            now,
+                        ) =>
                 {
                     if attempts >= 64 {
                         return Err(self.fault(crate::algo::Fault::Corrupt));
@@ -490,15 +506,16 @@ impl<C: Clock> Limit<C> {
         &self,
         table: &Table<'_, crate::engine::keys::Slot>,
         tag: u64,
-        decision: &Decision,
+        (allowed, unit): (bool, u64),
         cost: u64,
         witness: u64,
         now: &mut impl FnMut() -> u64,
     ) -> bool {
-        !decision.is_allowed()
-            || crate::engine::bucket::unchanged(self.control_line(), witness)
+        !allowed
+            // `engine::bucket::unchanged` (Relaxed, as there), through the unchecked accessor.
+            || self.control(bucket::ACTIVE).load(std::sync::atomic::Ordering::Relaxed) == witness
             || {
-                self.give_back_key(table, tag, cost.saturating_mul(decision.unit()), now);
+                self.give_back_key(table, tag, cost.saturating_mul(unit), now);
                 false
             }
     }
