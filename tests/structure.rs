@@ -68,42 +68,7 @@ fn every_source_file_is_at_most_700_lines() {
 /// The library's top-level modules (`src/NAME.rs` or `src/NAME/`) and, for each, the other
 /// top-level modules its code names as `crate::NAME` (comments left out).
 fn module_imports() -> BTreeMap<String, BTreeSet<String>> {
-    let src = root().join("src");
-    let top_of = |file: &Path| -> String {
-        let rel = file.strip_prefix(&src).expect("a file under src/");
-        let first = rel.components().next().expect("a path").as_os_str();
-        first.to_string_lossy().trim_end_matches(".rs").to_owned()
-    };
-    let files = rust_files(&src);
-    let modules: BTreeSet<String> = files
-        .iter()
-        .map(|f| top_of(f))
-        .filter(|m| m != "lib")
-        .collect();
-    let mut imports: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        let from = top_of(file);
-        if from == "lib" {
-            continue;
-        }
-        let text = std::fs::read_to_string(file)
-            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
-        let named = imports.entry(from.clone()).or_default();
-        for line in text.lines() {
-            let code = line.split("//").next().unwrap_or("");
-            for (i, _) in code.match_indices("crate::") {
-                let rest = &code[i + "crate::".len()..];
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(rest.len());
-                let to = &rest[..end];
-                if to != from && modules.contains(to) {
-                    named.insert(to.to_owned());
-                }
-            }
-        }
-    }
-    imports
+    crate_module_imports(&root().join("src"), "lib")
 }
 
 /// A cycle of `graph` (its modules in order, the first repeated at the end), if there is one.

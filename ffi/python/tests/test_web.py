@@ -207,6 +207,19 @@ def wait_listening(port: int, proc: "subprocess.Popen[bytes]", seconds: float = 
     raise AssertionError("the server did not answer in time")
 
 
+def get_statuses(port: int, count: int, prefix: str) -> List[int]:
+    """``count`` GET / requests, one connection each, each with its own API key."""
+    statuses = []
+    for i in range(count):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/", headers={"X-API-Key": f"{prefix}-{i}"})
+        response = conn.getresponse()
+        response.read()
+        statuses.append(response.status)
+        conn.close()
+    return statuses
+
+
 class RealServers(FileTest):
     """The examples under real servers: 6 clients send 20 requests each at once, through a
     per-client limit of 8 and a global one of 30 (nothing refills during the test), over
@@ -352,15 +365,7 @@ class RealServers(FileTest):
             cwd=site, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             wait_listening(port, proc)
-            statuses = []
-            for i in range(4):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                conn.request("GET", "/", headers={"X-API-Key": f"site-{i}"})
-                response = conn.getresponse()
-                response.read()
-                statuses.append(response.status)
-                conn.close()
-            self.assertEqual(statuses, [200] * 4)
+            self.assertEqual(get_statuses(port, 4, "site"), [200] * 4)
         finally:
             proc.terminate()
             try:
@@ -397,14 +402,7 @@ class RealServers(FileTest):
             shutil.rmtree(os.path.join(site, "__pycache__"), True)
 
         def admitted(count: int) -> int:
-            statuses = []
-            for i in range(count):
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-                conn.request("GET", "/", headers={"X-API-Key": f"reload-{i}"})
-                response = conn.getresponse()
-                response.read()
-                statuses.append(response.status)
-                conn.close()
+            statuses = get_statuses(port, count, "reload")
             self.assertLessEqual(set(statuses), {200, 429}, statuses)
             return statuses.count(200)
 
@@ -449,8 +447,8 @@ class RealServers(FileTest):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        with open(log_path, "rb") as f:
-            text = f.read().decode(errors="replace")
+        with open(log_path, "rb") as logged:
+            text = logged.read().decode(errors="replace")
         self.assertIn("limit 'global' adopted", text)
         self.assertIn("was", text)
         self.assertNotIn("Worker failed to boot", text)
