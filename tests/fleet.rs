@@ -579,6 +579,28 @@ struct Transition {
     utilization: f64,
 }
 
+/// Print a scenario's transitions (`fleet: figure: NAME | ms | utilization`) and how long it
+/// took: the lines the figures of docs/fleet.md are read from.
+fn print_figures(scenario: &str, transitions: &[Transition], t0: Instant) {
+    for t in transitions {
+        println!(
+            "fleet: figure: {} | {:.0} ms | {:.1}%",
+            t.name,
+            t.converge_ms,
+            t.utilization * 100.0
+        );
+    }
+    let scenario = if scenario.is_empty() {
+        String::new()
+    } else {
+        format!("{scenario} ")
+    };
+    println!(
+        "fleet: {scenario}scenario took {:.1} s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
 /// Shares in tokens per second, for messages.
 fn fmt_shares(s: &[u64; HOSTS]) -> String {
     let v: Vec<String> = s.iter().map(|&u| share::fmt_units(u)).collect();
@@ -1233,15 +1255,7 @@ fn fleet_budgets() {
         worst <= slack,
         "over-admission: {worst} > {slack} above total x T"
     );
-    for t in &transitions {
-        println!(
-            "fleet: figure: {} | {:.0} ms | {:.1}%",
-            t.name,
-            t.converge_ms,
-            t.utilization * 100.0
-        );
-    }
-    println!("fleet: scenario took {:.1} s", t0.elapsed().as_secs_f64());
+    print_figures("", &transitions, t0);
 }
 
 /// The most any interval `[t_i, t_j]` of the sorted admission dates exceeds `total x (t_j -
@@ -1519,18 +1533,7 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
         worst <= slack,
         "over-admission: {worst} > {slack} above total x T"
     );
-    for t in &transitions {
-        println!(
-            "fleet: figure: {} | {:.0} ms | {:.1}%",
-            t.name,
-            t.converge_ms,
-            t.utilization * 100.0
-        );
-    }
-    println!(
-        "fleet: stalls scenario took {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
+    print_figures("stalls", &transitions, t0);
 }
 
 /// Shares follow demand within the total. Six hosts (weights 2, 1, 1, 1, 1, 3, no minimums),
@@ -1821,18 +1824,7 @@ fn fleet_shares_follow_demand() {
         dates.len()
     );
     assert!(worst <= slack, "over-admission: {worst} > {slack}");
-    for t in &transitions {
-        println!(
-            "fleet: figure: {} | {:.0} ms | {:.1}%",
-            t.name,
-            t.converge_ms,
-            t.utilization * 100.0
-        );
-    }
-    println!(
-        "fleet: demand scenario took {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
+    print_figures("demand", &transitions, t0);
 }
 
 #[test]
@@ -2333,18 +2325,7 @@ fn fleet_rides_out_redis_restarts_and_flushes() {
     busy.finish("restarts");
     drop(proxy);
     redis.stop();
-    for t in &transitions {
-        println!(
-            "fleet: figure: {} | {:.0} ms | {:.1}%",
-            t.name,
-            t.converge_ms,
-            t.utilization * 100.0
-        );
-    }
-    println!(
-        "fleet: restart scenario took {:.1} s",
-        t0.elapsed().as_secs_f64()
-    );
+    print_figures("restart", &transitions, t0);
 }
 
 /// A failover: a primary and a replica (`--replicaof`), three busy hosts (weights 2, 1, 1, host
