@@ -220,6 +220,30 @@ def get_statuses(port: int, count: int, prefix: str) -> List[int]:
     return statuses
 
 
+def stop_server(proc: "subprocess.Popen[bytes]") -> bytes:
+    """Stop a server (SIGTERM, then SIGKILL after 20 s) and return what it wrote to a piped
+    stderr (empty when its stderr is not a pipe)."""
+    proc.terminate()
+    try:
+        _, err = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+    return err or b""
+
+
+def gunicorn_site(test: unittest.TestCase, files: Dict[str, str]) -> str:
+    """A fresh directory (removed after the test) holding the examples in ``files`` (example
+    name -> name in the directory), for running gunicorn on them outside the examples."""
+    import shutil
+    import tempfile
+    site = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, site, True)
+    for name, as_name in files.items():
+        shutil.copy(os.path.join(EXAMPLES, name), os.path.join(site, as_name))
+    return site
+
+
 class RealServers(FileTest):
     """The examples under real servers: 6 clients send 20 requests each at once, through a
     per-client limit of 8 and a global one of 30 (nothing refills during the test), over
@@ -327,14 +351,7 @@ class RealServers(FileTest):
             self.drive(ports)
         finally:
             for proc in procs:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-                if proc.stderr:
-                    proc.stderr.close()
+                stop_server(proc)
 
     def test_flask_under_gunicorn_with_four_workers(self) -> None:
         need("gunicorn")
@@ -350,13 +367,9 @@ class RealServers(FileTest):
         workers boot and attach, and requests are decided."""
         need("gunicorn")
         need("flask")
-        import shutil
-        import tempfile
-        site = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, site, True)
-        for name in ("gunicorn.conf.py", "limits_config.py"):
-            shutil.copy(os.path.join(EXAMPLES, name), site)
-        shutil.copy(os.path.join(EXAMPLES, "flask_app.py"), os.path.join(site, "my_site.py"))
+        site = gunicorn_site(self, {"gunicorn.conf.py": "gunicorn.conf.py",
+                                    "limits_config.py": "limits_config.py",
+                                    "flask_app.py": "my_site.py"})
         port = free_port()
         env = dict(self.env(), PYTHONPATH=site)
         proc = subprocess.Popen(
@@ -367,12 +380,7 @@ class RealServers(FileTest):
             wait_listening(port, proc)
             self.assertEqual(get_statuses(port, 4, "site"), [200] * 4)
         finally:
-            proc.terminate()
-            try:
-                _, err = proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, err = proc.communicate()
+            err = stop_server(proc)
         self.assertNotIn(b"Traceback", err, err.decode(errors="replace")[-2000:])
         self.assertNotIn(b"Worker failed to boot", err)
 
@@ -385,11 +393,8 @@ class RealServers(FileTest):
         need("flask")
         import shutil
         import signal
-        import tempfile
-        site = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, site, True)
-        for name in ("gunicorn.conf.py", "flask_app.py"):
-            shutil.copy(os.path.join(EXAMPLES, name), site)
+        site = gunicorn_site(self, {"gunicorn.conf.py": "gunicorn.conf.py",
+                                    "flask_app.py": "flask_app.py"})
         with open(os.path.join(EXAMPLES, "limits_config.py")) as f:
             config = f.read()
         default = 'GLOBAL = int(os.environ.get("GLOBAL", "200"))'
@@ -441,12 +446,7 @@ class RealServers(FileTest):
             self.assertEqual(second, 20)
             self.assertIsNone(proc.poll(), "the server kept running")
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_server(proc)
         with open(log_path, "rb") as logged:
             text = logged.read().decode(errors="replace")
         self.assertIn("limit 'global' adopted", text)
@@ -520,14 +520,7 @@ class RealServers(FileTest):
             self.assertIsNotNone(first)
             self.assertIsNotNone(second)
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stderr:
-                proc.stderr.close()
+            stop_server(proc)
 
     def test_fastapi_under_two_uvicorn_servers(self) -> None:
         """Two uvicorn servers (separate processes, each with its own event loop), the
