@@ -40,7 +40,7 @@ pub fn view(allowed: bool, remaining: u64, retry_after_ns: u64, reset_after_ns: 
 
 /// The error for an operation that does not apply to `limit`'s kind ("this limit {reason}").
 pub fn wrong_kind<C: Clock>(limit: &Limit<C>, reason: &str) -> Error {
-    limit.wrong_kind(reason)
+    limit.site().wrong_kind(reason)
 }
 
 /// Give back what `grant` admitted on `check`'s limit (and key): the roll-back of a composed
@@ -54,14 +54,14 @@ pub fn give_back<C: Clock>(check: &Check<'_, C>, grant: &Decision) -> Result<()>
 /// [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS)): what a dated call on a limit of another kind
 /// answers before its kind, as the untyped handle did.
 pub fn check_date<C: Clock>(limit: &Limit<C>, now_ns: u64) -> Result<()> {
-    limit.check_date(now_ns)
+    limit.site().check_date(now_ns)
 }
 
 /// The tag the file's key tables know `key` by (the keyed hash of its bytes under the file's
 /// seed, the same for every limit of the file, whatever its kind), or
 /// [`Error::InvalidKey`](crate::Error::InvalidKey).
 pub fn key_tag<C: Clock>(limit: &Limit<C>, key: &[u8]) -> Result<u64> {
-    limit.key_tag(key)
+    limit.site().key_tag(key)
 }
 
 /// A check on an untyped handle: the C ABI resolves limits by name alone and reports a wrong

@@ -137,16 +137,16 @@ pub(crate) trait Acquire {
 impl<C: Clock> Acquire for Check<'_, C> {
     fn acquire(&self, commit: bool) -> Result<Decision> {
         match (self.key, commit) {
-            (None, true) => self.limit.try_acquire(self.cost),
-            (None, false) => self.limit.peek(self.cost),
-            (Some(key), true) => self.limit.try_acquire_key(key, self.cost),
-            (Some(key), false) => self.limit.peek_key(key, self.cost),
+            (None, true) => self.limit.site().try_acquire(self.cost),
+            (None, false) => self.limit.site().peek(self.cost),
+            (Some(key), true) => self.limit.site().try_acquire_key(key, self.cost),
+            (Some(key), false) => self.limit.site().peek_key(key, self.cost),
         }
     }
     fn give_back(&self, grant: &Decision) -> Result<()> {
         match self.key {
-            None => self.limit.refund(grant),
-            Some(key) => self.limit.refund_key(key, grant),
+            None => self.limit.site().refund(grant),
+            Some(key) => self.limit.site().refund_key(key, grant),
         }
     }
 }
@@ -190,7 +190,7 @@ pub fn try_acquire_all<C: Clock>(checks: &[Check<'_, C>]) -> Result<Composed> {
     let mut first = None;
     for (check, slot) in checks.iter().zip(loaded.iter_mut()) {
         if check.key.is_none() {
-            if let Ok(Some((limit, word))) = check.limit.load_word() {
+            if let Ok(Some((limit, word))) = check.limit.site().load_word() {
                 first.get_or_insert(limit);
                 *slot = Some((limit, word));
             }

@@ -26,12 +26,13 @@
 //! * `Retry-After` is the largest [`Decision::retry_after_secs_ceil`] of the denials (at least
 //!   one second: a denial has something to wait for), absent when every limit admitted.
 
+use crate::limiter::Limit;
 use std::fmt::Write as _;
 
 use crate::algo::Decision;
 use crate::clock::Clock;
 use crate::error::Result;
-use crate::limiter::Limit;
+
 use crate::spec::Algorithm;
 
 const NS_PER_SEC: u64 = 1_000_000_000;
@@ -116,9 +117,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`crate::Error::CorruptState`] if the live parameters in the file are damaged.
     pub fn policy(&self) -> Result<Option<Policy>> {
-        if let Some(next) = self.moved_handle()? {
-            return next.policy();
-        }
         Ok(Policy::of(&self.live_algorithm()?))
     }
 }

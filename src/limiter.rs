@@ -1,14 +1,11 @@
 //! The public handles: [`Limiter`] (one attached file) and [`Limit`] (one limit in it).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-
 use crate::clock::{Clock, MonotonicClock};
 pub(crate) use crate::engine::Params;
 use crate::error::Result;
-use crate::file::Words;
-use crate::reconcile;
-use crate::tally::Tally;
+use crate::permit::PermitHolder;
+use crate::site::Site;
+use crate::spec::{Algorithm, LimitDef};
 
 mod attach;
 mod builder;
@@ -21,22 +18,20 @@ mod split;
 mod step;
 mod straight;
 mod token_bucket;
-mod watch;
 mod window;
 
 #[cfg(test)]
 mod tests;
 
+pub use crate::site::watch::REPLACEMENT_CHECK;
+use crate::site::watch::{sync_files, RetuneGuard, Shared};
 pub use crate::tally::Stats;
-use attach::params_of;
 pub use attach::Limiter;
 pub use builder::Builder;
 pub use fleet::FleetLease;
 pub use info::FileInfo;
 pub(crate) use parts::StepError;
 pub(crate) use token_bucket::FENCE_REWRITE_RETRY_NS;
-pub use watch::REPLACEMENT_CHECK;
-use watch::{reattach_error, sync_files, RetuneGuard, Shared};
 
 /// The untyped view of one limit, whatever its kind: what [`Limiter::limit`] and
 /// [`Limiter::limits`] return, for listing and inspecting a file (name, definition, kind, live
@@ -46,7 +41,7 @@ use watch::{reattach_error, sync_files, RetuneGuard, Shared};
 /// Deciding goes through a handle of the limit's kind ([`crate::TokenBucketLimit`],
 /// [`crate::WindowLimit`], ..., see [`LimitKind`](crate::LimitKind)), resolved with
 /// [`Limiter::token_bucket`] and the like, or converted from this view with `try_from`: each
-/// has exactly the operations of its kind, and is a newtype over this handle. Handles are
+/// has exactly the operations of its kind, and holds this view. This view decides nothing. Handles are
 /// `Send + Sync` and cheap to clone.
 ///
 /// # Example
@@ -73,71 +68,13 @@ use watch::{reattach_error, sync_files, RetuneGuard, Shared};
 /// # Ok(()) }
 /// ```
 pub struct Limit<C: Clock = MonotonicClock> {
-    shared: Arc<Shared>,
-    clock: C,
-    params: Params,
-    index: usize,
-    /// The limit's control line.
-    control: Words,
-    /// Everything after the control line: log entries, permits, or the key table.
-    area: Words,
-    /// What happens after a decision: shadow mode, near-limit, counters.
-    tally: Tally,
-    keyed: bool,
-    split: usize,
-    /// An unkeyed, unsplit token bucket: decided by [`Limit::bucket_fast`] (or, when that gives
-    /// up, [`Limit::bucket_run`]).
-    plain_bucket: bool,
-    /// An unkeyed fixed or sliding window: decided by [`Limit::window_fast`] (or, when that
-    /// gives up, [`Limit::window_run`]).
-    plain_window: bool,
-    /// The file's hash seed (header words, fixed at creation), read once.
-    seed: [u64; 2],
-    /// A keyed limit's table slots ([`Keyed::slots`]), 0 when unkeyed.
-    key_slots: usize,
-    /// This handle's id in each thread's hot entries ([`hot`]): unique in the process, shared
-    /// by clones.
-    hot_id: u64,
-    /// This limit's identity in the grants it makes: its index and the file's hash seed.
-    origin: u64,
-    /// Clock time at which this handle next checks that its file is still the one at the path
-    /// (one compare per decision; the check itself is off the hot path). Zero once moved.
-    next_check: AtomicU64,
-    /// The same limit in the file that replaced this one, once noticed.
-    moved: OnceLock<Box<Limit<C>>>,
-    /// A typed handle's (its kind is its type): a replacement whose limit of this name is of
-    /// another kind is refused, not followed. The untyped view follows any kind.
-    typed: bool,
+    site: Site<C>,
 }
-
-// Handles are `Send` and `Sync` with no unsafe impl of their own: their words are `file::Words`.
-const _: fn() = || {
-    fn send_sync<T: Send + Sync>() {}
-    send_sync::<Limit>();
-};
 
 impl<C: Clock> Clone for Limit<C> {
     fn clone(&self) -> Self {
         Limit {
-            shared: Arc::clone(&self.shared),
-            clock: self.clock.clone(),
-            params: self.params,
-            index: self.index,
-            control: self.control,
-            area: self.area,
-            tally: self.tally,
-            keyed: self.keyed,
-            split: self.split,
-            plain_bucket: self.plain_bucket,
-            plain_window: self.plain_window,
-            seed: self.seed,
-            key_slots: self.key_slots,
-            hot_id: self.hot_id,
-            origin: self.origin,
-            // Relaxed: a time; a stale copy only makes the clone check sooner.
-            next_check: AtomicU64::new(self.next_check.load(Ordering::Relaxed)),
-            moved: self.moved.clone(),
-            typed: self.typed,
+            site: self.site.clone(),
         }
     }
 }
@@ -152,152 +89,110 @@ impl<C: Clock> std::fmt::Debug for Limit<C> {
 }
 
 impl<C: Clock> Limit<C> {
-    /// The hash seed of the file's keyed tables (16 bytes, chosen at creation).
+    /// The view of the limit at `site`.
+    pub(crate) fn of(site: Site<C>) -> Self {
+        Limit { site }
+    }
+
+    /// Where the limit's words are: what the engines decide on.
     #[inline(always)]
-    pub(crate) fn hash_seed(&self) -> [u64; 2] {
-        self.seed
+    pub(crate) fn site(&self) -> &Site<C> {
+        &self.site
     }
 
-    /// A keyed limit's table of key slots: `None` for an unkeyed limit, or on a target without
-    /// a 16-byte CAS.
-    #[inline]
-    pub(crate) fn key_table(&self) -> Option<&[crate::engine::keys::Slot]> {
-        crate::engine::keys::table_in(self.area(), self.key_slots)
+    pub(crate) fn into_site(self) -> Site<C> {
+        self.site
     }
 
-    /// The handle to decide with at clock time `t`: this one, or (after its file was
-    /// replaced) the same limit in the new file. One compare unless a check is due.
-    #[inline(always)]
-    pub(crate) fn current_at(&self, t: u64) -> Result<&Limit<C>> {
-        // Relaxed: a time; a stale value only moves the check by one decision.
-        if t < self.next_check.load(Ordering::Relaxed) {
-            return Ok(self);
-        }
-        self.recheck(t)
+    /// The limit in the file at the path now: this file, or, once the replacement check
+    /// (see [`REPLACEMENT_CHECK`]) noticed that another file replaced it, the same limit in
+    /// that one. Every inspection and management call follows a replaced file through here
+    /// (and the typed handles' management calls through [`Site::current`] too); a replacement
+    /// that cannot be attached reads this file.
+    fn here(&self) -> &Site<C> {
+        self.site.current().unwrap_or(&self.site)
     }
 
-    /// The handle a decision runs on: this one, or, once a replacement was noticed (the next
-    /// check time is then 0), the handle of the file that replaced it. One load on the hot path.
-    #[inline(always)]
-    pub(crate) fn follow(&self) -> Result<&Limit<C>> {
-        // Relaxed: a time; 0 sends every later decision to the slow path.
-        if self.next_check.load(Ordering::Relaxed) != 0 {
-            return Ok(self);
-        }
-        self.recheck(self.clock.now_ns())
+    /// The limit's name.
+    pub fn name(&self) -> &str {
+        self.site.name()
     }
 
-    /// The time of one attempt of a decision, read after the attempt loaded the state word (so
-    /// that it is never older than the time of the decision that wrote the word), or the
-    /// caller's date `at`. The clock read doubles as the time of the replacement check: once it
-    /// is due, the check runs here, off the hot path; the decision under way still completes on
-    /// this file (so a replaced file serves at most one more decision per handle), and the next
-    /// one starts on the file that replaced it. A failed check is reported by the next call,
-    /// through [`Limit::follow`].
+    /// Its definition as stored in the file.
+    pub fn def(&self) -> &LimitDef {
+        self.site.def()
+    }
+
+    /// Its algorithm and parameters as defined at creation.
+    pub fn algorithm(&self) -> &Algorithm {
+        self.site.algorithm()
+    }
+
+    /// The clock this handle decides with.
+    pub fn clock(&self) -> &C {
+        self.site.clock()
+    }
+
+    /// The most one decision can grant under the current (possibly retuned) parameters: the
+    /// bucket's capacity, the window's limit, the log's length, the number of permits.
+    pub fn capacity(&self) -> u64 {
+        self.here().capacity()
+    }
+
+    /// The algorithm with its live parameters (after any retune).
     ///
-    /// A window (fixed, sliding or a sliding log) decides a date ahead of the clock at the
-    /// clock's time: its state names the window it counts, and a date in a window the clock
-    /// has not reached would move the state there early, counting every other process's
-    /// decisions of the current window against the next one (a fixed window of 10 then
-    /// admitted 19 within one real window). A bucket's date is kept: a later date only makes
-    /// the bucket's theoretical arrival time later.
-    #[inline(always)]
-    pub(crate) fn decision_time(&self, at: Option<u64>) -> u64 {
-        let t = self.clock.now_ns();
-        // Relaxed: as in `current_at`.
-        if t >= self.next_check.load(Ordering::Relaxed) {
-            self.check_due(t);
-        }
-        match at {
-            None => t,
-            Some(date) if self.params.counts_windows() => date.min(t),
-            Some(date) => date,
-        }
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`](crate::Error::CorruptState) when the live parameters are damaged.
+    pub fn live_algorithm(&self) -> Result<Algorithm> {
+        self.site.current()?.live_algorithm()
     }
 
-    #[cold]
-    #[inline(never)]
-    fn check_due(&self, t: u64) {
-        if t != 0 && self.recheck(t).is_err() {
-            // Relaxed: as in `current_at`.
-            self.next_check.store(0, Ordering::Relaxed);
-        }
+    /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
+    /// current they are).
+    pub fn stats(&self) -> Stats {
+        self.here().stats()
     }
 
-    /// [`Limit::current_at`] at the clock's time now.
-    #[inline(always)]
-    pub(crate) fn current(&self) -> Result<&Limit<C>> {
-        self.current_at(self.clock.now_ns())
+    /// Return the limit's state to fresh (full bucket, empty windows, log and table, no
+    /// permits), keeping its live parameters. What this grants: the whole capacity, at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`](crate::Error::Io) if the retune lock cannot be taken.
+    pub fn reset(&self) -> Result<()> {
+        self.site.current()?.reset()
     }
 
-    /// This handle as the one inside a typed handle (see the `typed` field).
-    pub(crate) fn into_typed(mut self) -> Limit<C> {
-        self.typed = true;
-        self
+    /// A fleet-managed token bucket's lease: its share, deadline and fence; `None` for a limit
+    /// the fleet does not manage.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::CorruptState`](crate::Error::CorruptState) when the lease words are damaged.
+    pub fn fleet_lease(&self) -> Result<Option<FleetLease>> {
+        self.site.current()?.fleet_lease()
     }
 
-    /// Check, off the hot path, that the file is still the one at the path; move to its
-    /// replacement once it is not. A typed handle does not decide on a limit of another kind:
-    /// a token-bucket handle deciding as a window would silently mean something else.
-    #[cold]
-    #[inline(never)]
-    fn recheck(&self, t: u64) -> Result<&Limit<C>> {
-        let current = self.follow_replacements(t)?;
-        if self.typed && !std::ptr::eq(current, self) && current.kind() != self.kind() {
-            return Err(reattach_error(
-                &self.shared.mapped.path,
-                format!(
-                    "the limit {} in the file now at the path is a {}, not a {}: resolve it \
-                     again",
-                    reconcile::quote(self.name()),
-                    current.kind(),
-                    self.kind()
-                ),
-            ));
-        }
-        Ok(current)
+    /// The processes holding a permit of this concurrency limit (keyed or not), with their
+    /// pids and whether each is alive; empty for other kinds.
+    pub fn permit_holders(&self) -> Vec<PermitHolder> {
+        self.here().permit_holders()
     }
 
-    /// [`Limit::recheck`] for any kind.
-    fn follow_replacements(&self, t: u64) -> Result<&Limit<C>> {
-        if let Some(next) = self.moved.get() {
-            return next.current_at(t);
-        }
-        match self.shared.check(t)? {
-            None => {
-                // Relaxed: times; see `current_at`.
-                let next = self.shared.watch.next_check.load(Ordering::Relaxed);
-                self.next_check.store(next, Ordering::Relaxed);
-                Ok(self)
-            }
-            Some(mut shared) => {
-                // The file that replaced this one may have been replaced in turn (a deploy that
-                // removed this limit, then one that restored it): follow the chain to the file
-                // at the path now. Each link checks its own path at most once per interval.
-                for _ in 0..16 {
-                    match shared.check(t)? {
-                        Some(next) => shared = next,
-                        None => break,
-                    }
-                }
-                let limiter = Limiter {
-                    shared,
-                    clock: self.clock.clone(),
-                };
-                let limit = limiter.limit(self.name()).map_err(|_| {
-                    reattach_error(
-                        &self.shared.mapped.path,
-                        format!(
-                            "the file now at the path has no limit {}",
-                            reconcile::quote(self.name())
-                        ),
-                    )
-                })?;
-                let next = self.moved.get_or_init(|| Box::new(limit));
-                // Relaxed: every later decision takes the slow path to the new file.
-                self.next_check.store(0, Ordering::Relaxed);
-                next.current_at(t)
-            }
-        }
+    /// Free the permits of processes that died holding them; how many were freed.
+    pub fn reclaim_dead_permits(&self) -> usize {
+        self.here().reclaim_dead_permits()
+    }
+
+    /// A keyed limit's table occupancy: (keys in use, key slots); `(0, 0)` when unkeyed.
+    pub fn key_occupancy(&self) -> (usize, usize) {
+        self.here().key_occupancy()
+    }
+
+    /// Free the slots of keys idle long enough to be back at their fresh state; how many were
+    /// freed (0 when unkeyed).
+    pub fn reclaim_idle_keys(&self) -> usize {
+        self.here().reclaim_idle_keys()
     }
 }

@@ -412,7 +412,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::CostExceedsCapacity`], [`Error::WrongKind`]), [`Error::UnknownLimit`],
     /// [`Error::ClockOutOfRange`].
     pub fn try_acquire(&self, cost: u64) -> Result<GuardedDecision> {
-        self.decide(cost, |l| l.try_acquire(cost))
+        self.decide(cost, |l| l.site().try_acquire(cost))
     }
 
     /// [`TokenBucketLimit::peek`](crate::TokenBucketLimit::peek), or the policy while unavailable.
@@ -421,7 +421,7 @@ impl<C: Clock> GuardedLimit<C> {
     ///
     /// As [`GuardedLimit::try_acquire`].
     pub fn peek(&self, cost: u64) -> Result<GuardedDecision> {
-        self.decide(cost, |l| l.peek(cost))
+        self.decide(cost, |l| l.site().peek(cost))
     }
 
     /// [`KeyedTokenBucketLimit::try_acquire_key`](crate::KeyedTokenBucketLimit::try_acquire_key), or the policy while unavailable.
@@ -432,7 +432,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// A bad key is refused even while unavailable.
     pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<GuardedDecision> {
         check_key_len(key)?;
-        self.decide(cost, |l| l.try_acquire_key(key, cost))
+        self.decide(cost, |l| l.site().try_acquire_key(key, cost))
     }
 
     /// [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit), or the policy while unavailable.
@@ -442,7 +442,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::WrongKind`] if the limit is not a concurrency limit (once attached),
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_permit(&self) -> Result<GuardedPermit<C>> {
-        self.permit(|l| l.try_acquire_permit())
+        self.permit(|l| l.site().try_acquire_permit())
     }
 
     /// [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit), or the policy while unavailable.
@@ -454,7 +454,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<GuardedPermit<C>> {
         check_key_len(key)?;
-        self.permit(|l| l.try_acquire_key_permit(key))
+        self.permit(|l| l.site().try_acquire_key_permit(key))
     }
 
     /// A permit from `acquire` once attached, else the policy's answer.

@@ -73,6 +73,7 @@
 //! request's timeout) never does work nobody waits for, and never holds more than `B + r D`
 //! requests parked.
 
+use crate::site::Site;
 use std::time::{Duration, Instant};
 
 use crate::algo::{mutate, Change, Decision};
@@ -80,7 +81,7 @@ use crate::clock::{Clock, MonotonicClock};
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket::PARAM_TAG;
-use crate::limiter::{Limit, Params, FENCE_REWRITE_RETRY_NS};
+use crate::limiter::{Params, FENCE_REWRITE_RETRY_NS};
 
 /// A booking of `n` tokens of a token bucket, made by [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve).
 ///
@@ -90,7 +91,7 @@ use crate::limiter::{Limit, Params, FENCE_REWRITE_RETRY_NS};
 /// booked; [`Reservation::cancel`] gives them back when it can.
 #[must_use = "a granted reservation has taken tokens: wait for it or cancel it"]
 pub struct Reservation<C: Clock = MonotonicClock> {
-    limit: Limit<C>,
+    limit: Site<C>,
     granted: bool,
     cost: u64,
     /// The state word this reservation stored; None when it stored nothing (refused, or
@@ -197,7 +198,7 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Book the next `n` tokens of a token bucket now, to be used after the returned delay, if
     /// that delay is at most `max_delay`; otherwise refuse at once and take nothing (see the
     /// [`Reservation`] and the module docs for the formulas and the ordering guarantee).
@@ -240,7 +241,7 @@ impl<C: Clock> Limit<C> {
         Err(self.fault(crate::algo::Fault::Corrupt))
     }
 
-    /// One booking of [`Limit::reserve`]: its decision, the word it stored, when, and its
+    /// One booking of [`Site::reserve`]: its decision, the word it stored, when, and its
     /// delay.
     fn book_once(&self, n: u64, max_delay: u64) -> Result<(Decision, Option<u64>, u64, u64)> {
         mutate(

@@ -341,3 +341,84 @@ fn no_engine_imports_the_handles() {
         upward.join("\n")
     );
 }
+
+/// The most methods the untyped `Limit` may have, and the most files they may be spread over.
+const VIEW_METHODS: usize = 30;
+const VIEW_FILES: usize = 3;
+
+/// The methods of the inherent `impl` blocks of `type_name` in `text` (`impl<C: Clock>
+/// Limit<C> {`, not trait impls), by name: each `fn` one level inside such a block.
+fn inherent_methods(text: &str, type_name: &str) -> Vec<String> {
+    let mut methods = Vec::new();
+    let mut inside = false;
+    for line in text.lines() {
+        if !inside {
+            let head = line.trim_end();
+            inside = head.starts_with("impl")
+                && !head.contains(" for ")
+                && head.ends_with(&format!(" {type_name}<C> {{"));
+            continue;
+        }
+        if line == "}" {
+            inside = false;
+            continue;
+        }
+        let Some(rest) = line.strip_prefix("    ") else {
+            continue;
+        };
+        let rest = rest
+            .trim_start_matches("pub(crate) ")
+            .trim_start_matches("pub(super) ")
+            .trim_start_matches("pub ")
+            .trim_start_matches("const ")
+            .trim_start_matches("unsafe ");
+        if let Some(sig) = rest.strip_prefix("fn ") {
+            let name = sig.split(['(', '<']).next().unwrap_or(sig);
+            methods.push(name.to_owned());
+        }
+    }
+    methods
+}
+
+#[test]
+fn the_method_counter_counts_inherent_methods_only() {
+    let text =
+        "impl<C: Clock> Limit<C> {\n    pub fn name(&self) {}\n    fn here(&self) {\n        \
+                fn inner() {}\n    }\n}\nimpl<C: Clock> Clone for Limit<C> {\n    fn clone(&self) \
+                {}\n}\nimpl<C: Clock> Site<C> {\n    pub(crate) fn decide(&self) {}\n}\n";
+    assert_eq!(inherent_methods(text, "Limit"), ["name", "here"]);
+    assert_eq!(inherent_methods(text, "Site"), ["decide"]);
+}
+
+/// The untyped `Limit` is the inspection view (name, definition, live parameters, statistics,
+/// policy, reset, kind, conversion to a typed handle): at most [`VIEW_METHODS`] methods in at
+/// most [`VIEW_FILES`] files. Deciding is the engines' (on a `Site`), through the typed handles.
+#[test]
+fn the_untyped_limit_is_a_small_view() {
+    let mut files = Vec::new();
+    let mut total = 0;
+    for file in rust_files(&root().join("src")) {
+        let text = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let methods = inherent_methods(&text, "Limit");
+        if !methods.is_empty() {
+            total += methods.len();
+            files.push(format!(
+                "{}: {}",
+                file.strip_prefix(root()).unwrap_or(&file).display(),
+                methods.join(", ")
+            ));
+        }
+    }
+    assert!(
+        total > 5,
+        "found only {total} methods of Limit: wrong root or pattern?"
+    );
+    assert!(
+        total <= VIEW_METHODS && files.len() <= VIEW_FILES,
+        "Limit has {total} methods in {} files (at most {VIEW_METHODS} in {VIEW_FILES}): \
+         decisions belong to the engines\n{}",
+        files.len(),
+        files.join("\n")
+    );
+}

@@ -12,7 +12,8 @@
 //! bit-63 tag of its state words (a live retune, the rescale of a state to the new slot, and
 //! the reservations' bookings and cancels on a tagged word); [`keys`] owns a keyed limit's table of
 //! 16-byte key slots (lookup, claims, reclaim, retune), over any word algorithm. The handle
-//! ([`crate::limiter::Limit`]) calls these functions on the words of its control line and
+//! (a `Site`, `src/site/`: one limit's words, clock and counters as this process holds them)
+//! calls these functions on the words of its control line and
 //! state area.
 //!
 //! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
@@ -23,7 +24,7 @@
 //! `TokenBucketLimit::try_acquire(cost)`, uncontended, as it runs today:
 //!
 //! 1. `handle/rate.rs`: `Handle::try_acquire` asks its kind (`handle/kind.rs`, a sealed
-//!    trait, resolved at compile time) for the kind's call, `Limit::try_acquire_bucket`;
+//!    trait, resolved at compile time) for the kind's call, `Site::try_acquire_bucket`;
 //! 2. `limiter/straight.rs`: `bucket_fast` reads `ACTIVE` (the [`bucket`] generation, the
 //!    witness), then runs the one mutation loop, `algo::try_decide` (`algo/mod.rs`: load the
 //!    word, read the clock, step, CAS), whose step matches this thread's hot entry
@@ -57,6 +58,7 @@ mod loom_models;
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
+use crate::spec::{Algorithm, Alignment};
 
 /// The per-limit parameters a decision needs, in process memory. Live-tunable parameters (the
 /// bucket's rate and capacity, a window's limit) are read from the control line instead.
@@ -78,5 +80,40 @@ impl Params {
             self,
             Params::FixedWindow(_) | Params::SlidingWindow(_) | Params::SlidingLog(_)
         )
+    }
+}
+
+/// The in-process parameters of a limit defined as `algorithm`, in a file whose wall-clock
+/// offset is `wall_offset` (the phase of aligned windows).
+pub(crate) fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
+    let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
+    match *algorithm {
+        Algorithm::TokenBucket { .. } => Params::TokenBucket,
+        Algorithm::FixedWindow {
+            limit,
+            window_ns,
+            alignment,
+        } => Params::FixedWindow(FixedWindow {
+            limit,
+            window_ns: if alignment.is_months(window_ns) {
+                crate::algo::fixed_window::MONTHS
+            } else {
+                window_ns
+            },
+            phase_ns: phase(window_ns, alignment),
+        }),
+        Algorithm::SlidingWindow {
+            limit,
+            window_ns,
+            alignment,
+        } => Params::SlidingWindow(SlidingWindow {
+            limit,
+            window_ns,
+            phase_ns: phase(window_ns, alignment),
+        }),
+        Algorithm::SlidingLog { limit, window_ns } => {
+            Params::SlidingLog(SlidingLog { limit, window_ns })
+        }
+        Algorithm::Concurrency { permits, lease_ns } => Params::Concurrency { permits, lease_ns },
     }
 }

@@ -74,7 +74,7 @@ impl<K: Permits, C: Clock> Handle<K, C> {
     ///
     /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
     pub fn release_permit(&self, id: u64) -> Result<bool> {
-        self.limit.release_permit(id)
+        self.limit.site().release_permit(id)
     }
 
     /// Who holds this limit's permits now (see [`Limit::permit_holders`](crate::Limit::permit_holders)).
@@ -100,7 +100,7 @@ impl<C: Clock> Handle<kind::Concurrency, C> {
     /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
     #[inline]
     pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
-        self.limit.try_acquire_permit()
+        self.limit.site().try_acquire_permit()
     }
 
     /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released (or
@@ -113,7 +113,7 @@ impl<C: Clock> Handle<kind::Concurrency, C> {
     /// As [`Self::try_acquire_permit`].
     #[inline]
     pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
-        self.limit.acquire_permit_timeout(timeout)
+        self.limit.site().acquire_permit_timeout(timeout)
     }
 }
 
@@ -131,7 +131,7 @@ impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
     /// 16-byte compare-and-swap.
     #[inline]
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
-        self.limit.try_acquire_key_permit(key)
+        self.limit.site().try_acquire_key_permit(key)
     }
 
     /// [`Self::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
@@ -149,7 +149,7 @@ impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
         key: &[u8],
         timeout: Duration,
     ) -> Result<Option<Permit<C>>> {
-        self.limit.acquire_key_permit_timeout(key, timeout)
+        self.limit.site().acquire_key_permit_timeout(key, timeout)
     }
 
     /// How many of `key`'s permits are held now (0 for a key without a slot).
@@ -158,6 +158,6 @@ impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
     ///
     /// As [`Self::try_acquire_key_permit`].
     pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
-        self.limit.key_permits_held(key)
+        self.limit.site().current()?.key_permits_held(key)
     }
 }

@@ -85,7 +85,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     /// compare-and-swap.
     #[inline(always)]
     pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.try_acquire_key(key, cost)
+        self.limit.site().try_acquire_key(key, cost)
     }
 
     /// The decision [`Self::try_acquire_key`] would make now, consuming nothing and
@@ -96,7 +96,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     /// As [`Self::try_acquire_key`].
     #[inline(always)]
     pub fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.peek_key(key, cost)
+        self.limit.site().peek_key(key, cost)
     }
 
     /// [`Self::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of
@@ -108,7 +108,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::try_acquire_key`]; [`Error::ClockOutOfRange`].
     pub fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.try_acquire_key_at(key, cost, now_ns)
+        self.limit.site().try_acquire_key_at(key, cost, now_ns)
     }
 
     /// Give back what `grant` (a decision for the same `key`) admitted, for work that
@@ -120,7 +120,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] for a grant
     /// another limit made.
     pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
-        self.limit.refund_key(key, grant)
+        self.limit.site().refund_key(key, grant)
     }
 }
 
@@ -148,6 +148,6 @@ impl<K: PerKey, C: Clock> Handle<K, C> {
     ///
     /// [`Error::InvalidKey`].
     pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
-        self.limit.key_tag(key)
+        self.limit.site().key_tag(key)
     }
 }

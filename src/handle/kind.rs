@@ -26,12 +26,12 @@
 use crate::algo::Decision;
 use crate::clock::Clock;
 use crate::error::Result;
-use crate::limiter::Limit;
+use crate::site::Site;
 
 use super::LimitKind;
 
 mod sealed {
-    use super::{Clock, Decision, Limit, Result};
+    use super::{Clock, Decision, Result, Site};
 
     /// Only this crate defines kinds.
     pub trait Sealed {}
@@ -41,14 +41,14 @@ mod sealed {
     /// algorithm).
     pub trait Decide {
         /// Admit `cost` units now on `limit`, a limit of this kind.
-        fn decide<C: Clock>(limit: &Limit<C>, cost: u64) -> Result<Decision>;
+        fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision>;
     }
 }
 
 /// A kind of limit: the `K` of [`Handle<K, C>`](crate::Handle). Sealed: implemented by the
 /// markers of this module only.
 pub trait Kind: sealed::Sealed {
-    /// The kind as a value: what [`Limit::kind`] says of a limit this handle resolves.
+    /// The kind as a value: what [`Limit::kind`](crate::Limit::kind) says of a limit this handle resolves.
     const KIND: LimitKind;
     /// The name of the handle's alias (e.g. `"TokenBucketLimit"`), which its `Debug` prints.
     const HANDLE: &'static str;
@@ -112,7 +112,7 @@ impl Kind for TokenBucket {
 impl UnkeyedRate for TokenBucket {}
 impl sealed::Decide for TokenBucket {
     #[inline(always)]
-    fn decide<C: Clock>(limit: &Limit<C>, cost: u64) -> Result<Decision> {
+    fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
         limit.try_acquire_bucket(cost)
     }
 }
@@ -127,7 +127,7 @@ impl Kind for Window {
 impl UnkeyedRate for Window {}
 impl sealed::Decide for Window {
     #[inline(always)]
-    fn decide<C: Clock>(limit: &Limit<C>, cost: u64) -> Result<Decision> {
+    fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
         limit.try_acquire_window(cost)
     }
 }
@@ -142,7 +142,7 @@ impl Kind for SlidingLog {
 impl UnkeyedRate for SlidingLog {}
 impl sealed::Decide for SlidingLog {
     #[inline(always)]
-    fn decide<C: Clock>(limit: &Limit<C>, cost: u64) -> Result<Decision> {
+    fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
         limit.try_acquire(cost)
     }
 }

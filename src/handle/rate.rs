@@ -105,7 +105,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     /// granted; [`Error::CorruptState`] when the shared state is damaged (fail closed).
     #[inline(always)]
     pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
-        K::decide(&self.limit, cost)
+        K::decide(self.limit.site(), cost)
     }
 
     /// The decision [`Self::try_acquire`] would make now, consuming nothing.
@@ -115,7 +115,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     /// As [`Self::try_acquire`].
     #[inline(always)]
     pub fn peek(&self, cost: u64) -> Result<Decision> {
-        self.limit.peek(cost)
+        self.limit.site().peek(cost)
     }
 
     /// [`Self::try_acquire`] dated at `now_ns` on the monotonic timeline instead of the
@@ -140,7 +140,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     /// clock by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) or beyond
     /// [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS), consuming nothing.
     pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.try_acquire_at(cost, now_ns)
+        self.limit.site().try_acquire_at(cost, now_ns)
     }
 
     /// Give back what `grant` admitted, for work that was admitted but never done.
@@ -156,7 +156,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     ///
     /// [`Error::CorruptState`]; [`Error::WrongKind`] for a grant another limit made.
     pub fn refund(&self, grant: &Decision) -> Result<()> {
-        self.limit.refund(grant)
+        self.limit.site().refund(grant)
     }
 
     /// Give back `units` of what `grant` admitted (at most its cost).
@@ -165,7 +165,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::refund`].
     pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
-        self.limit.refund_units(grant, units)
+        self.limit.site().refund_units(grant, units)
     }
 
     /// Admit `cost` units, waiting up to `timeout` for them. The returned decision is allowed,
@@ -180,7 +180,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::try_acquire`].
     pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.limit.acquire_timeout(cost, timeout)
+        self.limit.site().acquire_timeout(cost, timeout)
     }
 }
 
@@ -195,6 +195,6 @@ impl<C: Clock> Handle<kind::TokenBucket, C> {
     /// book in one order: use [`Self::acquire_timeout`]).
     #[inline]
     pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
-        self.limit.reserve(n, max_delay)
+        self.limit.site().reserve(n, max_delay)
     }
 }

@@ -88,7 +88,7 @@ impl std::fmt::Display for LimitKind {
 impl<C: Clock> Limit<C> {
     /// The kind of this limit: which typed handle resolves it.
     pub fn kind(&self) -> LimitKind {
-        LimitKind::of(self.algorithm(), self.def().keyed.is_some())
+        self.site().kind()
     }
 
     /// This handle as the typed handle of kind `want`, or the [`Error::WrongKind`] that names
@@ -96,7 +96,7 @@ impl<C: Clock> Limit<C> {
     fn typed(self, want: LimitKind) -> Result<Limit<C>> {
         let kind = self.kind();
         if kind == want {
-            return Ok(self.into_typed());
+            return Ok(Limit::of(self.into_site().into_typed()));
         }
         Err(Error::WrongKind {
             limit: self.name().to_owned(),

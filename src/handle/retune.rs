@@ -29,7 +29,7 @@ impl<K: Retune, C: Clock> Handle<K, C> {
     /// limit (a window); [`Error::CorruptState`]; [`Error::Io`] if the retune lock cannot be
     /// taken.
     pub fn set_rate(&self, rate: Rate) -> Result<()> {
-        self.limit.set_rate(rate)
+        self.limit.site().current()?.set_rate(rate)
     }
 }
 
@@ -41,7 +41,10 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::set_rate`].
     pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
-        self.limit.set_token_bucket(capacity, rate)
+        self.limit
+            .site()
+            .current()?
+            .set_token_bucket(capacity, rate)
     }
 
     /// Make this bucket fleet-managed (see `docs/fleet.md`): its rate becomes a share that
@@ -59,7 +62,10 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::set_rate`].
     pub fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
-        self.limit.fleet_manage(fence_capacity, fence_rate)
+        self.limit
+            .site()
+            .current()?
+            .fleet_manage(fence_capacity, fence_rate)
     }
 
     /// Set a fleet-managed bucket's lease deadline, in nanoseconds on this limit's
@@ -74,7 +80,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// [`Error::WrongKind`] if the bucket is not fleet-managed.
     pub fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
-        self.limit.set_fleet_deadline(deadline_ns)
+        self.limit.site().current()?.set_fleet_deadline(deadline_ns)
     }
 
     /// End fleet management: the current share becomes a plain rate.
@@ -83,7 +89,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::set_rate`].
     pub fn end_fleet_management(&self) -> Result<()> {
-        self.limit.end_fleet_management()
+        self.limit.site().current()?.end_fleet_management()
     }
 
     /// The fleet lease at this instant, `None` if the bucket is not fleet-managed.
@@ -92,7 +98,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// [`Error::CorruptState`] when the parameters or the fence are damaged.
     pub fn fleet_lease(&self) -> Result<Option<crate::limiter::FleetLease>> {
-        self.limit.fleet_lease()
+        self.limit.site().current()?.fleet_lease()
     }
 }
 
@@ -106,6 +112,6 @@ impl<K: WindowRetune, C: Clock> Handle<K, C> {
     /// [`Error::InvalidParameter`] for a bad limit; [`Error::Io`] if the retune lock
     /// cannot be taken.
     pub fn set_limit(&self, limit: u64) -> Result<()> {
-        self.limit.set_limit(limit)
+        self.limit.site().current()?.set_limit(limit)
     }
 }

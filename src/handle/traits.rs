@@ -180,40 +180,40 @@ impl<K: Kind, C: Clock> TypedLimit<C> for Handle<K, C> {
 impl<K: UnkeyedRate, C: Clock> RateLimit<C> for Handle<K, C> {
     #[inline(always)]
     fn try_acquire(&self, cost: u64) -> Result<Decision> {
-        K::decide(&self.limit, cost)
+        K::decide(self.limit.site(), cost)
     }
     #[inline(always)]
     fn peek(&self, cost: u64) -> Result<Decision> {
-        self.limit.peek(cost)
+        self.limit.site().peek(cost)
     }
     fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.try_acquire_at(cost, now_ns)
+        self.limit.site().try_acquire_at(cost, now_ns)
     }
     fn refund(&self, grant: &Decision) -> Result<()> {
-        self.limit.refund(grant)
+        self.limit.site().refund(grant)
     }
     fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
-        self.limit.refund_units(grant, units)
+        self.limit.site().refund_units(grant, units)
     }
     fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.limit.acquire_timeout(cost, timeout)
+        self.limit.site().acquire_timeout(cost, timeout)
     }
 }
 
 impl<K: KeyedRate, C: Clock> KeyedRateLimit<C> for Handle<K, C> {
     #[inline(always)]
     fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.try_acquire_key(key, cost)
+        self.limit.site().try_acquire_key(key, cost)
     }
     #[inline(always)]
     fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.peek_key(key, cost)
+        self.limit.site().peek_key(key, cost)
     }
     fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.try_acquire_key_at(key, cost, now_ns)
+        self.limit.site().try_acquire_key_at(key, cost, now_ns)
     }
     fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
-        self.limit.refund_key(key, grant)
+        self.limit.site().refund_key(key, grant)
     }
     fn key_occupancy(&self) -> (usize, usize) {
         self.limit.key_occupancy()

@@ -45,7 +45,8 @@ use crate::engine::keys::NO_PAIR_CAS;
 use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket;
-use crate::limiter::Limit;
+use crate::site::Site;
+
 use crate::spec::FullPolicy;
 use crate::tally::hot::Counts;
 
@@ -69,7 +70,7 @@ fn check_key(key: &[u8]) -> Result<()> {
 
 /// The template of a keyed limit is the limit itself: its step and refund read the live
 /// parameters from the control line.
-impl<C: Clock> Template for Limit<C> {
+impl<C: Clock> Template for Site<C> {
     #[inline(always)]
     fn step(&self, now: u64, state: u64, cost: u64) -> Result<Step> {
         self.step_word(now, state, cost)
@@ -111,7 +112,7 @@ impl<C: Clock> Template for Limit<C> {
 
 /// Keyed decisions. Each call names the key by its bytes (a user id, an API key, an address):
 /// every process that passes the same bytes shares that key's state.
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Admit `cost` units for `key` now, or deny and consume nothing.
     ///
     /// A key seen for the first time gets a fresh state (a full bucket, empty windows); a key
@@ -153,7 +154,7 @@ impl<C: Clock> Limit<C> {
         self.run_key(key, cost, true, None)
     }
 
-    /// The decision [`Limit::try_acquire_key`] would make now, consuming nothing and inserting
+    /// The decision [`Site::try_acquire_key`] would make now, consuming nothing and inserting
     /// nothing.
     ///
     /// # Example
@@ -178,15 +179,15 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_key`].
+    /// As [`Site::try_acquire_key`].
     #[inline(always)]
     pub(crate) fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
         self.run_key(key, cost, false, None)
     }
 
-    /// [`Limit::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
+    /// [`Site::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
     /// clock (for replaying traces and for tests). Dates are checked as by
-    /// [`Limit::try_acquire_at`]: at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
+    /// [`Site::try_acquire_at`]: at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
     ///
     /// # Example
     ///
@@ -211,7 +212,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// # Errors
     ///
-    /// As [`Limit::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Limit::try_acquire_at`].
+    /// As [`Site::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Site::try_acquire_at`].
     pub(crate) fn try_acquire_key_at(
         &self,
         key: &[u8],
@@ -222,10 +223,10 @@ impl<C: Clock> Limit<C> {
         self.run_key(key, cost, true, Some(now_ns))
     }
 
-    /// Give back what `grant` (a decision of [`Limit::try_acquire_key`] for the same `key`)
+    /// Give back what `grant` (a decision of [`Site::try_acquire_key`] for the same `key`)
     /// admitted, for work that was admitted but never done.
     ///
-    /// The same bounded refund as [`Limit::refund`]: a bucket never fills past full, a window
+    /// The same bounded refund as [`Site::refund`]: a bucket never fills past full, a window
     /// refund only applies while the grant's window is still counted. A key that lost its slot
     /// meanwhile had a fresh state, so there is nothing to give back. Refunding a denied,
     /// shadow-denied or fail-open decision is a no-op.
@@ -252,7 +253,7 @@ impl<C: Clock> Limit<C> {
     /// # Errors
     ///
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] as for
-    /// [`Limit::try_acquire_key`].
+    /// [`Site::try_acquire_key`].
     pub(crate) fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
         let maker = self.maker_of(grant);
         if !std::ptr::eq(maker, self) {
@@ -298,9 +299,6 @@ impl<C: Clock> Limit<C> {
     /// # Ok(()) }
     /// ```
     pub fn key_occupancy(&self) -> (usize, usize) {
-        if let Ok(Some(next)) = self.moved_handle() {
-            return next.key_occupancy();
-        }
         if self.def().keyed.is_none() {
             return (0, 0);
         }
@@ -315,7 +313,7 @@ impl<C: Clock> Limit<C> {
     /// pending claim a killed process left behind; returns how many keys were retired.
     ///
     /// Decisions reclaim idle slots on demand, so this is never needed for correctness: it is an
-    /// explicit garbage-collection pass (the CLI's `gc`), after which [`Limit::key_occupancy`]
+    /// explicit garbage-collection pass (the CLI's `gc`), after which [`Site::key_occupancy`]
     /// counts only keys that still hold state. A retired key that comes back starts fresh, which
     /// is what its state said. The pass reads every slot: it takes time in proportion to the
     /// table, and decisions go on meanwhile. Returns 0 for a limit that is not keyed.
@@ -341,9 +339,6 @@ impl<C: Clock> Limit<C> {
     /// # Ok(()) }
     /// ```
     pub fn reclaim_idle_keys(&self) -> usize {
-        if let Ok(Some(next)) = self.moved_handle() {
-            return next.reclaim_idle_keys();
-        }
         if self.def().keyed.is_none() {
             return 0;
         }
@@ -366,7 +361,7 @@ impl<C: Clock> Limit<C> {
 
     /// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes under
     /// the file's secret seed (the same in every process and language). What
-    /// [`Limit::permit_holders`] reports as a holder's [`key_tag`](crate::PermitHolder::key_tag).
+    /// [`Site::permit_holders`] reports as a holder's [`key_tag`](crate::PermitHolder::key_tag).
     ///
     /// # Errors
     ///
@@ -378,7 +373,7 @@ impl<C: Clock> Limit<C> {
 
     /// A keyed decision: the common cases inline ([`Table::decide_first`], the step of the
     /// template's algorithm inlined), everything else (a claim through a free slot, a full
-    /// table, a lost CAS, every error) in [`Limit::run_key_on`], which checks and decides
+    /// table, a lost CAS, every error) in [`Site::run_key_on`], which checks and decides
     /// again from the start.
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
@@ -395,10 +390,10 @@ impl<C: Clock> Limit<C> {
         }
     }
 
-    /// The fast path of [`Limit::run_key`], the decision finished (counted when committed):
+    /// The fast path of [`Site::run_key`], the decision finished (counted when committed):
     /// `None` when it does not apply (a cost of zero, an invalid key, a limit that is not a
     /// keyed single-word one, no 16-byte CAS) or when [`Table::decide_first`] leaves the
-    /// decision to [`Limit::run_key_on`].
+    /// decision to [`Site::run_key_on`].
     #[inline(always)]
     fn decide_key_first(
         &self,
@@ -537,7 +532,7 @@ impl<C: Clock> Limit<C> {
         });
     }
 
-    /// A keyed decision from the start, with every check: what [`Limit::run_key`] does not
+    /// A keyed decision from the start, with every check: what [`Site::run_key`] does not
     /// decide inline.
     #[inline(never)]
     fn run_key_on(

@@ -127,10 +127,10 @@ fn a_key_word_left_stale_by_two_retunes_in_a_row_is_decided_again() {
         .clock(clock.clone())
         .create_or_open(dir.path().join("keyed-stale.shm"))
         .unwrap();
-    let limit = limiter.limit("per_user").unwrap();
+    let limit = limiter.limit("per_user").unwrap().into_site();
     let key = b"user-1";
     assert!(limit.try_acquire_key(key, 1).unwrap().is_allowed());
-    let other = limiter.limit("per_user").unwrap();
+    let other = limiter.limit("per_user").unwrap().into_site();
     *clock.hook.lock().unwrap() = Some(Box::new(move || {
         other.set_rate(Rate::per_second(20).unwrap()).unwrap();
         other

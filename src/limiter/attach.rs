@@ -1,29 +1,25 @@
 //! [`Limiter`]: one attached file, and the handles of its limits.
 
 use std::path::Path;
-use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::algo::fixed_window::FixedWindow;
-use crate::algo::sliding_log::SlidingLog;
-use crate::algo::sliding_window::SlidingWindow;
 use crate::clock::{Clock, MonotonicClock};
 use crate::error::{Error, Result};
-use crate::file::layout::{self, word};
+use crate::file::layout::word;
 use crate::file::reboot::RebootInfo;
 use crate::file::{self, Mapped};
-use crate::spec::{Algorithm, Alignment, LimitDef};
-use crate::tally::Tally;
+use crate::spec::LimitDef;
 
-use super::{sync_files, Builder, FileInfo, Limit, Params, Shared};
+use super::{sync_files, Builder, FileInfo, Limit, Shared};
+use crate::site::Site;
 
 /// One attached limiter file. Cheap to clone; every clone shares the mapping.
 ///
 /// See [`Builder`] for an example.
 pub struct Limiter<C: Clock = MonotonicClock> {
-    pub(super) shared: Arc<Shared>,
-    pub(super) clock: C,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) clock: C,
 }
 
 impl<C: Clock> Clone for Limiter<C> {
@@ -192,84 +188,17 @@ impl<C: Clock> Limiter<C> {
             .iter()
             .position(|d| d.name == name)
             .ok_or_else(|| Error::UnknownLimit(name.to_owned()))?;
-        Ok(self.limit_at(index))
+        Ok(Limit::of(self.limit_at(index)))
     }
 
     /// Handles for every limit, in definition order.
     pub fn limits(&self) -> Vec<Limit<C>> {
         (0..self.shared.params.len())
-            .map(|i| self.limit_at(i))
+            .map(|i| Limit::of(self.limit_at(i)))
             .collect()
     }
 
-    pub(super) fn limit_at(&self, index: usize) -> Limit<C> {
-        let m = &self.shared.mapped;
-        let def = &m.defs[index];
-        let (offset, len) = m.geometry.slots[index];
-        // SAFETY: the handle made here holds `shared`, the Arc that owns this mapping, for as
-        // long as it keeps these words (and so does every clone of it).
-        let control = unsafe { m.unbound_words(offset, layout::LINE / 8) };
-        // Everything after the control line: log entries, permits, or the key table (and a
-        // keyed concurrency limit's permit blocks after it).
-        // SAFETY: as for `control`.
-        let area = unsafe { m.unbound_words(offset + layout::LINE, (len - layout::LINE) / 8) };
-        Limit {
-            shared: Arc::clone(&self.shared),
-            clock: self.clock.clone(),
-            params: self.shared.params[index],
-            index,
-            control,
-            area,
-            tally: Tally::new(self.shared.counters, index, def.shadow, def.near_limit),
-            keyed: def.keyed.is_some(),
-            split: def.split.max(1) as usize,
-            plain_bucket: matches!(self.shared.params[index], Params::TokenBucket)
-                && def.keyed.is_none()
-                && def.split <= 1,
-            plain_window: matches!(
-                self.shared.params[index],
-                Params::FixedWindow(_) | Params::SlidingWindow(_)
-            ) && def.keyed.is_none(),
-            seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
-            key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
-            hot_id: crate::tally::hot::next_id(),
-            origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
-            next_check: AtomicU64::new(0),
-            moved: OnceLock::new(),
-            typed: false,
-        }
-    }
-}
-
-pub(super) fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
-    let phase = |window_ns: u64, alignment: Alignment| alignment.phase_ns(window_ns, wall_offset);
-    match *algorithm {
-        Algorithm::TokenBucket { .. } => Params::TokenBucket,
-        Algorithm::FixedWindow {
-            limit,
-            window_ns,
-            alignment,
-        } => Params::FixedWindow(FixedWindow {
-            limit,
-            window_ns: if alignment.is_months(window_ns) {
-                crate::algo::fixed_window::MONTHS
-            } else {
-                window_ns
-            },
-            phase_ns: phase(window_ns, alignment),
-        }),
-        Algorithm::SlidingWindow {
-            limit,
-            window_ns,
-            alignment,
-        } => Params::SlidingWindow(SlidingWindow {
-            limit,
-            window_ns,
-            phase_ns: phase(window_ns, alignment),
-        }),
-        Algorithm::SlidingLog { limit, window_ns } => {
-            Params::SlidingLog(SlidingLog { limit, window_ns })
-        }
-        Algorithm::Concurrency { permits, lease_ns } => Params::Concurrency { permits, lease_ns },
+    pub(crate) fn limit_at(&self, index: usize) -> Site<C> {
+        Site::at(&self.shared, self.clock.clone(), index)
     }
 }

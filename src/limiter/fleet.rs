@@ -1,5 +1,6 @@
 //! A fleet-managed token bucket (see `docs/fleet.md`): its share, lease deadline and fence.
 
+use crate::site::Site;
 use std::sync::atomic::Ordering;
 
 use crate::algo::gcra::Gcra;
@@ -9,9 +10,9 @@ use crate::error::Result;
 use crate::file::layout::bucket;
 use crate::spec::{Algorithm, Rate};
 
-use super::{Limit, Params};
+use super::Params;
 
-/// The lease of a fleet-managed token bucket (see [`Limit::fleet_lease`] and `docs/fleet.md`).
+/// The lease of a fleet-managed token bucket (see [`Limit::fleet_lease`](crate::Limit::fleet_lease) and `docs/fleet.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FleetLease {
     /// The share: the bucket decisions use while the lease runs.
@@ -38,7 +39,7 @@ impl FleetLease {
     }
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Make this token bucket fleet-managed (see `docs/fleet.md`): its rate becomes a share that
     /// holds only until the lease deadline ([`TokenBucketLimit::set_fleet_deadline`](crate::TokenBucketLimit::set_fleet_deadline)); a decision past it
     /// decides with the fence bucket `fence_capacity`, `fence_rate` (the host's reserved
@@ -54,9 +55,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
     pub(crate) fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.fleet_manage(fence_capacity, fence_rate);
-        }
         if !matches!(self.params, Params::TokenBucket) {
             return Err(self.wrong_kind("is not a token bucket"));
         }
@@ -99,9 +97,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::WrongKind`] if the bucket is not fleet-managed.
     pub(crate) fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.set_fleet_deadline(deadline_ns);
-        }
         if !self.fleet_mark()? {
             return Err(self.wrong_kind("is not fleet-managed (see fleet_manage)"));
         }
@@ -118,9 +113,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
     pub(crate) fn end_fleet_management(&self) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.end_fleet_management();
-        }
         match self.live_algorithm()? {
             Algorithm::TokenBucket {
                 capacity,
@@ -138,9 +130,6 @@ impl<C: Clock> Limit<C> {
     /// Whether this is a token bucket whose active parameter slot carries the fleet mark (the
     /// share's slot only: the fence is not read, so a rewrite of it does not matter here).
     fn fleet_mark(&self) -> Result<bool> {
-        if let Some(next) = self.moved_handle()? {
-            return next.fleet_mark();
-        }
         if !matches!(self.params, Params::TokenBucket) {
             return Ok(false);
         }
@@ -157,9 +146,6 @@ impl<C: Clock> Limit<C> {
     /// damaged; [`Error::Io`](crate::Error::Io) if the fence is being rewritten and the retune
     /// lock cannot be taken (its holder stalled for 10 s).
     pub fn fleet_lease(&self) -> Result<Option<FleetLease>> {
-        if let Some(next) = self.moved_handle()? {
-            return next.fleet_lease();
-        }
         if !matches!(self.params, Params::TokenBucket) {
             return Ok(None);
         }

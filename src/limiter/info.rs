@@ -2,8 +2,8 @@
 //! ([`Stats`], defined with the counters in `tally`).
 
 use crate::clock::Clock;
+use crate::site::Site;
 
-use super::Limit;
 use crate::tally::Stats;
 
 /// The header facts of a limiter file.
@@ -31,13 +31,10 @@ pub struct FileInfo {
     pub file_id: u64,
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Decisions of this limit so far, summed over all processes (see [`Stats`] for how
     /// current they are).
     pub fn stats(&self) -> Stats {
-        if let Ok(Some(next)) = self.moved_handle() {
-            return next.stats();
-        }
         self.tally.read()
     }
 }

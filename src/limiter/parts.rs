@@ -2,6 +2,7 @@
 //! the area after it, as the engines take them), the errors it reports in its own name, and
 //! the bounds of a caller's date.
 
+use crate::site::Site;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::Fault;
@@ -10,9 +11,9 @@ use crate::error::Error;
 use crate::file::Mapped;
 use crate::spec::{Algorithm, LimitDef};
 
-use super::{Limit, Params};
+use super::Params;
 
-/// Why a single-word step could not decide (see [`Limit::step_fast`]).
+/// Why a single-word step could not decide (see [`Site::step_fast`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum StepError {
     /// Damaged live parameters.
@@ -24,7 +25,7 @@ pub(crate) enum StepError {
     /// A fleet-managed bucket past its lease whose fence cannot grant the cost.
     Fenced,
     /// A fleet-managed bucket past its lease whose fence slot is being rewritten (see
-    /// [`Limit::fence_params`]): deny, and retry shortly.
+    /// [`Site::fence_params`]): deny, and retry shortly.
     FenceRewrite,
     /// The state word names a parameter slot that a later retune is rewriting (the decision
     /// loaded the word before two retunes in a row): the word is stale, decide again from the
@@ -32,7 +33,7 @@ pub(crate) enum StepError {
     Stale,
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// The limit's name.
     pub fn name(&self) -> &str {
         &self.def().name

@@ -2,6 +2,7 @@
 //! (through [`crate::algo::mutate`] for the single-word ones); with the freshness of a
 //! single-word state, the other word-level question keyed tables ask.
 
+use crate::site::Site;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::{mutate, Change, Decision};
@@ -10,9 +11,9 @@ use crate::engine;
 use crate::error::Result;
 use crate::file::layout::bucket;
 
-use super::{Limit, Params};
+use super::Params;
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Whether a single-word state is equivalent to a fresh one at `now` (full bucket, windows
     /// expired): such a state can be dropped or reused without losing anything.
     pub(crate) fn is_fresh_word(&self, now: u64, word: u64) -> bool {

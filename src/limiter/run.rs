@@ -2,9 +2,10 @@
 //! decisions and peeks, the two halves a composed check decides with, and what follows every
 //! decision (stamping it, counting it, counting refunds).
 
+use crate::site::Site;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Limit, StepError};
+use super::StepError;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::{try_decide, try_decide_from, Decision};
 use crate::clock::{Clock, DATE_TOLERANCE_NS, MAX_DATE_NS};
@@ -13,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::tally::hot::Counts;
 use crate::tally::Tally;
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// The decision [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) would make now, consuming nothing.
     ///
     /// # Errors
@@ -92,7 +93,7 @@ impl<C: Clock> Limit<C> {
         Ok(self.finish(decision, cost, commit))
     }
 
-    /// The decision of an unkeyed fixed or sliding window, as [`Limit::bucket_run`]: one loop
+    /// The decision of an unkeyed fixed or sliding window, as [`Site::bucket_run`]: one loop
     /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
     /// that returns the step through memory).
     #[inline(always)]
@@ -124,7 +125,7 @@ impl<C: Clock> Limit<C> {
     /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
     /// step and nothing else, so that it compiles to straight-line code (no dispatch on the
     /// algorithm, no call, the decision in registers). Every other limit goes through
-    /// [`Limit::run_on`].
+    /// [`Site::run_on`].
     ///
     /// A loaded word that went stale under two retunes in a row ([`StepError::Stale`]: the
     /// live word names the other slot, so each round starts from a word that moved) is decided
@@ -201,7 +202,7 @@ impl<C: Clock> Limit<C> {
     /// (following a replacement) and its state word, loaded now. `None` for a limit whose
     /// state is not one word (keyed, split, sliding log, concurrency).
     #[inline(always)]
-    pub(crate) fn load_word(&self) -> Result<Option<(&Limit<C>, u64)>> {
+    pub(crate) fn load_word(&self) -> Result<Option<(&Site<C>, u64)>> {
         let this = self.follow()?;
         let single = matches!(
             this.params,
@@ -214,9 +215,9 @@ impl<C: Clock> Limit<C> {
         Ok(Some((this, this.control(0).load(Ordering::Acquire))))
     }
 
-    /// The second half: admit `cost` on the handle [`Limit::load_word`] returned, from the word
+    /// The second half: admit `cost` on the handle [`Site::load_word`] returned, from the word
     /// it loaded, dated `t` (a clock read after that load); a retry reads the clock again.
-    /// The replacement check runs at `t` when it is due, as in [`Limit::decision_time`].
+    /// The replacement check runs at `t` when it is due, as in [`Site::decision_time`].
     #[inline(always)]
     pub(crate) fn acquire_loaded(&self, word: u64, t: u64, cost: u64) -> Result<Decision> {
         if cost == 0 {
@@ -252,7 +253,7 @@ impl<C: Clock> Limit<C> {
         Ok(self.finish(decision, cost, true))
     }
 
-    /// What [`Limit::bucket_run`], [`Limit::window_run`] and [`Limit::log_run`] do not decide:
+    /// What [`Site::bucket_run`], [`Site::window_run`] and [`Site::log_run`] do not decide:
     /// split buckets, and the errors (out of line: inlined, its code makes the hot loops above
     /// allocate registers worse).
     #[inline(never)]
@@ -291,8 +292,8 @@ impl<C: Clock> Limit<C> {
         self.tally.after(decision)
     }
 
-    /// [`Limit::finish`] for a decision counted through this thread's hot entry when it has
-    /// the counters (`counts`, from [`Limit::bucket_cached`] or [`Limit::live_window_limit`]).
+    /// [`Site::finish`] for a decision counted through this thread's hot entry when it has
+    /// the counters (`counts`, from [`Site::bucket_cached`] or [`Site::live_window_limit`]).
     #[inline(always)]
     pub(crate) fn finish_counted(
         &self,

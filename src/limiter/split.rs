@@ -1,6 +1,7 @@
 //! Split token buckets: `k` sub-buckets, one per line, each with a `1/k` share of the
 //! capacity and rate; a process decides on the one its CPU picks first, then on the others.
 
+use crate::site::Site;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::gcra::Gcra;
@@ -10,9 +11,9 @@ use crate::engine;
 use crate::error::{Error, Result};
 use crate::file::layout;
 
-use super::{Limit, FENCE_REWRITE_RETRY_NS};
+use super::FENCE_REWRITE_RETRY_NS;
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// True for a token bucket split into sub-buckets.
     pub(crate) fn is_split(&self) -> bool {
         self.split > 1
@@ -76,7 +77,7 @@ impl<C: Clock> Limit<C> {
         Err(self.fault(crate::algo::Fault::Corrupt))
     }
 
-    /// One round of [`Limit::split_run`]: the decision, and the sub-bucket that made it.
+    /// One round of [`Site::split_run`]: the decision, and the sub-bucket that made it.
     fn split_once(
         &self,
         cost: u64,

@@ -3,10 +3,11 @@
 //! a window's live limit, the fleet share's lease and fence, and the small errors of the hot
 //! path ([`StepError`]), turned into [`Error`]s out of line.
 
+use crate::site::Site;
 use std::sync::atomic::Ordering;
 
+use super::StepError;
 use super::FENCE_REWRITE_RETRY_NS;
-use super::{Limit, StepError};
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
 use crate::algo::sliding_window::SlidingWindow;
@@ -17,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::file::layout::{self, bucket, unpack_window_limit};
 use crate::tally::hot::{self, Counts};
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
     /// `now`: shared by unkeyed limits and key slots.
     #[inline(always)]
@@ -26,8 +27,8 @@ impl<C: Clock> Limit<C> {
             .map_err(|e| self.step_error(e, cost))
     }
 
-    /// [`Limit::step_word`] with a small, `Copy` error, so the hot path passes it in registers;
-    /// [`Limit::step_error`] makes the [`Error`] out of line.
+    /// [`Site::step_word`] with a small, `Copy` error, so the hot path passes it in registers;
+    /// [`Site::step_error`] makes the [`Error`] out of line.
     #[inline(always)]
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {

@@ -1,11 +1,11 @@
-//! The straight path of the common decision: [`Limit::try_acquire`] on an unkeyed bucket or
+//! The straight path of the common decision: [`Site::try_acquire`] on an unkeyed bucket or
 //! window decides inline from this thread's hot entry when everything it needs is there, and
 //! otherwise, having written nothing, decides again from scratch out of line
 //! (`Limit::run`, in [`super::run`]).
 
+use crate::site::Site;
 use std::sync::atomic::Ordering;
 
-use super::Limit;
 use crate::algo::fixed_window::FixedWindow;
 use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{try_decide, Decision, Step};
@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::file::layout::{self, bucket};
 use crate::tally::hot::{self, Counts};
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Admit `cost` units now, or deny and consume nothing.
     ///
     /// # Errors
@@ -34,7 +34,7 @@ impl<C: Clock> Limit<C> {
         self.run(cost, true, None)
     }
 
-    /// [`Limit::try_acquire`] on a token bucket (the typed handle's call: no test of the kind).
+    /// [`Site::try_acquire`] on a token bucket (the typed handle's call: no test of the kind).
     #[inline(always)]
     pub(crate) fn try_acquire_bucket(&self, cost: u64) -> Result<Decision> {
         if self.plain_bucket {
@@ -45,7 +45,7 @@ impl<C: Clock> Limit<C> {
         self.try_acquire_slow(cost)
     }
 
-    /// [`Limit::try_acquire`] on a fixed or sliding window (the typed handle's call).
+    /// [`Site::try_acquire`] on a fixed or sliding window (the typed handle's call).
     #[inline(always)]
     pub(crate) fn try_acquire_window(&self, cost: u64) -> Result<Decision> {
         let fast = match self.params {
@@ -67,7 +67,7 @@ impl<C: Clock> Limit<C> {
         self.try_acquire_slow(cost)
     }
 
-    /// The decision of [`Limit::try_acquire_again`], copied ([`Decision::relocated`]).
+    /// The decision of [`Site::try_acquire_again`], copied ([`Decision::relocated`]).
     #[inline(always)]
     fn try_acquire_slow(&self, cost: u64) -> Result<Decision> {
         match self.try_acquire_again(cost) {
@@ -76,7 +76,7 @@ impl<C: Clock> Limit<C> {
         }
     }
 
-    /// [`Limit::try_acquire`] when [`Limit::bucket_fast`] did not decide, from scratch.
+    /// [`Site::try_acquire`] when [`Site::bucket_fast`] did not decide, from scratch.
     #[cold]
     #[inline(never)]
     fn try_acquire_again(&self, cost: u64) -> Result<Decision> {
@@ -87,11 +87,11 @@ impl<C: Clock> Limit<C> {
     /// replacement check, this thread's hot entry holds the parameters of the slot the word
     /// names, the cost fits (a fleet share: and its lease covers now), and a denial is counted
     /// in this thread's own lane. `None` when any of that does not hold, having written
-    /// nothing: the caller then decides from scratch through [`Limit::run`], which handles
+    /// nothing: the caller then decides from scratch through [`Site::run`], which handles
     /// every case (one more clock read, off the common path). The loop is the one mutation
     /// loop ([`try_decide`], loom-modelled): a failed CAS retries from the word that beat it.
     ///
-    /// Everything else [`Limit::bucket_run`] does (the stale-word retry, the fence, filling
+    /// Everything else [`Site::bucket_run`] does (the stale-word retry, the fence, filling
     /// the entry, the errors) stays out of this function: their state kept the whole decision
     /// in memory and cost about 20 instructions on every call.
     #[inline(always)]
@@ -152,7 +152,7 @@ impl<C: Clock> Limit<C> {
         engine::bucket::give_back(state, || self.clock.now_ns(), units_ns);
     }
 
-    /// [`Limit::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
+    /// [`Site::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
     /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
     /// (the window's pure step at that limit).
     #[inline(always)]
@@ -184,7 +184,7 @@ impl<C: Clock> Limit<C> {
         )
     }
 
-    /// The loop and the counting shared by [`Limit::bucket_fast`] and [`Limit::window_fast`]:
+    /// The loop and the counting shared by [`Site::bucket_fast`] and [`Site::window_fast`]:
     /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
     /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted (with the
     /// decision's unit), before the admission is counted (`false`: it was given back, decide

@@ -24,7 +24,7 @@ fn caught_mid_retune() -> (tempfile::TempDir, Limiter<ManualClock>) {
     assert!(api.try_acquire(1).unwrap().is_allowed());
     api.set_rate(Rate::per_second(20).unwrap()).unwrap();
     assert!(api.try_acquire(1).unwrap().is_allowed());
-    let limit = limiter.limit("api").unwrap();
+    let limit = limiter.limit("api").unwrap().into_site();
     assert_eq!(crate::engine::bucket::active(limit.control_line()), 1);
     assert_ne!(
         limit.control(0).load(Ordering::Acquire) & bucket::PARAM_TAG,
@@ -39,7 +39,7 @@ fn caught_mid_retune() -> (tempfile::TempDir, Limiter<ManualClock>) {
 #[test]
 fn a_word_naming_a_slot_being_rewritten_is_stale_not_corrupt() {
     let (_dir, limiter) = caught_mid_retune();
-    let limit = limiter.limit("api").unwrap();
+    let limit = limiter.limit("api").unwrap().into_site();
     let now = limit.clock().now_ns();
     let live = limit.control(0).load(Ordering::Acquire);
     // The word as a decision loaded it before the first retune: tag 0, the slot now rewritten.
@@ -64,7 +64,7 @@ fn a_word_naming_a_slot_being_rewritten_is_stale_not_corrupt() {
 #[test]
 fn the_active_slot_unreadable_is_corrupt() {
     let (_dir, limiter) = caught_mid_retune();
-    let limit = limiter.limit("api").unwrap();
+    let limit = limiter.limit("api").unwrap().into_site();
     let now = limit.clock().now_ns();
     // Damage the active slot (1) instead: no retune rewrites it, so the state is corrupt.
     limit
@@ -80,7 +80,7 @@ fn the_active_slot_unreadable_is_corrupt() {
 #[test]
 fn a_live_word_naming_the_rewritten_slot_is_corrupt_and_decisions_end() {
     let (_dir, limiter) = caught_mid_retune();
-    let limit = limiter.limit("api").unwrap();
+    let limit = limiter.limit("api").unwrap().into_site();
     let now = limit.clock().now_ns();
     // A damaged file: `ACTIVE` names slot 1 but the live word itself names slot 0, which is
     // unreadable. Deciding again could never help: corrupt, and the decision returns.
@@ -130,7 +130,7 @@ fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
     let (_dir, agent, worker) = fenced_bucket();
     let tb = worker.token_bucket("api").unwrap();
     assert!(tb.try_acquire(1).unwrap().is_allowed());
-    let writer = agent.limit("api").unwrap();
+    let writer = agent.limit("api").unwrap().into_site();
     let check = writer.control(bucket::FENCE + 2).load(Ordering::Acquire);
     {
         let _writing = writer.retune_lock().unwrap();
@@ -145,7 +145,7 @@ fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
         let r = tb.reserve(1, std::time::Duration::from_secs(1)).unwrap();
         assert!(!r.is_granted());
         // The share's mark is read without the fence: still fleet-managed.
-        assert!(worker.limit("api").unwrap().is_fleet_managed());
+        assert!(worker.limit("api").unwrap().into_site().is_fleet_managed());
         // A decision in the writer's own process (its mutex held by another thread) too.
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -189,7 +189,7 @@ fn a_retune_killed_while_moving_keys_is_finished_by_the_next() {
         .clock(clock)
         .create_or_open(dir.path().join("killed.shm"))
         .unwrap();
-    let limit = limiter.limit("k").unwrap();
+    let limit = limiter.limit("k").unwrap().into_site();
     for key in [&b"moved"[..], b"unmoved"] {
         assert!(limit.try_acquire_key(key, 5).unwrap().is_allowed());
         assert!(limit.try_acquire_key(key, 1).unwrap().is_denied());
@@ -244,7 +244,7 @@ fn an_unkeyed_retune_killed_before_activating_is_finished_by_the_next() {
         .unwrap();
     let b = limiter.token_bucket("b").unwrap();
     assert!(b.try_acquire(5).unwrap().is_allowed());
-    let limit = limiter.limit("b").unwrap();
+    let limit = limiter.limit("b").unwrap().into_site();
     let r = crate::engine::bucket::stage_retune(
         limit.control_line(),
         Rate::per_second(1000).unwrap().emission_ns(),

@@ -3,6 +3,7 @@
 //! reset and the live parameters. The words and the protocol are [`crate::engine::bucket`]'s;
 //! the decision's hot path (a thread's hot entry for a slot) stays in `limiter.rs`.
 
+use crate::site::Site;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::gcra::Gcra;
@@ -14,14 +15,14 @@ use crate::file;
 use crate::file::layout::bucket;
 use crate::spec::{Algorithm, Rate};
 
-use super::{Limit, Params, RetuneGuard};
+use super::{Params, RetuneGuard};
 
-/// How long a decision that found the fence slot being rewritten (see [`Limit::fence_params`])
+/// How long a decision that found the fence slot being rewritten (see [`Site::fence_params`])
 /// tells its caller to wait: about one scheduling quantum, after which the descheduled writer
 /// has usually run again and finished its three stores.
 pub(crate) const FENCE_REWRITE_RETRY_NS: u64 = 1_000_000;
 
-/// What a decision at some instant decides with (see [`Limit::bucket_at`]).
+/// What a decision at some instant decides with (see [`Site::bucket_at`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BucketAt {
     /// The parameters.
@@ -32,7 +33,7 @@ pub(crate) struct BucketAt {
     pub horizon_ns: u64,
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// The most one decision can grant under the current (possibly retuned) parameters.
     pub fn capacity(&self) -> u64 {
         match self.live_algorithm() {
@@ -45,7 +46,7 @@ impl<C: Clock> Limit<C> {
 
     /// The token bucket's parameters in slot `tag`, validated against the slot's check word
     /// (a fleet share's too: these are the slot's parameters, not what a fenced decision uses;
-    /// see [`Limit::bucket_at`]).
+    /// see [`Site::bucket_at`]).
     #[inline(always)]
     pub(crate) fn bucket_params(&self, tag: usize) -> Result<Gcra> {
         self.slot_params(bucket::PARAMS[tag & 1]).map(|(g, _)| g)
@@ -73,7 +74,7 @@ impl<C: Clock> Limit<C> {
 
     /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
     /// share whose lease deadline does not cover `now` (then the fence's). `None` while the
-    /// fence is being rewritten (see [`Limit::fence_params`]): decide nothing, deny.
+    /// fence is being rewritten (see [`Site::fence_params`]): decide nothing, deny.
     pub(crate) fn bucket_at(&self, tag: usize, now: u64) -> Result<Option<BucketAt>> {
         let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1])?;
         if !fleet {
@@ -101,7 +102,7 @@ impl<C: Clock> Limit<C> {
 
     /// The fence slot: what a fleet-managed bucket decides with once its lease has passed.
     ///
-    /// The fence is one slot, rewritten in place by [`Limit::fleet_manage`] under the retune
+    /// The fence is one slot, rewritten in place by [`Site::fleet_manage`] under the retune
     /// lock while fenced decisions read it (its check word cleared first, see
     /// [`engine::bucket::write_slot`]). A writer descheduled between its stores leaves the slot
     /// torn for as long as it is off the CPU, far longer than a reader's bounded retries: so a
@@ -154,9 +155,6 @@ impl<C: Clock> Limit<C> {
     /// rate and capacity that do not fit; [`Error::CorruptState`]; [`Error::Io`] if the lock
     /// cannot be taken.
     pub(crate) fn set_rate(&self, rate: Rate) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.set_rate(rate);
-        }
         let capacity = match self.live_algorithm()? {
             Algorithm::TokenBucket { capacity, .. } => capacity,
             _ => return self.set_window_rate(rate),
@@ -173,9 +171,6 @@ impl<C: Clock> Limit<C> {
     /// A fleet-managed bucket ([`TokenBucketLimit::fleet_manage`](crate::TokenBucketLimit::fleet_manage)) stays fleet-managed: the new rate holds
     /// until its lease deadline, like the share it replaces.
     pub(crate) fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.set_token_bucket(capacity, rate);
-        }
         self.retune_bucket(capacity, rate, None)
     }
 
@@ -199,7 +194,7 @@ impl<C: Clock> Limit<C> {
         self.retune_bucket_locked(capacity, rate, fleet)
     }
 
-    /// [`Limit::retune_bucket`] with the retune lock held.
+    /// [`Site::retune_bucket`] with the retune lock held.
     pub(super) fn retune_bucket_locked(
         &self,
         capacity: u64,
@@ -277,9 +272,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::Io`](crate::Error::Io) if the retune lock cannot be taken.
     pub fn reset(&self) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.reset();
-        }
         let _guard = self.retune_lock()?;
         file::reset_limit(&self.shared.mapped, self.index);
         Ok(())
@@ -311,9 +303,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::CorruptState`](crate::Error::CorruptState) when the live parameters are damaged.
     pub fn live_algorithm(&self) -> Result<Algorithm> {
-        if let Some(next) = self.moved_handle()? {
-            return next.live_algorithm();
-        }
         let mut a = *self.algorithm();
         match &mut a {
             Algorithm::TokenBucket {

@@ -1,5 +1,6 @@
 //! A fixed or sliding window's live limit: one control word holding the limit and its check.
 
+use crate::site::Site;
 use std::sync::atomic::Ordering;
 
 use crate::algo::Fault;
@@ -8,9 +9,9 @@ use crate::error::Result;
 use crate::file::layout::{self, pack_window_limit};
 use crate::spec::{Algorithm, Rate};
 
-use super::{Limit, Params};
+use super::Params;
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// A window's live limit.
     #[inline(always)]
     pub(super) fn window_limit(&self) -> Result<u64> {
@@ -39,9 +40,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::WrongKind`] for other algorithms; [`Error::InvalidParameter`] for a bad limit.
     pub(crate) fn set_limit(&self, limit: u64) -> Result<()> {
-        if let Some(next) = self.moved_handle()? {
-            return next.set_limit(limit);
-        }
         let mut algo = *self.algorithm();
         match &mut algo {
             Algorithm::FixedWindow { limit: l, .. } | Algorithm::SlidingWindow { limit: l, .. } => {

@@ -1,6 +1,7 @@
 //! The permit calls the typed handles make: acquire (waiting or not, keyed or not), release by
 //! id, and the inspection and reclaim of every held permit.
 
+use crate::site::Site;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -10,9 +11,8 @@ use super::PERMIT_RECHECK;
 use super::{decode_id, file_tag, futex, liveness, permit_id, Permit, PermitHolder, Waited};
 use crate::clock::Clock;
 use crate::error::Result;
-use crate::limiter::Limit;
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// Take a permit if one is free (or held by a dead process, or past its lease), without
     /// waiting. `None` when all `C` are held.
     ///
@@ -203,9 +203,6 @@ impl<C: Clock> Limit<C> {
     ///
     /// As [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit).
     pub(crate) fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
-        if let Some(next) = self.moved_handle()? {
-            return next.key_permits_held(key);
-        }
         let tag = self.key_tag(key)?;
         let (kp, _) = self.keyed_permits()?;
         kp.held(self, tag)
@@ -243,9 +240,6 @@ impl<C: Clock> Limit<C> {
     /// Every held permit: who holds it, for which key, since when, until when. Checks each
     /// owner's liveness (system calls), for inspection; an empty list for other kinds of limit.
     pub fn permit_holders(&self) -> Vec<PermitHolder> {
-        if let Ok(Some(next)) = self.moved_handle() {
-            return next.permit_holders();
-        }
         let Ok((entries, lease_ns)) = self.entries() else {
             return Vec::new();
         };
@@ -281,9 +275,6 @@ impl<C: Clock> Limit<C> {
     /// returns how many (0 for other kinds of limit). What the CLI's `gc` runs; acquirers do the
     /// same on their slow path, so this is never needed for correctness.
     pub fn reclaim_dead_permits(&self) -> usize {
-        if let Ok(Some(next)) = self.moved_handle() {
-            return next.reclaim_dead_permits();
-        }
         let Ok((entries, lease_ns)) = self.entries() else {
             return 0;
         };

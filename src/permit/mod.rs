@@ -105,7 +105,7 @@ pub const PERMIT_RECHECK: Duration = futex::RECHECK;
 use slot::{OwnerWord, GEN_MASK};
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::limiter::Limit;
+use crate::site::Site;
 
 /// A held permit of a concurrency limit; released when dropped.
 ///
@@ -113,7 +113,7 @@ use crate::limiter::Limit;
 /// releases nothing when the child drops it (the entry names the parent).
 #[must_use = "a permit is released as soon as it is dropped"]
 pub struct Permit<C: Clock = MonotonicClock> {
-    limit: Limit<C>,
+    limit: Site<C>,
     /// The entry and the owner word this permit committed; None for a permit that holds
     /// nothing (a shadow-mode permit, or one a full key table's `Allow` policy granted).
     entry: Option<(usize, OwnerWord)>,
@@ -154,7 +154,7 @@ enum Waited<'a, C: Clock> {
     /// With this outcome (a permit, or none when the time ran out).
     Done(Option<Permit<C>>),
     /// The file was replaced: go on waiting in the new one (its handle), for the time left.
-    Moved(&'a Limit<C>, Duration),
+    Moved(&'a Site<C>, Duration),
 }
 
 impl<C: Clock> Permit<C> {

@@ -2,6 +2,7 @@
 //! entry (free, or taken over from a dead owner or an expired lease), the outcome as a
 //! [`Permit`], and giving an entry back (see the module docs of `permit`).
 
+use crate::site::Site;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -11,9 +12,9 @@ use super::{futex, liveness, Permit, PERMIT_RECHECK};
 use crate::algo::Decision;
 use crate::clock::Clock;
 use crate::engine::keys::{Slot, NO_PAIR_CAS};
+use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout;
-use crate::limiter::{Limit, Params};
 use crate::spec::FullPolicy;
 
 /// Rotates the scan start of successive acquisitions in one process.
@@ -70,7 +71,7 @@ impl Judge {
     }
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// The permit entries of a concurrency limit and its lease (ns, 0 = none).
     pub(super) fn entries(&self) -> Result<(Entries<'_>, u64)> {
         let Params::Concurrency { permits, lease_ns } = self.params() else {
@@ -167,7 +168,7 @@ impl<C: Clock> Limit<C> {
             .pop()
     }
 
-    /// One attempt for the key `tag`, as [`Limit::grab`].
+    /// One attempt for the key `tag`, as [`Site::grab`].
     pub(super) fn grab_key(
         &self,
         kp: &KeyedPermits<'_, Slot, AtomicU64>,

@@ -2,6 +2,7 @@
 //! (whether the path still names the file, and the handle of the file that replaced it), and
 //! the retune lock.
 
+use crate::site::Site;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -15,21 +16,21 @@ use crate::file::lock::FileLock;
 use crate::file::{self, Mapped};
 use crate::tally::Region;
 
-use super::{params_of, Limit, Params};
+use crate::engine::{params_of, Params};
 
 pub(crate) struct Shared {
     pub(crate) mapped: Mapped,
     /// The counter region, for the handles' [`Tally`].
-    pub(super) counters: Region,
-    pub(super) params: Vec<Params>,
+    pub(crate) counters: Region,
+    pub(crate) params: Vec<Params>,
     /// Serialises this process's retuning; `flock` serialises processes.
-    pub(super) tuning: Mutex<()>,
+    pub(crate) tuning: Mutex<()>,
     /// Whether the path still names this file (see [`Shared::check`]).
-    pub(super) watch: Watch,
+    pub(crate) watch: Watch,
 }
 
 /// [`Limiter::sync`]: `shared`'s file, then each file that replaced it in turn.
-pub(super) fn sync_files(shared: &Arc<Shared>, t: u64) -> Result<()> {
+pub(crate) fn sync_files(shared: &Arc<Shared>, t: u64) -> Result<()> {
     let mut at = Arc::clone(shared);
     for _ in 0..16 {
         file::reboot::sync(&at.mapped).map_err(|source| Error::Io {
@@ -53,19 +54,19 @@ pub const REPLACEMENT_CHECK: Duration = Duration::from_secs(1);
 const REATTACH_RETRY: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
-pub(super) struct Watch {
+pub(crate) struct Watch {
     /// Clock time of the next check (the earliest any handle of this file needs one).
-    pub(super) next_check: AtomicU64,
+    pub(crate) next_check: AtomicU64,
     /// The file now at the path, once noticed and attached.
-    pub(super) successor: OnceLock<Arc<Shared>>,
+    pub(crate) successor: OnceLock<Arc<Shared>>,
     /// Serialises checks; holds the last failed re-attach: (retry at, what failed).
-    pub(super) failure: Mutex<Option<(u64, String)>>,
+    pub(crate) failure: Mutex<Option<(u64, String)>>,
 }
 
 impl Shared {
     /// The shared state of a file just mapped: each limit's in-process parameters, computed
     /// once here.
-    pub(super) fn new(mapped: Mapped) -> Shared {
+    pub(crate) fn new(mapped: Mapped) -> Shared {
         let wall = mapped.header(word::WALL_OFFSET);
         let params = mapped
             .defs
@@ -103,7 +104,7 @@ impl Shared {
     /// replacement cannot be attached (retried at most once per [`REATTACH_RETRY`]).
     #[cold]
     #[inline(never)]
-    pub(super) fn check(&self, t: u64) -> Result<Option<Arc<Shared>>> {
+    pub(crate) fn check(&self, t: u64) -> Result<Option<Arc<Shared>>> {
         if let Some(next) = self.watch.successor.get() {
             return Ok(Some(Arc::clone(next)));
         }
@@ -158,7 +159,7 @@ impl Shared {
     }
 
     /// This process's tuning mutex and an exclusive `flock` on the file.
-    pub(super) fn lock(&self) -> Result<RetuneGuard<'_>> {
+    pub(crate) fn lock(&self) -> Result<RetuneGuard<'_>> {
         let local = self.tuning.lock().unwrap_or_else(|p| p.into_inner());
         let file = FileLock::exclusive(&self.mapped.file).map_err(|source| Error::Io {
             op: "taking the retune lock",
@@ -174,7 +175,7 @@ impl Shared {
     /// The retune lock if nobody holds it, without waiting (this process's mutex, then the
     /// file's `flock`): `None` while another thread or process holds it. For a decision, which
     /// must never wait for a management call (its holder may be descheduled or stopped).
-    pub(super) fn try_lock(&self) -> Option<RetuneGuard<'_>> {
+    pub(crate) fn try_lock(&self) -> Option<RetuneGuard<'_>> {
         let local = match self.tuning.try_lock() {
             Ok(guard) => guard,
             Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
@@ -190,7 +191,7 @@ impl Shared {
 
 /// The error of a handle whose file was replaced by one it cannot attach to.
 #[cold]
-pub(super) fn reattach_error(path: &Path, reason: String) -> Error {
+pub(crate) fn reattach_error(path: &Path, reason: String) -> Error {
     Error::Io {
         op: "re-attaching to the file that replaced this one",
         path: path.to_owned(),
@@ -198,18 +199,18 @@ pub(super) fn reattach_error(path: &Path, reason: String) -> Error {
     }
 }
 
-pub(super) struct RetuneGuard<'a> {
+pub(crate) struct RetuneGuard<'a> {
     // Fields drop in order: the file lock first (as other processes wait for it), then this
     // process's mutex.
     _file: FileLock<'a>,
     _local: std::sync::MutexGuard<'a, ()>,
 }
 
-impl<C: Clock> Limit<C> {
+impl<C: Clock> Site<C> {
     /// For management and inspection calls: the handle of the file that replaced this one, once
     /// the replacement check (at most once per [`REPLACEMENT_CHECK`], as decisions run it) has
     /// noticed it, or `None` while this is still the file at the path.
-    pub(crate) fn moved_handle(&self) -> Result<Option<&Limit<C>>> {
+    pub(crate) fn moved_handle(&self) -> Result<Option<&Site<C>>> {
         let this = self.current()?;
         Ok((!std::ptr::eq(this, self)).then_some(this))
     }
@@ -220,12 +221,12 @@ impl<C: Clock> Limit<C> {
     }
 
     /// The handle of the file that replaced this one, once noticed.
-    pub(crate) fn moved_to(&self) -> Option<&Limit<C>> {
+    pub(crate) fn moved_to(&self) -> Option<&Site<C>> {
         self.moved.get().map(|next| &**next)
     }
 
     /// The handle that made `grant`: this one, or one of the files that replaced it.
-    pub(crate) fn maker_of(&self, grant: &Decision) -> &Limit<C> {
+    pub(crate) fn maker_of(&self, grant: &Decision) -> &Site<C> {
         let mut at = self;
         while grant.origin != 0 && grant.origin != at.origin {
             match at.moved.get() {
