@@ -74,7 +74,7 @@ mod limiter;
 mod owner;
 mod permit;
 mod reconcile;
-mod site;
+
 mod sync;
 mod tally;
 mod unavailable;

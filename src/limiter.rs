@@ -1,10 +1,10 @@
 //! The public handles: [`Limiter`] (one attached file) and [`Limit`] (one limit in it).
 
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::site::Site;
 pub(crate) use crate::engine::Params;
 use crate::error::Result;
 use crate::permit::PermitHolder;
-use crate::site::Site;
 use crate::spec::{Algorithm, LimitDef};
 
 mod attach;
@@ -18,19 +18,18 @@ mod split;
 mod step;
 mod straight;
 mod token_bucket;
-mod window;
 
 #[cfg(test)]
 mod tests;
 
-pub use crate::site::watch::REPLACEMENT_CHECK;
-use crate::site::watch::{sync_files, RetuneGuard, Shared};
+pub use crate::engine::site::watch::REPLACEMENT_CHECK;
+use crate::engine::site::watch::{sync_files, RetuneGuard, Shared};
+pub(crate) use crate::engine::StepError;
 pub use crate::tally::Stats;
 pub use attach::Limiter;
 pub use builder::Builder;
 pub use fleet::FleetLease;
 pub use info::FileInfo;
-pub(crate) use parts::StepError;
 pub(crate) use token_bucket::FENCE_REWRITE_RETRY_NS;
 
 /// The untyped view of one limit, whatever its kind: what [`Limiter::limit`] and

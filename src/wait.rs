@@ -73,7 +73,7 @@
 //! request's timeout) never does work nobody waits for, and never holds more than `B + r D`
 //! requests parked.
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::time::{Duration, Instant};
 
 use crate::algo::{mutate, Change, Decision};

@@ -11,10 +11,11 @@
 //! its CAS, giving back an admission decided with replaced parameters), the fence slot and the
 //! bit-63 tag of its state words (a live retune, the rescale of a state to the new slot, and
 //! the reservations' bookings and cancels on a tagged word); [`keys`] owns a keyed limit's table of
-//! 16-byte key slots (lookup, claims, reclaim, retune), over any word algorithm. The handle
-//! (a `Site`, `src/site/`: one limit's words, clock and counters as this process holds them)
-//! calls these functions on the words of its control line and
-//! state area.
+//! 16-byte key slots (lookup, claims, reclaim, retune), over any word algorithm; [`window`]
+//! is the fixed and sliding windows' engine and [`log`] the sliding log's: each a view of the
+//! limit's site (`Window(site)`, `Log(site)`) with the kind's decisions, its hot entry and its
+//! retune. A site (`src/engine/site/`) is one limit's words, clock and counters as this process holds
+//! them; the typed handles call the engine of their kind on it.
 //!
 //! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
 //! parameters that never change live.
@@ -51,6 +52,9 @@
 
 pub(crate) mod bucket;
 pub(crate) mod keys;
+pub(crate) mod log;
+pub(crate) mod site;
+pub(crate) mod window;
 
 #[cfg(test)]
 mod loom_models;
@@ -59,6 +63,26 @@ use crate::algo::fixed_window::FixedWindow;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::sliding_window::SlidingWindow;
 use crate::spec::{Algorithm, Alignment};
+
+/// Why a single-word step could not decide (see [`Site::step_fast`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepError {
+    /// Damaged live parameters.
+    Corrupt,
+    /// The cost exceeds this capacity.
+    Cost(u64),
+    /// The limit has no single-word state.
+    NoWord,
+    /// A fleet-managed bucket past its lease whose fence cannot grant the cost.
+    Fenced,
+    /// A fleet-managed bucket past its lease whose fence slot is being rewritten (see
+    /// [`Site::fence_params`]): deny, and retry shortly.
+    FenceRewrite,
+    /// The state word names a parameter slot that a later retune is rewriting (the decision
+    /// loaded the word before two retunes in a row): the word is stale, decide again from the
+    /// live one.
+    Stale,
+}
 
 /// The per-limit parameters a decision needs, in process memory. Live-tunable parameters (the
 /// bucket's rate and capacity, a window's limit) are read from the control line instead.

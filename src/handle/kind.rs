@@ -25,8 +25,8 @@
 
 use crate::algo::Decision;
 use crate::clock::Clock;
+use crate::engine::site::Site;
 use crate::error::Result;
-use crate::site::Site;
 
 use super::LimitKind;
 
@@ -128,7 +128,7 @@ impl UnkeyedRate for Window {}
 impl sealed::Decide for Window {
     #[inline(always)]
     fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
-        limit.try_acquire_window(cost)
+        crate::engine::window::Window(limit).try_acquire(cost)
     }
 }
 impl Retune for Window {}

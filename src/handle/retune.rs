@@ -4,6 +4,7 @@
 use super::kind::{BucketRetune, Retune, WindowRetune};
 use super::Handle;
 use crate::clock::Clock;
+use crate::engine::window::Window;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
@@ -112,6 +113,6 @@ impl<K: WindowRetune, C: Clock> Handle<K, C> {
     /// [`Error::InvalidParameter`] for a bad limit; [`Error::Io`] if the retune lock
     /// cannot be taken.
     pub fn set_limit(&self, limit: u64) -> Result<()> {
-        self.limit.site().current()?.set_limit(limit)
+        Window(self.limit.site().current()?).set_limit(limit)
     }
 }

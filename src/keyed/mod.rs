@@ -42,10 +42,10 @@ use crate::clock::Clock;
 use crate::engine::keys::table::{self, Outcome, Table};
 use crate::engine::keys::template::{self, Template};
 use crate::engine::keys::NO_PAIR_CAS;
+use crate::engine::site::Site;
 use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket;
-use crate::site::Site;
 
 use crate::spec::FullPolicy;
 use crate::tally::hot::Counts;

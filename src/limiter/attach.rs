@@ -12,7 +12,7 @@ use crate::file::{self, Mapped};
 use crate::spec::LimitDef;
 
 use super::{sync_files, Builder, FileInfo, Limit, Shared};
-use crate::site::Site;
+use crate::engine::site::Site;
 
 /// One attached limiter file. Cheap to clone; every clone shares the mapping.
 ///

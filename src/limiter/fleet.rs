@@ -1,6 +1,6 @@
 //! A fleet-managed token bucket (see `docs/fleet.md`): its share, lease deadline and fence.
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::sync::atomic::Ordering;
 
 use crate::algo::gcra::Gcra;

@@ -2,7 +2,7 @@
 //! ([`Stats`], defined with the counters in `tally`).
 
 use crate::clock::Clock;
-use crate::site::Site;
+use crate::engine::site::Site;
 
 use crate::tally::Stats;
 

@@ -2,7 +2,7 @@
 //! the area after it, as the engines take them), the errors it reports in its own name, and
 //! the bounds of a caller's date.
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::Fault;
@@ -12,26 +12,6 @@ use crate::file::Mapped;
 use crate::spec::{Algorithm, LimitDef};
 
 use super::Params;
-
-/// Why a single-word step could not decide (see [`Site::step_fast`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StepError {
-    /// Damaged live parameters.
-    Corrupt,
-    /// The cost exceeds this capacity.
-    Cost(u64),
-    /// The limit has no single-word state.
-    NoWord,
-    /// A fleet-managed bucket past its lease whose fence cannot grant the cost.
-    Fenced,
-    /// A fleet-managed bucket past its lease whose fence slot is being rewritten (see
-    /// [`Site::fence_params`]): deny, and retry shortly.
-    FenceRewrite,
-    /// The state word names a parameter slot that a later retune is rewriting (the decision
-    /// loaded the word before two retunes in a row): the word is stale, decide again from the
-    /// live one.
-    Stale,
-}
 
 impl<C: Clock> Site<C> {
     /// The limit's name.

@@ -2,7 +2,8 @@
 //! (through [`crate::algo::mutate`] for the single-word ones); with the freshness of a
 //! single-word state, the other word-level question keyed tables ask.
 
-use crate::site::Site;
+use crate::engine::log::Log;
+use crate::engine::site::Site;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::{mutate, Change, Decision};
@@ -91,7 +92,13 @@ impl<C: Clock> Site<C> {
         match self.params {
             Params::SlidingLog(log) => {
                 let now = self.clock.now_ns();
-                log.refund(self.control(0), self.area_log(log), now, grant.stamp, units);
+                log.refund(
+                    self.control(0),
+                    Log(self).entries(log),
+                    now,
+                    grant.stamp,
+                    units,
+                );
                 Ok(())
             }
             Params::Concurrency { .. } => {

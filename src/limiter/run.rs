@@ -2,11 +2,12 @@
 //! decisions and peeks, the two halves a composed check decides with, and what follows every
 //! decision (stamping it, counting it, counting refunds).
 
-use crate::site::Site;
-use std::sync::atomic::{AtomicU64, Ordering};
+use crate::engine::log::Log;
+use crate::engine::site::Site;
+use crate::engine::window::Window;
+use std::sync::atomic::Ordering;
 
 use super::StepError;
-use crate::algo::sliding_log::SlidingLog;
 use crate::algo::{try_decide, try_decide_from, Decision};
 use crate::clock::{Clock, DATE_TOLERANCE_NS, MAX_DATE_NS};
 use crate::engine::Params;
@@ -64,62 +65,12 @@ impl<C: Clock> Site<C> {
             return this.bucket_run(cost, commit, at);
         }
         if this.plain_window && cost != 0 {
-            return this.window_run(cost, commit, at);
+            return Window(this).decide(cost, commit, at);
         }
         if let (Params::SlidingLog(log), false) = (this.params, this.keyed || cost == 0) {
-            return this.log_run(log, cost, commit, || this.decision_time(at));
+            return Log(this).decide(log, cost, commit, || this.decision_time(at));
         }
         this.run_on(cost, commit, || this.decision_time(at))
-    }
-
-    /// The decision of a sliding log.
-    #[inline(always)]
-    fn log_run(
-        &self,
-        log: SlidingLog,
-        cost: u64,
-        commit: bool,
-        now: impl Fn() -> u64,
-    ) -> Result<Decision> {
-        if cost > log.limit {
-            return Err(Error::CostExceedsCapacity {
-                cost,
-                capacity: log.limit,
-            });
-        }
-        let decision = log
-            .acquire(self.control(0), self.area_log(log), now, cost, commit)
-            .map_err(|f| self.fault(f))?;
-        Ok(self.finish(decision, cost, commit))
-    }
-
-    /// The decision of an unkeyed fixed or sliding window, as [`Site::bucket_run`]: one loop
-    /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
-    /// that returns the step through memory).
-    #[inline(always)]
-    fn window_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        let now = || self.decision_time(at);
-        let word = self.control(0);
-        let mut counts = Counts::TALLY;
-        let decision = match self.params {
-            Params::FixedWindow(fw) => try_decide(
-                word,
-                now,
-                commit,
-                #[inline(always)]
-                |t, w| self.fixed_step(fw, t, w, cost, &mut counts),
-            ),
-            Params::SlidingWindow(sw) => try_decide(
-                word,
-                now,
-                commit,
-                #[inline(always)]
-                |t, w| self.sliding_step(sw, t, w, cost, &mut counts),
-            ),
-            _ => Err(StepError::NoWord),
-        }
-        .map_err(|e| self.step_error(e, cost))?;
-        Ok(self.finish_counted(decision, cost, commit, counts))
     }
 
     /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
@@ -265,7 +216,7 @@ impl<C: Clock> Site<C> {
             return Err(self.wrong_kind("is keyed: use try_acquire_key"));
         }
         let decision = match self.params {
-            Params::SlidingLog(log) => return self.log_run(log, cost, commit, now),
+            Params::SlidingLog(log) => return Log(self).decide(log, cost, commit, now),
             Params::Concurrency { .. } => {
                 return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
             }
@@ -325,9 +276,5 @@ impl<C: Clock> Site<C> {
         if grant.is_allowed() && whole {
             self.tally.refunded();
         }
-    }
-
-    pub(super) fn area_log(&self, log: SlidingLog) -> &[AtomicU64] {
-        &self.area()[..log.limit as usize]
     }
 }

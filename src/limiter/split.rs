@@ -1,7 +1,7 @@
 //! Split token buckets: `k` sub-buckets, one per line, each with a `1/k` share of the
 //! capacity and rate; a process decides on the one its CPU picks first, then on the others.
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::gcra::Gcra;

@@ -3,19 +3,18 @@
 //! a window's live limit, the fleet share's lease and fence, and the small errors of the hot
 //! path ([`StepError`]), turned into [`Error`]s out of line.
 
-use crate::site::Site;
+use crate::engine::site::Site;
+use crate::engine::window::Window;
 use std::sync::atomic::Ordering;
 
 use super::StepError;
 use super::FENCE_REWRITE_RETRY_NS;
-use crate::algo::fixed_window::FixedWindow;
 use crate::algo::gcra::Gcra;
-use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{near_threshold, Decision, Fault, Step};
 use crate::clock::Clock;
 use crate::engine::Params;
 use crate::error::{Error, Result};
-use crate::file::layout::{self, bucket, unpack_window_limit};
+use crate::file::layout::bucket;
 use crate::tally::hot::{self, Counts};
 
 impl<C: Clock> Site<C> {
@@ -33,75 +32,14 @@ impl<C: Clock> Site<C> {
     pub(crate) fn step_fast(&self, now: u64, word: u64, cost: u64) -> Result<Step, StepError> {
         match self.params {
             Params::TokenBucket => self.bucket_step(now, word, cost, &mut { Counts::TALLY }),
-            Params::FixedWindow(fw) => self.fixed_step(fw, now, word, cost, &mut { Counts::TALLY }),
+            Params::FixedWindow(fw) => {
+                Window(self).fixed_step(fw, now, word, cost, &mut { Counts::TALLY })
+            }
             Params::SlidingWindow(sw) => {
-                self.sliding_step(sw, now, word, cost, &mut { Counts::TALLY })
+                Window(self).sliding_step(sw, now, word, cost, &mut { Counts::TALLY })
             }
             Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
         }
-    }
-
-    /// A fixed window's pure decision at its live limit.
-    #[inline(always)]
-    pub(super) fn fixed_step(
-        &self,
-        fw: FixedWindow,
-        now: u64,
-        word: u64,
-        cost: u64,
-        counts: &mut Counts,
-    ) -> Result<Step, StepError> {
-        let limit = self.live_window_limit(cost, counts)?;
-        Ok(FixedWindow { limit, ..fw }.step(now, word, cost))
-    }
-
-    /// A sliding window's pure decision at its live limit.
-    #[inline(always)]
-    pub(super) fn sliding_step(
-        &self,
-        sw: SlidingWindow,
-        now: u64,
-        word: u64,
-        cost: u64,
-        counts: &mut Counts,
-    ) -> Result<Step, StepError> {
-        let limit = self.live_window_limit(cost, counts)?;
-        Ok(SlidingWindow { limit, ..sw }.step(now, word, cost))
-    }
-
-    /// A window's live limit, if it can ever grant `cost`: from this thread's hot entry for
-    /// this handle while the packed limit word is the one it was filled from (no unpacking),
-    /// with the near-limit threshold and counters for the decision (`counts`).
-    #[inline(always)]
-    fn live_window_limit(&self, cost: u64, counts: &mut Counts) -> Result<u64, StepError> {
-        // Relaxed: the packed word carries its own check; it orders nothing else.
-        let packed = self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
-        // The packed word is the limit itself (with its check): equal words, equal limits.
-        let limit = self.hot_entry(
-            |e| e.id.get() == self.hot_id && e.check.get() == packed,
-            counts,
-            |e| self.window_fill(packed, e),
-            hot::Entry::limit,
-        )?;
-        if cost > limit {
-            return Err(StepError::Cost(limit));
-        }
-        Ok(limit)
-    }
-
-    /// Fill this thread's entry `e` for this handle from the packed window limit word `packed`.
-    #[cold]
-    #[inline(never)]
-    fn window_fill(&self, packed: u64, e: &hot::Entry) -> Result<(), StepError> {
-        let limit = unpack_window_limit(packed).ok_or(StepError::Corrupt)?;
-        e.fill_window(
-            self.hot_id,
-            packed,
-            limit,
-            near_threshold(limit, self.tally.near()),
-            self.tally.owned_counters(),
-        );
-        Ok(())
     }
 
     /// The [`Error`] for a [`StepError`], made out of line.
@@ -165,7 +103,7 @@ impl<C: Clock> Site<C> {
     /// `counts` gets the entry's counters and near-limit threshold. Shared by the bucket and
     /// window decisions.
     #[inline(always)]
-    fn hot_entry<R>(
+    pub(crate) fn hot_entry<R>(
         &self,
         holds: impl FnOnce(&hot::Entry) -> bool,
         counts: &mut Counts,
@@ -244,14 +182,6 @@ impl<C: Clock> Site<C> {
             self.tally.owned_counters(),
         );
         Ok(())
-    }
-
-    /// A window's live limit, with the small error of the hot path.
-    #[inline(always)]
-    pub(super) fn window_limit_fast(&self) -> Result<u64, StepError> {
-        // Relaxed: the packed word carries its own check; it orders nothing else.
-        unpack_window_limit(self.control(layout::WINDOW_LIMIT).load(Ordering::Relaxed))
-            .ok_or(StepError::Corrupt)
     }
 
     /// The token bucket's pure decision on state word `word` at `now`: the bucket's parameters

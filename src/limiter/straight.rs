@@ -3,16 +3,14 @@
 //! otherwise, having written nothing, decides again from scratch out of line
 //! (`Limit::run`, in [`super::run`]).
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::sync::atomic::Ordering;
 
-use crate::algo::fixed_window::FixedWindow;
-use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{try_decide, Decision, Step};
 use crate::clock::Clock;
-use crate::engine::{self, Params};
+use crate::engine::{self};
 use crate::error::Result;
-use crate::file::layout::{self, bucket};
+use crate::file::layout::bucket;
 use crate::tally::hot::{self, Counts};
 
 impl<C: Clock> Site<C> {
@@ -29,7 +27,7 @@ impl<C: Clock> Site<C> {
             return self.try_acquire_bucket(cost);
         }
         if self.plain_window {
-            return self.try_acquire_window(cost);
+            return crate::engine::window::Window(self).try_acquire(cost);
         }
         self.run(cost, true, None)
     }
@@ -45,31 +43,9 @@ impl<C: Clock> Site<C> {
         self.try_acquire_slow(cost)
     }
 
-    /// [`Site::try_acquire`] on a fixed or sliding window (the typed handle's call).
-    #[inline(always)]
-    pub(crate) fn try_acquire_window(&self, cost: u64) -> Result<Decision> {
-        let fast = match self.params {
-            Params::FixedWindow(fw) => self.window_fast(
-                cost,
-                #[inline(always)]
-                |limit, now, word| FixedWindow { limit, ..fw }.step(now, word, cost),
-            ),
-            Params::SlidingWindow(sw) => self.window_fast(
-                cost,
-                #[inline(always)]
-                |limit, now, word| SlidingWindow { limit, ..sw }.step(now, word, cost),
-            ),
-            _ => None,
-        };
-        if let Some(decision) = fast {
-            return Ok(decision);
-        }
-        self.try_acquire_slow(cost)
-    }
-
     /// The decision of [`Site::try_acquire_again`], copied ([`Decision::relocated`]).
     #[inline(always)]
-    fn try_acquire_slow(&self, cost: u64) -> Result<Decision> {
+    pub(crate) fn try_acquire_slow(&self, cost: u64) -> Result<Decision> {
         match self.try_acquire_again(cost) {
             Ok(d) => Ok(d.relocated()),
             Err(e) => Err(e),
@@ -152,45 +128,13 @@ impl<C: Clock> Site<C> {
         engine::bucket::give_back(state, || self.clock.now_ns(), units_ns);
     }
 
-    /// [`Site::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
-    /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
-    /// (the window's pure step at that limit).
-    #[inline(always)]
-    fn window_fast(&self, cost: u64, step: impl Fn(u64, u64, u64) -> Step) -> Option<Decision> {
-        // Copies: as in `bucket_fast`.
-        let (control, hot_id) = (self.control, self.hot_id);
-        self.decide_fast(
-            cost,
-            #[inline(always)]
-            |now, current, counts| {
-                // Relaxed: the packed word carries its own check; it orders nothing else.
-                let packed = control.word(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
-                let limit = hot::with(hot_id, |e| {
-                    if e.id.get() != hot_id || e.check.get() != packed {
-                        return Err(());
-                    }
-                    counts.counters = e.counters.get();
-                    counts.near_slack = e.near_slack.get();
-                    Ok(e.limit())
-                })?;
-                // A cost of 0 or over the limit: an error, from `Limit::run`.
-                if cost.wrapping_sub(1) >= limit {
-                    return Err(());
-                }
-                Ok(step(limit, now, current))
-            },
-            // A window's count means the same at any limit: its admission stands.
-            |_| true,
-        )
-    }
-
-    /// The loop and the counting shared by [`Site::bucket_fast`] and [`Site::window_fast`]:
+    /// The loop and the counting shared by [`Site::bucket_fast`] and `engine::window::Window::fast`:
     /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
     /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted (with the
     /// decision's unit), before the admission is counted (`false`: it was given back, decide
     /// again).
     #[inline(always)]
-    fn decide_fast(
+    pub(crate) fn decide_fast(
         &self,
         cost: u64,
         mut step: impl FnMut(u64, u64, &mut Counts) -> Result<Step, ()>,

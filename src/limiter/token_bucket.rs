@@ -3,7 +3,8 @@
 //! reset and the live parameters. The words and the protocol are [`crate::engine::bucket`]'s;
 //! the decision's hot path (a thread's hot entry for a slot) stays in `limiter.rs`.
 
-use crate::site::Site;
+use crate::engine::site::Site;
+use crate::engine::window::Window;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::gcra::Gcra;
@@ -157,7 +158,7 @@ impl<C: Clock> Site<C> {
     pub(crate) fn set_rate(&self, rate: Rate) -> Result<()> {
         let capacity = match self.live_algorithm()? {
             Algorithm::TokenBucket { capacity, .. } => capacity,
-            _ => return self.set_window_rate(rate),
+            _ => return Window(self).set_rate(rate),
         };
         self.set_token_bucket(capacity, rate)
     }
@@ -278,7 +279,7 @@ impl<C: Clock> Site<C> {
     }
 
     /// Hold this process's tuning mutex and an exclusive `flock` on the file.
-    pub(super) fn retune_lock(&self) -> Result<RetuneGuard<'_>> {
+    pub(crate) fn retune_lock(&self) -> Result<RetuneGuard<'_>> {
         self.shared.lock()
     }
 
@@ -290,7 +291,7 @@ impl<C: Clock> Site<C> {
                 emission_ns,
             } => self.retune_bucket_locked(capacity, Rate::from_emission_ns(emission_ns)?, None),
             Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
-                self.store_window_limit(limit);
+                Window(self).store_limit(limit);
                 Ok(())
             }
             _ => Err(self.wrong_kind("cannot be retuned live")),
@@ -314,7 +315,7 @@ impl<C: Clock> Site<C> {
                 *emission_ns = g.emission_ns;
             }
             Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
-                *limit = self.window_limit()?;
+                *limit = Window(self).limit()?;
             }
             Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => {}
         }

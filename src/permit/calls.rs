@@ -1,7 +1,7 @@
 //! The permit calls the typed handles make: acquire (waiting or not, keyed or not), release by
 //! id, and the inspection and reclaim of every held permit.
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 

@@ -105,7 +105,7 @@ pub const PERMIT_RECHECK: Duration = futex::RECHECK;
 use slot::{OwnerWord, GEN_MASK};
 
 use crate::clock::{Clock, MonotonicClock};
-use crate::site::Site;
+use crate::engine::site::Site;
 
 /// A held permit of a concurrency limit; released when dropped.
 ///

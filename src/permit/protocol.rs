@@ -2,7 +2,7 @@
 //! entry (free, or taken over from a dead owner or an expired lease), the outcome as a
 //! [`Permit`], and giving an entry back (see the module docs of `permit`).
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 

@@ -12,7 +12,7 @@
 //! re-validation of the parameters, no lookup of the lane, no product for the near-limit flag.
 //!
 //! The entry is what makes the straight path of a decision (`Limit::bucket_fast`,
-//! `Limit::window_fast`) possible: when the entry matches, the cost is within its gate (the
+//! `Window::fast`) possible: when the entry matches, the cost is within its gate (the
 //! capacity, or 0 for a fleet share, which then also checks its lease) and a denial has its own
 //! counters, the decision is the pure step, one CAS and one counter; anything else (no entry
 //! yet, a retune, a shadow limit, an error) gives up having written nothing, and the decision

@@ -2,7 +2,7 @@
 //! (whether the path still names the file, and the handle of the file that replaced it), and
 //! the retune lock.
 
-use crate::site::Site;
+use crate::engine::site::Site;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
