@@ -72,7 +72,7 @@ mod headers;
 mod keyed;
 mod limiter;
 mod owner;
-mod permit;
+
 mod reconcile;
 
 mod sync;
@@ -83,6 +83,7 @@ mod wait;
 pub use algo::Decision;
 pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed};
+pub use engine::permits::{Permit, PermitHolder};
 pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
@@ -92,7 +93,6 @@ pub use handle::{
 };
 pub use headers::{Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
-pub use permit::{Permit, PermitHolder};
 pub use reconcile::OnConflict;
 // The definitions a program names to define its limits, documented in `spec`.
 #[doc(no_inline)]

@@ -1,10 +1,10 @@
 //! The public handles: [`Limiter`] (one attached file) and [`Limit`] (one limit in it).
 
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::permits::{PermitHolder, Permits};
 use crate::engine::site::Site;
 pub(crate) use crate::engine::Params;
 use crate::error::Result;
-use crate::permit::PermitHolder;
 use crate::spec::{Algorithm, LimitDef};
 
 mod attach;
@@ -176,12 +176,12 @@ impl<C: Clock> Limit<C> {
     /// The processes holding a permit of this concurrency limit (keyed or not), with their
     /// pids and whether each is alive; empty for other kinds.
     pub fn permit_holders(&self) -> Vec<PermitHolder> {
-        self.here().permit_holders()
+        Permits(self.here()).permit_holders()
     }
 
     /// Free the permits of processes that died holding them; how many were freed.
     pub fn reclaim_dead_permits(&self) -> usize {
-        self.here().reclaim_dead_permits()
+        Permits(self.here()).reclaim_dead_permits()
     }
 
     /// A keyed limit's table occupancy: (keys in use, key slots); `(0, 0)` when unkeyed.

@@ -64,9 +64,9 @@ use std::time::Duration;
 
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::permits::{Permit, Permits};
 use crate::error::{Error, Result};
 use crate::limiter::{Limit, Limiter};
-use crate::permit::Permit;
 
 /// What a limit decides while its limiter file cannot be used. There is no default: every
 /// [`GuardedLimiter::limit`] call names one.
@@ -442,7 +442,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::WrongKind`] if the limit is not a concurrency limit (once attached),
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_permit(&self) -> Result<GuardedPermit<C>> {
-        self.permit(|l| l.site().try_acquire_permit())
+        self.permit(|l| Permits(l.site()).try_acquire_permit())
     }
 
     /// [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit), or the policy while unavailable.
@@ -454,7 +454,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<GuardedPermit<C>> {
         check_key_len(key)?;
-        self.permit(|l| l.site().try_acquire_key_permit(key))
+        self.permit(|l| Permits(l.site()).try_acquire_key_permit(key))
     }
 
     /// A permit from `acquire` once attached, else the policy's answer.

@@ -53,6 +53,7 @@
 pub(crate) mod bucket;
 pub(crate) mod keys;
 pub(crate) mod log;
+pub(crate) mod permits;
 pub(crate) mod site;
 pub(crate) mod window;
 

@@ -5,10 +5,10 @@ use std::time::Duration;
 use super::kind::{self, Permits};
 use super::Handle;
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::permits::{Permit, Permits as PermitEngine};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::permit::Permit;
 
 /// An unkeyed concurrency limit: at most `C` permits held at once across every process;
 /// resolved with [`Limiter::concurrency`](crate::Limiter::concurrency). A permit is released
@@ -74,11 +74,11 @@ impl<K: Permits, C: Clock> Handle<K, C> {
     ///
     /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
     pub fn release_permit(&self, id: u64) -> Result<bool> {
-        self.limit.site().release_permit(id)
+        PermitEngine(self.limit.site()).release_permit(id)
     }
 
     /// Who holds this limit's permits now (see [`Limit::permit_holders`](crate::Limit::permit_holders)).
-    pub fn permit_holders(&self) -> Vec<crate::permit::PermitHolder> {
+    pub fn permit_holders(&self) -> Vec<crate::engine::permits::PermitHolder> {
         self.limit.permit_holders()
     }
 
@@ -100,7 +100,7 @@ impl<C: Clock> Handle<kind::Concurrency, C> {
     /// [`Error::Io`] if this process's own `/proc/self/stat` cannot be read.
     #[inline]
     pub fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
-        self.limit.site().try_acquire_permit()
+        PermitEngine(self.limit.site()).try_acquire_permit()
     }
 
     /// [`Self::try_acquire_permit`], waiting up to `timeout` for a permit to be released (or
@@ -113,7 +113,7 @@ impl<C: Clock> Handle<kind::Concurrency, C> {
     /// As [`Self::try_acquire_permit`].
     #[inline]
     pub fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
-        self.limit.site().acquire_permit_timeout(timeout)
+        PermitEngine(self.limit.site()).acquire_permit_timeout(timeout)
     }
 }
 
@@ -131,7 +131,7 @@ impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
     /// 16-byte compare-and-swap.
     #[inline]
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
-        self.limit.site().try_acquire_key_permit(key)
+        PermitEngine(self.limit.site()).try_acquire_key_permit(key)
     }
 
     /// [`Self::try_acquire_key_permit`], waiting up to `timeout` for one of the key's permits
@@ -149,7 +149,7 @@ impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
         key: &[u8],
         timeout: Duration,
     ) -> Result<Option<Permit<C>>> {
-        self.limit.site().acquire_key_permit_timeout(key, timeout)
+        PermitEngine(self.limit.site()).acquire_key_permit_timeout(key, timeout)
     }
 
     /// How many of `key`'s permits are held now (0 for a key without a slot).
@@ -158,6 +158,6 @@ impl<C: Clock> Handle<kind::KeyedConcurrency, C> {
     ///
     /// As [`Self::try_acquire_key_permit`].
     pub fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
-        self.limit.site().current()?.key_permits_held(key)
+        PermitEngine(self.limit.site().current()?).key_permits_held(key)
     }
 }

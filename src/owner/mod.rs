@@ -5,7 +5,7 @@
 //! bits of its start time, in the low 46 bits of an owner word; the high 18 bits are a
 //! generation that every transition of the word moves on by one, so a CAS never mistakes a word
 //! for an older one with the same owner. [`liveness`] answers whether a named owner is gone.
-//! Used by the permit table ([`crate::permit`]) and the counter lanes ([`crate::tally`]).
+//! Used by the permit table ([`crate::engine::permits`]) and the counter lanes ([`crate::tally`]).
 
 pub(crate) mod liveness;
 

@@ -55,7 +55,7 @@ pub(crate) enum Pure {
     Bucket(Gcra),
     Fixed(FixedWindow),
     Sliding(SlidingWindow),
-    /// A keyed concurrency limit's bitmap of held permits (see `crate::permit::keyed`).
+    /// A keyed concurrency limit's bitmap of held permits (see `crate::engine::permits::keyed`).
     Permits,
 }
 

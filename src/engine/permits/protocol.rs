@@ -2,7 +2,7 @@
 //! entry (free, or taken over from a dead owner or an expired lease), the outcome as a
 //! [`Permit`], and giving an entry back (see the module docs of `permit`).
 
-use crate::engine::site::Site;
+use super::Permits;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
@@ -71,7 +71,7 @@ impl Judge {
     }
 }
 
-impl<C: Clock> Site<C> {
+impl<C: Clock> Permits<'_, C> {
     /// The permit entries of a concurrency limit and its lease (ns, 0 = none).
     pub(super) fn entries(&self) -> Result<(Entries<'_>, u64)> {
         let Params::Concurrency { permits, lease_ns } = self.params() else {
@@ -178,7 +178,7 @@ impl<C: Clock> Site<C> {
     ) -> Result<KeyAcquire> {
         let mut judge = Judge::new(me, lease_ns);
         kp.acquire(
-            self,
+            self.0,
             tag,
             me,
             Self::scan_start(me, kp.permits()),
@@ -226,7 +226,7 @@ impl<C: Clock> Site<C> {
         };
         let decision = self.finish(decision, 1, true);
         decision.is_allowed().then(|| Permit {
-            limit: self.clone(),
+            limit: self.0.clone(),
             entry,
         })
     }

@@ -1,7 +1,7 @@
 //! The permit calls the typed handles make: acquire (waiting or not, keyed or not), release by
 //! id, and the inspection and reclaim of every held permit.
 
-use crate::engine::site::Site;
+use super::Permits;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -12,7 +12,7 @@ use super::{decode_id, file_tag, futex, liveness, permit_id, Permit, PermitHolde
 use crate::clock::Clock;
 use crate::error::Result;
 
-impl<C: Clock> Site<C> {
+impl<C: Clock> Permits<'_, C> {
     /// Take a permit if one is free (or held by a dead process, or past its lease), without
     /// waiting. `None` when all `C` are held.
     ///
@@ -42,8 +42,8 @@ impl<C: Clock> Site<C> {
     /// ```
     pub(crate) fn try_acquire_permit(&self) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
-        if !std::ptr::eq(this, self) {
-            return this.try_acquire_permit();
+        if !std::ptr::eq(this, self.0) {
+            return Permits(this).try_acquire_permit();
         }
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
@@ -65,8 +65,8 @@ impl<C: Clock> Site<C> {
     /// As [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit).
     pub(crate) fn acquire_permit_timeout(&self, timeout: Duration) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
-        if !std::ptr::eq(this, self) {
-            return this.acquire_permit_timeout(timeout);
+        if !std::ptr::eq(this, self.0) {
+            return Permits(this).acquire_permit_timeout(timeout);
         }
         let (table, lease_ns) = self.permit_table()?;
         let me = self.own_identity()?;
@@ -75,7 +75,7 @@ impl<C: Clock> Site<C> {
             Ok(entry.map(Some))
         })? {
             Waited::Done(permit) => Ok(permit),
-            Waited::Moved(next, left) => next.acquire_permit_timeout(left),
+            Waited::Moved(next, left) => Permits(next).acquire_permit_timeout(left),
         }
     }
 
@@ -154,8 +154,8 @@ impl<C: Clock> Site<C> {
     /// ```
     pub(crate) fn try_acquire_key_permit(&self, key: &[u8]) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
-        if !std::ptr::eq(this, self) {
-            return this.try_acquire_key_permit(key);
+        if !std::ptr::eq(this, self.0) {
+            return Permits(this).try_acquire_key_permit(key);
         }
         let tag = self.key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
@@ -182,8 +182,8 @@ impl<C: Clock> Site<C> {
         timeout: Duration,
     ) -> Result<Option<Permit<C>>> {
         let this = self.current()?;
-        if !std::ptr::eq(this, self) {
-            return this.acquire_key_permit_timeout(key, timeout);
+        if !std::ptr::eq(this, self.0) {
+            return Permits(this).acquire_key_permit_timeout(key, timeout);
         }
         let tag = self.key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
@@ -193,7 +193,7 @@ impl<C: Clock> Site<C> {
             self.key_outcome(&kp, got)
         })? {
             Waited::Done(permit) => Ok(permit),
-            Waited::Moved(next, left) => next.acquire_key_permit_timeout(key, left),
+            Waited::Moved(next, left) => Permits(next).acquire_key_permit_timeout(key, left),
         }
     }
 
@@ -205,7 +205,7 @@ impl<C: Clock> Site<C> {
     pub(crate) fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
         let tag = self.key_tag(key)?;
         let (kp, _) = self.keyed_permits()?;
-        kp.held(self, tag)
+        kp.held(self.0, tag)
     }
 
     /// Release the permit named by `id` ([`Permit::id`] / [`Permit::into_id`]), if this process
@@ -222,14 +222,14 @@ impl<C: Clock> Site<C> {
             return Ok(false);
         };
         // The file that issued it: this handle's, or one that replaced it since.
-        let mut at = self;
-        while at.permit_tag() != tag {
+        let mut at = self.0;
+        while Permits(at).permit_tag() != tag {
             match at.moved_to() {
                 Some(next) => at = next,
                 None => return Ok(false),
             }
         }
-        at.release_in_this_file(index, gen)
+        Permits(at).release_in_this_file(index, gen)
     }
 
     /// This handle's file's tag in permit ids.

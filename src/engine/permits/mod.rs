@@ -98,6 +98,19 @@ mod loom_models;
 
 use std::time::Duration;
 
+/// A concurrency limit's permits (keyed or not): acquiring, waiting, releasing, listing and
+/// reclaiming them, on the limit's site.
+#[derive(Clone, Copy)]
+pub(crate) struct Permits<'a, C: Clock>(pub(crate) &'a Site<C>);
+
+impl<C: Clock> Deref for Permits<'_, C> {
+    type Target = Site<C>;
+    #[inline(always)]
+    fn deref(&self) -> &Site<C> {
+        self.0
+    }
+}
+
 /// The longest a process waiting in [`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout) sleeps before it
 /// looks for permits of dead holders again (100 ms): the bound on how late a waiter learns of a
 /// holder's death, which releases nothing.
@@ -105,6 +118,8 @@ pub const PERMIT_RECHECK: Duration = futex::RECHECK;
 use slot::{OwnerWord, GEN_MASK};
 
 use crate::clock::{Clock, MonotonicClock};
+use std::ops::Deref;
+
 use crate::engine::site::Site;
 
 /// A held permit of a concurrency limit; released when dropped.
@@ -162,15 +177,16 @@ impl<C: Clock> Permit<C> {
     /// among the permits held at once, never 0. A permit that holds nothing (granted by a
     /// shadow limit that would have refused, or by a full key table's `Allow` policy) has id 0.
     pub fn id(&self) -> u64 {
-        self.entry
-            .map_or(0, |(i, w)| permit_id(i, w, self.limit.permit_tag()))
+        self.entry.map_or(0, |(i, w)| {
+            permit_id(i, w, Permits(&self.limit).permit_tag())
+        })
     }
 
     /// Whether this permit still holds its entry: false after a reset of the limit, or when its
     /// lease expired and another acquirer took it over.
     pub fn is_held(&self) -> bool {
         self.entry
-            .is_some_and(|(i, w)| self.limit.entry_word(i) == Some(w))
+            .is_some_and(|(i, w)| Permits(&self.limit).entry_word(i) == Some(w))
     }
 
     /// Keep the permit held past this handle and return its id; release it later with
@@ -192,7 +208,7 @@ impl<C: Clock> Permit<C> {
         match self.entry.take() {
             // Only the process that acquired it: a forked child's copy names its parent.
             Some((index, word)) if liveness::own_identity().ok() == Some(word.owner()) => {
-                self.limit.release_entry(index, word)
+                Permits(&self.limit).release_entry(index, word)
             }
             _ => false,
         }
