@@ -6,30 +6,9 @@
 const path = require('node:path');
 const { inspect } = require('node:util');
 
-const native = loadAddon(path.join(__dirname, '..', 'build', 'Release', 'shmlimit.node'));
+const { loadAddon } = require('./addon');
 
-/**
- * The compiled addon at `file`, or an error that says how to get it: the package's install
- * script (`node build.js`) compiles it, and an install with `--ignore-scripts` (or a failed
- * build) leaves none.
- */
-function loadAddon(file) {
-  try {
-    return require(file);
-  } catch (err) {
-    if (err && err.code === 'MODULE_NOT_FOUND' && String(err.message).includes(file)) {
-      const hint = new Error(
-        `shmlimit: the compiled addon ${file} is missing: it is built by the package's install ` +
-          'script (`node build.js`, run by `npm install` unless scripts are ignored); run ' +
-          `\`npm rebuild shmlimit\` or \`node build.js\` in ${path.join(__dirname, '..')}`,
-      );
-      hint.code = 'SHMLIMIT_ADDON_MISSING';
-      hint.cause = err;
-      throw hint;
-    }
-    throw err;
-  }
-}
+const native = loadAddon(path.join(__dirname, '..'));
 
 // ---------------------------------------------------------------------------------------------
 // The C decision, read from the addon's 64-byte buffer (layout asserted in src/addon.c).

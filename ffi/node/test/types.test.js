@@ -7,13 +7,16 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { test } = require('node:test');
 
-const tsc = path.join(__dirname, '..', 'node_modules', 'typescript', 'bin', 'tsc');
+// TypeScript and Node's typings: the package's devDependencies, found as `require` finds them
+// (NODE_PATH when the tests run inside the installed package).
+const tsc = require.resolve('typescript/bin/tsc');
+const typeRoots = [path.dirname(path.dirname(require.resolve('@types/node/package.json')))];
 
 function compile(file, t) {
   const dir = path.join(__dirname, 'types');
   const config = path.join(dir, `tsconfig.${path.basename(file, '.ts')}.json`);
   const base = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'));
-  fs.writeFileSync(config, JSON.stringify({ ...base, files: [file] }));
+  fs.writeFileSync(config, JSON.stringify({ ...base, compilerOptions: { ...base.compilerOptions, typeRoots }, files: [file] }));
   t.after(() => fs.rmSync(config, { force: true }));
   return spawnSync(process.execPath, [tsc, '-p', config], { encoding: 'utf8' });
 }
