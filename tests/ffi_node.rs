@@ -74,7 +74,97 @@ fn main() {
         Err(reason) => Err(format!("SHMLIMIT_REQUIRE_NODE=1 and {reason}").into()),
     })
     .with_ignored_flag(ignored);
-    libtest_mimic::run(&args, vec![trial]).exit();
+    let tables = Trial::test(
+        "node_status_tables_are_generated_from_the_rust_table",
+        || {
+            node_status_tables_are_generated_from_the_rust_table();
+            Ok(())
+        },
+    );
+    libtest_mimic::run(&args, vec![trial, tables]).exit();
+}
+
+/// The Node package's copies of the status table, generated from the Rust one
+/// (`shmlimit_ffi::status_table`): `lib/status.js` whole, and the error classes' regions of
+/// `index.d.ts` and `lib/index.mjs` (between `<generated: error classes>` and `</generated>`).
+/// `SHMLIMIT_BLESS=1 cargo test --test ffi_node` rewrites them.
+fn node_status_tables_are_generated_from_the_rust_table() {
+    use shmlimit_ffi::status_table::{status_table, BINDING_ERRORS};
+
+    // (status as JavaScript writes it, C name, class, description)
+    let mut rows: Vec<(String, String, &str, &str)> = status_table()
+        .into_iter()
+        .map(|r| {
+            (
+                format!("{}", r.status as i32),
+                r.name,
+                r.class,
+                r.description,
+            )
+        })
+        .collect();
+    for ((name, class, description), status) in
+        BINDING_ERRORS.iter().zip(["-1", "'PERMIT_UNAVAILABLE'"])
+    {
+        rows.push((status.to_owned(), (*name).to_owned(), class, description));
+    }
+    let header =
+        "// Generated from the Rust status table (ffi/src/status_table.rs) by tests/ffi_node.rs:\n\
+                  // do not edit; regenerate with SHMLIMIT_BLESS=1 cargo test --test ffi_node.\n";
+    let mut status_js = format!(
+        "'use strict';\n{header}// [status, code, class, description] for every error the package raises.\n\n\
+         module.exports = [\n"
+    );
+    for (status, name, class, description) in &rows {
+        status_js += &format!("  [{status}, '{name}', '{class}', {description:?}],\n");
+    }
+    status_js += "];\n";
+    let mut mjs = String::new();
+    let mut dts = String::new();
+    for (_, name, class, description) in &rows {
+        mjs += &format!("  {class},\n");
+        dts += &format!(
+            "/** `{name}`: {description}. */\nexport class {class} extends ShmlimitError {{}}\n"
+        );
+    }
+
+    let dir = root().join("ffi/node");
+    let bless = std::env::var_os("SHMLIMIT_BLESS").is_some_and(|v| v == "1");
+    let mut stale = Vec::new();
+    let mut check = |file: &str, want: String| {
+        let path = dir.join(file);
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        if have != want {
+            if bless {
+                std::fs::write(&path, &want).expect("write the generated file");
+            } else {
+                stale.push(file.to_owned());
+            }
+        }
+    };
+    check("lib/status.js", status_js);
+    for (file, region) in [("index.d.ts", dts), ("lib/index.mjs", mjs)] {
+        let text = std::fs::read_to_string(dir.join(file)).expect("read");
+        let (start, end) = ("<generated: error classes>", "</generated>");
+        // From the line after the start marker to the start of the end marker's line.
+        let open = text
+            .find(start)
+            .and_then(|i| text[i..].find('\n').map(|n| i + n + 1));
+        let close = open.and_then(|o| {
+            let c = o + text[o..].find(end)?;
+            Some(text[..c].rfind('\n').map_or(0, |n| n + 1).max(o))
+        });
+        let (Some(open), Some(close)) = (open, close) else {
+            panic!("ffi/node/{file} has no `{start}` ... `{end}` region");
+        };
+        check(file, format!("{}{region}{}", &text[..open], &text[close..]));
+    }
+    assert!(
+        stale.is_empty(),
+        "ffi/node/{{{}}} differ from the Rust status table: regenerate them with \
+         SHMLIMIT_BLESS=1 cargo test --test ffi_node",
+        stale.join(",")
+    );
 }
 
 /// `cmd`'s output, which must be a success.

@@ -188,4 +188,18 @@ function fastifyPlugin(fastify, opts, done) {
 fastifyPlugin[Symbol.for('skip-override')] = true;
 fastifyPlugin[Symbol.for('fastify.display-name')] = 'shmlimit';
 
-module.exports = { middleware, fastifyPlugin, decideRequest: decide };
+// The entries of each options object given to decideRequest, normalised once.
+const compiled = new WeakMap();
+
+/** The middleware's decision for `req` under `opts` (`limits`, `key`, `cost`), without
+ *  answering the request: `{allowed, decisions, headers}`. */
+function decideRequest(opts, req) {
+  let entries = compiled.get(opts);
+  if (entries === undefined) {
+    entries = entriesOf(opts);
+    compiled.set(opts, entries);
+  }
+  return decide(entries, req);
+}
+
+module.exports = { middleware, fastifyPlugin, decideRequest };

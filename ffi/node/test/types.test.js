@@ -30,3 +30,20 @@ test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not
   assert.match(bad.stdout, /misuse\.ts\(5,16\): error TS2345/);
   assert.match(bad.stdout, /misuse\.ts\(6,12\): error TS2345/);
 });
+
+test('index.d.ts declares every export of the module, and nothing it does not export', () => {
+  const ts = require('typescript');
+  const file = path.join(__dirname, '..', 'index.d.ts');
+  const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const declared = new Set();
+  for (const node of source.statements) {
+    const exported = (node.modifiers || []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+    if (!exported) continue;
+    if (ts.isClassDeclaration(node) || ts.isFunctionDeclaration(node)) declared.add(node.name.text);
+    if (ts.isVariableStatement(node)) node.declarationList.declarations.forEach((d) => declared.add(d.name.text));
+  }
+  const exported = new Set(Object.keys(require('..')));
+  assert.deepEqual([...exported].filter((n) => !declared.has(n)), [], 'exported but not declared in index.d.ts');
+  assert.deepEqual([...declared].filter((n) => !exported.has(n)), [], 'declared in index.d.ts but not exported');
+  assert.ok(declared.size >= 40, `only ${declared.size} declarations found`);
+});
