@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// The per-call cost of napi-rs against the C addon (src/addon.c), side by side in one run:
+// The per-call cost of napi-rs against the C addon (src/), side by side in one run:
 // `tryAcquire` on a token bucket that always admits and on one that always denies, through
 //   - the package as it is (the C addon over the C ABI);
 //   - the napi-rs prototype in bench/napi-rs/ (the Rust library through napi-rs 3): a
