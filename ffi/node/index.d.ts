@@ -266,7 +266,8 @@ export class Limiter {
   close(): void;
 }
 
-export type Check = Limit | [Limit, number];
+/** A limit, `[limit, cost]`, or `[keyedLimit, cost, key]`. */
+export type Check = Limit | [Limit, number] | [Limit, number, Key];
 
 /** The outcome of a composed check. */
 export class Composed {

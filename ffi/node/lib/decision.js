@@ -38,19 +38,25 @@ class Decision {
   }
 }
 
-function readDecision() {
+/** The decision at 32-bit word `at` of the views `bytes` / `words` of a C decision array. */
+function readDecisionAt(bytes, words, at) {
   let grant = null;
-  if (u32[6] | u32[7] | u32[8] | u32[9] | u32[10] | u32[11] | u32[12] | u32[13]) {
-    grant = [u32[6], u32[7], u32[8], u32[9], u32[10], u32[11], u32[12], u32[13]];
+  if (words[at + 6] | words[at + 7] | words[at + 8] | words[at + 9] | words[at + 10] | words[at + 11] | words[at + 12] | words[at + 13]) {
+    grant = [words[at + 6], words[at + 7], words[at + 8], words[at + 9], words[at + 10], words[at + 11], words[at + 12], words[at + 13]];
   }
   return new Decision(
-    u8[0] === 1,
-    u8[1] === 1,
-    u32[2] + u32[3] * TWO32,
-    u32[4] + u32[5] * TWO32,
-    u32[14] + u32[15] * TWO32,
+    bytes[at * 4] === 1,
+    bytes[at * 4 + 1] === 1,
+    words[at + 2] + words[at + 3] * TWO32,
+    words[at + 4] + words[at + 5] * TWO32,
+    words[at + 14] + words[at + 15] * TWO32,
     grant,
   );
+}
+
+/** The decision the addon just wrote into its shared buffer. */
+function readDecision() {
+  return readDecisionAt(u8, u32, 0);
 }
 
 function putU64(words, i, value) {
@@ -74,4 +80,4 @@ function writeDecision(d, bytes, words, at) {
   putU64(words, at + 14, d.resetAfterNs);
 }
 
-module.exports = { Decision, readDecision, writeDecision, u8, u32, TWO32 };
+module.exports = { Decision, readDecision, readDecisionAt, writeDecision, u8, u32, TWO32 };

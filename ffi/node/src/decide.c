@@ -111,11 +111,32 @@ napi_value js_stats(napi_env env, napi_callback_info info) {
 }
 
 /* Read an array of limit handles and costs into checks (at most SHMLIMIT_MAX_CHECKS). */
-static int32_t read_checks(napi_env env, napi_value handles, napi_value costs,
-                           shmlimit_check *checks, uint32_t *n_out) {
-    uint32_t n = 0, nc = 0;
+/* The keys of a composed check: a key buffer per check (released by keys_free). */
+typedef struct {
+    keybuf_t k[SHMLIMIT_MAX_CHECKS];
+    uint32_t n;
+} keys_t;
+
+static void keys_free(keys_t *keys) {
+    for (uint32_t i = 0; i < keys->n; i++) {
+        key_free(&keys->k[i]);
+    }
+    keys->n = 0;
+}
+
+/* Read arrays of limit handles, costs and keys (undefined, or an array whose entries are a
+ * key or undefined for an unkeyed limit) into checks (at most SHMLIMIT_MAX_CHECKS); the keys'
+ * bytes stay in `keys` until keys_free. */
+static int32_t read_checks(napi_env env, napi_value handles, napi_value costs, napi_value key_list,
+                           shmlimit_check *checks, keys_t *keys, uint32_t *n_out) {
+    uint32_t n = 0, nc = 0, nk = 0;
+    keys->n = 0;
+    napi_valuetype kt;
     if (napi_get_array_length(env, handles, &n) != napi_ok ||
-        napi_get_array_length(env, costs, &nc) != napi_ok || n != nc || n > SHMLIMIT_MAX_CHECKS) {
+        napi_get_array_length(env, costs, &nc) != napi_ok || n != nc || n > SHMLIMIT_MAX_CHECKS ||
+        napi_typeof(env, key_list, &kt) != napi_ok ||
+        (kt != napi_undefined &&
+         (napi_get_array_length(env, key_list, &nk) != napi_ok || nk != n))) {
         return BAD_ARG;
     }
     memset(checks, 0, sizeof(shmlimit_check) * SHMLIMIT_MAX_CHECKS);
@@ -132,6 +153,25 @@ static int32_t read_checks(napi_env env, napi_value handles, napi_value costs,
         if (!get_u64(env, c, &checks[i].cost)) {
             return BAD_ARG;
         }
+        if (kt == napi_undefined) {
+            continue;
+        }
+        napi_value key;
+        napi_valuetype t;
+        if (napi_get_element(env, key_list, i, &key) != napi_ok ||
+            napi_typeof(env, key, &t) != napi_ok) {
+            return BAD_ARG;
+        }
+        if (t == napi_undefined || t == napi_null) {
+            continue;
+        }
+        keybuf_t *k = &keys->k[keys->n];
+        if (!get_key(env, key, k)) {
+            return BAD_ARG;
+        }
+        keys->n++;
+        checks[i].key = k->ptr;
+        checks[i].key_len = k->len;
     }
     *n_out = n;
     return SHMLIMIT_OK;
@@ -149,43 +189,46 @@ static int get_bytes(napi_env env, napi_value v, size_t want, void **data) {
     return 1;
 }
 
-/* acquireAll(handles, costs, out Uint8Array(sizeof shmlimit_composed)) -> status. */
+/* acquireAll(handles, costs, out Uint8Array(sizeof shmlimit_composed), keys?) -> status. */
 napi_value js_acquire_all(napi_env env, napi_callback_info info) {
-    ARGS(3);
+    ARGS(4);
     shmlimit_check checks[SHMLIMIT_MAX_CHECKS];
+    keys_t keys;
     uint32_t n = 0;
     void *out = NULL;
-    int32_t st = read_checks(env, argv[0], argv[1], checks, &n);
-    if (st != SHMLIMIT_OK) {
-        return int32_value(env, st);
+    int32_t st = read_checks(env, argv[0], argv[1], argv[3], checks, &keys, &n);
+    if (st == SHMLIMIT_OK && !get_bytes(env, argv[2], sizeof(shmlimit_composed), &out)) {
+        st = BAD_ARG;
     }
-    if (!get_bytes(env, argv[2], sizeof(shmlimit_composed), &out)) {
-        return int32_value(env, BAD_ARG);
-    }
-    shmlimit_composed c;
-    st = shmlimit_acquire_all(checks, n, &c);
     if (st == SHMLIMIT_OK) {
-        memcpy(out, &c, sizeof c);
+        shmlimit_composed c;
+        st = shmlimit_acquire_all(checks, n, &c);
+        if (st == SHMLIMIT_OK) {
+            memcpy(out, &c, sizeof c);
+        }
     }
+    keys_free(&keys);
     return int32_value(env, st);
 }
 
-/* refundAll(handles, costs, composed Uint8Array) -> status. */
+/* refundAll(handles, costs, composed Uint8Array, keys?) -> status. */
 napi_value js_refund_all(napi_env env, napi_callback_info info) {
-    ARGS(3);
+    ARGS(4);
     shmlimit_check checks[SHMLIMIT_MAX_CHECKS];
+    keys_t keys;
     uint32_t n = 0;
     void *raw = NULL;
-    int32_t st = read_checks(env, argv[0], argv[1], checks, &n);
-    if (st != SHMLIMIT_OK) {
-        return int32_value(env, st);
+    int32_t st = read_checks(env, argv[0], argv[1], argv[3], checks, &keys, &n);
+    if (st == SHMLIMIT_OK && !get_bytes(env, argv[2], sizeof(shmlimit_composed), &raw)) {
+        st = BAD_ARG;
     }
-    if (!get_bytes(env, argv[2], sizeof(shmlimit_composed), &raw)) {
-        return int32_value(env, BAD_ARG);
+    if (st == SHMLIMIT_OK) {
+        shmlimit_composed c;
+        memcpy(&c, raw, sizeof c);
+        st = shmlimit_refund_all(checks, n, &c);
     }
-    shmlimit_composed c;
-    memcpy(&c, raw, sizeof c);
-    return int32_value(env, shmlimit_refund_all(checks, n, &c));
+    keys_free(&keys);
+    return int32_value(env, st);
 }
 
 /* headers(handles, decisions Uint8Array(64 * n)) -> [RateLimit, RateLimit-Policy, Retry-After]. */
