@@ -340,6 +340,8 @@ fn node_package_builds_and_its_tests_pass() {
         .env("NODE_PATH", dir.join("node_modules"))
         .env("SHMLIMIT_LIB_DIR", lib_dir())
         .env("SHMLIMIT_INCLUDE_DIR", &include)
+        // test/readme.test.js checks the repository README's Node.js example too.
+        .env("SHMLIMIT_CHECKOUT", root())
         .output()
         .expect("node --test runs");
     let tap = String::from_utf8_lossy(&out.stdout);
