@@ -3,16 +3,13 @@
 // renders for decisions.
 
 const native = require('./native');
-const { readDecisionAt, writeDecision } = require('./decision');
+const { Decision, readDecisionAt, writeDecision } = require('./decision');
 const { failure } = require('./errors');
 const { waitFor } = require('./waiting');
 const { Limit } = require('./limit');
 
 const COMPOSED_SIZE = native.composedSize;
 const COMPOSED_DECISIONS = native.composedDecisionsOffset;
-// Where rateLimitHeaders writes the decisions it hands the addon (read during the call only).
-const headerBytes = new Uint8Array(64 * 8);
-const headerWords = new Uint32Array(headerBytes.buffer);
 
 function checksOf(checks) {
   if (!Array.isArray(checks) || checks.length === 0) {
@@ -81,20 +78,86 @@ function acquireAll(checks, opts = {}) {
   return waitFor(() => tryAcquireAll(checks), opts, 'acquireAll');
 }
 
-/** The response header values for decisions made on limits, rendered by the library:
- *  `{'RateLimit': ..., 'RateLimit-Policy': ..., 'Retry-After'?: ...}` (empty fields omitted). */
+// How long a limit's rendered RateLimit-Policy item is reused: a retune by any process shows
+// in the headers within this time.
+const POLICY_TTL_MS = 1000;
+const WRONG_KIND = 119;
+
+/**
+ * `limit`'s RateLimit-Policy item, `"name";q=QUOTA;w=WINDOW_SECONDS` from the library's policy
+ * (its live parameters), read again at most once every POLICY_TTL_MS; null for a limit without
+ * a rate policy (a concurrency limit). Limit names need no escaping (letters, digits, `_-.:/`).
+ */
+function policyItem(limit, nowMs) {
+  if (nowMs - limit._policyAt >= POLICY_TTL_MS) {
+    const p = native.policy(limit._h);
+    if (typeof p === 'number') {
+      if (p !== WRONG_KIND) throw failure(p, `rateLimitHeaders: policy of '${limit.name}'`);
+      limit._policyItem = null;
+    } else {
+      limit._policyItem = `"${limit.name}";q=${p[0]};w=${p[1]}`;
+    }
+    limit._policyAt = nowMs;
+  }
+  return limit._policyItem;
+}
+
+/** `ns` in whole seconds, rounded up, exactly for every integer up to 2^53. */
+function ceilSecs(ns) {
+  let q = Math.floor(ns / 1e9);
+  if (q * 1e9 > ns) q -= 1;
+  return q * 1e9 < ns ? q + 1 : q;
+}
+
+/**
+ * The response header values for decisions made on limits:
+ * `{'RateLimit': ..., 'RateLimit-Policy': ..., 'Retry-After'?: ...}` (empty fields omitted), as
+ * the library renders them (`RateLimitHeaders` in Rust, `shmlimit_ratelimit_headers` in C):
+ * `"name";r=REMAINING;t=RESET_SECONDS` per limit with a rate policy, `"name";q=QUOTA;w=WINDOW`
+ * from its live policy (read again at most once a second), and the largest denial's
+ * retry-after in whole seconds (at least 1). Rendered here, without a call into the addon per
+ * request; test/api.test.js checks it against the library's rendering.
+ */
 function rateLimitHeaders(pairs) {
   if (!Array.isArray(pairs) || pairs.length === 0 || pairs.length > 8) {
     throw new TypeError('expected 1 to 8 [limit, decision] pairs');
   }
-  const handles = new Array(pairs.length);
+  const now = Date.now();
+  let rateLimit = '';
+  let policy = '';
+  let retry = 0;
   for (let i = 0; i < pairs.length; i++) {
     const [limit, decision] = pairs[i];
     if (!(limit instanceof Limit)) throw new TypeError('each pair starts with a Limit');
-    handles[i] = limit._h;
-    writeDecision(decision, headerBytes, headerWords, 16 * i);
+    if (!(decision instanceof Decision)) throw new TypeError('expected a Decision returned by this module');
+    const item = policyItem(limit, now);
+    if (item !== null) {
+      if (rateLimit !== '') {
+        rateLimit += ', ';
+        policy += ', ';
+      }
+      rateLimit += `"${limit.name}";r=${decision.remaining};t=${ceilSecs(decision.resetAfterNs)}`;
+      policy += item;
+    }
+    if (!decision.allowed) retry = Math.max(retry, ceilSecs(decision.retryAfterNs), 1);
   }
-  const h = native.headers(handles, headerBytes.subarray(0, 64 * pairs.length));
+  const out = {};
+  if (rateLimit !== '') out['RateLimit'] = rateLimit;
+  if (policy !== '') out['RateLimit-Policy'] = policy;
+  if (retry > 0) out['Retry-After'] = String(retry);
+  return out;
+}
+
+/** The same values rendered by the library itself (`shmlimit_ratelimit_headers`), for the test
+ *  that keeps rateLimitHeaders equal to it. */
+function libraryRateLimitHeaders(pairs) {
+  const bytes = new Uint8Array(64 * pairs.length);
+  const words = new Uint32Array(bytes.buffer);
+  const handles = pairs.map(([limit, decision], i) => {
+    writeDecision(decision, bytes, words, 16 * i);
+    return limit._h;
+  });
+  const h = native.headers(handles, bytes);
   if (typeof h === 'number') throw failure(h, 'rateLimitHeaders');
   const out = {};
   if (h[0]) out['RateLimit'] = h[0];
@@ -103,4 +166,4 @@ function rateLimitHeaders(pairs) {
   return out;
 }
 
-module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders };
+module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders };

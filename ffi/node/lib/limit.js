@@ -18,6 +18,9 @@ class Limit {
     this._h = handle;
     /** The limit's name. */
     this.name = name;
+    // Its RateLimit-Policy item and when it was read (lib/compose.js, rateLimitHeaders).
+    this._policyItem = null;
+    this._policyAt = -Infinity;
   }
 
   /** Admit `cost` units now, or deny and consume nothing. */
