@@ -16,6 +16,8 @@ const os = require('node:os');
 const path = require('node:path');
 
 const shmlimit = require('..');
+// The package's own Decision, built the same way by every path.
+const { Decision } = require('../lib/decision');
 
 const so = process.argv[2] || path.join(__dirname, '..', '..', '..', 'target', 'release', 'libshmlimit_napi_prototype.so');
 const proto = { exports: {} };
@@ -25,19 +27,6 @@ const nat = proto.exports;
 const N = 1000000;
 const ROUNDS = 7;
 const HOUR = 3600 * 1000;
-
-class Decision {
-  constructor(allowed, shadowDenied, remaining, retryNs, resetNs, grant) {
-    this.allowed = allowed;
-    this.remaining = remaining;
-    this.retryAfterMs = retryNs / 1e6;
-    this.resetMs = resetNs / 1e6;
-    this.shadowDenied = shadowDenied;
-    this.retryAfterNs = retryNs;
-    this.resetAfterNs = resetNs;
-    this._grant = grant;
-  }
-}
 
 const f64 = new Float64Array(nat.decision, 0, 3);
 const u32 = new Uint32Array(nat.decision, 0, 16);

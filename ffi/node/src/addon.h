@@ -140,6 +140,8 @@ napi_value js_guarded_limit(napi_env env, napi_callback_info info);
 napi_value js_guarded_decide(napi_env env, napi_callback_info info);
 
 
+int get_cstring(napi_env env, napi_value v, char **out);
+
 /* Small helpers of every call, inline (the hot path among them). */
 
 static inline napi_value int32_value(napi_env env, int32_t v) {

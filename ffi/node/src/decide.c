@@ -2,8 +2,11 @@
  * retuning and maintenance counts. */
 #include "addon.h"
 
-/* acquire(limit, cost) -> status; the decision is in the shared buffer. */
-napi_value js_acquire(napi_env env, napi_callback_info info) {
+typedef shmlimit_status (*decide_fn)(const shmlimit_limit *, uint64_t, shmlimit_decision *);
+
+/* (limit, cost) -> status, the decision of `decide` in the shared buffer. Inline with a
+ * constant `decide`: each caller is its own straight path. */
+static inline napi_value decide_unkeyed(napi_env env, napi_callback_info info, decide_fn decide) {
     ARGS(2);
     const shmlimit_limit *l = get_limit(env, argv[0]);
     uint64_t cost;
@@ -13,24 +16,19 @@ napi_value js_acquire(napi_env env, napi_callback_info info) {
     } else if (!get_u64(env, argv[1], &cost)) {
         st = BAD_ARG;
     } else {
-        st = shmlimit_acquire(l, cost, in->decision);
+        st = decide(l, cost, in->decision);
     }
     return int32_value(env, st);
 }
 
+/* acquire(limit, cost) -> status; the decision is in the shared buffer. */
+napi_value js_acquire(napi_env env, napi_callback_info info) {
+    return decide_unkeyed(env, info, shmlimit_acquire);
+}
+
+/* peek(limit, cost) -> status; the decision is in the shared buffer. */
 napi_value js_peek(napi_env env, napi_callback_info info) {
-    ARGS(2);
-    const shmlimit_limit *l = get_limit(env, argv[0]);
-    uint64_t cost;
-    int32_t st;
-    if (l == NULL) {
-        st = CLOSED;
-    } else if (!get_u64(env, argv[1], &cost)) {
-        st = BAD_ARG;
-    } else {
-        st = shmlimit_peek(l, cost, in->decision);
-    }
-    return int32_value(env, st);
+    return decide_unkeyed(env, info, shmlimit_peek);
 }
 
 /* acquireKey(limit, key, cost, peek) -> status; the decision is in the shared buffer. */

@@ -4,18 +4,14 @@
 /* guardedOpen(path, reopenEveryNs) -> guarded limiter handle, or a status number. */
 napi_value js_guarded_open(napi_env env, napi_callback_info info) {
     ARGS(2);
-    size_t len = 0;
-    NAPI(napi_get_value_string_utf8(env, argv[0], NULL, 0, &len));
-    char *path = (char *)malloc(len + 1);
-    if (path == NULL) {
-        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
-        return NULL;
-    }
     uint64_t every = 0;
-    if (napi_get_value_string_utf8(env, argv[0], path, len + 1, &len) != napi_ok ||
-        strlen(path) != len || !get_u64(env, argv[1], &every)) {
-        free(path);
+    if (!get_u64(env, argv[1], &every)) {
         return int32_value(env, BAD_ARG);
+    }
+    char *path = NULL;
+    int got = get_cstring(env, argv[0], &path);
+    if (got <= 0) {
+        return got < 0 ? NULL : int32_value(env, BAD_ARG);
     }
     shmlimit_guarded_limiter *g = NULL;
     int32_t st = shmlimit_guarded_limiter_open(path, every, &g);
@@ -54,17 +50,10 @@ napi_value js_guarded_limit(napi_env env, napi_callback_info info) {
     }
     uint32_t policy = 0;
     NAPI(napi_get_value_uint32(env, argv[2], &policy));
-    size_t len = 0;
-    NAPI(napi_get_value_string_utf8(env, argv[1], NULL, 0, &len));
-    char *name = (char *)malloc(len + 1);
-    if (name == NULL) {
-        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
-        return NULL;
-    }
-    if (napi_get_value_string_utf8(env, argv[1], name, len + 1, &len) != napi_ok ||
-        strlen(name) != len) {
-        free(name);
-        return int32_value(env, BAD_ARG);
+    char *name = NULL;
+    int got = get_cstring(env, argv[1], &name);
+    if (got <= 0) {
+        return got < 0 ? NULL : int32_value(env, BAD_ARG);
     }
     shmlimit_guarded_limit *l = NULL;
     int32_t st = shmlimit_guarded_limiter_limit(g, name, policy, &l);

@@ -154,3 +154,24 @@ int get_key(napi_env env, napi_value v, keybuf_t *k) {
 
 void key_free(keybuf_t *k) { free(k->heap); }
 
+/* A string argument as a NUL-terminated copy for the caller to free: 1; 0 for a value that is
+ * not a string or holds a NUL character (nothing to free); -1 with a JavaScript error thrown
+ * when memory runs out. */
+int get_cstring(napi_env env, napi_value v, char **out) {
+    *out = NULL;
+    size_t len = 0;
+    if (napi_get_value_string_utf8(env, v, NULL, 0, &len) != napi_ok) {
+        return 0;
+    }
+    char *s = (char *)malloc(len + 1);
+    if (s == NULL) {
+        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
+        return -1;
+    }
+    if (napi_get_value_string_utf8(env, v, s, len + 1, &len) != napi_ok || strlen(s) != len) {
+        free(s);
+        return 0;
+    }
+    *out = s;
+    return 1;
+}

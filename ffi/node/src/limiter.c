@@ -94,17 +94,12 @@ static napi_value def_object(napi_env env, const shmlimit_def *d) {
  * status number. onConflict and onReboot are the C option values (checked by the library). */
 napi_value js_open(napi_env env, napi_callback_info info) {
     ARGS(6);
-    size_t path_len = 0;
-    NAPI(napi_get_value_string_utf8(env, argv[0], NULL, 0, &path_len));
-    char *path = (char *)malloc(path_len + 1);
-    if (path == NULL) {
-        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
-        return NULL;
-    }
-    if (napi_get_value_string_utf8(env, argv[0], path, path_len + 1, &path_len) != napi_ok ||
-        strlen(path) != path_len) {
-        free(path);
-        napi_throw_type_error(env, NULL, "path must be a string without NUL characters");
+    char *path = NULL;
+    int got = get_cstring(env, argv[0], &path);
+    if (got <= 0) {
+        if (got == 0) {
+            napi_throw_type_error(env, NULL, "path must be a string without NUL characters");
+        }
         return NULL;
     }
     shmlimit_options opts;
@@ -211,17 +206,10 @@ napi_value js_limit(napi_env env, napi_callback_info info) {
     if (lim == NULL) {
         return int32_value(env, CLOSED);
     }
-    size_t len = 0;
-    NAPI(napi_get_value_string_utf8(env, argv[1], NULL, 0, &len));
-    char *name = (char *)malloc(len + 1);
-    if (name == NULL) {
-        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
-        return NULL;
-    }
-    if (napi_get_value_string_utf8(env, argv[1], name, len + 1, &len) != napi_ok ||
-        strlen(name) != len) {
-        free(name);
-        return int32_value(env, BAD_ARG);
+    char *name = NULL;
+    int got = get_cstring(env, argv[1], &name);
+    if (got <= 0) {
+        return got < 0 ? NULL : int32_value(env, BAD_ARG);
     }
     shmlimit_limit *l = NULL;
     int32_t st = shmlimit_limiter_limit(lim, name, &l);
