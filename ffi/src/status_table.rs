@@ -2,7 +2,7 @@
 //! single source of the language bindings' error classes.
 //!
 //! The C header's enum comes from [`shmlimit_status`] (cbindgen); the Node package's error
-//! classes, their typings and its ES module's names are generated from [`STATUS_TABLE`] (a
+//! classes, their typings and its ES module's names are generated from [`status_table`] (a
 //! drift test in `tests/ffi_node.rs` fails when a generated file disagrees with it). A new
 //! error kind gets a code in [`shmlimit_status`] and a row here; the exhaustive match of
 //! [`shmlimit_status::class_name`] does not compile until it has its class name.
