@@ -266,7 +266,8 @@ export class Limiter {
   close(): void;
 }
 
-export type Check = Limit | [Limit, number];
+/** A limit, `[limit, cost]`, or `[keyedLimit, cost, key]`. */
+export type Check = Limit | [Limit, number] | [Limit, number, Key];
 
 /** The outcome of a composed check. */
 export class Composed {
@@ -301,34 +302,64 @@ export class ShmlimitError extends Error {
   /** The OS errno of an IoError. */
   readonly errno?: number;
 }
-export class ClosedError extends ShmlimitError {}
+// <generated: error classes>
+/** `SHMLIMIT_NULL_POINTER`: a required pointer argument was NULL. */
 export class NullPointerError extends ShmlimitError {}
+/** `SHMLIMIT_BAD_UTF8`: a limit name was not valid UTF-8. */
 export class BadUtf8Error extends ShmlimitError {}
+/** `SHMLIMIT_INTERNAL`: internal error (a bug in shmlimit was caught). */
 export class InternalError extends ShmlimitError {}
+/** `SHMLIMIT_BAD_LENGTH`: a length argument was impossible. */
 export class BadLengthError extends ShmlimitError {}
+/** `SHMLIMIT_MISALIGNED_POINTER`: a pointer argument was misaligned. */
 export class MisalignedPointerError extends ShmlimitError {}
+/** `SHMLIMIT_OUT_OF_RANGE`: an index argument was out of range. */
 export class OutOfRangeError extends ShmlimitError {}
+/** `SHMLIMIT_IO`: an operating-system call failed. */
 export class IoError extends ShmlimitError {}
+/** `SHMLIMIT_SYMLINK`: the path is a symbolic link. */
 export class SymlinkError extends ShmlimitError {}
+/** `SHMLIMIT_NOT_REGULAR_FILE`: the path is not a regular file. */
 export class NotRegularFileError extends ShmlimitError {}
+/** `SHMLIMIT_PERMISSION`: the file's owner or mode is not acceptable. */
 export class PermissionDeniedError extends ShmlimitError {}
+/** `SHMLIMIT_FOREIGN`: not a shmlimit file. */
 export class ForeignFileError extends ShmlimitError {}
+/** `SHMLIMIT_VERSION`: incompatible file format version. */
 export class VersionError extends ShmlimitError {}
+/** `SHMLIMIT_SIZE`: the file's size disagrees with its header. */
 export class SizeError extends ShmlimitError {}
+/** `SHMLIMIT_CORRUPT`: the file's header or definitions are corrupt. */
 export class CorruptFileError extends ShmlimitError {}
+/** `SHMLIMIT_NOT_INITIALIZED`: the file was never fully initialised. */
 export class NotInitializedError extends ShmlimitError {}
+/** `SHMLIMIT_CLOCK_MISMATCH`: the file belongs to another time namespace. */
 export class ClockMismatchError extends ShmlimitError {}
+/** `SHMLIMIT_DEFINITION_CONFLICT`: the file holds other limit definitions. */
 export class DefinitionConflictError extends ShmlimitError {}
+/** `SHMLIMIT_INVALID_PARAMETER`: invalid limit definition or parameter. */
 export class InvalidParameterError extends ShmlimitError {}
+/** `SHMLIMIT_UNKNOWN_LIMIT`: no limit of that name. */
 export class UnknownLimitError extends ShmlimitError {}
+/** `SHMLIMIT_ZERO_COST`: a cost must be at least 1. */
 export class ZeroCostError extends ShmlimitError {}
+/** `SHMLIMIT_COST_EXCEEDS_CAPACITY`: the cost exceeds the limit's capacity. */
 export class CostExceedsCapacityError extends ShmlimitError {}
+/** `SHMLIMIT_CORRUPT_STATE`: the limit's shared state is corrupt. */
 export class CorruptStateError extends ShmlimitError {}
+/** `SHMLIMIT_CLOCK_OUT_OF_RANGE`: the clock is outside the representable range. */
 export class ClockOutOfRangeError extends ShmlimitError {}
+/** `SHMLIMIT_TABLE_FULL`: the keyed limit's table is full. */
 export class TableFullError extends ShmlimitError {}
+/** `SHMLIMIT_INVALID_KEY`: invalid key. */
 export class InvalidKeyError extends ShmlimitError {}
+/** `SHMLIMIT_WRONG_KIND`: the operation does not apply to this kind of limit. */
 export class WrongKindError extends ShmlimitError {}
+/** `SHMLIMIT_CLOSED`: the handle is closed. */
+export class ClosedError extends ShmlimitError {}
+/** `SHMLIMIT_PERMIT_UNAVAILABLE`: no permit came within the timeout. */
 export class PermitUnavailableError extends ShmlimitError {}
+// </generated>
 
 // ---- Middleware ----
 
@@ -362,6 +393,14 @@ export interface MiddlewareOptions<Req = IncomingMessage, Res = ServerResponse> 
 export function middleware<Req extends IncomingMessage = IncomingMessage, Res extends ServerResponse = ServerResponse>(
   options: MiddlewareOptions<Req, Res>,
 ): (req: Req, res: Res, next?: (err?: unknown) => void) => void;
+
+/** The middleware's decision for one request, all or nothing over `limits` (a Limit, or an
+ *  array of Limits or `{limit, key, cost}` entries, with `key` and `cost` defaults as in
+ *  `middleware`), without answering it. */
+export function decideRequest<Req = IncomingMessage>(
+  options: Pick<MiddlewareOptions<Req>, 'limits' | 'key' | 'cost'>,
+  req: Req,
+): RequestDecision;
 
 /** A Fastify plugin (`fastify.register(fastifyPlugin, options)`); typed loosely so that this
  *  package does not depend on Fastify's types. */

@@ -51,6 +51,8 @@ pub mod permit;
 pub mod reserve;
 pub mod retune;
 pub mod status;
+#[doc(hidden)]
+pub mod status_table;
 pub mod types;
 
 use std::ffi::{c_char, CString, OsStr};

@@ -21,6 +21,7 @@ export const {
   rateLimitHeaders,
   version,
   ShmlimitError,
+  // <generated: error classes>
   NullPointerError,
   BadUtf8Error,
   InternalError,
@@ -49,6 +50,7 @@ export const {
   WrongKindError,
   ClosedError,
   PermitUnavailableError,
+  // </generated>
   middleware,
   fastifyPlugin,
   decideRequest,

@@ -4,6 +4,9 @@
 // `shmlimit_ratelimit_headers` renders `RateLimit`, `RateLimit-Policy` and `Retry-After`.
 
 const index = require('./index');
+const native = require('./native');
+const { readDecisionAt } = require('./decision');
+const { failure } = require('./errors');
 
 function defaultKey(req) {
   return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
@@ -36,60 +39,88 @@ function entriesOf(opts) {
 }
 
 /**
- * Decide one request against every entry, all or nothing (as a composed check: when one limit
- * denies, the grants already taken are refunded and the limits after it are peeked).
- * Returns {allowed, decisions, headers}.
+ * Decide one request against every entry, all or nothing: one decision for one limit, else one
+ * composed check of the library (keyed limits with their keys), which refunds the grants
+ * already taken when a limit denies and peeks the limits after it.
+ * Returns a RequestDecision: {allowed, decisions, headers}.
  */
 function decide(entries, req) {
   const n = entries.length;
-  const costs = entries.map((e) => (typeof e.cost === 'function' ? e.cost(req) : e.cost));
-  let decisions;
-  let allowed;
-  if (entries.every((e) => !e.keyed) && n > 1) {
-    const c = index.tryAcquireAll(entries.map((e, i) => [e.limit, costs[i]]));
-    allowed = c.allowed;
-    decisions = c.decisions;
-  } else {
-    const keys = entries.map((e) => (e.keyed ? keyOf(e.key, req) : null));
-    decisions = new Array(n);
-    allowed = true;
-    for (let i = 0; i < n; i++) {
-      const e = entries[i];
-      if (allowed) {
-        decisions[i] = e.keyed ? e.limit.tryAcquireKey(keys[i], costs[i]) : e.limit.tryAcquire(costs[i]);
-        if (!decisions[i].allowed) {
-          allowed = false;
-          for (let j = 0; j < i; j++) {
-            if (entries[j].keyed) entries[j].limit.refundKey(keys[j], decisions[j]);
-            else entries[j].limit.refund(decisions[j]);
-          }
-        }
-      } else {
-        decisions[i] = e.keyed ? e.limit.peekKey(keys[i], costs[i]) : e.limit.peek(costs[i]);
-      }
-    }
+  if (n === 1) {
+    const e = entries[0];
+    const cost = typeof e.cost === 'function' ? e.cost(req) : e.cost;
+    const d = e.keyed ? e.limit.tryAcquireKey(keyOf(e.key, req), cost) : e.limit.tryAcquire(cost);
+    return new RequestDecision(d.allowed, [d], entries);
   }
-  return new Result(allowed, decisions, entries);
+  // One composed check through the addon, into the scratch buffers of these entries (used
+  // during this call only: the decisions are read out before it returns).
+  const scratch = scratchOf(entries);
+  for (let i = 0; i < n; i++) {
+    const e = entries[i];
+    scratch.costs[i] = typeof e.cost === 'function' ? e.cost(req) : e.cost;
+    if (e.keyed) scratch.keys[i] = keyOf(e.key, req);
+  }
+  const st = native.acquireAll(scratch.handles, scratch.costs, scratch.raw, scratch.keyed ? scratch.keys : undefined);
+  if (st !== 0) throw failure(st, 'middleware');
+  const allowed = scratch.raw[0] === 1;
+  const deniedBy = allowed ? 0 : scratch.words[1] | 0;
+  const decisions = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const e = entries[i];
+    // The grants the library gave back when a later limit denied read as zero: what the
+    // client is told of those limits is what they hold now (a peek).
+    decisions[i] = i < deniedBy
+      ? (e.keyed ? e.limit.peekKey(scratch.keys[i], scratch.costs[i]) : e.limit.peek(scratch.costs[i]))
+      : readDecisionAt(scratch.raw, scratch.words, scratch.first + 16 * i);
+  }
+  return new RequestDecision(allowed, decisions, entries);
 }
+
+// The arrays and the composed result buffer of one set of entries, made once.
+const scratches = new WeakMap();
+function scratchOf(entries) {
+  let s = scratches.get(entries);
+  if (s === undefined) {
+    const raw = new Uint8Array(native.composedSize);
+    s = {
+      raw,
+      words: new Uint32Array(raw.buffer),
+      first: native.composedDecisionsOffset >> 2,
+      handles: entries.map((e) => e.limit._h),
+      costs: new Array(entries.length).fill(1),
+      keys: new Array(entries.length).fill(undefined),
+      keyed: entries.some((e) => e.keyed),
+    };
+    scratches.set(entries, s);
+  }
+  return s;
+}
+
+const ENTRIES = Symbol('entries');
+const RENDERED = Symbol('rendered');
 
 /**
  * What `decide` concluded. `headers` is rendered on first use (and kept): a middleware with
  * `headers: false` renders them only for a denial's `Retry-After`, or when the application
  * reads `req.rateLimit.headers` itself.
  */
-class Result {
+class RequestDecision {
   constructor(allowed, decisions, entries) {
     this.allowed = allowed;
     this.decisions = decisions;
-    Object.defineProperty(this, 'entries', { value: entries, enumerable: false });
-    Object.defineProperty(this, 'rendered', { value: undefined, writable: true, enumerable: false });
+    // Symbol-keyed: not enumerated, and cheaper than a non-enumerable property per request.
+    this[ENTRIES] = entries;
+    this[RENDERED] = undefined;
   }
 
   get headers() {
-    if (this.rendered === undefined) {
-      this.rendered = index.rateLimitHeaders(this.entries.map((e, i) => [e.limit, this.decisions[i]]));
+    if (this[RENDERED] === undefined) {
+      const entries = this[ENTRIES];
+      const pairs = new Array(entries.length);
+      for (let i = 0; i < entries.length; i++) pairs[i] = [entries[i].limit, this.decisions[i]];
+      this[RENDERED] = index.rateLimitHeaders(pairs);
     }
-    return this.rendered;
+    return this[RENDERED];
   }
 }
 
@@ -188,4 +219,18 @@ function fastifyPlugin(fastify, opts, done) {
 fastifyPlugin[Symbol.for('skip-override')] = true;
 fastifyPlugin[Symbol.for('fastify.display-name')] = 'shmlimit';
 
-module.exports = { middleware, fastifyPlugin, decideRequest: decide };
+// The entries of each options object given to decideRequest, normalised once.
+const compiled = new WeakMap();
+
+/** The middleware's decision for `req` under `opts` (`limits`, `key`, `cost`), without
+ *  answering the request: `{allowed, decisions, headers}`. */
+function decideRequest(opts, req) {
+  let entries = compiled.get(opts);
+  if (entries === undefined) {
+    entries = entriesOf(opts);
+    compiled.set(opts, entries);
+  }
+  return decide(entries, req);
+}
+
+module.exports = { middleware, fastifyPlugin, decideRequest };

@@ -540,3 +540,37 @@ test('a package installed without its compiled addon says how to build it', (t) 
     (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /node build\.js/.test(e.message) && e.message.includes(dir),
   );
 });
+
+test('rateLimitHeaders renders what the library renders, for every kind and outcome', (t) => {
+  const { libraryRateLimitHeaders } = require('../lib/compose');
+  const { limiter } = open(t, {
+    api: shmlimit.tokenBucket({ rate: 7, per: 3000, burst: 3 }),
+    daily: shmlimit.fixedWindow({ limit: 2, window: 1500, aligned: 'monotonic' }),
+    smooth: shmlimit.slidingWindow({ limit: 3, window: 60000 }),
+    log: shmlimit.slidingLog({ limit: 2, window: 2500 }),
+    per_user: shmlimit.tokenBucket({ rate: 1, per: HOUR, burst: 2, keyed: 16 }),
+    db: shmlimit.concurrency({ permits: 1 }),
+  });
+  const names = ['api', 'daily', 'smooth', 'log', 'per_user'];
+  const decide = (name) => (name === 'per_user' ? limiter.limit(name).tryAcquireKey('k') : limiter.limit(name).tryAcquire());
+  let compared = 0;
+  for (let round = 0; round < 4; round++) {
+    // Admissions first, denials once each limit is spent; pairs of every size and order.
+    const ds = names.map((n) => [limiter.limit(n), decide(n)]);
+    for (let i = 0; i < ds.length; i++) {
+      for (const pairs of [[ds[i]], ds.slice(i), [ds[i], ds[(i + 2) % ds.length]], [[limiter.limit('db'), ds[i][1]], ds[i]]]) {
+        assert.deepEqual(shmlimit.rateLimitHeaders(pairs), libraryRateLimitHeaders(pairs), JSON.stringify(pairs.map(([l, d]) => [l.name, d])));
+        compared++;
+      }
+    }
+  }
+  assert.ok(compared >= 80);
+  // A retune shows in the policy within the second the rendered policy is kept.
+  const api = limiter.limit('api');
+  const before = shmlimit.rateLimitHeaders([[api, api.peek()]])['RateLimit-Policy'];
+  api.setRate(9, 3000);
+  api._policyAt -= 1000;
+  const after = shmlimit.rateLimitHeaders([[api, api.peek()]])['RateLimit-Policy'];
+  assert.notEqual(after, before);
+  assert.equal(after, libraryRateLimitHeaders([[api, api.peek()]])['RateLimit-Policy']);
+});

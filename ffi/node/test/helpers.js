@@ -6,7 +6,19 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const info = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'build', 'Release', 'build-info.json'), 'utf8'));
+// The C library and header the C test programs are built with: SHMLIMIT_LIB_DIR and
+// SHMLIMIT_INCLUDE_DIR (set by tests/ffi_node.rs, which runs these tests inside the installed
+// package), else what build.js built the addon with in this checkout.
+function buildInfo() {
+  if (process.env.SHMLIMIT_LIB_DIR && process.env.SHMLIMIT_INCLUDE_DIR) {
+    return {
+      archive: path.join(process.env.SHMLIMIT_LIB_DIR, 'libshmlimit.a'),
+      include: process.env.SHMLIMIT_INCLUDE_DIR,
+    };
+  }
+  return JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'build', 'build-info.json'), 'utf8'));
+}
+const info = buildInfo();
 
 function tmpdir(t) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shmlimit-node-'));

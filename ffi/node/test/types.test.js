@@ -7,13 +7,16 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { test } = require('node:test');
 
-const tsc = path.join(__dirname, '..', 'node_modules', 'typescript', 'bin', 'tsc');
+// TypeScript and Node's typings: the package's devDependencies, found as `require` finds them
+// (NODE_PATH when the tests run inside the installed package).
+const tsc = require.resolve('typescript/bin/tsc');
+const typeRoots = [path.dirname(path.dirname(require.resolve('@types/node/package.json')))];
 
 function compile(file, t) {
   const dir = path.join(__dirname, 'types');
   const config = path.join(dir, `tsconfig.${path.basename(file, '.ts')}.json`);
   const base = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'));
-  fs.writeFileSync(config, JSON.stringify({ ...base, files: [file] }));
+  fs.writeFileSync(config, JSON.stringify({ ...base, compilerOptions: { ...base.compilerOptions, typeRoots }, files: [file] }));
   t.after(() => fs.rmSync(config, { force: true }));
   return spawnSync(process.execPath, [tsc, '-p', config], { encoding: 'utf8' });
 }
@@ -26,4 +29,21 @@ test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not
   assert.notEqual(bad.status, 0, 'tsc accepted misuse.ts');
   assert.match(bad.stdout, /misuse\.ts\(5,16\): error TS2345/);
   assert.match(bad.stdout, /misuse\.ts\(6,12\): error TS2345/);
+});
+
+test('index.d.ts declares every export of the module, and nothing it does not export', () => {
+  const ts = require('typescript');
+  const file = path.join(__dirname, '..', 'index.d.ts');
+  const source = ts.createSourceFile(file, fs.readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const declared = new Set();
+  for (const node of source.statements) {
+    const exported = (node.modifiers || []).some((m) => m.kind === ts.SyntaxKind.ExportKeyword);
+    if (!exported) continue;
+    if (ts.isClassDeclaration(node) || ts.isFunctionDeclaration(node)) declared.add(node.name.text);
+    if (ts.isVariableStatement(node)) node.declarationList.declarations.forEach((d) => declared.add(d.name.text));
+  }
+  const exported = new Set(Object.keys(require('..')));
+  assert.deepEqual([...exported].filter((n) => !declared.has(n)), [], 'exported but not declared in index.d.ts');
+  assert.deepEqual([...declared].filter((n) => !exported.has(n)), [], 'declared in index.d.ts but not exported');
+  assert.ok(declared.size >= 40, `only ${declared.size} declarations found`);
 });

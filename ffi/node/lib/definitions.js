@@ -1,0 +1,187 @@
+'use strict';
+// Definitions: tokenBucket(), fixedWindow(), slidingWindow(), slidingLog(), concurrency(), the
+// raw form the addon takes and the form a stored definition reads back in. Durations are
+// milliseconds (fractions allowed), stored as nanoseconds.
+
+const KIND = { tokenBucket: 1, fixedWindow: 2, slidingWindow: 3, slidingLog: 4, concurrency: 5 };
+const KIND_NAME = Object.fromEntries(Object.entries(KIND).map(([k, v]) => [v, k]));
+const ON_FULL = { deny: 0, allow: 1, error: 2 };
+const ON_FULL_NAME = ['deny', 'allow', 'error'];
+const ALIGNED = { wall: 0, monotonic: 1 };
+const FLAG_SHADOW = 1;
+const FLAG_NEAR_LIMIT = 2;
+const DEFAULT_NEAR_LIMIT = 6554;
+
+function count(value, what) {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(`${what} must be a positive integer, not ${String(value)}`);
+  }
+  return value;
+}
+
+function msToNs(ms, what, { zero = false } = {}) {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms < 0 || (!zero && ms === 0)) {
+    throw new RangeError(`${what} must be a ${zero ? 'non-negative' : 'positive'} number of milliseconds, not ${String(ms)}`);
+  }
+  const ns = Math.round(ms * 1e6);
+  if (!Number.isSafeInteger(ns) || (!zero && ns === 0)) {
+    throw new RangeError(`${what} of ${ms} ms is out of range (1 ns to 2^53 ns)`);
+  }
+  return ns;
+}
+
+function options(spec, o) {
+  if (o.keyed !== undefined && o.keyed !== null && o.keyed !== false) {
+    const k = typeof o.keyed === 'number' ? { capacity: o.keyed } : o.keyed;
+    spec.keyed = { capacity: count(k.capacity, 'keyed.capacity'), onFull: k.onFull || 'deny' };
+    if (!(spec.keyed.onFull in ON_FULL)) {
+      throw new RangeError(`keyed.onFull must be 'deny', 'allow' or 'error', not ${String(k.onFull)}`);
+    }
+  }
+  if (o.shadow) spec.shadow = true;
+  if (o.nearLimit !== undefined) {
+    if (typeof o.nearLimit !== 'number' || !(o.nearLimit >= 0 && o.nearLimit <= 1)) {
+      throw new RangeError(`nearLimit must be a fraction from 0 to 1, not ${String(o.nearLimit)}`);
+    }
+    spec.nearLimit = o.nearLimit;
+  }
+  if (o.split !== undefined) spec.split = count(o.split, 'split');
+  if (o.fleet !== undefined) {
+    spec.fleet = {
+      rate: count(o.fleet.rate, 'fleet.rate'),
+      per: o.fleet.per === undefined ? 1000 : o.fleet.per,
+      weight: o.fleet.weight === undefined ? 1 : count(o.fleet.weight, 'fleet.weight'),
+    };
+    msToNs(spec.fleet.per, 'fleet.per');
+  }
+  return spec;
+}
+
+/** A token bucket: `burst` tokens (default `rate`), refilled at `rate` per `per` ms (default
+ *  1000). At most `floor(burst + rate * T / per)` admissions in any interval of `T` ms. */
+function tokenBucket({ rate, per = 1000, burst, ...o } = {}) {
+  count(rate, 'rate');
+  msToNs(per, 'per');
+  return options({ kind: 'tokenBucket', rate, per, burst: burst === undefined ? rate : count(burst, 'burst') }, o);
+}
+
+function windowed(kind, { limit, window, aligned = 'wall', ...o } = {}) {
+  count(limit, 'limit');
+  msToNs(window, 'window');
+  if (!(aligned in ALIGNED)) {
+    throw new RangeError(`aligned must be 'wall' or 'monotonic', not ${String(aligned)}`);
+  }
+  return options({ kind, limit, window, aligned }, o);
+}
+
+/** At most `limit` per aligned window of `window` ms. */
+const fixedWindow = (o) => windowed('fixedWindow', o);
+/** The weighted sliding-window counter: about `limit` per `window` ms. */
+const slidingWindow = (o) => windowed('slidingWindow', o);
+
+/** The exact sliding log: at most `limit` admissions in every interval of `window` ms. */
+function slidingLog({ limit, window, ...o } = {}) {
+  count(limit, 'limit');
+  msToNs(window, 'window');
+  return options({ kind: 'slidingLog', limit, window }, o);
+}
+
+/** At most `permits` held at once across every process (per key, if keyed); a permit held
+ *  longer than `lease` ms (default: no lease) becomes reclaimable, as do a dead process's. */
+function concurrency({ permits, lease, ...o } = {}) {
+  count(permits, 'permits');
+  if (lease !== undefined && lease !== null) msToNs(lease, 'lease');
+  return options({ kind: 'concurrency', permits, lease: lease === undefined ? null : lease }, o);
+}
+
+function rawDef(name, spec) {
+  if (typeof spec !== 'object' || spec === null || !(spec.kind in KIND)) {
+    throw new TypeError(`limit '${name}': expected a definition from tokenBucket(), fixedWindow(), slidingWindow(), slidingLog() or concurrency()`);
+  }
+  const d = {
+    name, kind: KIND[spec.kind], alignment: 0, limit: 0, periodNs: 0, rate: 0, keyCapacity: 0,
+    onFull: 0, flags: 0, nearLimit: 0, split: 0, fleetWeight: 0, fleetEmissionNs: 0,
+  };
+  switch (spec.kind) {
+    case 'tokenBucket':
+      d.limit = spec.burst; d.periodNs = msToNs(spec.per, 'per'); d.rate = spec.rate;
+      break;
+    case 'fixedWindow':
+    case 'slidingWindow':
+      d.limit = spec.limit; d.periodNs = msToNs(spec.window, 'window'); d.alignment = ALIGNED[spec.aligned || 'wall'];
+      break;
+    case 'slidingLog':
+      d.limit = spec.limit; d.periodNs = msToNs(spec.window, 'window');
+      break;
+    default:
+      d.limit = spec.permits; d.periodNs = spec.lease ? msToNs(spec.lease, 'lease') : 0;
+  }
+  if (spec.keyed) {
+    d.keyCapacity = spec.keyed.capacity;
+    d.onFull = ON_FULL[spec.keyed.onFull || 'deny'];
+  }
+  if (spec.shadow) d.flags |= FLAG_SHADOW;
+  if (spec.nearLimit !== undefined) {
+    d.flags |= FLAG_NEAR_LIMIT;
+    d.nearLimit = Math.min(65535, Math.round(spec.nearLimit * 65536));
+  }
+  if (spec.split) d.split = spec.split;
+  if (spec.fleet) {
+    d.fleetWeight = spec.fleet.weight;
+    d.fleetEmissionNs = Math.ceil(msToNs(spec.fleet.per, 'fleet.per') / spec.fleet.rate);
+  }
+  return d;
+}
+
+/** The usual periods a stored refill interval is read back in, as the Python package does. */
+const READBACK_PERIODS_NS = [1e9, 60e9, 3600e9, 86400e9, 1e6, 1e3];
+
+/**
+ * `{rate, periodNs}` for a stored refill interval of `emissionNs`: the first usual period whose
+ * rate stores the same interval (the library rounds `period / rate` up), else one token per
+ * interval. The same normalisation as the Python package's (`_bucket_form`), so a definition
+ * reads back as it was written whenever its period is one of these.
+ */
+function bucketForm(emissionNs) {
+  for (const period of READBACK_PERIODS_NS) {
+    const rate = Math.round(period / emissionNs);
+    if (rate >= 1 && Math.ceil(period / rate) === emissionNs) return { rate, periodNs: period };
+  }
+  return { rate: 1, periodNs: emissionNs };
+}
+
+function specOf(d) {
+  const kind = KIND_NAME[d.kind];
+  let spec;
+  switch (kind) {
+    case 'tokenBucket': {
+      // The library reports rate = 1 per the stored interval.
+      const { rate, periodNs } = bucketForm(Math.ceil(d.periodNs / Math.max(d.rate, 1)));
+      spec = { kind, rate, per: periodNs / 1e6, burst: d.limit };
+      break;
+    }
+    case 'fixedWindow':
+    case 'slidingWindow':
+      spec = { kind, limit: d.limit, window: d.periodNs / 1e6, aligned: d.alignment === 1 ? 'monotonic' : 'wall' };
+      break;
+    case 'slidingLog':
+      spec = { kind, limit: d.limit, window: d.periodNs / 1e6 };
+      break;
+    case 'concurrency':
+      spec = { kind, permits: d.limit, lease: d.periodNs ? d.periodNs / 1e6 : null };
+      break;
+    default:
+      spec = { kind: `unknown(${d.kind})`, limit: d.limit, periodNs: d.periodNs };
+  }
+  if (d.keyCapacity) spec.keyed = { capacity: d.keyCapacity, onFull: ON_FULL_NAME[d.onFull] || 'deny' };
+  if (d.flags & FLAG_SHADOW) spec.shadow = true;
+  // The library reports the near-limit fraction on every definition; only a non-default one is shown.
+  if ((d.flags & FLAG_NEAR_LIMIT) && d.nearLimit !== DEFAULT_NEAR_LIMIT) spec.nearLimit = d.nearLimit / 65536;
+  if (d.split > 1) spec.split = d.split;
+  if (d.fleetWeight) spec.fleet = { rate: 1, per: d.fleetEmissionNs / 1e6, weight: d.fleetWeight };
+  return spec;
+}
+
+module.exports = {
+  tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, rawDef, specOf, count, msToNs,
+};

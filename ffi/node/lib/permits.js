@@ -1,0 +1,79 @@
+'use strict';
+// Permits of concurrency limits: a held Permit, and the wait for one on a thread of the addon's
+// own (blocked in the library's futex wait) whose result comes back through a thread-safe
+// function.
+
+const native = require('./native');
+const { CLOSED, NOT_HELD, failure, makeError } = require('./errors');
+const { abortError } = require('./waiting');
+
+/** A held permit of a concurrency limit. Release it once; a process that dies holding it loses
+ *  it to the next acquirer. */
+class Permit {
+  constructor(limit, id, key) {
+    /** The permit's id (a BigInt; `1n` for a shadow permit that holds nothing). */
+    this.id = id;
+    this.limit = limit;
+    this.key = key;
+    this.released = false;
+  }
+
+  /** Give the permit back; false when it was no longer held (already released, taken over
+   *  after its lease, reset, or a shadow permit). */
+  release() {
+    if (this.released) return false;
+    this.released = true;
+    const st = native.permitRelease(this.limit._h, this.id);
+    if (st === NOT_HELD) return false;
+    if (st !== 0) throw failure(st, `release of permit ${this.id} on '${this.limit.name}'`);
+    return true;
+  }
+}
+// `using permit = await limit.acquirePermit()` where explicit resource management exists.
+if (typeof Symbol.dispose === 'symbol') {
+  Permit.prototype[Symbol.dispose] = function dispose() {
+    this.release();
+  };
+}
+
+function waitPermit(limit, key, opts, what) {
+  const timeout = opts && opts.timeout;
+  let timeoutNs = -1;
+  if (timeout !== undefined && timeout !== null && timeout !== Infinity) {
+    if (typeof timeout !== 'number' || !(timeout >= 0)) {
+      return Promise.reject(new RangeError(`${what}: timeout must be a non-negative number of milliseconds or Infinity`));
+    }
+    timeoutNs = Math.round(timeout * 1e6);
+  }
+  const signal = opts && opts.signal;
+  if (signal && signal.aborted) return Promise.reject(abortError(signal));
+  return new Promise((resolve, reject) => {
+    let onAbort = null;
+    const id = native.permitWait(limit._h, key, timeoutNs, (status, permit, message, osError) => {
+      if (signal) signal.removeEventListener('abort', onAbort);
+      if (status === 0 && signal && signal.aborted) {
+        // Aborted while the permit was being taken: give it back.
+        if (permit !== 0n) new Permit(limit, permit, key).release();
+        reject(abortError(signal));
+      } else if (status === 0) {
+        resolve(permit === 0n ? null : new Permit(limit, permit, key));
+      } else if (status === CLOSED && signal && signal.aborted) {
+        reject(abortError(signal));
+      } else if (status === CLOSED) {
+        reject(makeError(CLOSED, `${what}: the wait was cancelled (the environment is shutting down)`));
+      } else {
+        reject(makeError(status, message, status === 100 ? osError : 0));
+      }
+    });
+    if (typeof id === 'number' && id <= 0) {
+      reject(failure(id, what));
+      return;
+    }
+    if (signal) {
+      onAbort = () => native.cancelWait(id);
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
+  });
+}
+
+module.exports = { Permit, waitPermit };
