@@ -1,6 +1,7 @@
 //! The public handles: [`Limiter`] (one attached file) and [`Limit`] (one limit in it).
 
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::bucket::Bucket;
 use crate::engine::permits::{PermitHolder, Permits};
 use crate::engine::site::Site;
 pub(crate) use crate::engine::Params;
@@ -9,12 +10,12 @@ use crate::spec::{Algorithm, LimitDef};
 
 mod attach;
 mod builder;
-mod fleet;
+
 mod info;
 mod parts;
 mod refund;
 mod run;
-mod split;
+
 mod step;
 mod straight;
 mod token_bucket;
@@ -22,15 +23,15 @@ mod token_bucket;
 #[cfg(test)]
 mod tests;
 
+pub use crate::engine::bucket::FleetLease;
+pub(crate) use crate::engine::bucket::FENCE_REWRITE_RETRY_NS;
 pub use crate::engine::site::watch::REPLACEMENT_CHECK;
 use crate::engine::site::watch::{sync_files, RetuneGuard, Shared};
 pub(crate) use crate::engine::StepError;
 pub use crate::tally::Stats;
 pub use attach::Limiter;
 pub use builder::Builder;
-pub use fleet::FleetLease;
 pub use info::FileInfo;
-pub(crate) use token_bucket::FENCE_REWRITE_RETRY_NS;
 
 /// The untyped view of one limit, whatever its kind: what [`Limiter::limit`] and
 /// [`Limiter::limits`] return, for listing and inspecting a file (name, definition, kind, live
@@ -170,7 +171,7 @@ impl<C: Clock> Limit<C> {
     ///
     /// [`Error::CorruptState`](crate::Error::CorruptState) when the lease words are damaged.
     pub fn fleet_lease(&self) -> Result<Option<FleetLease>> {
-        self.site.current()?.fleet_lease()
+        Bucket(self.site.current()?).fleet_lease()
     }
 
     /// The processes holding a permit of this concurrency limit (keyed or not), with their

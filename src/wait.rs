@@ -73,6 +73,7 @@
 //! request's timeout) never does work nobody waits for, and never holds more than `B + r D`
 //! requests parked.
 
+use crate::engine::bucket::Bucket;
 use crate::engine::site::Site;
 use std::time::{Duration, Instant};
 
@@ -221,7 +222,7 @@ impl<C: Clock> Site<C> {
         if !matches!(self.params(), Params::TokenBucket) {
             return Err(self.wrong_kind("is not a token bucket: use acquire_timeout"));
         }
-        if self.is_split() {
+        if Bucket(self).is_split() {
             return Err(self.wrong_kind(
                 "is a split bucket: its sub-buckets cannot book in one order; use acquire_timeout",
             ));
@@ -233,7 +234,7 @@ impl<C: Clock> Site<C> {
             let witness = crate::engine::bucket::witness(self.control_line());
             let (decision, booked, now, delay) = self.book_once(n, max_delay)?;
             if booked.is_some() && !crate::engine::bucket::unchanged(self.control_line(), witness) {
-                self.give_back(self.control(0), n.saturating_mul(decision.unit()));
+                Bucket(self).give_back(self.control(0), n.saturating_mul(decision.unit()));
                 continue;
             }
             return Ok(self.reservation(decision, n, booked, now, delay));
@@ -250,7 +251,7 @@ impl<C: Clock> Site<C> {
             |now, current| {
                 let tag = current & PARAM_TAG;
                 // A fleet share books only within its lease; past it, the fence decides.
-                let Some(at) = self.bucket_at((tag >> 63) as usize, now)? else {
+                let Some(at) = Bucket(self).bucket_at((tag >> 63) as usize, now)? else {
                     // Fenced, and the fence is being rewritten: book nothing, retry shortly.
                     let retry = FENCE_REWRITE_RETRY_NS;
                     let decision = Decision::denied(retry, 0, 1);
@@ -318,7 +319,9 @@ impl<C: Clock> Site<C> {
             return this.acquire_timeout(cost, timeout);
         }
         match self.params() {
-            Params::TokenBucket if !self.is_split() => Ok(self.reserve(cost, timeout)?.wait()),
+            Params::TokenBucket if !Bucket(self).is_split() => {
+                Ok(self.reserve(cost, timeout)?.wait())
+            }
             Params::TokenBucket => self.retry_until(cost, timeout),
             Params::Concurrency { .. } => {
                 Err(self.wrong_kind("is a concurrency limit: use acquire_permit_timeout"))

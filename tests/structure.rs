@@ -313,8 +313,8 @@ fn no_engine_imports_the_handles() {
     let engine = root().join("src/engine");
     let files = rust_files(&engine);
     assert!(
-        files.iter().any(|f| f.ends_with("bucket.rs")),
-        "src/engine/bucket.rs was not found: wrong root?"
+        files.iter().any(|f| f.ends_with("bucket/mod.rs")),
+        "src/engine/bucket/mod.rs was not found: wrong root?"
     );
     let mut upward = Vec::new();
     for file in &files {

@@ -25,6 +25,7 @@
 
 use crate::algo::Decision;
 use crate::clock::Clock;
+use crate::engine::bucket::Bucket;
 use crate::engine::site::Site;
 use crate::error::Result;
 
@@ -113,7 +114,7 @@ impl UnkeyedRate for TokenBucket {}
 impl sealed::Decide for TokenBucket {
     #[inline(always)]
     fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
-        limit.try_acquire_bucket(cost)
+        Bucket(limit).try_acquire_bucket(cost)
     }
 }
 impl Retune for TokenBucket {}

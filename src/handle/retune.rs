@@ -4,6 +4,7 @@
 use super::kind::{BucketRetune, Retune, WindowRetune};
 use super::Handle;
 use crate::clock::Clock;
+use crate::engine::bucket::Bucket;
 use crate::engine::window::Window;
 #[cfg(doc)]
 use crate::error::Error;
@@ -42,10 +43,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::set_rate`].
     pub fn set_token_bucket(&self, capacity: u64, rate: Rate) -> Result<()> {
-        self.limit
-            .site()
-            .current()?
-            .set_token_bucket(capacity, rate)
+        Bucket(self.limit.site().current()?).set_token_bucket(capacity, rate)
     }
 
     /// Make this bucket fleet-managed (see `docs/fleet.md`): its rate becomes a share that
@@ -63,10 +61,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::set_rate`].
     pub fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
-        self.limit
-            .site()
-            .current()?
-            .fleet_manage(fence_capacity, fence_rate)
+        Bucket(self.limit.site().current()?).fleet_manage(fence_capacity, fence_rate)
     }
 
     /// Set a fleet-managed bucket's lease deadline, in nanoseconds on this limit's
@@ -81,7 +76,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// [`Error::WrongKind`] if the bucket is not fleet-managed.
     pub fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
-        self.limit.site().current()?.set_fleet_deadline(deadline_ns)
+        Bucket(self.limit.site().current()?).set_fleet_deadline(deadline_ns)
     }
 
     /// End fleet management: the current share becomes a plain rate.
@@ -90,7 +85,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::set_rate`].
     pub fn end_fleet_management(&self) -> Result<()> {
-        self.limit.site().current()?.end_fleet_management()
+        Bucket(self.limit.site().current()?).end_fleet_management()
     }
 
     /// The fleet lease at this instant, `None` if the bucket is not fleet-managed.
@@ -99,7 +94,7 @@ impl<K: BucketRetune, C: Clock> Handle<K, C> {
     ///
     /// [`Error::CorruptState`] when the parameters or the fence are damaged.
     pub fn fleet_lease(&self) -> Result<Option<crate::limiter::FleetLease>> {
-        self.limit.site().current()?.fleet_lease()
+        Bucket(self.limit.site().current()?).fleet_lease()
     }
 }
 

@@ -39,6 +39,7 @@ mod hash;
 
 use crate::algo::{Decision, Step};
 use crate::clock::Clock;
+use crate::engine::bucket::Bucket;
 use crate::engine::keys::table::{self, Outcome, Table};
 use crate::engine::keys::template::{self, Template};
 use crate::engine::keys::NO_PAIR_CAS;
@@ -413,7 +414,7 @@ impl<C: Clock> Site<C> {
                 // Counted through this thread's hot entry, as an unkeyed bucket decision.
                 let mut counts = Counts::TALLY;
                 let decision = table.decide_first(tag, commit, now, |t, s| {
-                    self.bucket_step(t, s, cost, &mut counts)
+                    Bucket(self).bucket_step(t, s, cost, &mut counts)
                 })?;
                 if commit
                     && !self.key_stands(
@@ -461,12 +462,12 @@ impl<C: Clock> Site<C> {
         let bucket = matches!(self.params(), Params::TokenBucket);
         let table = Table::new(slots);
         loop {
-            let before = self.retune_words();
+            let before = Bucket(self).retune_words();
             // Read before the parameters are (`engine::bucket::witness`).
             let witness = crate::engine::bucket::witness(self.control_line());
             match table.decide(self, tag, cost, commit, now) {
                 Err(Error::CorruptState { .. })
-                    if attempts < 64 && bucket && self.retune_words() != before =>
+                    if attempts < 64 && bucket && Bucket(self).retune_words() != before =>
                 {
                     attempts += 1;
                 }

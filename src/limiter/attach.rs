@@ -1,5 +1,6 @@
 //! [`Limiter`]: one attached file, and the handles of its limits.
 
+use crate::engine::bucket::Bucket;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,7 +74,7 @@ impl<C: Clock> Limiter<C> {
             .map(|i| {
                 let limit = self.limit_at(i);
                 let mut def = limit.def().clone();
-                if def.fleet.is_none() && !limit.is_fleet_managed() {
+                if def.fleet.is_none() && !Bucket(&limit).is_fleet_managed() {
                     if let Ok(a) = limit.live_algorithm() {
                         def.algorithm = a;
                     }

@@ -1,5 +1,6 @@
 //! [`Builder`]: defining limits, and creating, attaching to, adopting or snapshotting a file.
 
+use crate::engine::bucket::Bucket;
 use std::path::Path;
 use std::time::Duration;
 
@@ -221,7 +222,7 @@ impl<C: Clock> Builder<C> {
         // configured rate, beyond the fleet's total) while the agent kept leasing the old one.
         let names: Vec<String> = (0..limiter.shared.params.len())
             .map(|i| limiter.limit_at(i))
-            .filter(|l| l.is_fleet_managed())
+            .filter(|l| Bucket(l).is_fleet_managed())
             .filter(|l| diff.needs_new_file || diff.retunes.iter().any(|(i, _)| *i == l.index))
             .map(|l| reconcile::quote(&l.def().name))
             .collect();

@@ -2,6 +2,7 @@
 //! (through [`crate::algo::mutate`] for the single-word ones); with the freshness of a
 //! single-word state, the other word-level question keyed tables ask.
 
+use crate::engine::bucket::Bucket;
 use crate::engine::log::Log;
 use crate::engine::site::Site;
 use std::sync::atomic::AtomicU64;
@@ -36,7 +37,7 @@ impl<C: Clock> Site<C> {
     ) -> Result<u64> {
         Ok(match self.params {
             Params::TokenBucket => {
-                let g = self.bucket_params(engine::bucket::tag_of(word))?;
+                let g = Bucket(self).bucket_params(engine::bucket::tag_of(word))?;
                 engine::bucket::refund(&g, now, word, units)
             }
             Params::FixedWindow(fw) => fw.refund(word, decision.stamp, units),
@@ -107,11 +108,11 @@ impl<C: Clock> Site<C> {
             Params::TokenBucket if self.split > 1 => {
                 let i = grant.stamp as usize % self.split;
                 mutate(
-                    self.sub_state(i),
+                    Bucket(self).sub_state(i),
                     || self.clock.now_ns(),
                     |now, current| {
-                        let g = self.bucket_params(engine::bucket::tag_of(current))?;
-                        let sub = self.sub_params(g, i);
+                        let g = Bucket(self).bucket_params(engine::bucket::tag_of(current))?;
+                        let sub = Bucket(self).sub_params(g, i);
                         let new = engine::bucket::refund(&sub, now, current, units);
                         Ok(Change::unless_same(current, new))
                     },

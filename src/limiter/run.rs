@@ -2,12 +2,12 @@
 //! decisions and peeks, the two halves a composed check decides with, and what follows every
 //! decision (stamping it, counting it, counting refunds).
 
+use crate::engine::bucket::Bucket;
 use crate::engine::log::Log;
 use crate::engine::site::Site;
 use crate::engine::window::Window;
 use std::sync::atomic::Ordering;
 
-use super::StepError;
 use crate::algo::{try_decide, try_decide_from, Decision};
 use crate::clock::{Clock, DATE_TOLERANCE_NS, MAX_DATE_NS};
 use crate::engine::Params;
@@ -62,7 +62,7 @@ impl<C: Clock> Site<C> {
     pub(super) fn run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let this = self.follow()?;
         if this.plain_bucket && cost != 0 {
-            return this.bucket_run(cost, commit, at);
+            return Bucket(this).bucket_run(cost, commit, at);
         }
         if this.plain_window && cost != 0 {
             return Window(this).decide(cost, commit, at);
@@ -71,81 +71,6 @@ impl<C: Clock> Site<C> {
             return Log(this).decide(log, cost, commit, || this.decision_time(at));
         }
         this.run_on(cost, commit, || this.decision_time(at))
-    }
-
-    /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
-    /// step and nothing else, so that it compiles to straight-line code (no dispatch on the
-    /// algorithm, no call, the decision in registers). Every other limit goes through
-    /// [`Site::run_on`].
-    ///
-    /// A loaded word that went stale under two retunes in a row ([`StepError::Stale`]: the
-    /// live word names the other slot, so each round starts from a word that moved) is decided
-    /// again from the live word, here in the loop: a separate function for it returned the
-    /// decision through memory, and the whole `Decision` was stored on every call.
-    ///
-    /// An admission made with parameters that a retune or reset replaced before its CAS landed
-    /// (see `engine::bucket`) is given back and decided again, in the same bounded loop.
-    #[inline(always)]
-    fn bucket_run(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        let mut counts = Counts::TALLY;
-        // Bounded: a process flipping the word's tag (or `ACTIVE`) without end gets
-        // `CorruptState`.
-        let mut rounds = 0;
-        loop {
-            match self.bucket_loop(cost, commit, at, &mut counts) {
-                Ok(decision)
-                    if !commit
-                        || self.stands(
-                            decision.is_allowed(),
-                            decision.unit(),
-                            cost,
-                            counts.witness,
-                        ) =>
-                {
-                    return Ok(self.finish_counted(decision, cost, commit, counts))
-                }
-                Ok(_) if rounds < 64 => rounds += 1,
-                Err(StepError::Stale) if rounds < 64 => rounds += 1,
-                Ok(_) => return Err(self.step_error(StepError::Stale, cost)),
-                Err(e) => return Err(self.step_error(e, cost)),
-            }
-        }
-    }
-
-    /// Whether a committed bucket decision on the unkeyed state word stands: a denial always;
-    /// an admission (of `cost`, its decision's `unit`) while `ACTIVE` still reads `witness`,
-    /// else it is given back (the caller decides again). By value, not the decision itself: a
-    /// reference would keep the decision in memory on the hot path.
-    #[inline(always)]
-    pub(crate) fn stands(&self, allowed: bool, unit: u64, cost: u64, witness: u64) -> bool {
-        // `engine::bucket::unchanged` (Relaxed, as there), through the handle's unchecked word
-        // accessor (a slice index checks the control line's length again).
-        let unchanged = || {
-            self.control(crate::file::layout::bucket::ACTIVE)
-                .load(Ordering::Relaxed)
-                == witness
-        };
-        !allowed || unchanged() || {
-            self.give_back(self.control(0), cost.saturating_mul(unit));
-            false
-        }
-    }
-
-    /// The bucket's CAS loop on its state word, the step inlined.
-    #[inline(always)]
-    fn bucket_loop(
-        &self,
-        cost: u64,
-        commit: bool,
-        at: Option<u64>,
-        counts: &mut Counts,
-    ) -> Result<Decision, StepError> {
-        try_decide(
-            self.control(0),
-            || self.decision_time(at),
-            commit,
-            |t, w| self.bucket_step(t, w, cost, counts),
-        )
     }
 
     /// The first half of a decision dated by a clock read that the caller makes after it (a
@@ -188,12 +113,12 @@ impl<C: Clock> Site<C> {
         if self.plain_bucket {
             let mut counts = Counts::TALLY;
             let decision = try_decide_from(self.control(0), word, now, true, |t, w| {
-                self.bucket_step(t, w, cost, &mut counts)
+                Bucket(self).bucket_step(t, w, cost, &mut counts)
             })
             .map_err(|e| self.step_error(e, cost))?;
-            if !self.stands(decision.is_allowed(), decision.unit(), cost, counts.witness) {
+            if !Bucket(self).stands(decision.is_allowed(), decision.unit(), cost, counts.witness) {
                 // Given back: decide again from the live word.
-                return self.bucket_run(cost, true, None);
+                return Bucket(self).bucket_run(cost, true, None);
             }
             return Ok(self.finish_counted(decision, cost, true, counts));
         }
@@ -220,7 +145,7 @@ impl<C: Clock> Site<C> {
             Params::Concurrency { .. } => {
                 return Err(self.wrong_kind("is a concurrency limit: use try_acquire_permit"))
             }
-            Params::TokenBucket if self.split > 1 => self.split_run(cost, commit, now)?,
+            Params::TokenBucket if self.split > 1 => Bucket(self).split_run(cost, commit, now)?,
             _ => try_decide(self.control(0), now, commit, |t, w| {
                 self.step_fast(t, w, cost)
             })

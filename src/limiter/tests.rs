@@ -1,6 +1,7 @@
 //! Unit tests of the decision path's handling of a state word that went stale under retunes,
 //! and of a fleet fence caught mid-rewrite.
 
+use crate::engine::bucket::Bucket;
 use std::sync::atomic::Ordering;
 
 use super::{Limiter, StepError};
@@ -45,11 +46,11 @@ fn a_word_naming_a_slot_being_rewritten_is_stale_not_corrupt() {
     // The word as a decision loaded it before the first retune: tag 0, the slot now rewritten.
     let stale = live & !bucket::PARAM_TAG;
     assert!(matches!(
-        limit.bucket_step(now, stale, 1, &mut { Counts::TALLY }),
+        Bucket(&limit).bucket_step(now, stale, 1, &mut { Counts::TALLY }),
         Err(StepError::Stale)
     ));
     // The live word decides on the active slot.
-    assert!(limit
+    assert!(Bucket(&limit)
         .bucket_step(now, live, 1, &mut { Counts::TALLY })
         .is_ok());
     // And a decision loads the live word: it admits.
@@ -72,7 +73,7 @@ fn the_active_slot_unreadable_is_corrupt() {
         .store(0, Ordering::Release);
     let live = limit.control(0).load(Ordering::Acquire);
     assert!(matches!(
-        limit.bucket_step(now, live, 1, &mut { Counts::TALLY }),
+        Bucket(&limit).bucket_step(now, live, 1, &mut { Counts::TALLY }),
         Err(StepError::Corrupt)
     ));
 }
@@ -87,7 +88,7 @@ fn a_live_word_naming_the_rewritten_slot_is_corrupt_and_decisions_end() {
     let word = limit.control(0).load(Ordering::Acquire) & !bucket::PARAM_TAG;
     limit.control(0).store(word, Ordering::Release);
     assert!(matches!(
-        limit.bucket_step(now, word, 1, &mut { Counts::TALLY }),
+        Bucket(&limit).bucket_step(now, word, 1, &mut { Counts::TALLY }),
         Err(StepError::Corrupt)
     ));
     assert!(matches!(
@@ -145,7 +146,7 @@ fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
         let r = tb.reserve(1, std::time::Duration::from_secs(1)).unwrap();
         assert!(!r.is_granted());
         // The share's mark is read without the fence: still fleet-managed.
-        assert!(worker.limit("api").unwrap().into_site().is_fleet_managed());
+        assert!(Bucket(&worker.limit("api").unwrap().into_site()).is_fleet_managed());
         // A decision in the writer's own process (its mutex held by another thread) too.
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -252,7 +253,7 @@ fn an_unkeyed_retune_killed_before_activating_is_finished_by_the_next() {
         Some(false),
     )
     .unwrap();
-    limit.rescale_in(limit.control(0), r.old, r.new, r.tag);
+    Bucket(&limit).rescale_in(limit.control(0), r.old, r.new, r.tag);
     // Killed before `activate`: the next retune, back to 1/s, at the same instant.
     b.set_rate(Rate::per_second(1).unwrap()).unwrap();
     assert!(

@@ -1,8 +1,5 @@
-//! Split token buckets: `k` sub-buckets, one per line, each with a `1/k` share of the
-//! capacity and rate; a process decides on the one its CPU picks first, then on the others.
-
-use crate::engine::site::Site;
-use std::sync::atomic::{AtomicU64, Ordering};
+//! A split bucket: one state word per sub-bucket, each with its share of the rate and
+//! capacity; a process decides on its home sub-bucket first, then on the others.
 
 use crate::algo::gcra::Gcra;
 use crate::algo::{try_decide, Decision, Step};
@@ -10,17 +7,18 @@ use crate::clock::Clock;
 use crate::engine;
 use crate::error::{Error, Result};
 use crate::file::layout;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::FENCE_REWRITE_RETRY_NS;
+use super::{Bucket, FENCE_REWRITE_RETRY_NS};
 
-impl<C: Clock> Site<C> {
+impl<C: Clock> Bucket<'_, C> {
     /// True for a token bucket split into sub-buckets.
     pub(crate) fn is_split(&self) -> bool {
         self.split > 1
     }
 
     /// The state word of sub-bucket `i` of a split bucket: word 0 of its line.
-    pub(super) fn sub_state(&self, i: usize) -> &AtomicU64 {
+    pub(crate) fn sub_state(&self, i: usize) -> &AtomicU64 {
         if i == 0 {
             self.control(0)
         } else {
@@ -30,7 +28,7 @@ impl<C: Clock> Site<C> {
 
     /// Sub-bucket `i`'s share of the bucket `whole`: capacity `B / k` (the remainder spread over
     /// the first sub-buckets) and rate `r / k`. The shares add up to the whole, never more.
-    pub(super) fn sub_params(&self, whole: Gcra, i: usize) -> Gcra {
+    pub(crate) fn sub_params(&self, whole: Gcra, i: usize) -> Gcra {
         let k = self.split as u64;
         let capacity = whole.capacity / k + u64::from((i as u64) < whole.capacity % k);
         let emission_ns = whole.emission_ns.saturating_mul(k);
@@ -43,7 +41,7 @@ impl<C: Clock> Site<C> {
 
     /// The sub-bucket this process decides on first: the CPU it runs on (a vDSO call), so that
     /// processes on different CPUs write different lines.
-    pub(super) fn home_sub(&self) -> usize {
+    pub(crate) fn home_sub(&self) -> usize {
         // SAFETY: sched_getcpu has no preconditions; it returns -1 on failure.
         let cpu = unsafe { libc::sched_getcpu() };
         let seed = if cpu >= 0 {
@@ -57,7 +55,7 @@ impl<C: Clock> Site<C> {
     /// A decision on a split bucket: the home sub-bucket first, then each sibling in turn. An
     /// admission made with parameters a retune or reset replaced before its CAS landed (see
     /// `engine::bucket`) is given back and the decision made again (bounded).
-    pub(super) fn split_run(
+    pub(crate) fn split_run(
         &self,
         cost: u64,
         commit: bool,

@@ -55,6 +55,27 @@
 
 use std::sync::atomic::Ordering;
 
+mod decide;
+mod fleet;
+mod retune;
+mod split;
+
+pub use fleet::FleetLease;
+pub(crate) use retune::FENCE_REWRITE_RETRY_NS;
+
+/// A token bucket's decisions, parameters, retunes and fleet share, on the limit's site (one
+/// reference, inlined away): what its typed handle calls.
+#[derive(Clone, Copy)]
+pub(crate) struct Bucket<'a, C: crate::clock::Clock>(pub(crate) &'a crate::engine::site::Site<C>);
+
+impl<C: crate::clock::Clock> std::ops::Deref for Bucket<'_, C> {
+    type Target = crate::engine::site::Site<C>;
+    #[inline(always)]
+    fn deref(&self) -> &crate::engine::site::Site<C> {
+        self.0
+    }
+}
+
 use crossbeam_utils::Backoff;
 
 use crate::algo::gcra::{Booking, Gcra};

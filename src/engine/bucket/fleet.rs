@@ -1,16 +1,16 @@
-//! A fleet-managed token bucket (see `docs/fleet.md`): its share, lease deadline and fence.
-
-use crate::engine::site::Site;
-use std::sync::atomic::Ordering;
+//! A fleet share: a bucket whose live rate is leased by the fleet agent until a deadline, and
+//! its fence, the rate that applies after the deadline.
 
 use crate::algo::gcra::Gcra;
 use crate::clock::Clock;
 use crate::engine;
+use crate::engine::Params;
 use crate::error::Result;
 use crate::file::layout::bucket;
 use crate::spec::{Algorithm, Rate};
+use std::sync::atomic::Ordering;
 
-use super::Params;
+use super::Bucket;
 
 /// The lease of a fleet-managed token bucket (see [`Limit::fleet_lease`](crate::Limit::fleet_lease) and `docs/fleet.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +39,7 @@ impl FleetLease {
     }
 }
 
-impl<C: Clock> Site<C> {
+impl<C: Clock> Bucket<'_, C> {
     /// Make this token bucket fleet-managed (see `docs/fleet.md`): its rate becomes a share that
     /// holds only until the lease deadline ([`TokenBucketLimit::set_fleet_deadline`](crate::TokenBucketLimit::set_fleet_deadline)); a decision past it
     /// decides with the fence bucket `fence_capacity`, `fence_rate` (the host's reserved
