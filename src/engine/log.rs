@@ -11,8 +11,16 @@ use crate::engine::site::Site;
 use crate::error::{Error, Result};
 
 /// A sliding log's decisions, on the limit's site.
-#[derive(Clone, Copy)]
 pub(crate) struct Log<'a, C: Clock>(pub(crate) &'a Site<C>);
+
+// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
+impl<C: Clock> Clone for Log<'_, C> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C: Clock> Copy for Log<'_, C> {}
 
 impl<C: Clock> Deref for Log<'_, C> {
     type Target = Site<C>;

@@ -22,8 +22,16 @@ use crate::tally::hot::{self, Counts};
 use super::{Params, StepError};
 
 /// A fixed or sliding window's decisions and live limit, on the limit's site.
-#[derive(Clone, Copy)]
 pub(crate) struct Window<'a, C: Clock>(pub(crate) &'a Site<C>);
+
+// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
+impl<C: Clock> Clone for Window<'_, C> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C: Clock> Copy for Window<'_, C> {}
 
 impl<C: Clock> Deref for Window<'_, C> {
     type Target = Site<C>;
@@ -168,7 +176,7 @@ impl<C: Clock> Window<'_, C> {
     /// Fill this thread's entry `e` for this handle from the packed window limit word `packed`.
     #[cold]
     #[inline(never)]
-    fn fill(&self, packed: u64, e: &hot::Entry) -> Result<(), StepError> {
+    fn fill(self, packed: u64, e: &hot::Entry) -> Result<(), StepError> {
         let limit = unpack_window_limit(packed).ok_or(StepError::Corrupt)?;
         e.fill_window(
             self.hot_id,

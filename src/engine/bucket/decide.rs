@@ -92,7 +92,7 @@ impl<C: Clock> Bucket<'_, C> {
     /// has replaced since (see `engine::bucket`): its cost times the unit of its decision.
     #[cold]
     #[inline(never)]
-    pub(crate) fn give_back(&self, state: &std::sync::atomic::AtomicU64, units_ns: u64) {
+    pub(crate) fn give_back(self, state: &std::sync::atomic::AtomicU64, units_ns: u64) {
         engine::bucket::give_back(state, || self.clock.now_ns(), units_ns);
     }
 
@@ -229,7 +229,7 @@ impl<C: Clock> Bucket<'_, C> {
 
     #[cold]
     #[inline(never)]
-    fn fenced(&self, cost: u64, counts: &mut Counts) -> Result<Gcra, StepError> {
+    fn fenced(self, cost: u64, counts: &mut Counts) -> Result<Gcra, StepError> {
         let g = match self.fence_params() {
             Ok(Some(g)) => g,
             Ok(None) => return Err(StepError::FenceRewrite),
@@ -246,7 +246,7 @@ impl<C: Clock> Bucket<'_, C> {
     /// names, read whole after `ACTIVE` read `witness`.
     #[cold]
     #[inline(never)]
-    fn hot_fill(&self, witness: u64, tag: u64, e: &hot::Entry) -> Result<(), StepError> {
+    fn hot_fill(self, witness: u64, tag: u64, e: &hot::Entry) -> Result<(), StepError> {
         let tag_word = tag;
         let tag = (tag >> 63) as usize;
         let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1]).map_err(|_| {

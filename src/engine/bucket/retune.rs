@@ -105,7 +105,7 @@ impl<C: Clock> Bucket<'_, C> {
     /// The fence slot read torn: a rewrite under way (`None`) or damage.
     #[cold]
     #[inline(never)]
-    fn fence_torn(&self) -> Result<Option<Gcra>> {
+    fn fence_torn(self) -> Result<Option<Gcra>> {
         let Some(_locked) = self.shared.try_lock() else {
             return Ok(None);
         };

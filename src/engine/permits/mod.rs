@@ -100,8 +100,16 @@ use std::time::Duration;
 
 /// A concurrency limit's permits (keyed or not): acquiring, waiting, releasing, listing and
 /// reclaiming them, on the limit's site.
-#[derive(Clone, Copy)]
 pub(crate) struct Permits<'a, C: Clock>(pub(crate) &'a Site<C>);
+
+// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
+impl<C: Clock> Clone for Permits<'_, C> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C: Clock> Copy for Permits<'_, C> {}
 
 impl<C: Clock> Deref for Permits<'_, C> {
     type Target = Site<C>;
