@@ -9,6 +9,7 @@
 
 use crate::clock::Clock;
 use crate::compose::{Acquire, Check};
+use crate::engine::keyed::Keyed;
 
 use crate::{Decision, Error, Limit, Result};
 
@@ -61,7 +62,7 @@ pub fn check_date<C: Clock>(limit: &Limit<C>, now_ns: u64) -> Result<()> {
 /// seed, the same for every limit of the file, whatever its kind), or
 /// [`Error::InvalidKey`](crate::Error::InvalidKey).
 pub fn key_tag<C: Clock>(limit: &Limit<C>, key: &[u8]) -> Result<u64> {
-    limit.site().key_tag(key)
+    Keyed(limit.site()).key_tag(key)
 }
 
 /// A check on an untyped handle: the C ABI resolves limits by name alone and reports a wrong

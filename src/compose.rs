@@ -15,6 +15,7 @@
 
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::keyed::Keyed;
 use crate::error::{invalid, Result};
 use crate::handle::{KeyedRateLimit, RateLimit};
 use crate::limiter::Limit;
@@ -139,14 +140,14 @@ impl<C: Clock> Acquire for Check<'_, C> {
         match (self.key, commit) {
             (None, true) => self.limit.site().try_acquire(self.cost),
             (None, false) => self.limit.site().peek(self.cost),
-            (Some(key), true) => self.limit.site().try_acquire_key(key, self.cost),
-            (Some(key), false) => self.limit.site().peek_key(key, self.cost),
+            (Some(key), true) => Keyed(self.limit.site()).try_acquire_key(key, self.cost),
+            (Some(key), false) => Keyed(self.limit.site()).peek_key(key, self.cost),
         }
     }
     fn give_back(&self, grant: &Decision) -> Result<()> {
         match self.key {
             None => self.limit.site().refund(grant),
-            Some(key) => self.limit.site().refund_key(key, grant),
+            Some(key) => Keyed(self.limit.site()).refund_key(key, grant),
         }
     }
 }

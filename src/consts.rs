@@ -33,10 +33,10 @@
 // import cycle; each bound is defined beside the code that enforces it.
 pub use crate::clock::{DATE_TOLERANCE, MAX_DATE_NS};
 pub use crate::compose::MAX_CHECKS;
+pub use crate::engine::keyed::MAX_KEY_LEN;
 pub use crate::engine::permits::PERMIT_RECHECK;
 pub use crate::error::MAX_ECHO;
 pub use crate::file::layout::MAX_LIMITS;
-pub use crate::keyed::MAX_KEY_LEN;
 pub use crate::limiter::REPLACEMENT_CHECK;
 pub use crate::spec::bounds::{
     DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,

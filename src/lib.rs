@@ -69,7 +69,7 @@ mod error;
 mod file;
 mod handle;
 mod headers;
-mod keyed;
+
 mod limiter;
 mod owner;
 

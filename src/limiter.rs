@@ -2,6 +2,7 @@
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::engine::bucket::Bucket;
+use crate::engine::keyed::Keyed;
 use crate::engine::permits::{PermitHolder, Permits};
 use crate::engine::site::Site;
 pub(crate) use crate::engine::Params;
@@ -187,12 +188,12 @@ impl<C: Clock> Limit<C> {
 
     /// A keyed limit's table occupancy: (keys in use, key slots); `(0, 0)` when unkeyed.
     pub fn key_occupancy(&self) -> (usize, usize) {
-        self.here().key_occupancy()
+        Keyed(self.here()).key_occupancy()
     }
 
     /// Free the slots of keys idle long enough to be back at their fresh state; how many were
     /// freed (0 when unkeyed).
     pub fn reclaim_idle_keys(&self) -> usize {
-        self.here().reclaim_idle_keys()
+        Keyed(self.here()).reclaim_idle_keys()
     }
 }

@@ -57,6 +57,7 @@
 //! header) and moves to a replacement, so after the first successful open the hot path is the
 //! plain one plus one atomic load.
 
+use crate::engine::keyed::Keyed;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -432,7 +433,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// A bad key is refused even while unavailable.
     pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<GuardedDecision> {
         check_key_len(key)?;
-        self.decide(cost, |l| l.site().try_acquire_key(key, cost))
+        self.decide(cost, |l| Keyed(l.site()).try_acquire_key(key, cost))
     }
 
     /// [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit), or the policy while unavailable.
@@ -489,11 +490,11 @@ impl<C: Clock> GuardedLimit<C> {
 /// A key's length is checked even while the file is unavailable: a bad key is the caller's
 /// error whatever state the file is in.
 fn check_key_len(key: &[u8]) -> Result<()> {
-    if key.is_empty() || key.len() > crate::keyed::MAX_KEY_LEN {
+    if key.is_empty() || key.len() > crate::engine::keyed::MAX_KEY_LEN {
         return Err(Error::InvalidKey {
             reason: format!(
                 "a key must be 1..={} bytes, not {}",
-                crate::keyed::MAX_KEY_LEN,
+                crate::engine::keyed::MAX_KEY_LEN,
                 key.len()
             ),
         });

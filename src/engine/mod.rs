@@ -51,6 +51,7 @@
 //! packages).
 
 pub(crate) mod bucket;
+pub(crate) mod keyed;
 pub(crate) mod keys;
 pub(crate) mod log;
 pub(crate) mod permits;

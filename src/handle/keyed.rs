@@ -5,6 +5,7 @@ use super::kind::{self, KeyedRate, PerKey};
 use super::Handle;
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::keyed::Keyed;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
@@ -85,7 +86,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     /// compare-and-swap.
     #[inline(always)]
     pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.site().try_acquire_key(key, cost)
+        Keyed(self.limit.site()).try_acquire_key(key, cost)
     }
 
     /// The decision [`Self::try_acquire_key`] would make now, consuming nothing and
@@ -96,7 +97,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     /// As [`Self::try_acquire_key`].
     #[inline(always)]
     pub fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.site().peek_key(key, cost)
+        Keyed(self.limit.site()).peek_key(key, cost)
     }
 
     /// [`Self::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of
@@ -108,7 +109,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::try_acquire_key`]; [`Error::ClockOutOfRange`].
     pub fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.site().try_acquire_key_at(key, cost, now_ns)
+        Keyed(self.limit.site()).try_acquire_key_at(key, cost, now_ns)
     }
 
     /// Give back what `grant` (a decision for the same `key`) admitted, for work that
@@ -120,7 +121,7 @@ impl<K: KeyedRate, C: Clock> Handle<K, C> {
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] for a grant
     /// another limit made.
     pub fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
-        self.limit.site().refund_key(key, grant)
+        Keyed(self.limit.site()).refund_key(key, grant)
     }
 }
 
@@ -148,6 +149,6 @@ impl<K: PerKey, C: Clock> Handle<K, C> {
     ///
     /// [`Error::InvalidKey`].
     pub fn key_tag(&self, key: &[u8]) -> Result<u64> {
-        self.limit.site().key_tag(key)
+        Keyed(self.limit.site()).key_tag(key)
     }
 }

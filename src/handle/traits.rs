@@ -1,6 +1,7 @@
 //! The traits for code generic over the kinds (middleware, tests, `Box<dyn RateLimit>`),
 //! each implemented once for the handle of every kind with the matching kind trait.
 
+use crate::engine::keyed::Keyed;
 use std::time::Duration;
 
 use super::kind::{KeyedRate, Kind, UnkeyedRate};
@@ -203,17 +204,17 @@ impl<K: UnkeyedRate, C: Clock> RateLimit<C> for Handle<K, C> {
 impl<K: KeyedRate, C: Clock> KeyedRateLimit<C> for Handle<K, C> {
     #[inline(always)]
     fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.site().try_acquire_key(key, cost)
+        Keyed(self.limit.site()).try_acquire_key(key, cost)
     }
     #[inline(always)]
     fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
-        self.limit.site().peek_key(key, cost)
+        Keyed(self.limit.site()).peek_key(key, cost)
     }
     fn try_acquire_key_at(&self, key: &[u8], cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.site().try_acquire_key_at(key, cost, now_ns)
+        Keyed(self.limit.site()).try_acquire_key_at(key, cost, now_ns)
     }
     fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
-        self.limit.site().refund_key(key, grant)
+        Keyed(self.limit.site()).refund_key(key, grant)
     }
     fn key_occupancy(&self) -> (usize, usize) {
         self.limit.key_occupancy()

@@ -2,6 +2,7 @@
 //! and of a fleet fence caught mid-rewrite.
 
 use crate::engine::bucket::Bucket;
+use crate::engine::keyed::Keyed;
 use std::sync::atomic::Ordering;
 
 use super::{Limiter, StepError};
@@ -192,8 +193,8 @@ fn a_retune_killed_while_moving_keys_is_finished_by_the_next() {
         .unwrap();
     let limit = limiter.limit("k").unwrap().into_site();
     for key in [&b"moved"[..], b"unmoved"] {
-        assert!(limit.try_acquire_key(key, 5).unwrap().is_allowed());
-        assert!(limit.try_acquire_key(key, 1).unwrap().is_denied());
+        assert!(Keyed(&limit).try_acquire_key(key, 5).unwrap().is_allowed());
+        assert!(Keyed(&limit).try_acquire_key(key, 1).unwrap().is_denied());
     }
     // The retune that dies: 1,000/s staged, only the key "moved" moved to it, no activation.
     let r = crate::engine::bucket::stage_retune(
@@ -203,7 +204,7 @@ fn a_retune_killed_while_moving_keys_is_finished_by_the_next() {
         Some(false),
     )
     .unwrap();
-    let tag = limit.key_tag(b"moved").unwrap();
+    let tag = Keyed(&limit).key_tag(b"moved").unwrap();
     let now = limit.clock().now_ns();
     for slot in limit.key_table().unwrap() {
         let pair = slot.load();
@@ -214,13 +215,13 @@ fn a_retune_killed_while_moving_keys_is_finished_by_the_next() {
     }
     assert_eq!(crate::engine::bucket::active(limit.control_line()), 0);
     for key in [&b"moved"[..], b"unmoved"] {
-        assert!(limit.peek_key(key, 1).unwrap().is_denied());
+        assert!(Keyed(&limit).peek_key(key, 1).unwrap().is_denied());
     }
     // The next retune, back to 1/s, at the same instant: both keys stay empty.
     limit.set_rate(Rate::per_second(1).unwrap()).unwrap();
     for key in [&b"moved"[..], b"unmoved"] {
         assert!(
-            limit.try_acquire_key(key, 1).unwrap().is_denied(),
+            Keyed(&limit).try_acquire_key(key, 1).unwrap().is_denied(),
             "{} admitted at the instant its bucket was empty",
             String::from_utf8_lossy(key)
         );

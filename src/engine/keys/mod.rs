@@ -2,7 +2,7 @@
 //! any 16-byte slot type ([`pair::PairWord`]) and any word algorithm ([`template::Template`]:
 //! its step, refund, freshness and blank word; the keyed handle is one, `template::Pure` the
 //! models' and tests'). Below the handles: it knows nothing of [`crate::limiter`], which calls it
-//! for a retune ([`rescale_all`]), and the keyed handle ([`crate::keyed`]) and the keyed permits
+//! for a retune ([`rescale_all`]), and the keyed handle ([`crate::engine::keyed`]) and the keyed permits
 //! decide through it.
 //!
 //! **Table.** A keyed limit's slot region is its control line (the template's live parameters,

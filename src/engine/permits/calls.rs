@@ -2,6 +2,7 @@
 //! id, and the inspection and reclaim of every held permit.
 
 use super::Permits;
+use crate::engine::keyed::Keyed;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -157,7 +158,7 @@ impl<C: Clock> Permits<'_, C> {
         if !std::ptr::eq(this, self.0) {
             return Permits(this).try_acquire_key_permit(key);
         }
-        let tag = self.key_tag(key)?;
+        let tag = Keyed(self.0).key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
         let me = self.own_identity()?;
         let got = self.grab_key(&kp, tag, lease_ns, me)?;
@@ -185,7 +186,7 @@ impl<C: Clock> Permits<'_, C> {
         if !std::ptr::eq(this, self.0) {
             return Permits(this).acquire_key_permit_timeout(key, timeout);
         }
-        let tag = self.key_tag(key)?;
+        let tag = Keyed(self.0).key_tag(key)?;
         let (kp, lease_ns) = self.keyed_permits()?;
         let me = self.own_identity()?;
         match self.wait_for_permit(tag, timeout, || {
@@ -203,7 +204,7 @@ impl<C: Clock> Permits<'_, C> {
     ///
     /// As [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit).
     pub(crate) fn key_permits_held(&self, key: &[u8]) -> Result<u32> {
-        let tag = self.key_tag(key)?;
+        let tag = Keyed(self.0).key_tag(key)?;
         let (kp, _) = self.keyed_permits()?;
         kp.held(self.0, tag)
     }

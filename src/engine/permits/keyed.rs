@@ -1,10 +1,10 @@
 //! Keyed concurrency: at most `C` permits held at once per key, over the key table of
-//! [`crate::keyed`] and one block of permit entries per key slot.
+//! [`crate::engine::keyed`] and one block of permit entries per key slot.
 //!
 //! # Implementation details
 //!
 //! A keyed concurrency limit has a key table like any keyed limit (16-byte slots `(tag, state)`,
-//! looked up, claimed and reclaimed as the [keyed module](crate::keyed) describes), and, for each
+//! looked up, claimed and reclaimed as the [keyed module](crate::engine::keyed) describes), and, for each
 //! key slot, a block of `C` permit entries exactly like an unkeyed limit's (see [`slot`]: an
 //! owner word naming the holder's pid, start time and a generation, and a stamp word). The key
 //! slot's state word is a bitmap: **bit `i` is set while entry `i` of the slot's block holds a

@@ -129,7 +129,10 @@ fn a_key_word_left_stale_by_two_retunes_in_a_row_is_decided_again() {
         .unwrap();
     let limit = limiter.limit("per_user").unwrap().into_site();
     let key = b"user-1";
-    assert!(limit.try_acquire_key(key, 1).unwrap().is_allowed());
+    assert!(super::Keyed(&limit)
+        .try_acquire_key(key, 1)
+        .unwrap()
+        .is_allowed());
     let other = limiter.limit("per_user").unwrap().into_site();
     *clock.hook.lock().unwrap() = Some(Box::new(move || {
         other.set_rate(Rate::per_second(20).unwrap()).unwrap();
@@ -138,7 +141,7 @@ fn a_key_word_left_stale_by_two_retunes_in_a_row_is_decided_again() {
             .store(0, Ordering::Release);
     }));
     let read = clock.clone();
-    let decision = limit
+    let decision = super::Keyed(&limit)
         .run_key_on(key, 1, true, || crate::clock::Clock::now_ns(&read))
         .unwrap();
     assert!(decision.is_allowed());

@@ -111,9 +111,29 @@ impl<C: Clock> Template for Site<C> {
     }
 }
 
-/// Keyed decisions. Each call names the key by its bytes (a user id, an API key, an address):
-/// every process that passes the same bytes shares that key's state.
-impl<C: Clock> Site<C> {
+/// A keyed limit's decisions, on the limit's site (one reference, inlined away). Each call
+/// names the key by its bytes (a user id, an API key, an address): every process that passes
+/// the same bytes shares that key's state.
+pub(crate) struct Keyed<'a, C: Clock>(pub(crate) &'a Site<C>);
+
+// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
+impl<C: Clock> Clone for Keyed<'_, C> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<C: Clock> Copy for Keyed<'_, C> {}
+
+impl<C: Clock> std::ops::Deref for Keyed<'_, C> {
+    type Target = Site<C>;
+    #[inline(always)]
+    fn deref(&self) -> &Site<C> {
+        self.0
+    }
+}
+
+impl<C: Clock> Keyed<'_, C> {
     /// Admit `cost` units for `key` now, or deny and consume nothing.
     ///
     /// A key seen for the first time gets a fresh state (a full bucket, empty windows); a key
@@ -257,8 +277,8 @@ impl<C: Clock> Site<C> {
     /// [`Site::try_acquire_key`].
     pub(crate) fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
         let maker = self.maker_of(grant);
-        if !std::ptr::eq(maker, self) {
-            return maker.refund_key(key, grant);
+        if !std::ptr::eq(maker, self.0) {
+            return Keyed(maker).refund_key(key, grant);
         }
         self.keyed_only()?;
         let tag = self.key_tag(key)?;
@@ -273,7 +293,7 @@ impl<C: Clock> Site<C> {
             return Ok(());
         }
         let mut now = || self.clock().now_ns();
-        Table::new(slots).refund(self, tag, grant, units, &mut now)?;
+        Table::new(slots).refund(self.0, tag, grant, units, &mut now)?;
         self.count_refund(grant, units);
         Ok(())
     }
@@ -299,7 +319,7 @@ impl<C: Clock> Site<C> {
     /// assert_eq!(per_user.key_occupancy(), (3, 1024)); // 1000 rounded up to a power of two
     /// # Ok(()) }
     /// ```
-    pub fn key_occupancy(&self) -> (usize, usize) {
+    pub(crate) fn key_occupancy(&self) -> (usize, usize) {
         if self.def().keyed.is_none() {
             return (0, 0);
         }
@@ -339,7 +359,7 @@ impl<C: Clock> Site<C> {
     /// assert_eq!(per_user.key_occupancy(), (1, 64));
     /// # Ok(()) }
     /// ```
-    pub fn reclaim_idle_keys(&self) -> usize {
+    pub(crate) fn reclaim_idle_keys(&self) -> usize {
         if self.def().keyed.is_none() {
             return 0;
         }
@@ -347,7 +367,7 @@ impl<C: Clock> Site<C> {
             return 0;
         };
         let mut now = || self.clock().now_ns();
-        Table::new(slots).reclaim_idle(self, &mut now)
+        Table::new(slots).reclaim_idle(self.0, &mut now)
     }
 
     fn keyed_only(&self) -> Result<FullPolicy> {
@@ -378,7 +398,7 @@ impl<C: Clock> Site<C> {
     /// again from the start.
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
-        let this = self.follow()?;
+        let this = Keyed(self.follow()?);
         // Every attempt reads the clock after loading the key's state (see
         // `Limit::decision_time`).
         let mut now = move || this.decision_time(at);
@@ -465,7 +485,7 @@ impl<C: Clock> Site<C> {
             let before = Bucket(self).retune_words();
             // Read before the parameters are (`engine::bucket::witness`).
             let witness = crate::engine::bucket::witness(self.control_line());
-            match table.decide(self, tag, cost, commit, now) {
+            match table.decide(self.0, tag, cost, commit, now) {
                 Err(Error::CorruptState { .. })
                     if attempts < 64 && bucket && Bucket(self).retune_words() != before =>
                 {
@@ -521,7 +541,7 @@ impl<C: Clock> Site<C> {
     #[cold]
     #[inline(never)]
     fn give_back_key(
-        &self,
+        self,
         table: &Table<'_, crate::engine::keys::Slot>,
         tag: u64,
         units_ns: u64,
@@ -537,7 +557,7 @@ impl<C: Clock> Site<C> {
     /// decide inline.
     #[inline(never)]
     fn run_key_on(
-        &self,
+        self,
         key: &[u8],
         cost: u64,
         commit: bool,
