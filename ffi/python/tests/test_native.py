@@ -1,4 +1,4 @@
-"""The C extension's hot path: decisions, composed checks with keyed limits (one call for a
+"""The compiled module's hot path: decisions, composed checks with keyed limits (one call for a
 per-client and a global limit), refunds, closed handles, and the package itself."""
 
 import gc
@@ -28,22 +28,22 @@ class Package(unittest.TestCase):
         self.assertRegex(version, r"^\d+\.\d+\.\d+")
         self.assertEqual(module, "shmlimit")
 
-    def test_a_missing_library_fails_at_import_with_a_clear_message(self) -> None:
-        # A copy of the package without its libshmlimit.so.
+    def test_a_missing_compiled_module_fails_at_import_with_a_clear_message(self) -> None:
+        # A copy of the package without its compiled module.
         import shutil
         import tempfile
         source = os.path.dirname(shmlimit.__file__)
         with tempfile.TemporaryDirectory() as top:
             copy = os.path.join(top, "shmlimit")
             shutil.copytree(source, copy, ignore=shutil.ignore_patterns(
-                "libshmlimit.so", "__pycache__"))
+                "_native.*.so", "__pycache__"))
             env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
             out = subprocess.run([sys.executable, "-c", "import shmlimit"], cwd=top,
                                  env=dict(env, PYTHONPATH=top),
                                  capture_output=True, text=True)
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("ImportError", out.stderr)
-        self.assertIn("libshmlimit.so", out.stderr)
+        self.assertIn("shmlimit._native", out.stderr)
         self.assertIn("pip", out.stderr)
 
     def test_the_package_is_typed(self) -> None:

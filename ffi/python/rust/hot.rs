@@ -1,0 +1,335 @@
+//! The hot path: `try_acquire`, `peek`, `try_acquire_key` and `peek_key` of `LimitBase`, as raw
+//! `METH_FASTCALL | METH_KEYWORDS` methods.
+//!
+//! PyO3's `#[pymethods]` wrap every call in an argument parser and a trampoline (a GIL-count
+//! thread-local, a panic guard); for a call that decides in tens of nanoseconds, they were a
+//! quarter of the cost (1,358 instructions per `try_acquire(1)` against 1,211 here, callgrind,
+//! CPython 3.11). These four functions are CPython methods written against `pyo3::ffi`: CPython
+//! calls them with the GIL held, they parse `(cost=1)` / `(key, cost=1)` themselves (one
+//! positional int is the fast path; anything else takes the general one, with the same
+//! messages), decide through the same [`AnyHandle`](shmlimit_bindings::handle::AnyHandle)
+//! methods as everything else, and catch any panic into InternalError. They are attached to the
+//! class at module init as method descriptors, like a C type's methods.
+
+use std::ffi::{c_char, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString, PyTuple};
+
+use crate::decision::Decision;
+use crate::errors::{status_error, u64_arg, OrRaise};
+use crate::limit::LimitBase;
+
+/// One of the four decisions.
+#[derive(Clone, Copy)]
+struct Call {
+    /// The method's name, for argument errors.
+    method: &'static str,
+    /// The operation's name in errors from the library.
+    op: &'static str,
+    keyed: bool,
+    /// A decision that consumes (else a peek, which leaves no grant to refund).
+    commit: bool,
+}
+
+const TRY_ACQUIRE: Call = Call {
+    method: "try_acquire",
+    op: "shmlimit_acquire",
+    keyed: false,
+    commit: true,
+};
+const PEEK: Call = Call {
+    method: "peek",
+    op: "shmlimit_peek",
+    keyed: false,
+    commit: false,
+};
+const TRY_ACQUIRE_KEY: Call = Call {
+    method: "try_acquire_key",
+    op: "shmlimit_acquire_key",
+    keyed: true,
+    commit: true,
+};
+const PEEK_KEY: Call = Call {
+    method: "peek_key",
+    op: "shmlimit_peek_key",
+    keyed: true,
+    commit: false,
+};
+
+/// A key: str (its UTF-8 bytes) or a bytes-like object, as the caller's bytes or a copy.
+enum Key<'py> {
+    Borrowed(Bound<'py, PyAny>),
+    Owned(Vec<u8>),
+}
+
+impl Key<'_> {
+    fn bytes(&self) -> PyResult<&[u8]> {
+        match self {
+            Key::Borrowed(obj) => {
+                if let Ok(s) = obj.cast::<PyString>() {
+                    return s.to_str().map(str::as_bytes);
+                }
+                Ok(obj.cast::<PyBytes>()?.as_bytes())
+            }
+            Key::Owned(v) => Ok(v),
+        }
+    }
+}
+
+fn key_of<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Key<'py>> {
+    if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
+        return Ok(Key::Borrowed(obj.clone()));
+    }
+    // bytearray, memoryview, ...: a copy of their bytes.
+    match obj.extract::<Vec<u8>>() {
+        Ok(v) if !obj.is_instance_of::<pyo3::types::PyList>() => Ok(Key::Owned(v)),
+        _ => Err(PyTypeError::new_err(format!(
+            "a key is str or bytes, not {}",
+            obj.get_type().name()?
+        ))),
+    }
+}
+
+/// The arguments by name: `(cost)` or `(key, cost)`.
+fn parse<'a, 'py>(
+    call: Call,
+    args: &'a [Bound<'py, PyAny>],
+    nargs: usize,
+    kwnames: Option<&Bound<'py, PyTuple>>,
+) -> PyResult<[Option<&'a Bound<'py, PyAny>>; 2]> {
+    let names: &[&str] = if call.keyed {
+        &["key", "cost"]
+    } else {
+        &["cost"]
+    };
+    if nargs > names.len() {
+        return Err(PyTypeError::new_err(format!(
+            "{}() takes at most {} arguments ({nargs} given)",
+            call.method,
+            names.len()
+        )));
+    }
+    let mut out: [Option<&Bound<'py, PyAny>>; 2] = [None, None];
+    for (slot, arg) in out.iter_mut().zip(&args[..nargs]) {
+        *slot = Some(arg);
+    }
+    if let Some(kwnames) = kwnames {
+        for (j, name) in kwnames.iter().enumerate() {
+            let name = name.cast_into::<PyString>()?;
+            let name = name.to_str()?;
+            let i = names.iter().position(|n| *n == name).ok_or_else(|| {
+                PyTypeError::new_err(format!(
+                    "{}() got an unexpected keyword argument '{name}'",
+                    call.method
+                ))
+            })?;
+            if out[i].is_some() {
+                return Err(PyTypeError::new_err(format!(
+                    "{}() got multiple values for '{name}'",
+                    call.method
+                )));
+            }
+            out[i] = Some(&args[nargs + j]);
+        }
+    }
+    if call.keyed && out[0].is_none() {
+        return Err(PyTypeError::new_err(format!(
+            "{}() missing required argument 'key'",
+            call.method
+        )));
+    }
+    Ok(out)
+}
+
+/// The decision of `call` on `slf` with these arguments: the general path.
+fn decide<'py>(
+    py: Python<'py>,
+    call: Call,
+    limit: &LimitBase,
+    args: &[Bound<'py, PyAny>],
+    nargs: usize,
+    kwnames: Option<&Bound<'py, PyTuple>>,
+) -> PyResult<Decision> {
+    let [first, second] = parse(call, args, nargs, kwnames)?;
+    let (key, cost) = if call.keyed {
+        (first, second)
+    } else {
+        (None, first)
+    };
+    let cost = cost.map_or(Ok(1), |c| u64_arg(c, "cost"))?;
+    let handle = limit.live()?;
+    let decision = match key {
+        None if call.commit => handle.try_acquire(cost),
+        None => handle.peek(cost),
+        Some(key) => {
+            let key = key_of(key)?;
+            let key = key.bytes()?;
+            if call.commit {
+                handle.try_acquire_key(key, cost)
+            } else {
+                handle.peek_key(key, cost)
+            }
+        }
+    };
+    let _ = py;
+    let decision = Decision::from(decision.or_raise(call.op)?);
+    Ok(if call.commit {
+        decision
+    } else {
+        decision.without_grant()
+    })
+}
+
+/// The body of the four methods.
+///
+/// # Safety
+///
+/// Called by CPython as a `METH_FASTCALL | METH_KEYWORDS` method: the GIL is held, `slf` is an
+/// instance of `LimitBase` (or a subclass; the method descriptor checks it), `args` holds `nargs`
+/// positional then `len(kwnames)` keyword arguments (borrowed), and `kwnames` is NULL or a tuple.
+unsafe fn method(
+    call: Call,
+    slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: [1] CPython holds the GIL for the call (the function's contract).
+    let py = unsafe { Python::assume_attached() };
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> PyResult<Decision> {
+        // SAFETY: [1], and `slf` is a live instance of LimitBase (the descriptor checked it).
+        let this = unsafe { Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<LimitBase>() };
+        let limit = this.get();
+        // `nargs` may carry PY_VECTORCALL_ARGUMENTS_OFFSET, set by callers that allow it.
+        let nargs = (nargs as usize) & !ffi::PY_VECTORCALL_ARGUMENTS_OFFSET;
+        if !call.keyed && nargs == 1 && kwnames.is_null() {
+            // The fast path: `try_acquire(cost)` with an exact int that fits.
+            // SAFETY: `args` holds at least `nargs` (1) valid references (the contract).
+            let arg = unsafe { *args };
+            // SAFETY: `arg` is a valid object; PyLong_CheckExact reads its type only.
+            if unsafe { ffi::PyLong_CheckExact(arg) } != 0 {
+                // SAFETY: `arg` is an int; the call sets an error on overflow, cleared below.
+                let cost = unsafe { ffi::PyLong_AsUnsignedLongLong(arg) };
+                // SAFETY: [1].
+                if cost != u64::MAX || unsafe { ffi::PyErr_Occurred() }.is_null() {
+                    let handle = limit.live()?;
+                    let d = if call.commit {
+                        handle.try_acquire(cost)
+                    } else {
+                        handle.peek(cost)
+                    };
+                    let d = Decision::from(d.or_raise(call.op)?);
+                    return Ok(if call.commit { d } else { d.without_grant() });
+                }
+                // Negative or too large: the general path says which, with the value.
+                // SAFETY: [1].
+                unsafe { ffi::PyErr_Clear() };
+            }
+        }
+        let kwnames = if kwnames.is_null() {
+            None
+        } else {
+            // SAFETY: a tuple of str (the contract), borrowed for the call.
+            Some(unsafe { Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>() })
+        };
+        let count = nargs + kwnames.as_ref().map_or(0, |k| k.len());
+        let args: Vec<Bound<'_, PyAny>> = (0..count)
+            // SAFETY: `args` holds `nargs + len(kwnames)` valid references (the contract).
+            .map(|i| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) })
+            .collect();
+        decide(py, call, limit, &args, nargs, kwnames.as_ref())
+    }));
+    let result = match outcome {
+        Ok(Ok(decision)) => Py::new(py, decision).map(Py::into_ptr),
+        Ok(Err(e)) => Err(e),
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_default();
+            Err(status_error(
+                shmlimit_bindings::status::INTERNAL,
+                format!(
+                    "{}: internal error (a bug in shmlimit was caught): {text}",
+                    call.op
+                ),
+                0,
+            ))
+        }
+    };
+    result.unwrap_or_else(|e| {
+        e.restore(py);
+        std::ptr::null_mut()
+    })
+}
+
+macro_rules! hot_methods {
+    ($($fn:ident $call:ident $doc:literal;)*) => {
+        $(
+            /// # Safety
+            ///
+            /// As [`method`]: CPython's call of a fast-call method.
+            unsafe extern "C" fn $fn(
+                slf: *mut ffi::PyObject,
+                args: *const *mut ffi::PyObject,
+                nargs: ffi::Py_ssize_t,
+                kwnames: *mut ffi::PyObject,
+            ) -> *mut ffi::PyObject {
+                // SAFETY: forwarded contract.
+                unsafe { method($call, slf, args, nargs, kwnames) }
+            }
+        )*
+
+        /// `(name, function, docstring)` of each method.
+        const METHODS: &[(&CStr, ffi::PyCFunctionFastWithKeywords, &CStr)] = &[
+            $(($call.method_c(), $fn, $doc),)*
+        ];
+    };
+}
+
+impl Call {
+    const fn method_c(self) -> &'static CStr {
+        match self.method.as_bytes() {
+            b"try_acquire" => c"try_acquire",
+            b"peek" => c"peek",
+            b"try_acquire_key" => c"try_acquire_key",
+            _ => c"peek_key",
+        }
+    }
+}
+
+hot_methods! {
+    try_acquire TRY_ACQUIRE c"try_acquire(cost=1) -> Decision\n\nAdmit `cost` units now, or deny and consume nothing.";
+    peek PEEK c"peek(cost=1) -> Decision\n\nThe decision try_acquire(cost) would make now, consuming nothing.";
+    try_acquire_key TRY_ACQUIRE_KEY c"try_acquire_key(key, cost=1) -> Decision\n\nAdmit `cost` units for `key` (str or bytes, 1 to MAX_KEY_LEN bytes) on a keyed limit, or deny and consume nothing.";
+    peek_key PEEK_KEY c"peek_key(key, cost=1) -> Decision\n\nThe decision try_acquire_key would make now, consuming and inserting nothing.";
+}
+
+/// Attach the four methods to `LimitBase`.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let class = py.get_type::<LimitBase>();
+    for &(name, function, doc) in METHODS {
+        // A method table entry lives as long as the descriptor that points at it: for ever.
+        let def: &'static mut ffi::PyMethodDef = Box::leak(Box::new(ffi::PyMethodDef {
+            ml_name: name.as_ptr() as *const c_char,
+            ml_meth: ffi::PyMethodDefPointer {
+                PyCFunctionFastWithKeywords: function,
+            },
+            ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+            ml_doc: doc.as_ptr() as *const c_char,
+        }));
+        // SAFETY: `class` is a type object and `def` a method table entry that outlives it; the
+        // new reference (or NULL with an error set) is taken over by `from_owned_ptr_or_err`.
+        let descriptor = unsafe {
+            Bound::from_owned_ptr_or_err(py, ffi::PyDescr_NewMethod(class.as_type_ptr(), def))
+        }?;
+        class.setattr(name.to_str().unwrap_or_default(), descriptor)?;
+    }
+    Ok(())
+}
