@@ -60,8 +60,12 @@ except ImportError as _e:  # pragma: no cover - exercised by the broken-install 
 
 from ._native import Composed, Decision
 from .definitions import (DAY, FAIL_CLOSED, FAIL_OPEN, MAX_KEYS, MONTH, WEEK, Concurrency,
-                          FixedWindow, FleetShare, Key, Keyed, PathArg, Seconds, SlidingLog,
-                          SlidingWindow, Spec, TokenBucket, _Def, _key, _ns, _timeout_ns, _u64)
+                          FixedWindow, FleetShare, Keyed, SlidingLog, SlidingWindow, Spec,
+                          TokenBucket)
+# Names the package's other modules and the examples use (explicit re-exports).
+from .definitions import Key as Key, PathArg as PathArg, Seconds as Seconds
+from .definitions import _Def as _Def, _key as _key, _ns as _ns
+from .definitions import _timeout_ns as _timeout_ns, _u64 as _u64
 from .errors import (BadLengthError, BadUtf8Error, ClockMismatchError, ClockOutOfRangeError,
                      ClosedError, CorruptFileError, CorruptStateError, CostExceedsCapacityError,
                      DefinitionConflictError, ForeignFileError, InternalError, InvalidKeyError,
@@ -69,7 +73,8 @@ from .errors import (BadLengthError, BadUtf8Error, ClockMismatchError, ClockOutO
                      NotRegularFileError, NullPointerError, OutOfRangeError,
                      ParameterOverflowError, PermissionDeniedError, PermitUnavailableError,
                      ShmlimitError, SizeError, SymlinkError, TableFullError, UnknownLimitError,
-                     VersionError, WrongKindError, ZeroCostError, _ERRORS, _error)
+                     VersionError, WrongKindError, ZeroCostError)
+from .errors import _ERRORS as _ERRORS, _error as _error
 from .limit import Limit, Policy, Stats, rate_limit_headers, try_acquire_all
 from .limiter import GuardedLimit, GuardedLimiter, Limiter, prometheus_text
 from .permits import Permit, PermitHolder, Reservation

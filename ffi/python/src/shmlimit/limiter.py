@@ -5,7 +5,7 @@ counters."""
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
+from typing import Dict, Generic, Protocol, Iterable, List, Mapping, Optional, Tuple, TypeVar, Union
 
 from . import _native
 from ._native import Decision
@@ -81,15 +81,22 @@ def prometheus_text(source: Union["Limiter", Iterable[Limit]], file: Optional[st
 
 
 
-class _Owner:
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_N = TypeVar("_N", bound=_Closable)
+
+
+class _Owner(Generic[_N]):
     """A handle of the compiled module, closed once (``close()``, or when collected)."""
 
     _name = ""
 
-    def __init__(self, native: Any):
-        self._native: Any = native
+    def __init__(self, native: _N):
+        self._native: Optional[_N] = native
 
-    def _live(self) -> Any:
+    def _live(self) -> _N:
         native = self._native
         if native is None:
             raise ClosedError(f"{self._name} is closed")
@@ -106,7 +113,7 @@ class _Owner:
         return self._native is None
 
 
-class Limiter(_Owner):
+class Limiter(_Owner[_native.Limiter]):
     """One attached limiter file; a context manager that closes it on exit."""
 
     _name = "Limiter"
@@ -216,7 +223,7 @@ class Limiter(_Owner):
         return GuardedLimiter(_native.GuardedLimiter.open(_path(path), reopen_ns), path)
 
 
-class GuardedLimiter(_Owner):
+class GuardedLimiter(_Owner[_native.GuardedLimiter]):
     """A limiter file that may not be usable yet (or any more); see ``Limiter.open_guarded``.
     A context manager that closes it on exit; its guarded limits outlive it."""
 
@@ -251,7 +258,7 @@ class GuardedLimiter(_Owner):
         return f"GuardedLimiter({self.path!r}{', closed' if self.closed else ''})"
 
 
-class GuardedLimit(_Owner):
+class GuardedLimit(_Owner[_native.GuardedLimit]):
     """One limit of a guarded limiter, with its policy for while the file is unavailable.
     Decisions the policy made have ``Decision.unavailable`` set. The caller's own errors
     (ZeroCostError, InvalidKeyError, and once attached UnknownLimitError,
