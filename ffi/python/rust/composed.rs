@@ -302,10 +302,10 @@ fn header_values(pairs: &Bound<'_, PyTuple>) -> PyResult<(String, String, String
             )));
         };
         let (limit, d) = (t.get_item(0)?, t.get_item(1)?);
-        match (limit.cast_into::<LimitBase>(), d.cast::<Decision>()) {
-            (Ok(limit), Ok(d)) => {
+        match (limit.cast_into::<LimitBase>(), Decision::of(&d)) {
+            (Ok(limit), Some(d)) => {
                 limits.push(limit);
-                ds.push(*d.get());
+                ds.push(d);
             }
             _ => {
                 return Err(PyTypeError::new_err(format!(

@@ -243,29 +243,27 @@ unsafe fn method(
             .collect();
         decide(py, call, limit, &args, nargs, kwnames.as_ref())
     }));
-    let result = match outcome {
-        Ok(Ok(decision)) => Py::new(py, decision).map(Py::into_ptr),
-        Ok(Err(e)) => Err(e),
+    let error = match outcome {
+        Ok(Ok(decision)) => return decision.into_object(py),
+        Ok(Err(e)) => e,
         Err(panic) => {
             let text = panic
                 .downcast_ref::<&str>()
                 .map(|s| (*s).to_owned())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_default();
-            Err(status_error(
+            status_error(
                 shmlimit_bindings::status::INTERNAL,
                 format!(
                     "{}: internal error (a bug in shmlimit was caught): {text}",
                     call.op
                 ),
                 0,
-            ))
+            )
         }
     };
-    result.unwrap_or_else(|e| {
-        e.restore(py);
-        std::ptr::null_mut()
-    })
+    error.restore(py);
+    std::ptr::null_mut()
 }
 
 macro_rules! hot_methods {

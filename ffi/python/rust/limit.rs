@@ -6,7 +6,8 @@
 //! values. The non-waiting decisions are in [`crate::hot`]. Each error names the operation as the
 //! C ABI does (`shmlimit_acquire_timeout: ...`).
 
-use std::sync::{Arc, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::prelude::*;
@@ -29,39 +30,34 @@ const PERMIT_SHADOW: u64 = 1;
 /// The compiled part of shmlimit.Limit: its handle and every call on it.
 #[pyclass(frozen, subclass, module = "shmlimit._native")]
 pub(crate) struct LimitBase {
-    /// `None` once closed. Decisions read it under the GIL; a waiting call takes its own `Arc`
-    /// before releasing the GIL, so `close()` never frees a handle in use.
-    handle: RwLock<Option<Arc<AnyHandle>>>,
+    /// The handle, valid for as long as this object: `close()` only sets `closed`, and the
+    /// handle (its share of the mapping) is dropped with the object. A decision thus reads one
+    /// flag rather than taking a lock, and a call that releases the GIL takes its own `Arc`.
+    handle: Arc<AnyHandle>,
+    /// Set once by `close()`, never cleared.
+    closed: AtomicBool,
 }
 
 impl LimitBase {
     /// The handle, or ClosedError.
+    #[inline]
     pub(crate) fn live(&self) -> PyResult<LiveHandle<'_>> {
-        let guard = self.handle.read().unwrap_or_else(|p| p.into_inner());
-        if guard.is_none() {
+        // Relaxed: the flag guards no other memory (the handle stays valid until the object is
+        // dropped); a call racing `close()` in another thread may see either value.
+        if self.closed.load(Ordering::Relaxed) {
             return Err(closed("Limit"));
         }
-        Ok(LiveHandle(guard))
+        Ok(&self.handle)
     }
 
     /// The handle for a call that releases the GIL.
     fn shared(&self) -> PyResult<Arc<AnyHandle>> {
-        Ok(Arc::clone(&*self.live()?))
+        Ok(Arc::clone(self.live()?))
     }
 }
 
 /// A live handle, borrowed for one call.
-pub(crate) struct LiveHandle<'a>(RwLockReadGuard<'a, Option<Arc<AnyHandle>>>);
-
-impl std::ops::Deref for LiveHandle<'_> {
-    type Target = Arc<AnyHandle>;
-
-    fn deref(&self) -> &Arc<AnyHandle> {
-        // `live()` made this guard only over `Some`, and only `close()` (which needs the write
-        // lock this guard excludes) sets it to `None`.
-        self.0.as_ref().expect("a live handle")
-    }
-}
+pub(crate) type LiveHandle<'a> = &'a Arc<AnyHandle>;
 
 /// A permit's id for Python: 0 for none, [`PERMIT_SHADOW`] for one that holds nothing.
 fn permit_id(permit: Option<Permit>) -> u64 {
@@ -99,27 +95,23 @@ impl LimitBase {
         let limit = limiter.resolve(name)?;
         let handle = AnyHandle::of(limit).or_raise("shmlimit_limiter_limit")?;
         Ok(LimitBase {
-            handle: RwLock::new(Some(Arc::new(handle))),
+            handle: Arc::new(handle),
+            closed: AtomicBool::new(false),
         })
     }
 
-    /// Free the handle (idempotent). Using it afterwards raises ClosedError.
+    /// Close the handle (idempotent): using it afterwards raises ClosedError. Its memory is
+    /// released when the object is collected.
     fn close(&self) {
-        let handle = self
-            .handle
-            .write()
-            .unwrap_or_else(|p| p.into_inner())
-            .take();
-        drop(handle);
+        // Relaxed: as in `live`.
+        self.closed.store(true, Ordering::Relaxed);
     }
 
     /// True once closed.
     #[getter]
     fn closed(&self) -> bool {
-        self.handle
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_none()
+        // Relaxed: as in `live`.
+        self.closed.load(Ordering::Relaxed)
     }
 
     fn _try_acquire_at(&self, cost: u64, now_ns: u64) -> PyResult<Decision> {
