@@ -20,7 +20,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::decision::Decision;
-use crate::errors::{status_error, u64_arg, OrRaise};
+use crate::errors::{self, status_error, u64_arg, OrRaise};
 use crate::limit::LimitBase;
 
 /// One of the four decisions.
@@ -184,13 +184,14 @@ fn decide<'py>(
     })
 }
 
-/// The body of the four methods.
+/// The body of the four methods, inlined into each (its `call` a constant there).
 ///
 /// # Safety
 ///
 /// Called by CPython as a `METH_FASTCALL | METH_KEYWORDS` method: the GIL is held, `slf` is an
 /// instance of `LimitBase` (or a subclass; the method descriptor checks it), `args` holds `nargs`
 /// positional then `len(kwnames)` keyword arguments (borrowed), and `kwnames` is NULL or a tuple.
+#[inline(always)]
 unsafe fn method(
     call: Call,
     slf: *mut ffi::PyObject,
@@ -200,14 +201,15 @@ unsafe fn method(
 ) -> *mut ffi::PyObject {
     // SAFETY: [1] CPython holds the GIL for the call (the function's contract).
     let py = unsafe { Python::assume_attached() };
-    let outcome = catch_unwind(AssertUnwindSafe(|| -> PyResult<Decision> {
+    let outcome = catch_unwind(AssertUnwindSafe(|| -> *mut ffi::PyObject {
         // SAFETY: [1], and `slf` is a live instance of LimitBase (the descriptor checked it).
-        let this = unsafe { Bound::from_borrowed_ptr(py, slf).cast_into_unchecked::<LimitBase>() };
+        let this = unsafe { Borrowed::from_ptr(py, slf).cast_unchecked::<LimitBase>() };
         let limit = this.get();
         // `nargs` may carry PY_VECTORCALL_ARGUMENTS_OFFSET, set by callers that allow it.
         let nargs = (nargs as usize) & !ffi::PY_VECTORCALL_ARGUMENTS_OFFSET;
         if !call.keyed && nargs == 1 && kwnames.is_null() {
-            // The fast path: `try_acquire(cost)` with an exact int that fits.
+            // The fast path: `try_acquire(cost)` with an exact int that fits. It returns the
+            // object itself, not a PyResult: nothing on the way to build and move.
             // SAFETY: `args` holds at least `nargs` (1) valid references (the contract).
             let arg = unsafe { *args };
             // SAFETY: `arg` is a valid object; PyLong_CheckExact reads its type only.
@@ -216,52 +218,84 @@ unsafe fn method(
                 let cost = unsafe { ffi::PyLong_AsUnsignedLongLong(arg) };
                 // SAFETY: [1].
                 if cost != u64::MAX || unsafe { ffi::PyErr_Occurred() }.is_null() {
-                    let handle = limit.live()?;
+                    let handle = match limit.live() {
+                        Ok(handle) => handle,
+                        Err(e) => return raise(py, e),
+                    };
                     let d = if call.commit {
                         handle.try_acquire(cost)
                     } else {
                         handle.peek(cost)
                     };
-                    let d = Decision::from(d.or_raise(call.op)?);
-                    return Ok(if call.commit { d } else { d.without_grant() });
+                    return match d {
+                        Ok(d) if call.commit => Decision::from(d).into_object(py),
+                        Ok(d) => Decision::from(d).without_grant().into_object(py),
+                        Err(e) => raise(py, errors::raise(call.op, e)),
+                    };
                 }
                 // Negative or too large: the general path says which, with the value.
                 // SAFETY: [1].
                 unsafe { ffi::PyErr_Clear() };
             }
         }
-        let kwnames = if kwnames.is_null() {
-            None
-        } else {
-            // SAFETY: a tuple of str (the contract), borrowed for the call.
-            Some(unsafe { Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>() })
-        };
-        let count = nargs + kwnames.as_ref().map_or(0, |k| k.len());
-        let args: Vec<Bound<'_, PyAny>> = (0..count)
-            // SAFETY: `args` holds `nargs + len(kwnames)` valid references (the contract).
-            .map(|i| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) })
-            .collect();
-        decide(py, call, limit, &args, nargs, kwnames.as_ref())
-    }));
-    let error = match outcome {
-        Ok(Ok(decision)) => return decision.into_object(py),
-        Ok(Err(e)) => e,
-        Err(panic) => {
-            let text = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_default();
-            status_error(
-                shmlimit_bindings::status::INTERNAL,
-                format!(
-                    "{}: internal error (a bug in shmlimit was caught): {text}",
-                    call.op
-                ),
-                0,
-            )
+        // SAFETY: the function's contract.
+        match unsafe { general(py, call, limit, args, nargs, kwnames) } {
+            Ok(d) => d.into_object(py),
+            Err(e) => raise(py, e),
         }
+    }));
+    outcome.unwrap_or_else(|panic| raise(py, caught(call, panic)))
+}
+
+/// Any call but the fast path's: keywords, a key, an int that is not exact or does not fit.
+///
+/// # Safety
+///
+/// As [`method`], with `nargs` without PY_VECTORCALL_ARGUMENTS_OFFSET.
+#[inline(never)]
+unsafe fn general(
+    py: Python<'_>,
+    call: Call,
+    limit: &LimitBase,
+    args: *const *mut ffi::PyObject,
+    nargs: usize,
+    kwnames: *mut ffi::PyObject,
+) -> PyResult<Decision> {
+    let kwnames = if kwnames.is_null() {
+        None
+    } else {
+        // SAFETY: a tuple of str (the contract), borrowed for the call.
+        Some(unsafe { Bound::from_borrowed_ptr(py, kwnames).cast_into_unchecked::<PyTuple>() })
     };
+    let count = nargs + kwnames.as_ref().map_or(0, |k| k.len());
+    let args: Vec<Bound<'_, PyAny>> = (0..count)
+        // SAFETY: `args` holds `nargs + len(kwnames)` valid references (the contract).
+        .map(|i| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) })
+        .collect();
+    decide(py, call, limit, &args, nargs, kwnames.as_ref())
+}
+
+/// InternalError for a panic caught in `call`.
+#[cold]
+fn caught(call: Call, panic: Box<dyn std::any::Any + Send>) -> PyErr {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    status_error(
+        shmlimit_bindings::status::INTERNAL,
+        format!(
+            "{}: internal error (a bug in shmlimit was caught): {text}",
+            call.op
+        ),
+        0,
+    )
+}
+
+/// Raise `error`: a method's NULL.
+#[cold]
+fn raise(py: Python<'_>, error: PyErr) -> *mut ffi::PyObject {
     error.restore(py);
     std::ptr::null_mut()
 }
