@@ -191,14 +191,18 @@ fn decide<'py>(
 /// Called by CPython as a `METH_FASTCALL | METH_KEYWORDS` method: the GIL is held, `slf` is an
 /// instance of `LimitBase` (or a subclass; the method descriptor checks it), `args` holds `nargs`
 /// positional then `len(kwnames)` keyword arguments (borrowed), and `kwnames` is NULL or a tuple.
+///
+/// `KEYED` and `COMMIT` are `call`'s, as constants: the closure below is one function per
+/// method only if it is generic over them (a closure is not copied where its function is inlined).
 #[inline(always)]
-unsafe fn method(
+unsafe fn method<const KEYED: bool, const COMMIT: bool>(
     call: Call,
     slf: *mut ffi::PyObject,
     args: *const *mut ffi::PyObject,
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
+    debug_assert!(call.keyed == KEYED && call.commit == COMMIT);
     // SAFETY: [1] CPython holds the GIL for the call (the function's contract).
     let py = unsafe { Python::assume_attached() };
     let outcome = catch_unwind(AssertUnwindSafe(|| -> *mut ffi::PyObject {
@@ -207,35 +211,47 @@ unsafe fn method(
         let limit = this.get();
         // `nargs` may carry PY_VECTORCALL_ARGUMENTS_OFFSET, set by callers that allow it.
         let nargs = (nargs as usize) & !ffi::PY_VECTORCALL_ARGUMENTS_OFFSET;
-        if !call.keyed && nargs == 1 && kwnames.is_null() {
-            // The fast path: `try_acquire(cost)` with an exact int that fits. It returns the
-            // object itself, not a PyResult: nothing on the way to build and move.
-            // SAFETY: `args` holds at least `nargs` (1) valid references (the contract).
-            let arg = unsafe { *args };
-            // SAFETY: `arg` is a valid object; PyLong_CheckExact reads its type only.
-            if unsafe { ffi::PyLong_CheckExact(arg) } != 0 {
-                // SAFETY: `arg` is an int; the call sets an error on overflow, cleared below.
-                let cost = unsafe { ffi::PyLong_AsUnsignedLongLong(arg) };
-                // SAFETY: [1].
-                if cost != u64::MAX || unsafe { ffi::PyErr_Occurred() }.is_null() {
-                    let handle = match limit.live() {
-                        Ok(handle) => handle,
-                        Err(e) => return raise(py, e),
-                    };
-                    let d = if call.commit {
-                        handle.try_acquire(cost)
+        // The fast paths: `try_acquire(cost)` and `try_acquire_key(key[, cost])` with positional
+        // arguments, an exact str or bytes key and an exact int that fits. They return the object
+        // itself, not a PyResult: nothing on the way to build and move.
+        if !KEYED && nargs == 1 && kwnames.is_null() {
+            // SAFETY: `args` holds `nargs` (1) valid references (the contract).
+            if let Some(cost) = unsafe { exact_u64(*args) } {
+                let handle = match limit.live() {
+                    Ok(handle) => handle,
+                    Err(e) => return raise(py, e),
+                };
+                let d = if COMMIT {
+                    handle.try_acquire(cost)
+                } else {
+                    handle.peek(cost)
+                };
+                return finish::<COMMIT>(py, call, d);
+            }
+        } else if KEYED && (nargs == 1 || nargs == 2) && kwnames.is_null() {
+            // SAFETY: `args` holds `nargs` (1 or 2) valid references (the contract), borrowed
+            // for the call: the key's bytes stay valid while they are used.
+            let (key, cost) = unsafe {
+                (
+                    exact_key(*args),
+                    if nargs == 2 {
+                        exact_u64(*args.add(1))
                     } else {
-                        handle.peek(cost)
-                    };
-                    return match d {
-                        Ok(d) if call.commit => Decision::from(d).into_object(py),
-                        Ok(d) => Decision::from(d).without_grant().into_object(py),
-                        Err(e) => raise(py, errors::raise(call.op, e)),
-                    };
-                }
-                // Negative or too large: the general path says which, with the value.
-                // SAFETY: [1].
-                unsafe { ffi::PyErr_Clear() };
+                        Some(1)
+                    },
+                )
+            };
+            if let (Some(key), Some(cost)) = (key, cost) {
+                let handle = match limit.live() {
+                    Ok(handle) => handle,
+                    Err(e) => return raise(py, e),
+                };
+                let d = if COMMIT {
+                    handle.try_acquire_key(key, cost)
+                } else {
+                    handle.peek_key(key, cost)
+                };
+                return finish::<COMMIT>(py, call, d);
             }
         }
         // SAFETY: the function's contract.
@@ -245,6 +261,75 @@ unsafe fn method(
         }
     }));
     outcome.unwrap_or_else(|panic| raise(py, caught(call, panic)))
+}
+
+/// The int `arg` as a u64, if it is an exact int that fits (else None, no error set): the
+/// general path says what is wrong with any other.
+///
+/// # Safety
+///
+/// Attached, and `arg` is a valid object.
+#[inline(always)]
+unsafe fn exact_u64(arg: *mut ffi::PyObject) -> Option<u64> {
+    // SAFETY: `arg` is a valid object; PyLong_CheckExact reads its type only.
+    if unsafe { ffi::PyLong_CheckExact(arg) } == 0 {
+        return None;
+    }
+    // SAFETY: `arg` is an int; the call sets an error on overflow (and on a negative value),
+    // cleared below.
+    let v = unsafe { ffi::PyLong_AsUnsignedLongLong(arg) };
+    // SAFETY: attached (the contract).
+    if v == u64::MAX && !unsafe { ffi::PyErr_Occurred() }.is_null() {
+        // SAFETY: attached.
+        unsafe { ffi::PyErr_Clear() };
+        return None;
+    }
+    Some(v)
+}
+
+/// The bytes of `arg` if it is an exact str (its UTF-8, cached in the object) or bytes, else
+/// None (no error set).
+///
+/// # Safety
+///
+/// Attached, and `arg` is a valid object that outlives `'a`.
+#[inline(always)]
+unsafe fn exact_key<'a>(arg: *mut ffi::PyObject) -> Option<&'a [u8]> {
+    let mut len: ffi::Py_ssize_t = 0;
+    // SAFETY: [1] `arg` is a valid object, and the type checks read its type only; [2] the UTF-8
+    // of a str, and the contents of a bytes object, live as long as the object, which does not
+    // change (both are immutable) and outlives 'a (the contract).
+    unsafe {
+        let data = if ffi::PyUnicode_CheckExact(arg) != 0 {
+            let data = ffi::PyUnicode_AsUTF8AndSize(arg, &mut len);
+            if data.is_null() {
+                // A str that is not valid UTF-8 (lone surrogates): the general path raises.
+                ffi::PyErr_Clear();
+                return None;
+            }
+            data.cast::<u8>()
+        } else if ffi::PyBytes_CheckExact(arg) != 0 {
+            len = ffi::PyBytes_Size(arg);
+            ffi::PyBytes_AsString(arg).cast::<u8>()
+        } else {
+            return None;
+        };
+        Some(std::slice::from_raw_parts(data, len as usize))
+    }
+}
+
+/// The object of a decision of the fast path, or NULL with its error raised.
+#[inline(always)]
+fn finish<const COMMIT: bool>(
+    py: Python<'_>,
+    call: Call,
+    d: shmlimit::Result<shmlimit::Decision>,
+) -> *mut ffi::PyObject {
+    match d {
+        Ok(d) if COMMIT => Decision::from(d).into_object(py),
+        Ok(d) => Decision::from(d).without_grant().into_object(py),
+        Err(e) => raise(py, errors::raise(call.op, e)),
+    }
 }
 
 /// Any call but the fast path's: keywords, a key, an int that is not exact or does not fit.
@@ -313,7 +398,7 @@ macro_rules! hot_methods {
                 kwnames: *mut ffi::PyObject,
             ) -> *mut ffi::PyObject {
                 // SAFETY: forwarded contract.
-                unsafe { method($call, slf, args, nargs, kwnames) }
+                unsafe { method::<{ $call.keyed }, { $call.commit }>($call, slf, args, nargs, kwnames) }
             }
         )*
 
