@@ -3,13 +3,22 @@
 //!
 //! PyO3's `#[pymethods]` wrap every call in an argument parser and a trampoline (a GIL-count
 //! thread-local, a panic guard); for a call that decides in tens of nanoseconds, they were a
-//! quarter of the cost (1,358 instructions per `try_acquire(1)` against 1,211 here, callgrind,
-//! CPython 3.11). These four functions are CPython methods written against `pyo3::ffi`: CPython
-//! calls them with the GIL held, they parse `(cost=1)` / `(key, cost=1)` themselves (one
-//! positional int is the fast path; anything else takes the general one, with the same
-//! messages), decide through the same [`AnyHandle`](shmlimit_bindings::handle::AnyHandle)
+//! large share of the cost. These four functions are CPython methods written against
+//! `pyo3::ffi`: CPython calls them with the GIL held, they parse `(cost=1)` / `(key, cost=1)`
+//! themselves, decide through the same [`AnyHandle`](shmlimit_bindings::handle::AnyHandle)
 //! methods as everything else, and catch any panic into InternalError. They are attached to the
 //! class at module init as method descriptors, like a C type's methods.
+//!
+//! # Implementation details
+//!
+//! Positional arguments of exact types (an int that fits in a u64; a key that is an exact str,
+//! whose UTF-8 CPython caches in the object, or bytes) take the fast path, which goes from the
+//! arguments to the `Decision` object with no `PyResult` in between; anything else (keywords,
+//! int subclasses, bytearray keys, out-of-range values) takes the general path, which gives the
+//! same answers and the errors with their messages. Each method is its own code: `keyed` and
+//! `commit` are const generics of the body, so no method tests them at run time. Callgrind,
+//! CPython 3.11, instructions per `try_acquire(1)` in a loop: 1,051 (the C extension this
+//! replaced: 1,097; `#[pymethods]` with a `#[pyclass]` Decision: 1,400).
 
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
