@@ -312,7 +312,15 @@ class LaterFeaturesTest(unittest.TestCase):
         # ... adopted live with on_conflict="adopt": same file, usage kept, old handle retuned.
         with Limiter.create_or_open(self.path, new, on_conflict="adopt") as lim:
             self.assertEqual(lim.limit("api").live_definition.emission_ns, 3_333_334)
+            # definitions() reads the adopted parameters; created_definitions() the file's own.
+            self.assertEqual(lim.definitions()["api"].emission_ns, 3_333_334)
+            self.assertEqual(lim.definitions()["api"].burst, 20)
+            self.assertEqual(lim.created_definitions()["api"].emission_ns, 5_000_000)
+            self.assertEqual(list(lim.created_definitions()), ["api"])
         self.assertEqual(api.live_definition.emission_ns, 3_333_334)
+        # So does every other limiter attached to the file: the retune is in the file.
+        self.assertEqual(old.definitions()["api"].emission_ns, 3_333_334)
+        self.assertEqual(old.created_definitions()["api"].emission_ns, 5_000_000)
         # A file retuned to 300/s matches a request for 300/s (refuse, the default).
         Limiter.create_or_open(self.path, new).close()
         # A new limit needs a new file: it replaces the old one, and the old handle moves to
