@@ -140,14 +140,14 @@ impl LimitBase {
         let handle = self.live()?;
         let op = "shmlimit_limit_set_rate";
         handle
-            .set_rate(rate(&handle, tokens, period_ns).or_raise(op)?)
+            .set_rate(rate(handle, tokens, period_ns).or_raise(op)?)
             .or_raise(op)
     }
 
     fn _set_token_bucket(&self, burst: u64, tokens: u64, period_ns: u64) -> PyResult<()> {
         let handle = self.live()?;
         let op = "shmlimit_limit_set_token_bucket";
-        let rate = rate(&handle, tokens, period_ns).or_raise(op)?;
+        let rate = rate(handle, tokens, period_ns).or_raise(op)?;
         handle.set_token_bucket(burst, rate).or_raise(op)
     }
 
@@ -205,14 +205,14 @@ impl LimitBase {
         let handle = self.live()?;
         handle
             .key_occupancy()
-            .ok_or_else(|| not_keyed(&handle, "shmlimit_limit_key_occupancy"))
+            .ok_or_else(|| not_keyed(handle, "shmlimit_limit_key_occupancy"))
     }
 
     fn _reclaim_idle_keys(&self) -> PyResult<usize> {
         let handle = self.live()?;
         handle
             .reclaim_idle_keys()
-            .ok_or_else(|| not_keyed(&handle, "shmlimit_limit_reclaim_idle_keys"))
+            .ok_or_else(|| not_keyed(handle, "shmlimit_limit_reclaim_idle_keys"))
     }
 
     /// A permit's id (0: none free), waiting up to `timeout_ns` (None: not at all).
