@@ -40,4 +40,5 @@ def _settings(config_settings: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 
 def build_wheel(wheel_directory: str, config_settings: Optional[Mapping[str, Any]] = None,
                 metadata_directory: Optional[str] = None) -> str:
-    return maturin.build_wheel(wheel_directory, _settings(config_settings), metadata_directory)
+    name: str = maturin.build_wheel(wheel_directory, _settings(config_settings), metadata_directory)
+    return name
