@@ -2,17 +2,18 @@
 //! `c_abi_token_bucket_{admit,deny}/shmlimit` is the Rust `try_acquire(1)`, `c_header` the C
 //! program `ffi/bench/decide.c` calling `shmlimit_acquire` in a loop through `shmlimit.h`
 //! (`gcc -O2`, linked against the `libshmlimit.so` built with this bench), and `python`
-//! `ffi/bench/decide.py`, a loop of `Limit.try_acquire(1)` of the Python package (its C
-//! extension `shmlimit._native`, compiled here with `gcc -O2` against the same library, as pip
-//! would lay the package out); `python_ctypes_raw` the same script calling `shmlimit_acquire`
-//! through ctypes directly (the boundary the package used before its extension).
+//! `ffi/bench/decide.py`, a loop of `Limit.try_acquire(1)` of the Python package (its compiled
+//! module `shmlimit._native`, PyO3 over the library, built here by `cargo build --release -p
+//! shmlimit-python` into the bench's target directory and laid out as pip would lay the package
+//! out); `python_ctypes_raw` the same script calling `shmlimit_acquire` of the same
+//! `libshmlimit.so` through ctypes directly (a ctypes binding's boundary).
 //!
 //! Each sample (`iter_custom`) spawns the program with the iteration count (at least
 //! [`MIN_DECISIONS`], scaled back to the count asked for); it attaches to the limiter file by
 //! path, makes 1,000 untimed decisions, times its loop of decisions itself and prints the
 //! nanoseconds, which are the sample's time (process start, attach, resolve and the first
-//! calls are outside it). Without `gcc`, `python3` (and its headers) or the built library the
-//! affected benchmarks are skipped with a printed notice.
+//! calls are outside it). Without `gcc`, `python3`, the built library or a build of the Python
+//! module the affected benchmarks are skipped with a printed notice.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -53,19 +54,41 @@ struct Programs {
     _dir: TempDir,
 }
 
-/// Lay out the Python package in `top/shmlimit/` (its sources, `lib/libshmlimit.so`, and the
-/// extension compiled against it) as `pip install ffi/python` would.
+/// Lay out the Python package in `top/shmlimit/` (its sources and the compiled module) as
+/// `pip install ffi/python` would. The module is built as maturin builds it (an extension
+/// module: the interpreter's symbols left unresolved), in release, in the target directory that
+/// holds `lib` (`<target>/release/deps` or `<target>/release`).
 fn python_package(lib: &Path, top: &Path) -> Result<(), String> {
-    let info = Command::new("python3")
+    let suffix = Command::new("python3")
         .args([
             "-c",
-            "import sysconfig; print(sysconfig.get_paths()['include']); \
-             print(sysconfig.get_config_var('EXT_SUFFIX'))",
+            "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))",
         ])
         .output()
         .map_err(|e| format!("python3: {e}"))?;
-    let info = String::from_utf8_lossy(&info.stdout).into_owned();
-    let (include, suffix) = info.trim().split_once('\n').ok_or("no python3 sysconfig")?;
+    let suffix = String::from_utf8_lossy(&suffix.stdout).trim().to_owned();
+    if suffix.is_empty() {
+        return Err("python3 has no EXT_SUFFIX".into());
+    }
+    let target = lib
+        .ancestors()
+        .find(|d| d.file_name().is_some_and(|n| n == "release"))
+        .and_then(Path::parent)
+        .ok_or_else(|| format!("no release directory above {}", lib.display()))?;
+    let out = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--release", "-p", "shmlimit-python"])
+        .env("PYO3_BUILD_EXTENSION_MODULE", "1")
+        .env("CARGO_TARGET_DIR", target)
+        .current_dir(root())
+        .output()
+        .map_err(|e| format!("cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building shmlimit._native failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
     let pkg = top.join("shmlimit");
     std::fs::create_dir_all(&pkg).map_err(|e| e.to_string())?;
     let source = root().join("ffi/python/src/shmlimit");
@@ -76,26 +99,11 @@ fn python_package(lib: &Path, top: &Path) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
     }
-    std::fs::copy(lib.join("libshmlimit.so"), pkg.join("libshmlimit.so"))
-        .map_err(|e| e.to_string())?;
-    let status = Command::new("gcc")
-        .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"])
-        .arg(format!("-I{include}"))
-        .arg(format!("-I{}", root().join("ffi/include").display()))
-        .arg(source.join("_native.c"))
-        .arg(format!("-L{}", pkg.display()))
-        .args([
-            "-lshmlimit",
-            "-Wl,-rpath,$ORIGIN",
-            "-Wl,--disable-new-dtags",
-            "-o",
-        ])
-        .arg(pkg.join(format!("_native{}", suffix.trim())))
-        .status()
-        .map_err(|e| format!("gcc: {e}"))?;
-    if !status.success() {
-        return Err(format!("compiling shmlimit._native failed ({status})"));
-    }
+    std::fs::copy(
+        target.join("release/lib_native.so"),
+        pkg.join(format!("_native{suffix}")),
+    )
+    .map_err(|e| format!("copy the compiled module: {e}"))?;
     Ok(())
 }
 
@@ -228,7 +236,9 @@ pub fn bench(c: &mut Criterion) {
                 for (name, raw) in [("python", false), ("python_ctypes_raw", true)] {
                     bench_spawned(&mut group, name, workload, raw, || {
                         let mut cmd = Command::new("python3");
-                        cmd.arg(script).env("PYTHONPATH", &p.python_path);
+                        cmd.arg(script)
+                            .env("PYTHONPATH", &p.python_path)
+                            .env("SHMLIMIT_LIBRARY", p.lib.join("libshmlimit.so"));
                         cmd
                     });
                 }

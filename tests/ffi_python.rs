@@ -1,12 +1,13 @@
-//! The Python package `ffi/python` (`shmlimit`: a C extension over the C header for the
-//! decisions, ctypes for the rest): its test suite, Python processes sharing one budget with
-//! Rust processes on one file, and permits of a SIGKILLed Python holder taken over by Rust.
+//! The Python package `ffi/python` (`shmlimit`: Python sources over one compiled module,
+//! `shmlimit._native`, PyO3 over the Rust library): its test suite, Python processes sharing one
+//! budget with Rust processes on one file, and permits of a SIGKILLed Python holder taken over by
+//! Rust.
 //!
 //! `cargo test` cannot pip-install, so this assembles the package as pip would lay it out
-//! (`target/python/<profile>/shmlimit/`: the Python sources, the extension compiled here with
-//! gcc against this build's `libshmlimit.so`, the library beside it) and runs the suite with
-//! `python3 -m unittest`. CI (`.ci/run`, step "python package") also builds the real wheel and
-//! sdist and runs the same suite with pytest against the installed wheel.
+//! (`target/python/<profile>/shmlimit/`: the Python sources and the compiled module, built here
+//! by `cargo build -p shmlimit-python` in this test's profile) and runs the suite with
+//! `python3 -m unittest`. CI (`.ci/run`, step "python package") also builds the real wheel with
+//! maturin and runs the same suite with pytest against the installed wheel.
 
 mod common;
 
@@ -16,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::cbuild::{check_shared_bucket, lib_dir, library, RustWorker};
+use common::cbuild::{check_shared_bucket, lib_dir, RustWorker};
 use common::root;
 use shmlimit::{Clock, Limiter, MonotonicClock, Rate, TokenBucket};
 
@@ -34,6 +35,16 @@ fn python_says(code: &str) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The target directory this test was built in (`target/<profile>/deps/<test>`).
+fn target_dir() -> PathBuf {
+    let lib = lib_dir();
+    let profile = lib
+        .ancestors()
+        .find(|d| d.file_name().is_some_and(|n| n != "deps"))
+        .expect("target/<profile>");
+    profile.parent().expect("target/").to_owned()
+}
+
 /// The package, assembled once per test binary: the directory to put on `PYTHONPATH`.
 fn package() -> &'static Path {
     static PACKAGE: OnceLock<PathBuf> = OnceLock::new();
@@ -45,7 +56,7 @@ fn package() -> &'static Path {
             .and_then(|d| d.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "debug".into());
-        let top = root().join("target/python").join(profile);
+        let top = root().join("target/python").join(&profile);
         let pkg = top.join("shmlimit");
         let _ = std::fs::remove_dir_all(&pkg);
         std::fs::create_dir_all(&pkg).expect("create the package directory");
@@ -60,42 +71,30 @@ fn package() -> &'static Path {
                 std::fs::copy(&path, pkg.join(&name)).expect("copy a source");
             }
         }
-        std::fs::copy(library(), pkg.join("libshmlimit.so")).expect("copy libshmlimit.so");
-        std::fs::copy(
-            root().join("ffi/include/shmlimit.h"),
-            pkg.join("shmlimit.h"),
-        )
-        .expect("copy the header");
-        let info = python_says(
-            "import sysconfig; print(sysconfig.get_paths()['include']); \
-             print(sysconfig.get_config_var('EXT_SUFFIX'))",
-        );
-        let (include, suffix) = info.split_once('\n').expect("two lines");
-        assert!(
-            Path::new(include).join("Python.h").is_file(),
-            "{include}/Python.h is missing: the Python package's extension needs the \
-             Python headers (Debian: apt-get install python3-dev)"
-        );
-        let out = Command::new("gcc")
-            .args(["-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror"])
-            .arg(format!("-I{include}"))
-            .arg(format!("-I{}", root().join("ffi/include").display()))
-            .arg(source.join("_native.c"))
-            .arg(format!("-L{}", pkg.display()))
-            .args([
-                "-lshmlimit",
-                "-Wl,-rpath,$ORIGIN",
-                "-Wl,--disable-new-dtags",
-                "-o",
-            ])
-            .arg(pkg.join(format!("_native{}", suffix.trim())))
-            .output()
-            .expect("gcc runs");
+        // The compiled module, built as maturin builds it (an extension module: the interpreter's
+        // symbols left unresolved), in this test's profile and target directory.
+        let release = profile != "debug";
+        let mut cargo = Command::new(env!("CARGO"));
+        cargo
+            .args(["build", "--quiet", "-p", "shmlimit-python"])
+            .env("PYO3_BUILD_EXTENSION_MODULE", "1")
+            .env("CARGO_TARGET_DIR", target_dir())
+            .current_dir(root());
+        if release {
+            cargo.arg("--release");
+        }
+        let out = cargo.output().expect("cargo runs");
         assert!(
             out.status.success(),
-            "compiling shmlimit._native failed:\n{}",
+            "building shmlimit._native failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let suffix = python_says("import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))");
+        std::fs::copy(
+            lib_dir().join("lib_native.so"),
+            pkg.join(format!("_native{}", suffix.trim())),
+        )
+        .expect("copy the compiled module");
         top
     })
 }

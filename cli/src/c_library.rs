@@ -1,5 +1,6 @@
 //! The C ABI's library (`libshmlimit.so`) built with this binary, which the C workers of
-//! `demo --mixed` and the Python instances of the scenario link against.
+//! `demo --mixed` link against, and next to which the scenario finds the Python package's
+//! compiled module.
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 """One service instance of `shmlimit demo --scenario dependency`, in Python.
 
 The same instance as the Rust `demo-worker` (cli/src/scenario_worker.rs), through the
-C ABI (the package ffi/python, laid out next to this file by the scenario):
+package ffi/python (laid out next to this file by the scenario, or installed):
 requests from a Poisson generator, items per request bounded, the per-client keyed limit, a
 reservation on `intake` waiting at most --queue-ms, and before every outbound attempt a permit
 of `inflight` then one all-or-nothing check of the attempt's class (`first` or `retry`) and

@@ -1,7 +1,7 @@
 //! Status codes, their static descriptions, and the per-thread detail of the last failure.
 
 use std::cell::RefCell;
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, CStr, CString};
 
 use shmlimit::Error;
 
@@ -109,67 +109,19 @@ impl shmlimit_status {
         SHMLIMIT_WRONG_KIND,
     ];
 
-    /// The code of a Rust error: one code per error kind.
+    /// The code of a Rust error: one code per error kind (`shmlimit_bindings::status`).
     pub(crate) fn of(error: &Error) -> shmlimit_status {
-        match error {
-            Error::Io { .. } => SHMLIMIT_IO,
-            Error::Symlink(_) => SHMLIMIT_SYMLINK,
-            Error::NotRegularFile(_) => SHMLIMIT_NOT_REGULAR_FILE,
-            Error::Permission { .. } => SHMLIMIT_PERMISSION,
-            Error::Foreign(_) => SHMLIMIT_FOREIGN,
-            Error::Version { .. } => SHMLIMIT_VERSION,
-            Error::Size { .. } => SHMLIMIT_SIZE,
-            Error::Corrupt { .. } => SHMLIMIT_CORRUPT,
-            Error::NotInitialized(_) => SHMLIMIT_NOT_INITIALIZED,
-            Error::ClockMismatch { .. } => SHMLIMIT_CLOCK_MISMATCH,
-            Error::DefinitionConflict { .. } => SHMLIMIT_DEFINITION_CONFLICT,
-            Error::InvalidParameter { .. } => SHMLIMIT_INVALID_PARAMETER,
-            Error::UnknownLimit(_) => SHMLIMIT_UNKNOWN_LIMIT,
-            Error::ZeroCost => SHMLIMIT_ZERO_COST,
-            Error::CostExceedsCapacity { .. } => SHMLIMIT_COST_EXCEEDS_CAPACITY,
-            Error::CorruptState { .. } => SHMLIMIT_CORRUPT_STATE,
-            Error::ClockOutOfRange(_) => SHMLIMIT_CLOCK_OUT_OF_RANGE,
-            Error::TableFull { .. } => SHMLIMIT_TABLE_FULL,
-            Error::InvalidKey { .. } => SHMLIMIT_INVALID_KEY,
-            Error::WrongKind { .. } => SHMLIMIT_WRONG_KIND,
-            // An error kind added to the library before it has a code here: reported as
-            // internal (with its message intact) until it gets the next free number above.
-            #[allow(unreachable_patterns)]
-            _ => SHMLIMIT_INTERNAL,
-        }
+        let code = shmlimit_bindings::status::code_of(error);
+        Self::ALL
+            .into_iter()
+            .find(|s| *s as i32 == code)
+            .unwrap_or(SHMLIMIT_INTERNAL)
     }
 
-    /// A static, NUL-terminated description.
-    pub(crate) fn description(self) -> &'static str {
-        match self {
-            SHMLIMIT_OK => "success\0",
-            SHMLIMIT_NULL_POINTER => "a required pointer argument was NULL\0",
-            SHMLIMIT_BAD_UTF8 => "a limit name was not valid UTF-8\0",
-            SHMLIMIT_INTERNAL => "internal error (a bug in shmlimit was caught)\0",
-            SHMLIMIT_BAD_LENGTH => "a length argument was impossible\0",
-            SHMLIMIT_MISALIGNED_POINTER => "a pointer argument was misaligned\0",
-            SHMLIMIT_OUT_OF_RANGE => "an index argument was out of range\0",
-            SHMLIMIT_IO => "an operating-system call failed\0",
-            SHMLIMIT_SYMLINK => "the path is a symbolic link\0",
-            SHMLIMIT_NOT_REGULAR_FILE => "the path is not a regular file\0",
-            SHMLIMIT_PERMISSION => "the file's owner or mode is not acceptable\0",
-            SHMLIMIT_FOREIGN => "not a shmlimit file\0",
-            SHMLIMIT_VERSION => "incompatible file format version\0",
-            SHMLIMIT_SIZE => "the file's size disagrees with its header\0",
-            SHMLIMIT_CORRUPT => "the file's header or definitions are corrupt\0",
-            SHMLIMIT_NOT_INITIALIZED => "the file was never fully initialised\0",
-            SHMLIMIT_CLOCK_MISMATCH => "the file belongs to another time namespace\0",
-            SHMLIMIT_DEFINITION_CONFLICT => "the file holds other limit definitions\0",
-            SHMLIMIT_INVALID_PARAMETER => "invalid limit definition or parameter\0",
-            SHMLIMIT_UNKNOWN_LIMIT => "no limit of that name\0",
-            SHMLIMIT_ZERO_COST => "a cost must be at least 1\0",
-            SHMLIMIT_COST_EXCEEDS_CAPACITY => "the cost exceeds the limit's capacity\0",
-            SHMLIMIT_CORRUPT_STATE => "the limit's shared state is corrupt\0",
-            SHMLIMIT_CLOCK_OUT_OF_RANGE => "the clock is outside the representable range\0",
-            SHMLIMIT_TABLE_FULL => "the keyed limit's table is full\0",
-            SHMLIMIT_INVALID_KEY => "invalid key\0",
-            SHMLIMIT_WRONG_KIND => "the operation does not apply to this kind of limit\0",
-        }
+    /// A static, NUL-terminated description (`shmlimit_bindings::status`).
+    pub(crate) fn description(self) -> &'static CStr {
+        shmlimit_bindings::status::status(self as i32)
+            .map_or(c"unknown status code", |s| s.description)
     }
 }
 
@@ -193,10 +145,7 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(error: Error) -> Failure {
-        let os_error = match &error {
-            Error::Io { source, .. } => source.raw_os_error().unwrap_or(0),
-            _ => 0,
-        };
+        let os_error = shmlimit_bindings::status::os_error_of(&error);
         Failure {
             status: shmlimit_status::of(&error),
             message: error.to_string(),
@@ -261,8 +210,8 @@ pub extern "C" fn shmlimit_strerror(code: i32) -> *const c_char {
     let text = shmlimit_status::ALL
         .iter()
         .find(|s| **s as i32 == code)
-        .map_or("unknown status code\0", |s| s.description());
-    text.as_ptr().cast()
+        .map_or(c"unknown status code", |s| s.description());
+    text.as_ptr()
 }
 
 /// The message of the most recent failed `shmlimit_` call on the calling thread, naming the
@@ -313,5 +262,17 @@ mod tests {
         // SAFETY: as above.
         let unknown = unsafe { CStr::from_ptr(shmlimit_strerror(-7)) };
         assert_eq!(unknown.to_str().unwrap(), "unknown status code");
+    }
+
+    /// The C enum (which cbindgen writes into the header) and the bindings' table agree: the
+    /// same codes, in the same order, under the same names.
+    #[test]
+    fn the_enum_is_the_bindings_table() {
+        let table = shmlimit_bindings::status::STATUSES;
+        assert_eq!(shmlimit_status::ALL.len(), table.len());
+        for (variant, row) in shmlimit_status::ALL.iter().zip(table) {
+            assert_eq!(*variant as i32, row.code, "{variant:?}");
+            assert_eq!(format!("{variant:?}"), format!("SHMLIMIT_{}", row.name));
+        }
     }
 }

@@ -4,8 +4,8 @@
 //! The C header's enum comes from [`shmlimit_status`] (cbindgen); the Node package's error
 //! classes, their typings and its ES module's names are generated from [`status_table`] (a
 //! drift test in `tests/ffi_node.rs` fails when a generated file disagrees with it). A new
-//! error kind gets a code in [`shmlimit_status`] and a row here; the exhaustive match of
-//! [`shmlimit_status::class_name`] does not compile until it has its class name.
+//! error kind gets a code in [`shmlimit_status`] and its row (C name, class, description) in
+//! the one table of the codes, `shmlimit_bindings::status`, which the Python package reads too.
 
 use crate::status::shmlimit_status::{self, *};
 
@@ -24,37 +24,10 @@ pub struct StatusRow {
 
 impl shmlimit_status {
     /// The error class the language bindings raise for this code (`SHMLIMIT_OK` has none:
-    /// `"Ok"`).
-    pub const fn class_name(self) -> &'static str {
-        match self {
-            SHMLIMIT_OK => "Ok",
-            SHMLIMIT_NULL_POINTER => "NullPointerError",
-            SHMLIMIT_BAD_UTF8 => "BadUtf8Error",
-            SHMLIMIT_INTERNAL => "InternalError",
-            SHMLIMIT_BAD_LENGTH => "BadLengthError",
-            SHMLIMIT_MISALIGNED_POINTER => "MisalignedPointerError",
-            SHMLIMIT_OUT_OF_RANGE => "OutOfRangeError",
-            SHMLIMIT_IO => "IoError",
-            SHMLIMIT_SYMLINK => "SymlinkError",
-            SHMLIMIT_NOT_REGULAR_FILE => "NotRegularFileError",
-            SHMLIMIT_PERMISSION => "PermissionDeniedError",
-            SHMLIMIT_FOREIGN => "ForeignFileError",
-            SHMLIMIT_VERSION => "VersionError",
-            SHMLIMIT_SIZE => "SizeError",
-            SHMLIMIT_CORRUPT => "CorruptFileError",
-            SHMLIMIT_NOT_INITIALIZED => "NotInitializedError",
-            SHMLIMIT_CLOCK_MISMATCH => "ClockMismatchError",
-            SHMLIMIT_DEFINITION_CONFLICT => "DefinitionConflictError",
-            SHMLIMIT_INVALID_PARAMETER => "InvalidParameterError",
-            SHMLIMIT_UNKNOWN_LIMIT => "UnknownLimitError",
-            SHMLIMIT_ZERO_COST => "ZeroCostError",
-            SHMLIMIT_COST_EXCEEDS_CAPACITY => "CostExceedsCapacityError",
-            SHMLIMIT_CORRUPT_STATE => "CorruptStateError",
-            SHMLIMIT_CLOCK_OUT_OF_RANGE => "ClockOutOfRangeError",
-            SHMLIMIT_TABLE_FULL => "TableFullError",
-            SHMLIMIT_INVALID_KEY => "InvalidKeyError",
-            SHMLIMIT_WRONG_KIND => "WrongKindError",
-        }
+    /// `"Ok"`), from the one table of the codes (`shmlimit_bindings::status`, which the
+    /// Python package reads too; `status::tests` ties every variant to a row of it).
+    pub fn class_name(self) -> &'static str {
+        shmlimit_bindings::status::status(self as i32).map_or("InternalError", |s| s.class)
     }
 }
 
@@ -71,7 +44,7 @@ pub fn status_table() -> Vec<StatusRow> {
                 // The variant's name is the C name (cbindgen writes it so).
                 name: format!("{status:?}"),
                 class: status.class_name(),
-                description: text.strip_suffix('\0').unwrap_or(text),
+                description: text.to_str().unwrap_or(""),
             }
         })
         .collect()

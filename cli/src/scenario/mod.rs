@@ -3,10 +3,10 @@
 //!
 //! A stand-in dependency (`demo-dependency`, its own process) accepts 300 calls/s, takes 40 ms
 //! per call and fails 20% of them. Service instances (`demo-worker` processes, a share of them
-//! Python processes through the C ABI) take requests from their generators, fan each out into
-//! one call per item, retry failures with backoff, and protect the dependency with one budget
-//! in one limiter file: 240 sends/s in total, of which at most 200 first attempts and 40
-//! retries, checked all or nothing immediately before every attempt, plus a limit of calls in
+//! Python processes of the package ffi/python) take requests from their generators, fan each
+//! out into one call per item, retry failures with backoff, and protect the dependency with one
+//! budget in one limiter file: 240 sends/s in total, of which at most 200 first attempts and
+//! 40 retries, checked all or nothing immediately before every attempt, plus a limit of calls in
 //! flight, a reservation with a deadline on intake and a per-client limit. The run scales from
 //! 10 to 40 instances under load, removes and SIGKILLs some, then makes the dependency fail 60%
 //! of calls (a retry storm), and checks at the dependency that every bound held.
@@ -120,8 +120,9 @@ pub struct ScenarioArgs {
     /// The Redis for --hosts 2..4 (default: a private redis-server on a free loopback port)
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
-    /// How many instances in every ten are Python processes (ffi/python, through the C ABI);
-    /// 0 for Rust only. Needs python3 and the libshmlimit.so built with this binary
+    /// How many instances in every ten are Python processes (the package ffi/python); 0 for
+    /// Rust only. Needs python3 and the package's compiled module built with this binary
+    /// (PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p shmlimit-python), or the package installed
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=10))]
     pub python: u32,
 }

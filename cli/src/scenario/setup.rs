@@ -4,79 +4,94 @@
 use super::*;
 
 /// Python instances: the worker script and, next to it, the `shmlimit` package laid out as
-/// `pip install ffi/python` would install it (its Python module, its C extension compiled here
-/// against the library of this build, and that library).
+/// `pip install ffi/python` would install it (its Python modules, embedded in this binary, and
+/// its compiled module `shmlimit._native` built with this binary), or the installed package
+/// when this build has no compiled module.
 pub(super) struct PythonSetup {
     pub(super) script: PathBuf,
 }
 
+/// The Python modules of the package (ffi/python/src/shmlimit).
+const PACKAGE: &[(&str, &str)] = &[
+    (
+        "__init__.py",
+        include_str!("../../../ffi/python/src/shmlimit/__init__.py"),
+    ),
+    (
+        "aio.py",
+        include_str!("../../../ffi/python/src/shmlimit/aio.py"),
+    ),
+    (
+        "definitions.py",
+        include_str!("../../../ffi/python/src/shmlimit/definitions.py"),
+    ),
+    (
+        "errors.py",
+        include_str!("../../../ffi/python/src/shmlimit/errors.py"),
+    ),
+    (
+        "limit.py",
+        include_str!("../../../ffi/python/src/shmlimit/limit.py"),
+    ),
+    (
+        "limiter.py",
+        include_str!("../../../ffi/python/src/shmlimit/limiter.py"),
+    ),
+    (
+        "permits.py",
+        include_str!("../../../ffi/python/src/shmlimit/permits.py"),
+    ),
+    (
+        "web.py",
+        include_str!("../../../ffi/python/src/shmlimit/web.py"),
+    ),
+];
+
+/// The compiled module built with this binary: `lib_native.so` (`cargo build -p
+/// shmlimit-python`, which maturin and tests/ffi_python.rs also run) in the directory of
+/// `libshmlimit.so` or, for a binary of `deps/`, the one above it.
+fn compiled_module() -> Option<PathBuf> {
+    let dir = crate::c_library::dir().ok()?;
+    [dir.join("lib_native.so"), dir.join("../lib_native.so")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
 pub(super) fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
-    let info = Command::new("python3")
-        .arg("-c")
-        .arg(
-            "import sysconfig; print(sysconfig.get_paths()['include']); \
-             print(sysconfig.get_config_var('EXT_SUFFIX'))",
-        )
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
+    let python = |code: &str| {
+        Command::new("python3")
+            .args(["-c", code])
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let suffix = python("import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
         .ok_or("python3 not found")?;
-    let info = String::from_utf8_lossy(&info.stdout).into_owned();
-    let (include, suffix) = info
-        .trim()
-        .split_once('\n')
-        .ok_or("python3 did not report its include directory")?;
-    if !Path::new(include).join("Python.h").is_file() {
-        return Err(format!(
-            "{include}/Python.h not found: the Python package's extension needs the Python \
-             headers (Debian: python3-dev)"
-        ));
-    }
-    let library = crate::c_library::dir()
-        .map_err(|f| f.message)?
-        .join("libshmlimit.so");
-    let package = dir.join("shmlimit");
-    std::fs::create_dir_all(&package).map_err(|e| format!("{}: {e}", package.display()))?;
     let write = |path: PathBuf, text: &str| {
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
     };
-    write(
-        package.join("__init__.py"),
-        include_str!("../../../ffi/python/src/shmlimit/__init__.py"),
-    )?;
-    write(
-        dir.join("_native.c"),
-        include_str!("../../../ffi/python/src/shmlimit/_native.c"),
-    )?;
-    write(
-        dir.join("shmlimit.h"),
-        include_str!("../../../ffi/include/shmlimit.h"),
-    )?;
-    std::fs::copy(&library, package.join("libshmlimit.so"))
-        .map_err(|e| format!("{}: {e}", library.display()))?;
-    let out = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2"])
-        .arg(format!("-I{include}"))
-        .arg(format!("-I{}", dir.display()))
-        .arg(dir.join("_native.c"))
-        .arg(format!("-L{}", package.display()))
-        .args([
-            "-lshmlimit",
-            "-Wl,-rpath,$ORIGIN",
-            "-Wl,--disable-new-dtags",
-            "-o",
-        ])
-        .arg(package.join(format!("_native{}", suffix.trim())))
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cc: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "compiling the Python package's extension failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
+    match compiled_module() {
+        Some(module) => {
+            let package = dir.join("shmlimit");
+            std::fs::create_dir_all(&package).map_err(|e| format!("{}: {e}", package.display()))?;
+            for (name, text) in PACKAGE {
+                write(package.join(name), text)?;
+            }
+            let to = package.join(format!("_native{suffix}"));
+            std::fs::copy(&module, &to).map_err(|e| format!("{}: {e}", module.display()))?;
+        }
+        None if python("import shmlimit._native").is_some() => {}
+        None => {
+            return Err(
+                "the Python package's compiled module was not found next to libshmlimit.so \
+                 (build it with PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p shmlimit-python) \
+                 and no shmlimit package is installed (pip install ./ffi/python)"
+                    .into(),
+            )
+        }
     }
     write(
         dir.join("scenario_worker.py"),

@@ -171,7 +171,7 @@ def main() -> int:
     loop, repeats = (2_000, 5) if quick else (LOOP, REPEATS)
     directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     rows: List[Tuple[str, Dict[str, Callable[[], object]], int]] = [
-        ("shmlimit (C extension, one mapped file)", shmlimit_cases(directory), loop),
+        ("shmlimit (one mapped file)", shmlimit_cases(directory), loop),
     ]
     try:
         rows.append(("limits, memory, moving window (per process)",

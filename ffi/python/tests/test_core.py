@@ -28,22 +28,15 @@ class WrapperTest(unittest.TestCase):
     def tearDown(self):
         self.dir.cleanup()
 
-    def test_struct_layouts_match_the_library(self):
-        import ctypes
-        from shmlimit import _native
-        self.assertEqual(ctypes.sizeof(shmlimit._Def), 72)
-        self.assertEqual(shmlimit._Def.key_capacity.offset, 40)
-        self.assertEqual(shmlimit._Def.near_limit.offset, 56)
-        self.assertEqual(shmlimit._Def.fleet_emission_ns.offset, 64)
-        self.assertEqual(ctypes.sizeof(shmlimit._Options), 40)
-        self.assertEqual(shmlimit._Options.on_conflict.offset, 8)
-        # Decisions cross ctypes as opaque bytes of the extension's sizeof(shmlimit_decision).
-        self.assertEqual(ctypes.sizeof(shmlimit._Decision), _native.DECISION_SIZE)
-        self.assertEqual(ctypes.sizeof(shmlimit._Stats), 64)
-        self.assertEqual(ctypes.sizeof(shmlimit._PermitHolder), 48)
-        self.assertEqual(shmlimit._PermitHolder.since_ns.offset, 16)
-        self.assertEqual(shmlimit._PermitHolder.key_tag.offset, 32)
-        self.assertEqual(ctypes.sizeof(shmlimit._Booking), 48)
+    def test_a_definition_crosses_as_the_fields_of_shmlimit_def(self):
+        # What the compiled module reads from a definition: the fields of C's shmlimit_def
+        # (ffi/include/shmlimit.h), by the same names; a field it does not know is an error.
+        fields = ("name", "kind", "alignment", "limit", "period_ns", "rate", "key_capacity",
+                  "on_full", "flags", "near_limit", "split", "fleet_weight", "fleet_emission_ns")
+        self.assertEqual(shmlimit._Def.__slots__, fields)
+        d = shmlimit._Def("x")
+        TokenBucket(rate=5, burst=7)._fill(d)
+        self.assertEqual((d.limit, d.period_ns, d.rate), (7, 10**9, 5))
 
     def test_version(self):
         self.assertRegex(shmlimit.library_version(), r"^\d+\.\d+\.\d+")
@@ -319,7 +312,15 @@ class LaterFeaturesTest(unittest.TestCase):
         # ... adopted live with on_conflict="adopt": same file, usage kept, old handle retuned.
         with Limiter.create_or_open(self.path, new, on_conflict="adopt") as lim:
             self.assertEqual(lim.limit("api").live_definition.emission_ns, 3_333_334)
+            # definitions() reads the adopted parameters; created_definitions() the file's own.
+            self.assertEqual(lim.definitions()["api"].emission_ns, 3_333_334)
+            self.assertEqual(lim.definitions()["api"].burst, 20)
+            self.assertEqual(lim.created_definitions()["api"].emission_ns, 5_000_000)
+            self.assertEqual(list(lim.created_definitions()), ["api"])
         self.assertEqual(api.live_definition.emission_ns, 3_333_334)
+        # So does every other limiter attached to the file: the retune is in the file.
+        self.assertEqual(old.definitions()["api"].emission_ns, 3_333_334)
+        self.assertEqual(old.created_definitions()["api"].emission_ns, 5_000_000)
         # A file retuned to 300/s matches a request for 300/s (refuse, the default).
         Limiter.create_or_open(self.path, new).close()
         # A new limit needs a new file: it replaces the old one, and the old handle moves to

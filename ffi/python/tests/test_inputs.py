@@ -236,26 +236,28 @@ class ReadBack(FileTest):
 
 
 class ErrorClasses(unittest.TestCase):
-    def test_every_status_of_the_header_has_its_class(self) -> None:
-        """The header the package was built with (generated from ffi/src/status.rs) and the
-        module's classes agree: every status code has a class with that code, and no class
-        claims a code the library does not have."""
-        import re
-        header = os.path.join(os.path.dirname(shmlimit.__file__), "shmlimit.h")
-        with open(header, encoding="utf-8") as f:
-            text = f.read()
-        enum = text[text.index("enum shmlimit_status"):]
-        enum = enum[:enum.index("};")]
-        codes = {int(v): n for n, v in re.findall(r"\b(SHMLIMIT_[A-Z0-9_]+) = (\d+)", enum)}
-        self.assertGreater(len(codes), 20)
-        del codes[0]
-        self.assertEqual(set(shmlimit._ERRORS), set(codes))
-        for code, name in codes.items():
+    def test_every_status_of_the_table_has_its_class(self) -> None:
+        """The compiled module's table of status codes (shmlimit_bindings::status, which the C
+        header's enum is checked against in ffi/src/status.rs) and the package's classes agree:
+        every code has an exported class with that code and the description as its docstring
+        where it has none of its own, and no class claims a code the table does not have."""
+        from shmlimit import _native
+        rows = {code: (name, cls, family, description)
+                for code, name, cls, family, description in _native.STATUSES}
+        self.assertGreater(len(rows), 20)
+        self.assertNotIn(0, rows)
+        self.assertEqual(set(shmlimit._ERRORS), set(rows))
+        for code, (name, class_name, family, description) in rows.items():
             cls = shmlimit._ERRORS[code]
-            self.assertEqual(cls.code, code, name)
+            self.assertEqual((cls.__name__, cls.code), (class_name, code), name)
             self.assertIn(cls.__name__, shmlimit.__all__)
-            # The library's own description names the same failure.
-            self.assertTrue(shmlimit._LIB.shmlimit_strerror(code))
+            self.assertIs(getattr(shmlimit, class_name), cls)
+            self.assertTrue(description)
+            if family:
+                import builtins
+                self.assertTrue(issubclass(cls, getattr(builtins, family)), name)
+        self.assertEqual(rows[119][1], "WrongKindError")
+        self.assertEqual(rows[100][2], "OSError")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The C extension's hot path: decisions, composed checks with keyed limits (one call for a
+"""The compiled module's hot path: decisions, composed checks with keyed limits (one call for a
 per-client and a global limit), refunds, closed handles, and the package itself."""
 
 import gc
@@ -28,23 +28,55 @@ class Package(unittest.TestCase):
         self.assertRegex(version, r"^\d+\.\d+\.\d+")
         self.assertEqual(module, "shmlimit")
 
-    def test_a_missing_library_fails_at_import_with_a_clear_message(self) -> None:
-        # A copy of the package without its libshmlimit.so.
+    def test_a_missing_compiled_module_fails_at_import_with_a_clear_message(self) -> None:
+        # A copy of the package without its compiled module.
         import shutil
         import tempfile
         source = os.path.dirname(shmlimit.__file__)
         with tempfile.TemporaryDirectory() as top:
             copy = os.path.join(top, "shmlimit")
             shutil.copytree(source, copy, ignore=shutil.ignore_patterns(
-                "libshmlimit.so", "__pycache__"))
+                "_native.*.so", "__pycache__"))
             env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
             out = subprocess.run([sys.executable, "-c", "import shmlimit"], cwd=top,
                                  env=dict(env, PYTHONPATH=top),
                                  capture_output=True, text=True)
         self.assertNotEqual(out.returncode, 0)
         self.assertIn("ImportError", out.stderr)
-        self.assertIn("libshmlimit.so", out.stderr)
+        self.assertIn("shmlimit._native", out.stderr)
         self.assertIn("pip", out.stderr)
+
+    def test_the_stub_declares_what_the_compiled_module_has(self) -> None:
+        """_native.pyi and the module agree: the same module-level names, and for each class
+        the same attributes (methods, properties) as the class defines itself."""
+        import ast
+        from shmlimit import _native
+        here = os.path.dirname(shmlimit.__file__)
+        with open(os.path.join(here, "_native.pyi"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        aliases = {"_Key", "_DefTuple", "_Check"}  # type aliases of the stub alone
+        declared = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                declared[node.name] = {n.name for n in node.body
+                                       if isinstance(n, ast.FunctionDef)} - {"__new__"}
+            elif isinstance(node, ast.FunctionDef):
+                declared[node.name] = None
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                declared[node.target.id] = None
+            elif isinstance(node, ast.Assign):
+                aliases.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        actual = {n for n in vars(_native) if not n.startswith("__")}
+        self.assertEqual(set(declared) - aliases, actual)
+        for name, members in declared.items():
+            if members is None:
+                continue
+            cls = getattr(_native, name)
+            own = {n for n in vars(cls) if not (n.startswith("__") and n.endswith("__"))}
+            dunder = {n for n in members if n.startswith("__")}
+            self.assertEqual(members - dunder, own, name)
+            for n in dunder:
+                self.assertTrue(hasattr(cls, n), f"{name}.{n}")
 
     def test_the_package_is_typed(self) -> None:
         here = os.path.dirname(shmlimit.__file__)
