@@ -13,7 +13,7 @@ mod attach;
 mod builder;
 
 mod info;
-mod parts;
+
 mod refund;
 mod run;
 

@@ -25,27 +25,35 @@
 //! `TokenBucketLimit::try_acquire(cost)`, uncontended, as it runs today:
 //!
 //! 1. `handle/rate.rs`: `Handle::try_acquire` asks its kind (`handle/kind.rs`, a sealed
-//!    trait, resolved at compile time) for the kind's call, `Site::try_acquire_bucket`;
-//! 2. `limiter/straight.rs`: `bucket_fast` reads `ACTIVE` (the [`bucket`] generation, the
-//!    witness), then runs the one mutation loop, `algo::try_decide` (`algo/mod.rs`: load the
-//!    word, read the clock, step, CAS), whose step matches this thread's hot entry
-//!    (`tally/hot.rs`: the parameters of the slot the word's tag names, cached per generation)
-//!    and applies [`bucket::step`] (here: the tag kept around `Gcra::step`, `algo/gcra.rs`);
-//! 3. after the CAS, still in `straight.rs`: `ACTIVE` again (an admission whose parameters
-//!    were replaced meanwhile is given back, [`bucket::give_back`], and decided again), then the
-//!    counters (`limiter/run.rs` `finish_counted`, `tally/mod.rs` `Tally::after_owned`).
+//!    trait, resolved at compile time) for the kind's call: the bucket engine on the handle's
+//!    site, `Bucket(site).try_acquire_bucket(cost)`;
+//! 2. `engine/bucket/decide.rs`: `bucket_fast` reads `ACTIVE` (the [`bucket`] generation, the
+//!    witness) and runs the straight path every engine shares, `Site::decide_fast`
+//!    (`engine/site/finish.rs`): the one mutation loop, `algo::try_decide` (`algo/mod.rs`:
+//!    load the word, read the clock, step, CAS), whose step (back in `decide.rs`) matches this
+//!    thread's hot entry (`tally/hot.rs`: the parameters of the slot the word's tag names,
+//!    cached per generation) and applies [`bucket::step`] (the tag kept around `Gcra::step`,
+//!    `algo/gcra.rs`);
+//! 3. after the CAS: `ACTIVE` again, in `decide.rs` (an admission whose parameters were
+//!    replaced meanwhile is given back, [`bucket::give_back`], and decided again), then the
+//!    counters (`finish.rs` `finish_counted`, `tally/mod.rs` `Tally::after_owned`).
 //!
-//! Eight files from the handle to the counters; every case the straight path leaves (no hot
-//! entry, a fleet share past its lease, a shadow limit, an error, a replaced file) gives up
-//! having written nothing and decides again in `limiter/run.rs`, which handles them all. The
-//! shape this module is growing into (one engine per kind owning its words, its hot cache and
-//! its loop; the handle calling it directly) would make that path handle, engine, algorithm.
+//! Five files from the handle to the CAS (`handle/rate.rs`, `handle/kind.rs`,
+//! `engine/bucket/decide.rs`, `engine/site/finish.rs`, `algo/mod.rs`), every call inlined into
+//! one function. Every case the straight path leaves (no hot entry, a fleet share past its
+//! lease, a shadow limit, an error, a replaced file) gives up having written nothing and
+//! decides again in the engine's general loop (`Bucket::bucket_run`), which handles them all.
+//!
+//! Each engine is a view of the limit's site (`Bucket(site)`, `Window(site)`, `Log(site)`,
+//! `Permits(site)`, `Keyed(site)`): one reference, inlined away; its out-of-line methods take
+//! the view by value (by reference, the caller would store it on its stack for the call).
 //!
 //! # What a new kind adds
 //!
 //! Its pure step under `algo/` (a function of `(now, word, parameters)`, with a reference model
-//! test and a loom model through the shared mutation loop), its words here (an engine file if
-//! it has more than one state word or a protocol around them), a kind marker and its traits in
+//! test and a loom model through the shared mutation loop), its engine here (a view of the
+//! site, `Engine(site)`, in a file or directory of its own, owning its words and decisions), a
+//! kind marker and its traits in
 //! `handle/kind.rs`, its record in the file layout (`file/layout.rs`, with a format version),
 //! and its rows in the binding tables (the C status and kind enums, then the Python and Node
 //! packages).

@@ -13,7 +13,6 @@ use crate::clock::{Clock, DATE_TOLERANCE_NS, MAX_DATE_NS};
 use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::tally::hot::Counts;
-use crate::tally::Tally;
 
 impl<C: Clock> Site<C> {
     /// The decision [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) would make now, consuming nothing.
@@ -153,53 +152,5 @@ impl<C: Clock> Site<C> {
         };
         let decision = self.finish(decision, cost, commit);
         Ok(decision)
-    }
-
-    /// Stamp a decision with its cost and origin; a committed one then goes through the
-    /// [`Tally`] (shadow mode, counters, near-limit). Shared with the keyed, permit and wait
-    /// paths.
-    #[inline(always)]
-    pub(crate) fn finish(&self, mut decision: Decision, cost: u64, commit: bool) -> Decision {
-        decision.cost = cost;
-        decision.origin = self.origin;
-        if !commit {
-            return decision;
-        }
-        self.tally.after(decision)
-    }
-
-    /// [`Site::finish`] for a decision counted through this thread's hot entry when it has
-    /// the counters (`counts`, from [`Site::bucket_cached`] or [`Site::live_window_limit`]).
-    #[inline(always)]
-    pub(crate) fn finish_counted(
-        &self,
-        mut decision: Decision,
-        cost: u64,
-        commit: bool,
-        counts: Counts,
-    ) -> Decision {
-        if !commit || counts.counters.is_null() {
-            return self.finish(decision, cost, commit);
-        }
-        decision.cost = cost;
-        decision.origin = self.origin;
-        Tally::after_owned(counts.counters, &decision, counts.near_slack);
-        decision
-    }
-
-    /// Count a grant given back: called once per refund of a whole grant, by every refund path
-    /// (so composed checks count their roll-backs).
-    ///
-    /// A grant of cost 0 counts only when it is shadow-denied (admitted, taking nothing): a
-    /// denial, a peek or a grant record without its grant (from C) gives nothing back.
-    pub(crate) fn count_refund(&self, grant: &Decision, units: u64) {
-        let whole = if grant.cost == 0 {
-            grant.shadow_denied
-        } else {
-            units >= grant.cost
-        };
-        if grant.is_allowed() && whole {
-            self.tally.refunded();
-        }
     }
 }

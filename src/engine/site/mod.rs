@@ -13,6 +13,8 @@ use crate::file::layout::{self, word};
 use crate::file::Words;
 use watch::{reattach_error, Shared};
 
+mod finish;
+mod parts;
 pub(crate) mod watch;
 use crate::reconcile;
 use crate::tally::Tally;

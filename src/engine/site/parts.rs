@@ -1,8 +1,7 @@
-//! What a [`Limit`] is made of: its definition, its words in the mapping (the control line and
+//! What a site is made of: its limit's definition, its words in the mapping (the control line and
 //! the area after it, as the engines take them), the errors it reports in its own name, and
 //! the bounds of a caller's date.
 
-use crate::engine::site::Site;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::Fault;
@@ -11,7 +10,9 @@ use crate::error::Error;
 use crate::file::Mapped;
 use crate::spec::{Algorithm, LimitDef};
 
-use super::Params;
+use crate::engine::Params;
+
+use super::Site;
 
 impl<C: Clock> Site<C> {
     /// The limit's name.

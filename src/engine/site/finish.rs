@@ -1,0 +1,112 @@
+//! What every engine's decision shares, one layer: the straight path's loop and its counting
+//! ([`Site::decide_fast`]), and what follows a decision ([`Site::finish`]: stamping it with its
+//! cost and origin, then shadow mode, near-limit and the counters through the [`Tally`]).
+
+use std::sync::atomic::Ordering;
+
+use crate::algo::{try_decide, Decision, Step};
+use crate::clock::Clock;
+use crate::tally::hot::Counts;
+use crate::tally::Tally;
+
+use super::Site;
+
+impl<C: Clock> Site<C> {
+    /// The loop and the counting shared by [`Site::bucket_fast`] and `engine::window::Window::fast`:
+    /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
+    /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted (with the
+    /// decision's unit), before the admission is counted (`false`: it was given back, decide
+    /// again).
+    #[inline(always)]
+    pub(crate) fn decide_fast(
+        &self,
+        cost: u64,
+        mut step: impl FnMut(u64, u64, &mut Counts) -> Result<Step, ()>,
+        stands: impl FnOnce(u64) -> bool,
+    ) -> Option<Decision> {
+        let mut counts = Counts::TALLY;
+        // The one mutation loop: a failed CAS retries from the word that beat it.
+        let decision = try_decide(
+            self.control.word(0),
+            #[inline(always)]
+            || self.clock.now_ns(),
+            true,
+            #[inline(always)]
+            |now, current| {
+                // Relaxed: as in `current_at`; 0 (a replaced file) is always due.
+                if now >= self.next_check.load(Ordering::Relaxed) {
+                    return Err(());
+                }
+                match step(now, current, &mut counts)? {
+                    // A shadow limit's denial is reported allowed: `Limit::run` decides it (a
+                    // denial wrote nothing), as it does the denials of a process on the shared
+                    // lane.
+                    Step::Deny(_) if counts.counters.is_null() => Err(()),
+                    s => Ok(s),
+                }
+            },
+        )
+        .ok()?;
+        if decision.is_allowed() && !stands(decision.unit()) {
+            return None;
+        }
+        if counts.counters.is_null() {
+            // An admission of a shadow limit or on the shared lane.
+            self.tally
+                .admitted_on_tally(decision.slack_under(counts.near_slack));
+            let mut decision = decision;
+            decision.cost = cost;
+            decision.origin = self.origin;
+            return Some(decision);
+        }
+        Some(self.finish_counted(decision, cost, true, counts))
+    }
+
+    /// Stamp a decision with its cost and origin; a committed one then goes through the
+    /// [`Tally`] (shadow mode, counters, near-limit). Shared with the keyed, permit and wait
+    /// paths.
+    #[inline(always)]
+    pub(crate) fn finish(&self, mut decision: Decision, cost: u64, commit: bool) -> Decision {
+        decision.cost = cost;
+        decision.origin = self.origin;
+        if !commit {
+            return decision;
+        }
+        self.tally.after(decision)
+    }
+
+    /// [`Site::finish`] for a decision counted through this thread's hot entry when it has
+    /// the counters (`counts`, from [`Site::bucket_cached`] or [`Site::live_window_limit`]).
+    #[inline(always)]
+    pub(crate) fn finish_counted(
+        &self,
+        mut decision: Decision,
+        cost: u64,
+        commit: bool,
+        counts: Counts,
+    ) -> Decision {
+        if !commit || counts.counters.is_null() {
+            return self.finish(decision, cost, commit);
+        }
+        decision.cost = cost;
+        decision.origin = self.origin;
+        Tally::after_owned(counts.counters, &decision, counts.near_slack);
+        decision
+    }
+
+    /// Count a grant given back: called once per refund of a whole grant, by every refund path
+    /// (so composed checks count their roll-backs).
+    ///
+    /// A grant of cost 0 counts only when it is shadow-denied (admitted, taking nothing): a
+    /// denial, a peek or a grant record without its grant (from C) gives nothing back.
+    pub(crate) fn count_refund(&self, grant: &Decision, units: u64) {
+        let whole = if grant.cost == 0 {
+            grant.shadow_denied
+        } else {
+            units >= grant.cost
+        };
+        if grant.is_allowed() && whole {
+            self.tally.refunded();
+        }
+    }
+}
