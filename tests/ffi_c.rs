@@ -116,40 +116,45 @@ fn c_error_paths_are_clean_under_sanitizers() {
     assert!(out.contains(" passed, 0 failed"), "{out}");
 }
 
+/// The programs of the C ABI's later calls (ffi/tests/NAME.c, with feature_helpers.h): rate
+/// limits, concurrency, and what comes around decisions.
+const FEATURES: [&str; 3] = ["features", "concurrency", "lifecycle"];
+
 #[test]
 fn c_later_calls_succeed_and_fail_with_their_codes() {
-    let out = build_and_run(
-        "features",
-        "gcc",
-        &["-std=c99", "-D_POSIX_C_SOURCE=200809L"],
-        Link::Shared,
-    );
-    assert!(out.contains(" passed, 0 failed"), "{out}");
+    for name in FEATURES {
+        let out = build_and_run(
+            name,
+            "gcc",
+            &["-std=c99", "-D_POSIX_C_SOURCE=200809L"],
+            Link::Shared,
+        );
+        assert!(out.contains(" passed, 0 failed"), "{name}: {out}");
+    }
 }
 
 #[test]
 fn later_calls_compile_and_run_as_cxx() {
-    let out = build_and_run(
-        "features",
-        "g++",
-        &["-x", "c++", "-std=c++11"],
-        Link::Shared,
-    );
-    assert!(out.contains(" passed, 0 failed"), "{out}");
+    for name in FEATURES {
+        let out = build_and_run(name, "g++", &["-x", "c++", "-std=c++11"], Link::Shared);
+        assert!(out.contains(" passed, 0 failed"), "{name}: {out}");
+    }
 }
 
 /// The later calls under ASan and UBSan; leaks are checked by the next test.
 #[test]
 fn later_calls_are_clean_under_sanitizers() {
     let flags = [&["-std=c99", "-D_POSIX_C_SOURCE=200809L"], SANITIZE].concat();
-    let out = build_and_run_with(
-        "features",
-        "gcc",
-        &flags,
-        Link::Shared,
-        &[("ASAN_OPTIONS", "detect_leaks=0")],
-    );
-    assert!(out.contains(" passed, 0 failed"), "{out}");
+    for name in FEATURES {
+        let out = build_and_run_with(
+            name,
+            "gcc",
+            &flags,
+            Link::Shared,
+            &[("ASAN_OPTIONS", "detect_leaks=0")],
+        );
+        assert!(out.contains(" passed, 0 failed"), "{name}: {out}");
+    }
 }
 
 /// Every later call under LeakSanitizer: nothing leaks, permits handed to C by id included
@@ -157,8 +162,10 @@ fn later_calls_are_clean_under_sanitizers() {
 #[test]
 fn later_calls_leak_nothing() {
     let flags = [&["-std=c99", "-D_POSIX_C_SOURCE=200809L"], SANITIZE].concat();
-    let out = build_and_run("features", "gcc", &flags, Link::Shared);
-    assert!(out.contains(" passed, 0 failed"), "{out}");
+    for name in FEATURES {
+        let out = build_and_run(name, "gcc", &flags, Link::Shared);
+        assert!(out.contains(" passed, 0 failed"), "{name}: {out}");
+    }
 }
 
 #[test]

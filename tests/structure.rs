@@ -1,4 +1,5 @@
-//! The shape the sources keep: every Rust source file of the workspace's packages short enough to
+//! The shape the sources keep: every source file of the workspace's packages (Rust, and the C,
+//! Python and JavaScript of the bindings and their tests) short enough to
 //! read whole (at most [`MAX_LINES`] lines; the loom models, which spell out one interleaving
 //! after another, are the exception), and the library's top-level modules free of import cycles
 //! (each module can be read, and changed, knowing only the modules below it).
@@ -37,7 +38,15 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 fn every_source_file_is_at_most_700_lines() {
     let mut long = Vec::new();
     let mut seen = 0;
-    for package in ["src", "cli/src", "fleet/src", "ffi/src", "ffi/libshmlimit"] {
+    for package in [
+        "src",
+        "cli/src",
+        "fleet/src",
+        "ffi/src",
+        "ffi/libshmlimit",
+        "ffi/bindings/src",
+        "ffi/python/rust",
+    ] {
         for file in rust_files(&root().join(package)) {
             seen += 1;
             if file
@@ -61,6 +70,95 @@ fn every_source_file_is_at_most_700_lines() {
     assert!(
         long.is_empty(),
         "source files over {MAX_LINES} lines (split them by concern): {}",
+        long.join(", ")
+    );
+}
+
+/// The directories of hand-written sources in the other languages (C, Python, JavaScript and
+/// TypeScript) that the length rule covers, each with the extensions it holds.
+const OTHER_LANGUAGES: [(&str, &[&str]); 11] = [
+    ("ffi/tests", &["c", "h"]),
+    ("ffi/examples", &["c", "h", "cpp"]),
+    ("ffi/python/src", &["py", "pyi"]),
+    ("ffi/python/tests", &["py"]),
+    ("ffi/python/examples", &["py"]),
+    ("ffi/python/bench", &["py"]),
+    ("ffi/node/lib", &["js", "mjs"]),
+    ("ffi/node/src", &["c", "h"]),
+    ("ffi/node/test", &["js", "mjs", "ts"]),
+    ("ffi/node/bench", &["js"]),
+    ("ffi/node", &["ts"]),
+];
+
+/// Every file under `dir` whose extension is one of `exts`, recursively (the Python package's
+/// Rust sources are covered with the Rust ones), in a stable order; dependencies and build
+/// output (`node_modules`, `build`, `target`, `prebuilds`) left out.
+fn files_with(dir: &Path, exts: &[&str], recurse: bool) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if recurse && !["node_modules", "build", "target", "prebuilds"].contains(&name) {
+                    dirs.push(path);
+                }
+            } else if path
+                .extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| exts.contains(&e))
+            {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The C, Python and JavaScript sources of the packages and their tests keep to the Rust
+/// sources' length: at most [`MAX_LINES`] lines each. Generated and vendored files are not
+/// under these directories (`ffi/include/shmlimit.h` is cbindgen's, `ffi/node/include/` is
+/// Node's own headers).
+#[test]
+fn every_c_python_and_javascript_file_is_at_most_700_lines() {
+    let mut long = Vec::new();
+    let mut seen = BTreeMap::new();
+    for (dir, exts) in OTHER_LANGUAGES {
+        // ffi/node itself: only its top-level typings (the rest is in the rows above).
+        let recurse = dir != "ffi/node";
+        for file in files_with(&root().join(dir), exts, recurse) {
+            let ext = file
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or("")
+                .to_owned();
+            *seen.entry(ext).or_insert(0) += 1;
+            let text = std::fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+            let lines = text.lines().count();
+            if lines > MAX_LINES {
+                long.push(format!(
+                    "{} ({lines} lines)",
+                    file.strip_prefix(root()).unwrap_or(&file).display()
+                ));
+            }
+        }
+    }
+    for ext in ["c", "py", "js"] {
+        assert!(
+            seen.get(ext).copied().unwrap_or(0) > 5,
+            "found only {:?} .{ext} files: wrong root or directories? {seen:?}",
+            seen.get(ext)
+        );
+    }
+    assert!(
+        long.is_empty(),
+        "C, Python or JavaScript files over {MAX_LINES} lines (split them by concern): {}",
         long.join(", ")
     );
 }

@@ -1,0 +1,55 @@
+/*
+ * What the feature tests of the C ABI share (features.c, concurrency.c, lifecycle.c): the
+ * time constants, a zeroed definition, a file of one limit, and a refused definition. Static
+ * inline: each test program uses some of them.
+ */
+#ifndef SHMLIMIT_FEATURE_HELPERS_H
+#define SHMLIMIT_FEATURE_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static const uint64_t SECOND = UINT64_C(1000000000);
+static const uint64_t HOUR = UINT64_C(3600) * UINT64_C(1000000000);
+static const uint64_t DECADE = UINT64_C(10) * 365 * 24 * 3600 * UINT64_C(1000000000);
+
+static inline void zero_def(shmlimit_def *def, const char *name, uint32_t kind, uint64_t limit,
+                            uint64_t period_ns, uint64_t rate) {
+    memset(def, 0, sizeof *def);
+    def->name = name;
+    def->kind = kind;
+    def->limit = limit;
+    def->period_ns = period_ns;
+    def->rate = rate;
+}
+
+/* A fresh file `name` in `dir` holding the one definition `def`. */
+static inline shmlimit_status one_limit(const char *dir, const char *name, const shmlimit_def *def,
+                                        shmlimit_limiter **limiter) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.shm", dir, name);
+    return shmlimit_limiter_create_or_open(path, def, 1, NULL, limiter);
+}
+
+/* Creating `def` alone must fail with INVALID_PARAMETER and a message holding `needle`. */
+static inline void refused(const char *dir, const shmlimit_def *def, const char *needle) {
+    shmlimit_limiter *sentinel = (shmlimit_limiter *)(uintptr_t)0x5a5a5a50;
+    shmlimit_limiter *limiter = sentinel;
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open",
+                one_limit(dir, "refused", def, &limiter));
+    if (!contains(shmlimit_last_error(), needle)) {
+        failures++;
+        fprintf(stderr, "refusal of `%s` does not mention \"%s\": %s\n", def->name, needle,
+                shmlimit_last_error());
+    }
+    CHECK(limiter == sentinel);
+}
+
+#endif
