@@ -95,10 +95,10 @@ pub use headers::{Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
 pub use reconcile::OnConflict;
 // The definitions a program names to define its limits, documented in `spec`.
+pub use engine::bucket::Reservation;
 #[doc(no_inline)]
 pub use spec::{
     Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
     LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
-pub use wait::Reservation;

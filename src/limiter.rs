@@ -25,7 +25,6 @@ mod token_bucket;
 mod tests;
 
 pub use crate::engine::bucket::FleetLease;
-pub(crate) use crate::engine::bucket::FENCE_REWRITE_RETRY_NS;
 pub use crate::engine::site::watch::REPLACEMENT_CHECK;
 use crate::engine::site::watch::{sync_files, RetuneGuard, Shared};
 pub(crate) use crate::engine::StepError;

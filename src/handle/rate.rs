@@ -6,10 +6,10 @@ use super::kind::{self, UnkeyedRate};
 use super::Handle;
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
+use crate::engine::bucket::{Bucket, Reservation};
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
-use crate::wait::Reservation;
 
 /// An unkeyed token bucket (GCRA), split into sub-buckets or not: resolved with
 /// [`Limiter::token_bucket`](crate::Limiter::token_bucket).
@@ -195,6 +195,6 @@ impl<C: Clock> Handle<kind::TokenBucket, C> {
     /// book in one order: use [`Self::acquire_timeout`]).
     #[inline]
     pub fn reserve(&self, n: u64, max_delay: Duration) -> Result<Reservation<C>> {
-        self.limit.site().reserve(n, max_delay)
+        Bucket(self.limit.site()).reserve(n, max_delay)
     }
 }

@@ -142,7 +142,10 @@ fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
         for _ in 0..3 {
             let d = tb.try_acquire(1).unwrap();
             assert!(d.is_denied());
-            assert_eq!(d.retry_after_ns(), super::FENCE_REWRITE_RETRY_NS);
+            assert_eq!(
+                d.retry_after_ns(),
+                crate::engine::bucket::FENCE_REWRITE_RETRY_NS
+            );
         }
         let r = tb.reserve(1, std::time::Duration::from_secs(1)).unwrap();
         assert!(!r.is_granted());
@@ -152,7 +155,10 @@ fn a_fence_being_rewritten_denies_and_a_torn_one_nobody_writes_is_corrupt() {
         std::thread::scope(|s| {
             s.spawn(|| {
                 let d = agent.token_bucket("api").unwrap().try_acquire(1).unwrap();
-                assert_eq!(d.retry_after_ns(), super::FENCE_REWRITE_RETRY_NS);
+                assert_eq!(
+                    d.retry_after_ns(),
+                    crate::engine::bucket::FENCE_REWRITE_RETRY_NS
+                );
             });
         });
     }

@@ -57,10 +57,12 @@ use std::sync::atomic::Ordering;
 
 mod decide;
 mod fleet;
+mod reserve;
 mod retune;
 mod split;
 
 pub use fleet::FleetLease;
+pub use reserve::Reservation;
 pub(crate) use retune::FENCE_REWRITE_RETRY_NS;
 
 /// A token bucket's decisions, parameters, retunes and fleet share, on the limit's site (one
