@@ -1,7 +1,6 @@
 //! The sliding-log engine: the control line's first word (the log's head and count) and one
 //! timestamp word per admitted unit in the area after it (see [`crate::algo::sliding_log`]).
 
-use std::ops::Deref;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::sliding_log::SlidingLog;
@@ -13,22 +12,7 @@ use crate::error::{Error, Result};
 /// A sliding log's decisions, on the limit's site.
 pub(crate) struct Log<'a, C: Clock>(pub(crate) &'a Site<C>);
 
-// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
-impl<C: Clock> Clone for Log<'_, C> {
-    #[inline(always)]
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<C: Clock> Copy for Log<'_, C> {}
-
-impl<C: Clock> Deref for Log<'_, C> {
-    type Target = Site<C>;
-    #[inline(always)]
-    fn deref(&self) -> &Site<C> {
-        self.0
-    }
-}
+site_view!(Log);
 
 impl<C: Clock> Log<'_, C> {
     /// The decision of a sliding log.

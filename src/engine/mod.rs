@@ -58,6 +58,30 @@
 //! and its rows in the binding tables (the C status and kind enums, then the Python and Node
 //! packages).
 
+/// Clone, Copy and Deref (to the site) for an engine's view, `struct Name<'a, C>(&'a Site<C>)`:
+/// the view is a reference whatever the clock (a derive would require `C: Copy`), and an
+/// engine reads its site's words and clock through it.
+macro_rules! site_view {
+    ($view:ident) => {
+        impl<C: $crate::clock::Clock> Clone for $view<'_, C> {
+            #[inline(always)]
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+
+        impl<C: $crate::clock::Clock> Copy for $view<'_, C> {}
+
+        impl<C: $crate::clock::Clock> std::ops::Deref for $view<'_, C> {
+            type Target = $crate::engine::site::Site<C>;
+            #[inline(always)]
+            fn deref(&self) -> &$crate::engine::site::Site<C> {
+                self.0
+            }
+        }
+    };
+}
+
 pub(crate) mod bucket;
 pub(crate) mod keyed;
 pub(crate) mod keys;

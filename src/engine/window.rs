@@ -6,7 +6,6 @@
 //! state word; a retune stores a new packed limit (a count means the same at any limit, so an
 //! admission never needs giving back).
 
-use std::ops::Deref;
 use std::sync::atomic::Ordering;
 
 use crate::algo::fixed_window::FixedWindow;
@@ -24,22 +23,7 @@ use super::{Params, StepError};
 /// A fixed or sliding window's decisions and live limit, on the limit's site.
 pub(crate) struct Window<'a, C: Clock>(pub(crate) &'a Site<C>);
 
-// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
-impl<C: Clock> Clone for Window<'_, C> {
-    #[inline(always)]
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<C: Clock> Copy for Window<'_, C> {}
-
-impl<C: Clock> Deref for Window<'_, C> {
-    type Target = Site<C>;
-    #[inline(always)]
-    fn deref(&self) -> &Site<C> {
-        self.0
-    }
-}
+site_view!(Window);
 
 impl<C: Clock> Window<'_, C> {
     /// [`Site::try_acquire`] on a fixed or sliding window (the typed handle's call).

@@ -71,22 +71,7 @@ pub(crate) use retune::FENCE_REWRITE_RETRY_NS;
 /// (one more instruction on every decision, measured with `benches/instructions.sh`).
 pub(crate) struct Bucket<'a, C: crate::clock::Clock>(pub(crate) &'a crate::engine::site::Site<C>);
 
-// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
-impl<C: crate::clock::Clock> Clone for Bucket<'_, C> {
-    #[inline(always)]
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<C: crate::clock::Clock> Copy for Bucket<'_, C> {}
-
-impl<C: crate::clock::Clock> std::ops::Deref for Bucket<'_, C> {
-    type Target = crate::engine::site::Site<C>;
-    #[inline(always)]
-    fn deref(&self) -> &crate::engine::site::Site<C> {
-        self.0
-    }
-}
+site_view!(Bucket);
 
 use crossbeam_utils::Backoff;
 

@@ -116,22 +116,7 @@ impl<C: Clock> Template for Site<C> {
 /// the same bytes shares that key's state.
 pub(crate) struct Keyed<'a, C: Clock>(pub(crate) &'a Site<C>);
 
-// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
-impl<C: Clock> Clone for Keyed<'_, C> {
-    #[inline(always)]
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<C: Clock> Copy for Keyed<'_, C> {}
-
-impl<C: Clock> std::ops::Deref for Keyed<'_, C> {
-    type Target = Site<C>;
-    #[inline(always)]
-    fn deref(&self) -> &Site<C> {
-        self.0
-    }
-}
+site_view!(Keyed);
 
 impl<C: Clock> Keyed<'_, C> {
     /// Admit `cost` units for `key` now, or deny and consume nothing.

@@ -102,22 +102,7 @@ use std::time::Duration;
 /// reclaiming them, on the limit's site.
 pub(crate) struct Permits<'a, C: Clock>(pub(crate) &'a Site<C>);
 
-// By hand: a derive would require `C: Copy`; the view is a reference whatever the clock.
-impl<C: Clock> Clone for Permits<'_, C> {
-    #[inline(always)]
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<C: Clock> Copy for Permits<'_, C> {}
-
-impl<C: Clock> Deref for Permits<'_, C> {
-    type Target = Site<C>;
-    #[inline(always)]
-    fn deref(&self) -> &Site<C> {
-        self.0
-    }
-}
+site_view!(Permits);
 
 /// The longest a process waiting in [`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout) sleeps before it
 /// looks for permits of dead holders again (100 ms): the bound on how late a waiter learns of a
@@ -126,7 +111,6 @@ pub const PERMIT_RECHECK: Duration = futex::RECHECK;
 use slot::{OwnerWord, GEN_MASK};
 
 use crate::clock::{Clock, MonotonicClock};
-use std::ops::Deref;
 
 use crate::engine::site::Site;
 
