@@ -6,16 +6,20 @@
 //!
 //! The pure decisions live in [`crate::algo`] (`step(now, word, cost)`), and every change of
 //! one state word goes through its one mutation loop, [`crate::algo::mutate`]. What is here is
-//! the protocol around them: [`bucket`] owns the token bucket's two parameter slots, their check
-//! words, the `ACTIVE` word with the generation of the slots (which a decision checks after
-//! its CAS, giving back an admission decided with replaced parameters), the fence slot and the
-//! bit-63 tag of its state words (a live retune, the rescale of a state to the new slot, and
-//! the reservations' bookings and cancels on a tagged word); [`keys`] owns a keyed limit's table of
-//! 16-byte key slots (lookup, claims, reclaim, retune), over any word algorithm; [`window`]
-//! is the fixed and sliding windows' engine and [`log`] the sliding log's: each a view of the
-//! limit's site (`Window(site)`, `Log(site)`) with the kind's decisions, its hot entry and its
-//! retune. A site (`src/engine/site/`) is one limit's words, clock and counters as this process holds
-//! them; the typed handles call the engine of their kind on it.
+//! one engine per kind, each owning its words and the protocol around them, and the site they
+//! decide on:
+//!
+//! | engine | its words and decisions |
+//! |---|---|
+//! | [`bucket`] (`Bucket(site)`) | the token bucket's two parameter slots, their check words, the `ACTIVE` word with the generation of the slots (checked after a CAS that admitted: an admission decided with replaced parameters is given back), the fence slot, the bit-63 tag of its state words (a live retune, the rescale of a state to the new slot); its decisions, retunes, split sub-buckets, fleet shares and reservations |
+//! | [`window`] (`Window(site)`) | a fixed or sliding window's state word and packed live limit; its decisions and retune |
+//! | [`log`] (`Log(site)`) | a sliding log's head word and entries |
+//! | [`permits`] (`Permits(site)`) | a concurrency limit's owner words (keyed: permit blocks per key), futex waits, reclaiming the dead's permits |
+//! | [`keyed`] (`Keyed(site)`) | a keyed limit's decisions, over [`keys`], the table of 16-byte key slots (lookup, claims, reclaim, retune) over any word algorithm |
+//! | [`site`] | one limit's words, clock and counters as this process holds them, the file that replaced its file, and what every decision shares (the straight loop, then shadow mode, near-limit and counters) |
+//!
+//! Each engine is a view of the limit's site, one reference; the typed handles call the engine
+//! of their kind on it.
 //!
 //! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
 //! parameters that never change live.

@@ -11,14 +11,16 @@ use crate::engine::Params;
 use crate::error::Result;
 use crate::file::layout::{self, word};
 use crate::file::Words;
+use crate::reconcile;
+use crate::tally::Tally;
 use watch::{reattach_error, Shared};
 
 mod finish;
 mod parts;
 pub(crate) mod watch;
-use crate::reconcile;
-use crate::tally::Tally;
 
+/// One limit as this process holds it (see the module docs). `pub` only so that the sealed
+/// kind traits may name it; the module is private, so no user can.
 pub struct Site<C: Clock = MonotonicClock> {
     pub(crate) shared: Arc<Shared>,
     pub(crate) clock: C,
