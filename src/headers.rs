@@ -162,11 +162,49 @@ impl RateLimitHeaders {
     /// structured-field string: characters outside printable ASCII are dropped, `"` and `\`
     /// escaped.
     pub fn add(&mut self, name: &str, policy: Option<Policy>, decision: &Decision) -> &mut Self {
+        self.push(name, policy, decision, true)
+    }
+
+    /// [`RateLimitHeaders::add`] without the `RateLimit-Policy` item (that field stays as it
+    /// is): for a caller that renders the policy once per set of limits, since it changes only
+    /// when a limit is retuned, and the per-response state each time. `policy` still decides
+    /// whether the limit is in `RateLimit` at all (`None`, a concurrency limit, is not).
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use shmlimit::{Limiter, RateLimitHeaders, TokenBucket};
+    /// let limiter = Limiter::builder()
+    ///     .limit("api", TokenBucket::per_second(10).burst(2))
+    ///     .create_or_open(dir.path().join("s.shm"))?;
+    /// let api = limiter.token_bucket("api")?;
+    /// let decision = api.try_acquire(1)?;
+    /// let mut headers = RateLimitHeaders::new();
+    /// headers.add_state("api", api.as_limit().policy()?, &decision);
+    /// assert_eq!(headers.rate_limit, "\"api\";r=1;t=1");
+    /// assert_eq!(headers.rate_limit_policy, "");
+    /// # Ok(()) }
+    /// ```
+    pub fn add_state(
+        &mut self,
+        name: &str,
+        policy: Option<Policy>,
+        decision: &Decision,
+    ) -> &mut Self {
+        self.push(name, policy, decision, false)
+    }
+
+    fn push(
+        &mut self,
+        name: &str,
+        policy: Option<Policy>,
+        decision: &Decision,
+        with_policy: bool,
+    ) -> &mut Self {
         if let Some(policy) = policy {
             let name = sf_string(name);
             if !self.rate_limit.is_empty() {
                 self.rate_limit.push_str(", ");
-                self.rate_limit_policy.push_str(", ");
             }
             // Writing to a String cannot fail.
             let _ = write!(
@@ -175,11 +213,16 @@ impl RateLimitHeaders {
                 decision.remaining(),
                 decision.reset_after_secs_ceil()
             );
-            let _ = write!(
-                self.rate_limit_policy,
-                "{name};q={};w={}",
-                policy.quota, policy.window_secs
-            );
+            if with_policy {
+                if !self.rate_limit_policy.is_empty() {
+                    self.rate_limit_policy.push_str(", ");
+                }
+                let _ = write!(
+                    self.rate_limit_policy,
+                    "{name};q={};w={}",
+                    policy.quota, policy.window_secs
+                );
+            }
         }
         if decision.is_denied() {
             let secs = decision.retry_after_secs_ceil().max(1);
