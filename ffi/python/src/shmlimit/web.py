@@ -316,9 +316,11 @@ class Guard:
         """The response header fields of an outcome: the core's RateLimit state and Retry-After
         (rendered per request), RateLimit-Policy (rendered per set of checks), each only when
         the options ask for it."""
+        if not self.rate_limit_headers:
+            return [] if outcome.allowed else [("Retry-After", outcome._state_values()[1])]
         rate_limit, retry_after = outcome._state_values()
         fields: List[Tuple[str, str]] = []
-        if self.rate_limit_headers and rate_limit:
+        if rate_limit:
             fields.append(("RateLimit", rate_limit))
             if self.policy_header:
                 fields.append(("RateLimit-Policy", self._policy(mask)[0]))
@@ -328,9 +330,12 @@ class Guard:
 
     def _encoded_fields(self, outcome: Composed, mask: int) -> List[Tuple[bytes, bytes]]:
         """``_fields`` as ASGI header pairs (lower-case names; the policy encoded once)."""
+        if not self.rate_limit_headers:
+            return [] if outcome.allowed else [
+                (b"retry-after", outcome._state_values()[1].encode())]
         rate_limit, retry_after = outcome._state_values()
         fields: List[Tuple[bytes, bytes]] = []
-        if self.rate_limit_headers and rate_limit:
+        if rate_limit:
             fields.append((b"ratelimit", rate_limit.encode()))
             if self.policy_header:
                 fields.append((b"ratelimit-policy", self._policy(mask)[1]))
@@ -342,7 +347,7 @@ class Guard:
         """The RateLimit-Policy value of the checks in ``mask`` (bit i: check i took part), as
         the core renders it from the limits' live parameters, and its bytes; rendered once per
         set and again after POLICY_REFRESH seconds."""
-        now = time.monotonic()
+        now = _monotonic()
         if now - self._policies_at >= self.POLICY_REFRESH:
             self._policies = {}
             self._policies_at = now
@@ -365,8 +370,9 @@ class Guard:
                 key = environ.get(cast(str, name))
                 if not key:
                     continue
-                item = (limit, key, cost)
-            items.append(item)
+                items.append((limit, key, cost))
+            else:
+                items.append(item)
             mask |= bit
         return items, mask
 
@@ -376,21 +382,26 @@ class Guard:
             return self._items_of(Request.from_asgi(scope))
         items: List[Any] = []
         mask = 0
-        headers: Optional[Dict[bytes, bytes]] = None
+        headers: Any = None
         for bit, item, limit, name, cost in self._asgi_plan:
             if item is None:
-                key: Optional[str]
+                key: Optional[str] = None
                 if name is None:
                     key = _asgi_client(scope)
-                else:
+                else:  # the last value of the header, as Request.headers has it
                     if headers is None:
-                        headers = dict(scope.get("headers", ()))
-                    value = headers.get(cast(bytes, name))
-                    key = value.decode("latin-1") if value is not None else None
+                        headers = scope.get("headers", ())
+                        if not isinstance(headers, (list, tuple)):  # any iterable, says ASGI
+                            headers = list(headers)
+                    for k, v in reversed(headers):
+                        if k == name:
+                            key = bytes(v).decode("latin-1")
+                            break
                 if not key:
                     continue
-                item = (limit, key, cost)
-            items.append(item)
+                items.append((limit, key, cost))
+            else:
+                items.append(item)
             mask |= bit
         return items, mask
 
@@ -476,6 +487,8 @@ def _request_of_args(*args: Any, **kwargs: Any) -> Request:
 #: it is unkeyed, its limit, where its key is, its cost).
 _Step = Tuple[int, Optional[Tuple[Limit, int]], Limit, Union[str, bytes, None], int]
 
+_monotonic = time.monotonic
+
 #: The decision a RateLimit-Policy is rendered with (the policy does not depend on it).
 _ADMITTED = Decision(True)
 
@@ -509,7 +522,7 @@ class WSGIMiddleware:
         items, mask = guard._wsgi_items(environ)
         if not items:
             return self.app(environ, start_response)
-        outcome = try_acquire_all(*items)
+        outcome = _native.try_acquire_all(*items)
         fields = guard._fields(outcome, mask)
         if not outcome.allowed:
             start_response("429 Too Many Requests", _DENIED + fields)
@@ -546,7 +559,7 @@ class ASGIMiddleware:
         if not items:
             await self.app(scope, receive, send)
             return
-        outcome = try_acquire_all(*items)
+        outcome = _native.try_acquire_all(*items)
         fields = guard._encoded_fields(outcome, mask)
         if not outcome.allowed:
             await send({"type": "http.response.start", "status": 429,
@@ -557,9 +570,10 @@ class ASGIMiddleware:
             await self.app(scope, receive, send)
             return
 
-        async def send_with_fields(message: MutableMapping[str, Any]) -> None:
+        # A plain function returning send's awaitable: no coroutine of its own per message.
+        def send_with_fields(message: MutableMapping[str, Any]) -> Awaitable[None]:
             if message["type"] == "http.response.start":
                 message = {**message, "headers": [*message.get("headers", ()), *fields]}
-            await send(message)
+            return send(message)
 
         await self.app(scope, receive, send_with_fields)
