@@ -8,7 +8,8 @@ inner app bare and wrapped in the middleware, at full admission (two token bucke
 second: a keyed per-client limit keyed by the ``x-api-key`` header, and a global one). The ASGI
 coroutines are driven with ``send(None)`` (no event loop: the apps never suspend). ``decision``
 is the one ``try_acquire_all`` call the middleware makes, timed alone on the same limits, and
-``overhead`` is ``middleware - bare - decision``: what the middleware itself costs.
+``overhead`` is ``middleware - bare - decision``: what the middleware itself costs. The
+``no fields`` rows are the same with ``Guard(..., rate_limit_headers=False)``.
 
 Median over repeats of the mean per call, nanoseconds, this machine, the process alone.
 """
@@ -99,17 +100,21 @@ def main() -> int:
     loop, repeats = (2_000, 5) if quick else (LOOP, REPEATS)
     directory = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
     path = os.path.join(directory, f"shmlimit-web-bench-{os.getpid()}.shm")
-    guard = Guard(path, {
+    definitions = {
         "per_client": shmlimit.TokenBucket(rate=HUGE, burst=HUGE, keyed=shmlimit.Keyed(1024)),
         "global": shmlimit.TokenBucket(rate=HUGE, burst=HUGE),
-    }, [Check("per_client", key=header("x-api-key")), Check("global")])
+    }
+    checks = [Check("per_client", key=header("x-api-key")), Check("global")]
+    guard = Guard(path, definitions, checks)
+    # The same checks with the RateLimit fields turned off (no response wrapper either).
+    quiet = Guard(path, definitions, checks, rate_limit_headers=False)
     try:
-        return run(guard, loop, repeats)
+        return run(guard, quiet, loop, repeats)
     finally:
         os.unlink(path)
 
 
-def run(guard: Guard, loop: int, repeats: int) -> int:
+def run(guard: Guard, quiet: Guard, loop: int, repeats: int) -> int:
     per_client, glob = guard.limits()
 
     def start_response(status: str, headers: List[Tuple[str, str]], exc: Any = None) -> None:
@@ -124,6 +129,8 @@ def run(guard: Guard, loop: int, repeats: int) -> int:
     environ, scope = wsgi_environ(), asgi_scope()
     wsgi = WSGIMiddleware(wsgi_app, guard)
     asgi = ASGIMiddleware(asgi_app, guard)
+    wsgi_quiet = WSGIMiddleware(wsgi_app, quiet)
+    asgi_quiet = ASGIMiddleware(asgi_app, quiet)
 
     def drive(coroutine: Any) -> None:
         try:
@@ -149,6 +156,8 @@ def run(guard: Guard, loop: int, repeats: int) -> int:
         "wsgi middleware": lambda: wsgi(environ, start_response),
         "asgi bare": lambda: drive(asgi_app(scope, receive, send)),
         "asgi middleware": lambda: drive(asgi(scope, receive, send)),
+        "wsgi quiet": lambda: wsgi_quiet(environ, start_response),
+        "asgi quiet": lambda: drive(asgi_quiet(scope, receive, send)),
     }
     ns = {name: median_ns(fn, loop, repeats) for name, fn in cases.items()}
     print(f"# python {sys.version.split()[0]}, shmlimit {shmlimit.__version__}, "
@@ -156,10 +165,12 @@ def run(guard: Guard, loop: int, repeats: int) -> int:
     print(f"| {'server interface':<16} | {'bare app':>9} | {'middleware':>10} | "
           f"{'decision':>9} | {'overhead':>9} |")
     print(f"|{'-' * 18}|{'-' * 10}:|{'-' * 11}:|{'-' * 10}:|{'-' * 10}:|")
-    for kind in ("wsgi", "asgi"):
-        bare, full = ns[f"{kind} bare"], ns[f"{kind} middleware"]
+    for kind, row, title in (("wsgi", "middleware", "WSGI"), ("asgi", "middleware", "ASGI"),
+                             ("wsgi", "quiet", "WSGI, no fields"),
+                             ("asgi", "quiet", "ASGI, no fields")):
+        bare, full = ns[f"{kind} bare"], ns[f"{kind} {row}"]
         overhead = full - bare - ns["decision"]
-        print(f"| {kind.upper():<16} | {bare:>9.0f} | {full:>10.0f} | {ns['decision']:>9.0f} | "
+        print(f"| {title:<16} | {bare:>9.0f} | {full:>10.0f} | {ns['decision']:>9.0f} | "
               f"{overhead:>9.0f} |")
     return 0
 
