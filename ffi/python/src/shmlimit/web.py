@@ -261,7 +261,7 @@ class Guard:
                            for c in self.checks)
         self._wsgi_plan: List[_Step] = []
         self._asgi_plan: List[_Step] = []
-        self._policies: Dict[int, Tuple[str, bytes]] = {}
+        self._policies: Dict[int, Tuple[Tuple[str, str], Tuple[bytes, bytes]]] = {}
         self._policies_at = 0.0
         # The child of a fork attaches again (its first decision reads the new pid); a weak
         # reference, so that the hook keeps no guard alive.
@@ -319,11 +319,12 @@ class Guard:
         if not self.rate_limit_headers:
             return [] if outcome.allowed else [("Retry-After", outcome._state_values()[1])]
         rate_limit, retry_after = outcome._state_values()
-        fields: List[Tuple[str, str]] = []
-        if rate_limit:
-            fields.append(("RateLimit", rate_limit))
-            if self.policy_header:
-                fields.append(("RateLimit-Policy", self._policy(mask)[0]))
+        if not rate_limit:  # concurrency limits alone
+            return [("Retry-After", retry_after)] if retry_after else []
+        fields = [("RateLimit", rate_limit)]
+        if self.policy_header:
+            fresh = _monotonic() - self._policies_at < self.POLICY_REFRESH
+            fields.append((fresh and self._policies.get(mask) or self._policy(mask))[0])
         if retry_after:
             fields.append(("Retry-After", retry_after))
         return fields
@@ -334,35 +335,38 @@ class Guard:
             return [] if outcome.allowed else [
                 (b"retry-after", outcome._state_values()[1].encode())]
         rate_limit, retry_after = outcome._state_values()
-        fields: List[Tuple[bytes, bytes]] = []
-        if rate_limit:
-            fields.append((b"ratelimit", rate_limit.encode()))
-            if self.policy_header:
-                fields.append((b"ratelimit-policy", self._policy(mask)[1]))
+        if not rate_limit:  # concurrency limits alone
+            return [(b"retry-after", retry_after.encode())] if retry_after else []
+        fields = [(b"ratelimit", rate_limit.encode())]
+        if self.policy_header:
+            fresh = _monotonic() - self._policies_at < self.POLICY_REFRESH
+            fields.append((fresh and self._policies.get(mask) or self._policy(mask))[1])
         if retry_after:
             fields.append((b"retry-after", retry_after.encode()))
         return fields
 
-    def _policy(self, mask: int) -> Tuple[str, bytes]:
-        """The RateLimit-Policy value of the checks in ``mask`` (bit i: check i took part), as
-        the core renders it from the limits' live parameters, and its bytes; rendered once per
-        set and again after POLICY_REFRESH seconds."""
-        now = _monotonic()
-        if now - self._policies_at >= self.POLICY_REFRESH:
+    def _policy(self, mask: int) -> Tuple[Tuple[str, str], Tuple[bytes, bytes]]:
+        """The RateLimit-Policy field of the checks in ``mask`` (bit i: check i took part), as
+        the core renders it from the limits' live parameters, for WSGI and for ASGI; rendered
+        once per set and again after POLICY_REFRESH seconds."""
+        if _monotonic() - self._policies_at < self.POLICY_REFRESH:
+            policy = self._policies.get(mask)
+            if policy is not None:
+                return policy
+        else:
             self._policies = {}
-            self._policies_at = now
-        policy = self._policies.get(mask)
-        if policy is None:
-            pairs = [(limit, _ADMITTED) for bit, limit in enumerate(self._limits)
-                     if mask >> bit & 1]
-            value = _native.header_values(*pairs)[1]
-            policy = self._policies[mask] = (value, value.encode())
+            self._policies_at = _monotonic()
+        pairs = [(limit, _ADMITTED) for bit, limit in enumerate(self._limits) if mask >> bit & 1]
+        value = _native.header_values(*pairs)[1]
+        policy = self._policies[mask] = (("RateLimit-Policy", value),
+                                         (b"ratelimit-policy", value.encode()))
         return policy
 
-    def _wsgi_items(self, environ: Mapping[str, Any]) -> Tuple[List[Any], int]:
-        """The try_acquire_all items of a WSGI request and the mask of the checks in them."""
+    def _wsgi_verdict(self, environ: Mapping[str, Any]) -> Tuple[bool, List[Tuple[str, str]]]:
+        """(admitted, the fields to add) for a WSGI request: the keys read as planned, one
+        decision, the fields the options ask for."""
         if not self._direct or self._pid == -1:
-            return self._items_of(Request.from_wsgi(environ))
+            return self._wsgi_decide(*self._items_of(Request.from_wsgi(environ)))
         items: List[Any] = []
         mask = 0
         for bit, item, limit, name, cost in self._wsgi_plan:
@@ -374,12 +378,18 @@ class Guard:
             else:
                 items.append(item)
             mask |= bit
-        return items, mask
+        return self._wsgi_decide(items, mask)
 
-    def _asgi_items(self, scope: Mapping[str, Any]) -> Tuple[List[Any], int]:
-        """The try_acquire_all items of an ASGI request and the mask of the checks in them."""
+    def _wsgi_decide(self, items: List[Any], mask: int) -> Tuple[bool, List[Tuple[str, str]]]:
+        if not items:
+            return True, []
+        outcome = _native.try_acquire_all(*items)
+        return outcome.allowed, self._fields(outcome, mask)
+
+    def _asgi_verdict(self, scope: Mapping[str, Any]) -> Tuple[bool, List[Tuple[bytes, bytes]]]:
+        """(admitted, the header pairs to add) for an ASGI request, as ``_wsgi_verdict``."""
         if not self._direct or self._pid == -1:
-            return self._items_of(Request.from_asgi(scope))
+            return self._asgi_decide(*self._items_of(Request.from_asgi(scope)))
         items: List[Any] = []
         mask = 0
         headers: Any = None
@@ -403,7 +413,13 @@ class Guard:
             else:
                 items.append(item)
             mask |= bit
-        return items, mask
+        return self._asgi_decide(items, mask)
+
+    def _asgi_decide(self, items: List[Any], mask: int) -> Tuple[bool, List[Tuple[bytes, bytes]]]:
+        if not items:
+            return True, []
+        outcome = _native.try_acquire_all(*items)
+        return outcome.allowed, self._encoded_fields(outcome, mask)
 
     def _items_of(self, request: Request) -> Tuple[List[Any], int]:
         """The try_acquire_all items of a Request and the mask of the checks in them."""
@@ -518,13 +534,8 @@ class WSGIMiddleware:
 
     def __call__(self, environ: Dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        guard = self.guard
-        items, mask = guard._wsgi_items(environ)
-        if not items:
-            return self.app(environ, start_response)
-        outcome = _native.try_acquire_all(*items)
-        fields = guard._fields(outcome, mask)
-        if not outcome.allowed:
+        allowed, fields = self.guard._wsgi_verdict(environ)
+        if not allowed:
             start_response("429 Too Many Requests", _DENIED + fields)
             return [_BODY]
         if not fields:
@@ -554,14 +565,8 @@ class ASGIMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        guard = self.guard
-        items, mask = guard._asgi_items(scope)
-        if not items:
-            await self.app(scope, receive, send)
-            return
-        outcome = _native.try_acquire_all(*items)
-        fields = guard._encoded_fields(outcome, mask)
-        if not outcome.allowed:
+        allowed, fields = self.guard._asgi_verdict(scope)
+        if not allowed:
             await send({"type": "http.response.start", "status": 429,
                         "headers": _DENIED_ENCODED + fields})
             await send({"type": "http.response.body", "body": _BODY})
