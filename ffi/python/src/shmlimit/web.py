@@ -29,8 +29,9 @@ shows within a second) and per request only the core's ``RateLimit`` state;
 ``bench/web.py`` measures what that costs beyond the decision.
 
 Pre-fork servers: the guard attaches to the file lazily, in the process that decides, and again
-after a fork (it notices the pid changed), so creating it in a gunicorn config or at import
-time of the app is fine; see ffi/README.md for gunicorn's ``post_fork`` and ``user=``.
+after a fork (``os.register_at_fork`` tells it; ``limits()`` also compares the pid), so
+creating it in a gunicorn config or at import time of the app is fine; see ffi/README.md for
+gunicorn's ``post_fork`` and ``user=``.
 """
 
 from __future__ import annotations
