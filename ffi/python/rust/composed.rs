@@ -161,16 +161,22 @@ fn try_acquire_all(py: Python<'_>, items: &Bound<'_, PyTuple>) -> PyResult<Compo
     })
 }
 
-/// The three header values the core renders for `limits` and what their callers were told.
+/// The three header values the core renders for `limits` and what their callers were told
+/// (`RateLimit-Policy` empty unless `with_policy`).
 fn render(
     limits: &[&shmlimit::Limit],
     decisions: &[Decision],
+    with_policy: bool,
 ) -> PyResult<(String, String, String)> {
     let op = "shmlimit_ratelimit_headers";
     let mut headers = RateLimitHeaders::new();
     for (view, d) in limits.iter().zip(decisions) {
         let policy = view.policy().or_raise(op)?;
-        headers.add(view.name(), policy, &d.to_view());
+        if with_policy {
+            headers.add(view.name(), policy, &d.to_view());
+        } else {
+            headers.add_state(view.name(), policy, &d.to_view());
+        }
     }
     Ok((
         headers.rate_limit,
@@ -243,6 +249,32 @@ impl Composed {
     /// them. A check whose slot holds no decision (a grant given back because a later check
     /// denied) is peeked now, with its key and cost, so that every limit reports its state.
     fn _header_values(&self, py: Python<'_>) -> PyResult<(String, String, String)> {
+        self.values(py, true)
+    }
+
+    /// (RateLimit, Retry-After) values of this outcome, as `_header_values` renders them, for
+    /// a caller that renders RateLimit-Policy once per set of limits.
+    fn _state_values(&self, py: Python<'_>) -> PyResult<(String, String)> {
+        let (rate_limit, _, retry_after) = self.values(py, false)?;
+        Ok((rate_limit, retry_after))
+    }
+
+    fn __bool__(&self) -> bool {
+        self.allowed
+    }
+
+    fn __repr__(&self) -> String {
+        let by = self.denied_by.map_or("None".to_owned(), |i| i.to_string());
+        format!(
+            "Composed(allowed={}, denied_by={by}, retry_after_ns={})",
+            if self.allowed { "True" } else { "False" },
+            self.retry_after_ns
+        )
+    }
+}
+
+impl Composed {
+    fn values(&self, py: Python<'_>, with_policy: bool) -> PyResult<(String, String, String)> {
         if self.checks.is_empty() {
             return Ok(Default::default());
         }
@@ -261,20 +293,7 @@ impl Composed {
             });
         }
         let views: Vec<&shmlimit::Limit> = handles.iter().map(|h| h.as_limit()).collect();
-        render(&views, &ds)
-    }
-
-    fn __bool__(&self) -> bool {
-        self.allowed
-    }
-
-    fn __repr__(&self) -> String {
-        let by = self.denied_by.map_or("None".to_owned(), |i| i.to_string());
-        format!(
-            "Composed(allowed={}, denied_by={by}, retry_after_ns={})",
-            if self.allowed { "True" } else { "False" },
-            self.retry_after_ns
-        )
+        render(&views, &ds, with_policy)
     }
 }
 
@@ -319,7 +338,7 @@ fn header_values(pairs: &Bound<'_, PyTuple>) -> PyResult<(String, String, String
         .map(|l| l.get().live())
         .collect::<PyResult<Vec<_>>>()?;
     let views: Vec<&shmlimit::Limit> = handles.iter().map(|h| h.as_limit()).collect();
-    render(&views, &ds)
+    render(&views, &ds, true)
 }
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -76,6 +76,79 @@ class InProcess(FileTest):
         # A request without the header skips the keyed check, not the global one.
         self.assertEqual(self.wsgi_call(app, None)[0], "429 Too Many Requests")
 
+    def test_the_policy_is_rendered_once_and_again_after_a_retune(self) -> None:
+        def inner(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+            start_response("200 OK", [])
+            return [b"ok"]
+
+        g = guard(self.path, per_client=100, glob=100)
+        app = WSGIMiddleware(inner, g)
+        policy = '"per_client";q=100;w=3600, "global";q=100;w=3600'
+        self.assertEqual(self.wsgi_call(app, "alice")[1]["RateLimit-Policy"], policy)
+        # Without the key the keyed check is skipped: another set of checks, its own policy.
+        self.assertEqual(self.wsgi_call(app, None)[1]["RateLimit-Policy"],
+                         '"global";q=100;w=3600')
+        g.limits()[1].set_token_bucket(burst=200, rate=200, per=HOUR)
+        # The state is read per request; the policy is the one rendered for this set...
+        ok = self.wsgi_call(app, "alice")[1]
+        self.assertEqual(ok["RateLimit-Policy"], policy)
+        self.assertIn('"global";r=', ok["RateLimit"])
+        # ...until it is rendered again, at most POLICY_REFRESH seconds later.
+        time.sleep(Guard.POLICY_REFRESH)
+        self.assertEqual(self.wsgi_call(app, "alice")[1]["RateLimit-Policy"],
+                         '"per_client";q=100;w=3600, "global";q=200;w=3600')
+
+    def test_fields_the_options_turn_off_are_left_out(self) -> None:
+        def inner(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok"]
+
+        def checks() -> List[Check]:
+            return [Check("per_client", key=header("x-api-key")), Check("global")]
+
+        definitions = {"per_client": TokenBucket(rate=1, per=HOUR, keyed=Keyed(64)),
+                       "global": TokenBucket(rate=10, per=HOUR)}
+        bare = WSGIMiddleware(inner, Guard(self.path, definitions, checks(),
+                                           rate_limit_headers=False))
+        status, ok = self.wsgi_call(bare, "alice")
+        self.assertEqual((status, ok), ("200 OK", {"Content-Type": "text/plain"}))
+        status, denied = self.wsgi_call(bare, "alice")
+        self.assertEqual(status, "429 Too Many Requests")
+        self.assertNotIn("RateLimit", denied)
+        self.assertNotIn("RateLimit-Policy", denied)
+        self.assertTrue(int(denied["Retry-After"]) >= 1799, denied)
+        no_policy = WSGIMiddleware(inner, Guard(self.path, definitions, checks(),
+                                                policy_header=False))
+        ok = self.wsgi_call(no_policy, "bob")[1]
+        self.assertTrue(ok["RateLimit"].startswith('"per_client";r=0;t='), ok)
+        self.assertNotIn("RateLimit-Policy", ok)
+
+    def test_custom_key_functions_see_the_same_request(self) -> None:
+        def inner(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+            start_response("200 OK", [])
+            return [b"ok"]
+
+        seen: List[Request] = []
+
+        def key(request: Request) -> Optional[str]:
+            seen.append(request)
+            return request.headers.get("x-api-key")
+
+        g = Guard(self.path, {"per_client": TokenBucket(rate=1, per=HOUR, keyed=Keyed(64))},
+                  [Check("per_client", key=key)])
+        app = WSGIMiddleware(inner, g)
+        self.assertEqual(self.wsgi_call(app, "alice")[0], "200 OK")
+        self.assertEqual(self.wsgi_call(app, "alice")[0], "429 Too Many Requests")
+        request = seen[0]
+        self.assertEqual(request.headers["x-api-key"], "alice")
+        self.assertIn("x-api-key", dict(request.headers))
+        self.assertIsNone(request.headers.get("x-missing"))
+        scope = {"type": "http", "method": "POST", "path": "/p", "client": ("10.0.0.1", 1),
+                 "headers": [(b"x-api-key", b"a"), (b"x-api-key", b"b")]}
+        asgi = Request.from_asgi(scope)
+        self.assertEqual((asgi.method, asgi.path, asgi.client, asgi.headers["x-api-key"]),
+                         ("POST", "/p", "10.0.0.1", "b"))
+
     def test_asgi_middleware_and_the_decorator(self) -> None:
         async def inner(scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
             await send({"type": "http.response.start", "status": 200, "headers": []})

@@ -16,12 +16,22 @@ decorator, all deciding through one composed check per request.
 A request is admitted when every check admits it (``try_acquire_all``: all or nothing; a
 denied request takes nothing from any limit). A denied one gets ``429 Too Many Requests`` with
 ``Retry-After`` and the IETF ``RateLimit`` / ``RateLimit-Policy`` fields; an admitted one
-carries the two ``RateLimit`` fields too. Every value in those fields is rendered by the C core
-from its decisions (``shmlimit.rate_limit_headers``): nothing is computed here.
+carries the two ``RateLimit`` fields too. Every value in those fields is rendered by the core
+from its decisions and the limits' live parameters: nothing is computed here.
+``Guard(..., rate_limit_headers=False)`` leaves the ``RateLimit`` fields out (a 429 still says
+``Retry-After``), ``policy_header=False`` just ``RateLimit-Policy``; what is left out is never
+rendered.
+
+Cost: the middleware reads keys straight from the environ or scope (``header`` and
+``client_ip`` keys; a custom key function gets a ``Request`` whose headers are read lazily),
+renders ``RateLimit-Policy`` once per set of limits (again at most once a second, so a retune
+shows within a second) and per request only the core's ``RateLimit`` state;
+``bench/web.py`` measures what that costs beyond the decision.
 
 Pre-fork servers: the guard attaches to the file lazily, in the process that decides, and again
-after a fork (it notices the pid changed), so creating it in a gunicorn config or at import
-time of the app is fine; see ffi/README.md for gunicorn's ``post_fork`` and ``user=``.
+after a fork (``os.register_at_fork`` tells it; ``limits()`` also compares the pid), so
+creating it in a gunicorn config or at import time of the app is fine; see ffi/README.md for
+gunicorn's ``post_fork`` and ``user=``.
 """
 
 from __future__ import annotations
@@ -30,11 +40,13 @@ import functools
 import inspect
 import os
 import threading
+import time
+import weakref
 from dataclasses import dataclass, field
-from typing import (Any, Awaitable, Callable, Dict, Iterable, List, Mapping, MutableMapping,
-                    Optional, Sequence, Tuple, TypeVar, Union, cast)
+from typing import (Any, Awaitable, Callable, Dict, Iterable, Iterator, List, Mapping,
+                    MutableMapping, Optional, Sequence, Tuple, TypeVar, Union, cast)
 
-from . import (Composed, Key, Limit, Limiter, PathArg, Spec, rate_limit_headers,
+from . import (Composed, Decision, Key, Limit, Limiter, PathArg, Spec, _native,
                try_acquire_all)
 
 __all__ = [
@@ -60,21 +72,79 @@ class Request:
 
     @classmethod
     def from_wsgi(cls, environ: Mapping[str, Any]) -> "Request":
-        headers = {k[5:].replace("_", "-").lower(): str(v) for k, v in environ.items()
-                   if k.startswith("HTTP_")}
-        for name in ("CONTENT_TYPE", "CONTENT_LENGTH"):
-            if environ.get(name):
-                headers[name.replace("_", "-").lower()] = str(environ[name])
         return cls(str(environ.get("REQUEST_METHOD", "GET")), str(environ.get("PATH_INFO", "")),
-                   headers, str(environ.get("REMOTE_ADDR", "")), environ)
+                   _WSGIHeaders(environ), str(environ.get("REMOTE_ADDR", "")), environ)
 
     @classmethod
     def from_asgi(cls, scope: Mapping[str, Any]) -> "Request":
-        headers = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
-                   for k, v in scope.get("headers", [])}
-        client = scope.get("client")
-        return cls(str(scope.get("method", "GET")), str(scope.get("path", "")), headers,
-                   str(client[0]) if client else "", scope)
+        return cls(str(scope.get("method", "GET")), str(scope.get("path", "")),
+                   _ASGIHeaders(scope), _asgi_client(scope), scope)
+
+
+def _environ_name(name: str) -> str:
+    """The WSGI environ key of a request header (``x-api-key`` -> ``HTTP_X_API_KEY``)."""
+    upper = name.upper().replace("-", "_")
+    return upper if upper in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + upper
+
+
+class _WSGIHeaders(Mapping[str, str]):
+    """A WSGI environ's request headers by lower-case name, read from the environ on access."""
+
+    __slots__ = ("_environ",)
+
+    def __init__(self, environ: Mapping[str, Any]):
+        self._environ = environ
+
+    def __getitem__(self, name: str) -> str:
+        value = self._environ.get(_environ_name(name))
+        if not value:
+            raise KeyError(name)
+        return str(value)
+
+    def get(self, name: str, default: Any = None) -> Any:  # no KeyError on the usual miss
+        value = self._environ.get(_environ_name(name))
+        return str(value) if value else default
+
+    def __iter__(self) -> Iterator[str]:
+        for k, v in self._environ.items():
+            if k.startswith("HTTP_"):
+                yield k[5:].replace("_", "-").lower()
+            elif k in ("CONTENT_TYPE", "CONTENT_LENGTH") and v:
+                yield k.replace("_", "-").lower()
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _ASGIHeaders(Mapping[str, str]):
+    """An ASGI scope's request headers by lower-case name (the last of a repeated one), decoded
+    on first access."""
+
+    __slots__ = ("_scope", "_decoded")
+
+    def __init__(self, scope: Mapping[str, Any]):
+        self._scope = scope
+        self._decoded: Optional[Dict[str, str]] = None
+
+    def _all(self) -> Dict[str, str]:
+        if self._decoded is None:
+            self._decoded = {bytes(k).decode("latin-1").lower(): bytes(v).decode("latin-1")
+                             for k, v in self._scope.get("headers", [])}
+        return self._decoded
+
+    def __getitem__(self, name: str) -> str:
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+def _asgi_client(scope: Mapping[str, Any]) -> str:
+    client = scope.get("client")
+    return str(client[0]) if client else ""
 
 
 #: A key function: the request's key for a keyed limit, or None to skip that check for it.
@@ -89,13 +159,27 @@ def client_ip(request: Request) -> Optional[Key]:
 
 def header(name: str) -> KeyFunction:
     """A key function reading a request header (an API key, a tenant id...); requests without
-    it skip the check."""
-    lower = name.lower()
+    it skip the check. The middleware reads it straight from the environ or scope."""
+    return _HeaderKey(name)
 
-    def key(request: Request) -> Optional[Key]:
-        return request.headers.get(lower) or None
 
-    return key
+class _HeaderKey:
+    """``header(name)``: the header's lower-case name and its WSGI environ and ASGI spellings,
+    computed once."""
+
+    __slots__ = ("name", "environ_name", "scope_name")
+
+    def __init__(self, name: str):
+        self.name = name.lower()
+        self.environ_name = _environ_name(self.name)
+        # ASGI servers give header names in lower case (the ASGI HTTP spec).
+        self.scope_name = self.name.encode("latin-1")
+
+    def __call__(self, request: Request) -> Optional[Key]:
+        return request.headers.get(self.name) or None
+
+    def __repr__(self) -> str:
+        return f"header({self.name!r})"
 
 
 @dataclass(frozen=True)
@@ -143,11 +227,20 @@ class Guard:
     whose limits differ from ``definitions`` raises DefinitionConflictError (naming both
     values of every differing field) in the worker that attaches; with ``"adopt"`` the file
     takes the new definitions live (a deploy that raises a rate from 200/s to 300/s: workers
-    started after it decide at 300/s, and so does every process already attached)."""
+    started after it decide at 300/s, and so does every process already attached).
+
+    ``rate_limit_headers=False`` leaves the ``RateLimit`` and ``RateLimit-Policy`` fields out
+    of every verdict (a denial still carries ``Retry-After``); ``policy_header=False`` leaves
+    out ``RateLimit-Policy`` alone. The policy of each set of checks is rendered once and again
+    at most once a second (a retuned limit shows within a second)."""
+
+    #: How long a rendered RateLimit-Policy value is used before the limits are read again.
+    POLICY_REFRESH = 1.0
 
     def __init__(self, path: PathArg, definitions: Optional[Mapping[str, Spec]],
                  checks: Sequence[Check], *, mode: Optional[int] = None,
-                 on_conflict: str = "refuse"):
+                 on_conflict: str = "refuse", rate_limit_headers: bool = True,
+                 policy_header: bool = True):
         if not checks:
             raise ValueError("a Guard needs at least one Check")
         if on_conflict not in ("refuse", "adopt"):
@@ -157,9 +250,24 @@ class Guard:
         self.checks = list(checks)
         self.mode = mode
         self.on_conflict = on_conflict
+        self.rate_limit_headers = rate_limit_headers
+        self.policy_header = policy_header and rate_limit_headers
         self._lock = threading.Lock()
         self._pid = -1
         self._limits: List[Limit] = []
+        # Every check reads its key from the environ or scope itself (a header or the peer's
+        # address, or no key) and costs a fixed amount: the middleware needs no Request.
+        self._direct = all(not callable(c.cost) and
+                           (c.key is None or c.key is client_ip or isinstance(c.key, _HeaderKey))
+                           for c in self.checks)
+        self._wsgi_plan: List[_Step] = []
+        self._asgi_plan: List[_Step] = []
+        self._policies: Dict[int, Tuple[Tuple[str, str], Tuple[bytes, bytes]]] = {}
+        self._policies_at = 0.0
+        # The child of a fork attaches again (its first decision reads the new pid); a weak
+        # reference, so that the hook keeps no guard alive.
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forget(ref))
 
     def limits(self) -> List[Limit]:
         """The checks' limits, attached in this process (again after a fork)."""
@@ -174,25 +282,162 @@ class Guard:
                                                          on_conflict=self.on_conflict)
                     with limiter:
                         self._limits = [limiter.limit(c.limit) for c in self.checks]
+                    self._wsgi_plan = self._plan(wsgi=True)
+                    self._asgi_plan = self._plan(wsgi=False)
+                    self._policies = {}
                     self._pid = os.getpid()
         return self._limits
+
+    def _plan(self, wsgi: bool) -> List["_Step"]:
+        """What the middleware does per check, decided once: the item itself for an unkeyed
+        check, else where its key is in the environ (a key; the peer's address is REMOTE_ADDR)
+        or the scope (a header name, or None for the peer's address)."""
+        plan: List[_Step] = []
+        for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
+            cost = cast(int, check.cost)
+            if check.key is None:
+                plan.append((1 << bit, (limit, cost), limit, None, cost))
+            elif isinstance(check.key, _HeaderKey):
+                name = check.key.environ_name if wsgi else check.key.scope_name
+                plan.append((1 << bit, None, limit, name, cost))
+            else:  # client_ip
+                plan.append((1 << bit, None, limit, "REMOTE_ADDR" if wsgi else None, cost))
+        return plan
 
     def decide(self, request: Request) -> Verdict:
         """Decide for one request: every check (those whose key function gave a key, and the
         unkeyed ones) in one all-or-nothing call."""
+        items, mask = self._items_of(request)
+        if not items:
+            return Verdict(True, {}, None)
+        outcome = try_acquire_all(*items)
+        return Verdict(outcome.allowed, dict(self._fields(outcome, mask)), outcome)
+
+    def _fields(self, outcome: Composed, mask: int) -> List[Tuple[str, str]]:
+        """The response header fields of an outcome: the core's RateLimit state and Retry-After
+        (rendered per request), RateLimit-Policy (rendered per set of checks), each only when
+        the options ask for it."""
+        if not self.rate_limit_headers:
+            return [] if outcome.allowed else [("Retry-After", outcome._state_values()[1])]
+        rate_limit, retry_after = outcome._state_values()
+        if not rate_limit:  # concurrency limits alone
+            return [("Retry-After", retry_after)] if retry_after else []
+        fields = [("RateLimit", rate_limit)]
+        if self.policy_header:
+            fresh = _monotonic() - self._policies_at < self.POLICY_REFRESH
+            fields.append((fresh and self._policies.get(mask) or self._policy(mask))[0])
+        if retry_after:
+            fields.append(("Retry-After", retry_after))
+        return fields
+
+    def _encoded_fields(self, outcome: Composed, mask: int) -> List[Tuple[bytes, bytes]]:
+        """``_fields`` as ASGI header pairs (lower-case names; the policy encoded once)."""
+        if not self.rate_limit_headers:
+            return [] if outcome.allowed else [
+                (b"retry-after", outcome._state_values()[1].encode())]
+        rate_limit, retry_after = outcome._state_values()
+        if not rate_limit:  # concurrency limits alone
+            return [(b"retry-after", retry_after.encode())] if retry_after else []
+        fields = [(b"ratelimit", rate_limit.encode())]
+        if self.policy_header:
+            fresh = _monotonic() - self._policies_at < self.POLICY_REFRESH
+            fields.append((fresh and self._policies.get(mask) or self._policy(mask))[1])
+        if retry_after:
+            fields.append((b"retry-after", retry_after.encode()))
+        return fields
+
+    def _policy(self, mask: int) -> Tuple[Tuple[str, str], Tuple[bytes, bytes]]:
+        """The RateLimit-Policy field of the checks in ``mask`` (bit i: check i took part), as
+        the core renders it from the limits' live parameters, for WSGI and for ASGI; rendered
+        once per set and again after POLICY_REFRESH seconds."""
+        if _monotonic() - self._policies_at < self.POLICY_REFRESH:
+            policy = self._policies.get(mask)
+            if policy is not None:
+                return policy
+        else:
+            self._policies = {}
+            self._policies_at = _monotonic()
+        pairs = [(limit, _ADMITTED) for bit, limit in enumerate(self._limits) if mask >> bit & 1]
+        value = _native.header_values(*pairs)[1]
+        policy = self._policies[mask] = (("RateLimit-Policy", value),
+                                         (b"ratelimit-policy", value.encode()))
+        return policy
+
+    def _wsgi_verdict(self, environ: Mapping[str, Any]) -> Tuple[bool, List[Tuple[str, str]]]:
+        """(admitted, the fields to add) for a WSGI request: the keys read as planned, one
+        decision, the fields the options ask for."""
+        if not self._direct or self._pid == -1:
+            return self._wsgi_decide(*self._items_of(Request.from_wsgi(environ)))
         items: List[Any] = []
-        for check, limit in zip(self.checks, self.limits()):
+        mask = 0
+        for bit, item, limit, name, cost in self._wsgi_plan:
+            if item is None:
+                key = environ.get(cast(str, name))
+                if not key:
+                    continue
+                items.append((limit, key, cost))
+            else:
+                items.append(item)
+            mask |= bit
+        return self._wsgi_decide(items, mask)
+
+    def _wsgi_decide(self, items: List[Any], mask: int) -> Tuple[bool, List[Tuple[str, str]]]:
+        if not items:
+            return True, []
+        outcome = _native.try_acquire_all(*items)
+        return outcome.allowed, self._fields(outcome, mask)
+
+    def _asgi_verdict(self, scope: Mapping[str, Any]) -> Tuple[bool, List[Tuple[bytes, bytes]]]:
+        """(admitted, the header pairs to add) for an ASGI request, as ``_wsgi_verdict``."""
+        if not self._direct or self._pid == -1:
+            return self._asgi_decide(*self._items_of(Request.from_asgi(scope)))
+        items: List[Any] = []
+        mask = 0
+        headers: Any = None
+        for bit, item, limit, name, cost in self._asgi_plan:
+            if item is None:
+                key: Optional[str] = None
+                if name is None:
+                    key = _asgi_client(scope)
+                else:  # the last value of the header, as Request.headers has it
+                    if headers is None:
+                        headers = scope.get("headers", ())
+                        if not isinstance(headers, (list, tuple)):  # any iterable, says ASGI
+                            headers = list(headers)
+                    for k, v in reversed(headers):
+                        if k == name:
+                            key = bytes(v).decode("latin-1")
+                            break
+                if not key:
+                    continue
+                items.append((limit, key, cost))
+            else:
+                items.append(item)
+            mask |= bit
+        return self._asgi_decide(items, mask)
+
+    def _asgi_decide(self, items: List[Any], mask: int) -> Tuple[bool, List[Tuple[bytes, bytes]]]:
+        if not items:
+            return True, []
+        outcome = _native.try_acquire_all(*items)
+        return outcome.allowed, self._encoded_fields(outcome, mask)
+
+    def _items_of(self, request: Request) -> Tuple[List[Any], int]:
+        """The try_acquire_all items of a Request and the mask of the checks in them."""
+        items: List[Any] = []
+        mask = 0
+        limits = self._limits if self._pid != -1 else self.limits()
+        for bit, (check, limit) in enumerate(zip(self.checks, limits)):
             cost = check.cost(request) if callable(check.cost) else check.cost
             if check.key is None:
                 items.append((limit, cost))
             else:
                 key = check.key(request)
-                if key is not None:
-                    items.append((limit, key, cost))
-        if not items:
-            return Verdict(True, {}, None)
-        outcome = try_acquire_all(*items)
-        return Verdict(outcome.allowed, rate_limit_headers(outcome), outcome)
+                if key is None:
+                    continue
+                items.append((limit, key, cost))
+            mask |= 1 << bit
+        return items, mask
 
     def limit(self, request: Optional[Callable[..., Request]] = None) -> Callable[[_F], _F]:
         """A decorator for a function or coroutine function: decide before each call and raise
@@ -255,13 +500,27 @@ def _request_of_args(*args: Any, **kwargs: Any) -> Request:
     return _EMPTY
 
 
+#: One step of a guard's plan: (the check's bit in the mask, its try_acquire_all item when
+#: it is unkeyed, its limit, where its key is, its cost).
+_Step = Tuple[int, Optional[Tuple[Limit, int]], Limit, Union[str, bytes, None], int]
+
+_monotonic = time.monotonic
+
+#: The decision a RateLimit-Policy is rendered with (the policy does not depend on it).
+_ADMITTED = Decision(True)
+
+
+def _forget(ref: "weakref.ref[Guard]") -> None:
+    guard = ref()
+    if guard is not None:
+        guard._pid = -1
+
+
 _BODY = b"429 Too Many Requests: rate limited, retry later\n"
-
-
-def _denied_headers(verdict: Verdict) -> List[Tuple[str, str]]:
-    return [("Content-Type", "text/plain; charset=utf-8"),
-            ("Content-Length", str(len(_BODY)))] + list(verdict.headers.items())
-
+_DENIED: List[Tuple[str, str]] = [("Content-Type", "text/plain; charset=utf-8"),
+                                  ("Content-Length", str(len(_BODY)))]
+_DENIED_ENCODED: List[Tuple[bytes, bytes]] = [(k.lower().encode(), v.encode())
+                                              for k, v in _DENIED]
 
 WSGIApp = Callable[[Dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -276,14 +535,15 @@ class WSGIMiddleware:
 
     def __call__(self, environ: Dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        verdict = self.guard.decide(Request.from_wsgi(environ))
-        if not verdict.allowed:
-            start_response("429 Too Many Requests", _denied_headers(verdict))
+        allowed, fields = self.guard._wsgi_verdict(environ)
+        if not allowed:
+            start_response("429 Too Many Requests", _DENIED + fields)
             return [_BODY]
-        extra = list(verdict.headers.items())
+        if not fields:
+            return self.app(environ, start_response)
 
         def start(status: str, headers: List[Tuple[str, str]], exc_info: Any = None) -> Any:
-            return start_response(status, list(headers) + extra, exc_info)
+            return start_response(status, [*headers, *fields], exc_info)
 
         return self.app(environ, start)
 
@@ -295,7 +555,7 @@ ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]],
 class ASGIMiddleware:
     """ASGI middleware for HTTP requests (lifespan and websocket pass through):
     ``app = ASGIMiddleware(app, guard)`` (FastAPI/Starlette: ``app.add_middleware(
-    ASGIMiddleware, guard=guard)``). The decision is one non-blocking C call: no await."""
+    ASGIMiddleware, guard=guard)``). The decision is one non-blocking native call: no await."""
 
     def __init__(self, app: ASGIApp, guard: Guard):
         self.app = app
@@ -303,23 +563,23 @@ class ASGIMiddleware:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
-        if scope.get("type") != "http":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        verdict = self.guard.decide(Request.from_asgi(scope))
-        encoded = [(k.lower().encode("latin-1"), v.encode("latin-1"))
-                   for k, v in verdict.headers.items()]
-        if not verdict.allowed:
-            await send({"type": "http.response.start", "status": 429, "headers": [
-                (k.lower().encode("latin-1"), v.encode("latin-1"))
-                for k, v in _denied_headers(verdict)]})
+        allowed, fields = self.guard._asgi_verdict(scope)
+        if not allowed:
+            await send({"type": "http.response.start", "status": 429,
+                        "headers": _DENIED_ENCODED + fields})
             await send({"type": "http.response.body", "body": _BODY})
             return
+        if not fields:
+            await self.app(scope, receive, send)
+            return
 
-        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
-            if message.get("type") == "http.response.start":
-                message = dict(message)
-                message["headers"] = list(message.get("headers", [])) + encoded
-            await send(message)
+        # A plain function returning send's awaitable: no coroutine of its own per message.
+        def send_with_fields(message: MutableMapping[str, Any]) -> Awaitable[None]:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), *fields]}
+            return send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        await self.app(scope, receive, send_with_fields)
