@@ -22,7 +22,7 @@
 //!   tagged with a slot that reads as a whole version; after the retunes the word is tagged
 //!   with the last one's slot, `ACTIVE` names it, and it holds the last version.
 //!
-//! A thread's hot entry for a slot (`Limit::bucket_cached`, `tally::hot`) is not in the model:
+//! A thread's hot entry for a slot (`Bucket::bucket_cached`, `tally::hot`) is not in the model:
 //! only its own thread reads or writes it, it is filled from [`read_slot`] with the check word
 //! recomputed from the values read, and used while the slot's check word equals that one.
 //!

@@ -114,7 +114,7 @@ pub(crate) enum StepError {
     /// A fleet-managed bucket past its lease whose fence cannot grant the cost.
     Fenced,
     /// A fleet-managed bucket past its lease whose fence slot is being rewritten (see
-    /// [`Site::fence_params`]): deny, and retry shortly.
+    /// `Bucket::fence_params`): deny, and retry shortly.
     FenceRewrite,
     /// The state word names a parameter slot that a later retune is rewriting (the decision
     /// loaded the word before two retunes in a row): the word is stale, decide again from the

@@ -48,7 +48,7 @@ impl<C: Clock> Window<'_, C> {
         self.try_acquire_slow(cost)
     }
 
-    /// [`Site::bucket_fast`] for an unkeyed fixed or sliding window: its live limit from this
+    /// `Bucket::bucket_fast` for an unkeyed fixed or sliding window: its live limit from this
     /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
     /// (the window's pure step at that limit).
     #[inline(always)]
@@ -69,7 +69,7 @@ impl<C: Clock> Window<'_, C> {
                     counts.near_slack = e.near_slack.get();
                     Ok(e.limit())
                 })?;
-                // A cost of 0 or over the limit: an error, from `Limit::run`.
+                // A cost of 0 or over the limit: an error, from `Site::run`.
                 if cost.wrapping_sub(1) >= limit {
                     return Err(());
                 }
@@ -80,7 +80,7 @@ impl<C: Clock> Window<'_, C> {
         )
     }
 
-    /// The decision of an unkeyed fixed or sliding window, as [`Site::bucket_run`]: one loop
+    /// The decision of an unkeyed fixed or sliding window, as `Bucket::bucket_run`: one loop
     /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
     /// that returns the step through memory).
     #[inline(always)]

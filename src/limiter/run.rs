@@ -128,7 +128,7 @@ impl<C: Clock> Site<C> {
         Ok(self.finish(decision, cost, true))
     }
 
-    /// What [`Site::bucket_run`], [`Site::window_run`] and [`Site::log_run`] do not decide:
+    /// What `Bucket::bucket_run`, `Window::decide` and [`Site::log_run`] do not decide:
     /// split buckets, and the errors (out of line: inlined, its code makes the hot loops above
     /// allocate registers worse).
     #[inline(never)]

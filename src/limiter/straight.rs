@@ -1,7 +1,7 @@
 //! The straight path of the common decision: [`Site::try_acquire`] on an unkeyed bucket or
 //! window decides inline from this thread's hot entry when everything it needs is there, and
 //! otherwise, having written nothing, decides again from scratch out of line
-//! (`Limit::run`, in [`super::run`]).
+//! (`Site::run`, in [`super::run`]).
 
 use crate::engine::bucket::Bucket;
 use crate::engine::site::Site;
@@ -38,7 +38,7 @@ impl<C: Clock> Site<C> {
         }
     }
 
-    /// [`Site::try_acquire`] when [`Site::bucket_fast`] did not decide, from scratch.
+    /// [`Site::try_acquire`] when `Bucket::bucket_fast` did not decide, from scratch.
     #[cold]
     #[inline(never)]
     fn try_acquire_again(&self, cost: u64) -> Result<Decision> {

@@ -11,7 +11,7 @@
 //! uses the entry as it is: no
 //! re-validation of the parameters, no lookup of the lane, no product for the near-limit flag.
 //!
-//! The entry is what makes the straight path of a decision (`Limit::bucket_fast`,
+//! The entry is what makes the straight path of a decision (`Bucket::bucket_fast`,
 //! `Window::fast`) possible: when the entry matches, the cost is within its gate (the
 //! capacity, or 0 for a fleet share, which then also checks its lease) and a denial has its own
 //! counters, the decision is the pure step, one CAS and one counter; anything else (no entry

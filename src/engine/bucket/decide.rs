@@ -35,7 +35,7 @@ impl<C: Clock> Bucket<'_, C> {
     /// every case (one more clock read, off the common path). The loop is the one mutation
     /// loop ([`try_decide`], loom-modelled): a failed CAS retries from the word that beat it.
     ///
-    /// Everything else [`Site::bucket_run`] does (the stale-word retry, the fence, filling
+    /// Everything else [`Bucket::bucket_run`] does (the stale-word retry, the fence, filling
     /// the entry, the errors) stays out of this function: their state kept the whole decision
     /// in memory and cost about 20 instructions on every call.
     #[inline(always)]
@@ -60,7 +60,7 @@ impl<C: Clock> Bucket<'_, C> {
                 })?;
                 // A cost of 0 or over the gate (one compare for both): a fleet share (then the
                 // cost must fit and the lease cover `now`), or a cost that is an error (from
-                // `Limit::run`).
+                // `Site::run`).
                 if cost.wrapping_sub(1) >= gate
                     && (gate != 0
                     || cost == 0

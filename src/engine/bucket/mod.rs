@@ -43,7 +43,7 @@
 //!
 //! Outside a retune every state word names the active slot. A retuner killed between steps 2
 //! and 3 leaves some words on the inactive slot; the next retune finishes it first (moves the
-//! rest there and names it active, `Limit::finish_interrupted_retune`) rather than stage into
+//! rest there and names it active, `Bucket::finish_interrupted_retune`) rather than stage into
 //! that slot, which would read those words' tokens with its own parameters.
 //!
 //! A reader ([`read_slot`]) loads the check word (Acquire), then the two parameter words, and

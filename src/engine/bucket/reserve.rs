@@ -168,7 +168,7 @@ impl<C: Clock> Bucket<'_, C> {
         Err(self.fault(crate::algo::Fault::Corrupt))
     }
 
-    /// One booking of [`Site::reserve`]: its decision, the word it stored, when, and its
+    /// One booking of [`Bucket::reserve`]: its decision, the word it stored, when, and its
     /// delay.
     fn book_once(&self, n: u64, max_delay: u64) -> Result<(Decision, Option<u64>, u64, u64)> {
         mutate(

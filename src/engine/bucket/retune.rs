@@ -13,12 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::Bucket;
 
-/// How long a decision that found the fence slot being rewritten (see [`Site::fence_params`])
+/// How long a decision that found the fence slot being rewritten (see [`Bucket::fence_params`])
 /// tells its caller to wait: about one scheduling quantum, after which the descheduled writer
 /// has usually run again and finished its three stores.
 pub(crate) const FENCE_REWRITE_RETRY_NS: u64 = 1_000_000;
 
-/// What a decision at some instant decides with (see [`Site::bucket_at`]).
+/// What a decision at some instant decides with (see [`Bucket::bucket_at`]).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BucketAt {
     /// The parameters.
@@ -32,7 +32,7 @@ pub(crate) struct BucketAt {
 impl<C: Clock> Bucket<'_, C> {
     /// The token bucket's parameters in slot `tag`, validated against the slot's check word
     /// (a fleet share's too: these are the slot's parameters, not what a fenced decision uses;
-    /// see [`Site::bucket_at`]).
+    /// see [`Bucket::bucket_at`]).
     #[inline(always)]
     pub(crate) fn bucket_params(&self, tag: usize) -> Result<Gcra> {
         self.slot_params(bucket::PARAMS[tag & 1]).map(|(g, _)| g)
@@ -60,7 +60,7 @@ impl<C: Clock> Bucket<'_, C> {
 
     /// The parameters a decision at `now` uses for slot `tag`: the slot's, unless it is a fleet
     /// share whose lease deadline does not cover `now` (then the fence's). `None` while the
-    /// fence is being rewritten (see [`Site::fence_params`]): decide nothing, deny.
+    /// fence is being rewritten (see [`Bucket::fence_params`]): decide nothing, deny.
     pub(crate) fn bucket_at(&self, tag: usize, now: u64) -> Result<Option<BucketAt>> {
         let (g, fleet) = self.slot_params(bucket::PARAMS[tag & 1])?;
         if !fleet {
@@ -88,7 +88,7 @@ impl<C: Clock> Bucket<'_, C> {
 
     /// The fence slot: what a fleet-managed bucket decides with once its lease has passed.
     ///
-    /// The fence is one slot, rewritten in place by [`Site::fleet_manage`] under the retune
+    /// The fence is one slot, rewritten in place by [`Bucket::fleet_manage`] under the retune
     /// lock while fenced decisions read it (its check word cleared first, see
     /// [`engine::bucket::write_slot`]). A writer descheduled between its stores leaves the slot
     /// torn for as long as it is off the CPU, far longer than a reader's bounded retries: so a
@@ -160,7 +160,7 @@ impl<C: Clock> Bucket<'_, C> {
         self.retune_bucket_locked(capacity, rate, fleet)
     }
 
-    /// [`Site::retune_bucket`] with the retune lock held.
+    /// [`Bucket::retune_bucket`] with the retune lock held.
     pub(crate) fn retune_bucket_locked(
         &self,
         capacity: u64,

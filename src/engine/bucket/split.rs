@@ -75,7 +75,7 @@ impl<C: Clock> Bucket<'_, C> {
         Err(self.fault(crate::algo::Fault::Corrupt))
     }
 
-    /// One round of [`Site::split_run`]: the decision, and the sub-bucket that made it.
+    /// One round of [`Bucket::split_run`]: the decision, and the sub-bucket that made it.
     fn split_once(
         &self,
         cost: u64,

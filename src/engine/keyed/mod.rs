@@ -160,7 +160,7 @@ impl<C: Clock> Keyed<'_, C> {
         self.run_key(key, cost, true, None)
     }
 
-    /// The decision [`Site::try_acquire_key`] would make now, consuming nothing and inserting
+    /// The decision [`Keyed::try_acquire_key`] would make now, consuming nothing and inserting
     /// nothing.
     ///
     /// # Example
@@ -185,13 +185,13 @@ impl<C: Clock> Keyed<'_, C> {
     ///
     /// # Errors
     ///
-    /// As [`Site::try_acquire_key`].
+    /// As [`Keyed::try_acquire_key`].
     #[inline(always)]
     pub(crate) fn peek_key(&self, key: &[u8], cost: u64) -> Result<Decision> {
         self.run_key(key, cost, false, None)
     }
 
-    /// [`Site::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
+    /// [`Keyed::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
     /// clock (for replaying traces and for tests). Dates are checked as by
     /// [`Site::try_acquire_at`]: at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
     ///
@@ -218,7 +218,7 @@ impl<C: Clock> Keyed<'_, C> {
     ///
     /// # Errors
     ///
-    /// As [`Site::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Site::try_acquire_at`].
+    /// As [`Keyed::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Site::try_acquire_at`].
     pub(crate) fn try_acquire_key_at(
         &self,
         key: &[u8],
@@ -229,7 +229,7 @@ impl<C: Clock> Keyed<'_, C> {
         self.run_key(key, cost, true, Some(now_ns))
     }
 
-    /// Give back what `grant` (a decision of [`Site::try_acquire_key`] for the same `key`)
+    /// Give back what `grant` (a decision of [`Keyed::try_acquire_key`] for the same `key`)
     /// admitted, for work that was admitted but never done.
     ///
     /// The same bounded refund as [`Site::refund`]: a bucket never fills past full, a window
@@ -259,7 +259,7 @@ impl<C: Clock> Keyed<'_, C> {
     /// # Errors
     ///
     /// [`Error::InvalidKey`]; [`Error::CorruptState`]; [`Error::WrongKind`] as for
-    /// [`Site::try_acquire_key`].
+    /// [`Keyed::try_acquire_key`].
     pub(crate) fn refund_key(&self, key: &[u8], grant: &Decision) -> Result<()> {
         let maker = self.maker_of(grant);
         if !std::ptr::eq(maker, self.0) {
@@ -319,7 +319,7 @@ impl<C: Clock> Keyed<'_, C> {
     /// pending claim a killed process left behind; returns how many keys were retired.
     ///
     /// Decisions reclaim idle slots on demand, so this is never needed for correctness: it is an
-    /// explicit garbage-collection pass (the CLI's `gc`), after which [`Site::key_occupancy`]
+    /// explicit garbage-collection pass (the CLI's `gc`), after which [`Keyed::key_occupancy`]
     /// counts only keys that still hold state. A retired key that comes back starts fresh, which
     /// is what its state said. The pass reads every slot: it takes time in proportion to the
     /// table, and decisions go on meanwhile. Returns 0 for a limit that is not keyed.
@@ -367,7 +367,7 @@ impl<C: Clock> Keyed<'_, C> {
 
     /// The tag this file's key tables know `key` by: a 63-bit keyed hash of its bytes under
     /// the file's secret seed (the same in every process and language). What
-    /// [`Site::permit_holders`] reports as a holder's [`key_tag`](crate::PermitHolder::key_tag).
+    /// `Permits::permit_holders` reports as a holder's [`key_tag`](crate::PermitHolder::key_tag).
     ///
     /// # Errors
     ///
@@ -379,7 +379,7 @@ impl<C: Clock> Keyed<'_, C> {
 
     /// A keyed decision: the common cases inline ([`Table::decide_first`], the step of the
     /// template's algorithm inlined), everything else (a claim through a free slot, a full
-    /// table, a lost CAS, every error) in [`Site::run_key_on`], which checks and decides
+    /// table, a lost CAS, every error) in [`Keyed::run_key_on`], which checks and decides
     /// again from the start.
     #[inline(always)]
     fn run_key(&self, key: &[u8], cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
@@ -396,10 +396,10 @@ impl<C: Clock> Keyed<'_, C> {
         }
     }
 
-    /// The fast path of [`Site::run_key`], the decision finished (counted when committed):
+    /// The fast path of [`Keyed::run_key`], the decision finished (counted when committed):
     /// `None` when it does not apply (a cost of zero, an invalid key, a limit that is not a
     /// keyed single-word one, no 16-byte CAS) or when [`Table::decide_first`] leaves the
-    /// decision to [`Site::run_key_on`].
+    /// decision to [`Keyed::run_key_on`].
     #[inline(always)]
     fn decide_key_first(
         &self,
@@ -431,7 +431,7 @@ impl<C: Clock> Keyed<'_, C> {
                         now,
                     )
                 {
-                    // Given back: `Limit::run_key_on` decides again.
+                    // Given back: `Keyed::run_key_on` decides again.
                     return None;
                 }
                 Some(self.finish_counted(decision, cost, commit, counts))
@@ -538,7 +538,7 @@ impl<C: Clock> Keyed<'_, C> {
         });
     }
 
-    /// A keyed decision from the start, with every check: what [`Site::run_key`] does not
+    /// A keyed decision from the start, with every check: what [`Keyed::run_key`] does not
     /// decide inline.
     #[inline(never)]
     fn run_key_on(

@@ -12,7 +12,7 @@ use crate::tally::Tally;
 use super::Site;
 
 impl<C: Clock> Site<C> {
-    /// The loop and the counting shared by [`Site::bucket_fast`] and `engine::window::Window::fast`:
+    /// The loop and the counting shared by `Bucket::bucket_fast` and `engine::window::Window::fast`:
     /// `step` decides at `now` on the word, with the hot entry's counters (`counts`), or gives
     /// up (`Err`) having written nothing; `stands` is asked after a CAS that admitted (with the
     /// decision's unit), before the admission is counted (`false`: it was given back, decide
@@ -38,7 +38,7 @@ impl<C: Clock> Site<C> {
                     return Err(());
                 }
                 match step(now, current, &mut counts)? {
-                    // A shadow limit's denial is reported allowed: `Limit::run` decides it (a
+                    // A shadow limit's denial is reported allowed: `Site::run` decides it (a
                     // denial wrote nothing), as it does the denials of a process on the shared
                     // lane.
                     Step::Deny(_) if counts.counters.is_null() => Err(()),
@@ -76,7 +76,7 @@ impl<C: Clock> Site<C> {
     }
 
     /// [`Site::finish`] for a decision counted through this thread's hot entry when it has
-    /// the counters (`counts`, from [`Site::bucket_cached`] or [`Site::live_window_limit`]).
+    /// the counters (`counts`, from `Bucket::bucket_cached` or `Window::live_limit`).
     #[inline(always)]
     pub(crate) fn finish_counted(
         &self,

@@ -34,11 +34,11 @@ pub struct Site<C: Clock = MonotonicClock> {
     pub(crate) tally: Tally,
     pub(crate) keyed: bool,
     pub(crate) split: usize,
-    /// An unkeyed, unsplit token bucket: decided by [`Site::bucket_fast`] (or, when that gives
-    /// up, [`Site::bucket_run`]).
+    /// An unkeyed, unsplit token bucket: decided by `Bucket::bucket_fast` (or, when that gives
+    /// up, `Bucket::bucket_run`).
     pub(crate) plain_bucket: bool,
-    /// An unkeyed fixed or sliding window: decided by [`Site::window_fast`] (or, when that
-    /// gives up, [`Site::window_run`]).
+    /// An unkeyed fixed or sliding window: decided by `Window::fast` (or, when that
+    /// gives up, `Window::decide`).
     pub(crate) plain_window: bool,
     /// The file's hash seed (header words, fixed at creation), read once.
     pub(crate) seed: [u64; 2],
