@@ -80,16 +80,18 @@ mod tally;
 mod unavailable;
 mod wait;
 
+pub use algo::adaptive::Outcome;
 pub use algo::Decision;
 pub use clock::{Clock, CoarseMonotonicClock, ManualClock, MonotonicClock};
 pub use compose::{try_acquire_all, Check, Composed};
+pub use engine::adaptive::{AdaptivePermit, AdaptiveStatus};
 pub use engine::permits::{Permit, PermitHolder};
 pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
-    kind, ConcurrencyLimit, Handle, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
-    KeyedWindowLimit, LimitKind, RateLimit, SlidingLogLimit, TokenBucketLimit, TypedLimit,
-    WindowLimit,
+    kind, AdaptiveConcurrencyLimit, ConcurrencyLimit, Handle, KeyedConcurrencyLimit,
+    KeyedRateLimit, KeyedTokenBucketLimit, KeyedWindowLimit, LimitKind, RateLimit, SlidingLogLimit,
+    TokenBucketLimit, TypedLimit, WindowLimit,
 };
 pub use headers::{Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
@@ -98,7 +100,7 @@ pub use reconcile::OnConflict;
 pub use engine::bucket::Reservation;
 #[doc(no_inline)]
 pub use spec::{
-    Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
-    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    Adaptive, AdaptiveConcurrency, Algorithm, Alignment, Concurrency, FixedWindow, FleetShare,
+    FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};

@@ -169,6 +169,22 @@ fn fields(def: &LimitDef) -> Vec<Field> {
             out.push(f("limit", limit.to_string(), false));
             out.push(f("window", duration(window_ns), false));
         }
+        Algorithm::AdaptiveConcurrency(a) => {
+            out.push(f("limit", format!("{}..={}", a.min, a.max), false));
+            out.push(f("initial", a.initial.to_string(), false));
+            out.push(f("window", duration(a.window_ms * 1_000_000), false));
+            out.push(f(
+                "tuning",
+                format!(
+                    "smoothing {:.3}, tolerance {:.3}, headroom {:.3}, backoff {:.3}",
+                    a.smoothing as f64 / 65536.0,
+                    a.tolerance as f64 / 4096.0,
+                    a.headroom as f64 / 65536.0,
+                    a.backoff as f64 / 65536.0
+                ),
+                false,
+            ));
+        }
         Algorithm::Concurrency { permits, lease_ns } => {
             out.push(f("permits", permits.to_string(), false));
             out.push(f(

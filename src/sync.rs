@@ -68,6 +68,8 @@ impl AtomicWord for loom::sync::atomic::AtomicU64 {
 pub(crate) trait PermitAtomic: AtomicWord {
     /// Atomic wrapping add; returns the previous value.
     fn fetch_add(&self, value: u64, order: Ordering) -> u64;
+    /// A sequentially consistent fence (the loom models' own under loom).
+    fn fence_seq_cst();
 }
 
 impl PermitAtomic for std::sync::atomic::AtomicU64 {
@@ -75,12 +77,19 @@ impl PermitAtomic for std::sync::atomic::AtomicU64 {
     fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
         std::sync::atomic::AtomicU64::fetch_add(self, value, order)
     }
+    #[inline(always)]
+    fn fence_seq_cst() {
+        std::sync::atomic::fence(Ordering::SeqCst)
+    }
 }
 
 #[cfg(test)]
 impl PermitAtomic for loom::sync::atomic::AtomicU64 {
     fn fetch_add(&self, value: u64, order: Ordering) -> u64 {
         loom::sync::atomic::AtomicU64::fetch_add(self, value, order)
+    }
+    fn fence_seq_cst() {
+        loom::sync::atomic::fence(Ordering::SeqCst)
     }
 }
 

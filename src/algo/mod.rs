@@ -15,6 +15,7 @@
 //! The exact sliding log ([`sliding_log`]) needs a ring of entries; its commit is still a single
 //! CAS (on the claimed entry), with the ring head as a hint that anyone may advance.
 
+pub(crate) mod adaptive;
 pub(crate) mod calendar;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;

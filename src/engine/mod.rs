@@ -86,6 +86,7 @@ macro_rules! site_view {
     };
 }
 
+pub(crate) mod adaptive;
 pub(crate) mod bucket;
 pub(crate) mod keyed;
 pub(crate) mod keys;
@@ -177,5 +178,11 @@ pub(crate) fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
             Params::SlidingLog(SlidingLog { limit, window_ns })
         }
         Algorithm::Concurrency { permits, lease_ns } => Params::Concurrency { permits, lease_ns },
+        // An adaptive limit's permits are a concurrency limit's `max` entries; its pooled words
+        // and the count it grants are the adaptive engine's.
+        Algorithm::AdaptiveConcurrency(a) => Params::Concurrency {
+            permits: a.max,
+            lease_ns: a.lease_ns,
+        },
     }
 }

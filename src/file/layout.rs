@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 6)
+//! # Layout (format version 7)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -59,6 +59,7 @@
 //! | fixed / sliding window | w0 state, w1 live limit `L` | - |
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
+//! | adaptive concurrency | as concurrency, and w2 sample accumulator, w3 limit and window start, w4 RTTs (see `algo::adaptive`) | `max` permit entries, as concurrency |
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
 //! | keyed concurrency | w0-15: eight (release sequence, waiter count) pairs, a key's waiters on pair `tag mod 8` | key slots x 16 bytes (tag, bit `i` set while permit `i` of the key is held), to a whole line; then per key slot, `C` permit entries as above, to a whole line |
 //!
@@ -86,7 +87,11 @@
 //! a token bucket's `ACTIVE` word counts the generations of its parameter slots above its bit 0
 //! (a retune bumps it after staging and after activating, a reset after copying); decisions
 //! cache parameters per generation and check it after their CAS, so a version-5 process, which
-//! rewrites a slot without bumping it, must never share a file with this one.
+//! rewrites a slot without bumping it, must never share a file with this one. Version 7: the
+//! adaptive concurrency kind (kind 8): `a` its maximum, `b` its lease, word 14 its minimum
+//! (bits 0-19), initial limit (bits 20-39) and window in ms (bits 40-63), word 15 its
+//! smoothing, backoff, headroom (1/65536 each) and tolerance (1/4096), 16 bits each from bit 0;
+//! its control line words 2-4 hold the pooled state.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -99,7 +104,7 @@ use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef,
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 6;
+pub(crate) const FORMAT_VERSION: u32 = 7;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -149,6 +154,7 @@ const KIND_FIXED_WINDOW: u64 = 2;
 const KIND_SLIDING_WINDOW: u64 = 3;
 const KIND_SLIDING_LOG: u64 = 4;
 const KIND_CONCURRENCY: u64 = 5;
+const KIND_ADAPTIVE_CONCURRENCY: u64 = 8;
 const FLAG_MONOTONIC_ALIGNED: u64 = 1;
 const FLAG_SHADOW: u64 = 1 << 1;
 const FLAG_POLICY: u64 = 3 << 2;
@@ -203,6 +209,7 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
         Algorithm::Concurrency { permits, .. } => {
             LINE + round_up(permits as usize * PERMIT_SLOT, LINE)
         }
+        Algorithm::AdaptiveConcurrency(a) => LINE + round_up(a.max as usize * PERMIT_SLOT, LINE),
         _ => LINE * def.split.max(1) as usize,
     }
 }
@@ -272,6 +279,17 @@ pub(crate) mod bucket {
     pub fn leased(deadline: u64, now: u64) -> bool {
         deadline.wrapping_sub(now).wrapping_sub(1) < MAX_LEASE_NS
     }
+}
+
+/// Adaptive concurrency control-line word indices (after the futex words 0 and 1); all zero
+/// is a fresh state (the initial limit, no samples).
+pub(crate) mod adaptive {
+    /// The window's sample accumulator.
+    pub const ACC: usize = 2;
+    /// The limit (1/256 permit) and the start of its window (ms).
+    pub const LIMIT: usize = 3;
+    /// The long RTT and the last window's mean (µs, `f32` each).
+    pub const RTT: usize = 4;
 }
 
 /// Window control-line word index of the live limit.
@@ -346,7 +364,9 @@ pub(crate) fn initial_control(def: &LimitDef) -> Vec<(usize, u64)> {
         Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
             vec![(WINDOW_LIMIT, pack_window_limit(limit))]
         }
-        Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => Vec::new(),
+        Algorithm::SlidingLog { .. }
+        | Algorithm::Concurrency { .. }
+        | Algorithm::AdaptiveConcurrency(_) => Vec::new(),
     }
 }
 
@@ -415,6 +435,14 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
             window_ns,
         ),
         Algorithm::SlidingLog { limit, window_ns } => (KIND_SLIDING_LOG, 0, limit, window_ns),
+        Algorithm::AdaptiveConcurrency(a) => {
+            w[14] = a.min | (a.initial << 20) | (a.window_ms << 40);
+            w[15] = a.smoothing as u64
+                | (a.backoff as u64) << 16
+                | (a.headroom as u64) << 32
+                | (a.tolerance as u64) << 48;
+            (KIND_ADAPTIVE_CONCURRENCY, 0, a.max, a.lease_ns)
+        }
     };
     if def.shadow {
         flags |= FLAG_SHADOW;
@@ -531,6 +559,20 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             permits: a,
             lease_ns: b,
         },
+        KIND_ADAPTIVE_CONCURRENCY if no_alignment && flags & FLAG_FLEET == 0 => {
+            let field = |word: u64, shift: u32, bits: u32| (word >> shift) & ((1 << bits) - 1);
+            Algorithm::AdaptiveConcurrency(crate::spec::Adaptive {
+                min: field(w[14], 0, 20),
+                max: a,
+                initial: field(w[14], 20, 20),
+                lease_ns: b,
+                window_ms: field(w[14], 40, 24),
+                smoothing: field(w[15], 0, 16) as u16,
+                backoff: field(w[15], 16, 16) as u16,
+                headroom: field(w[15], 32, 16) as u16,
+                tolerance: field(w[15], 48, 16) as u16,
+            })
+        }
         other => {
             return Err(format!(
                 "definition `{name}` has unknown algorithm kind {other}"
@@ -573,7 +615,8 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             .map_err(|_| format!("definition `{name}`: fleet weight too large"))?;
         Some(FleetShare { total, weight })
     } else {
-        if (w[14] != 0 && !calendar) || w[15] != 0 {
+        let adaptive = matches!(algorithm, Algorithm::AdaptiveConcurrency(_));
+        if ((w[14] != 0 && !calendar) || w[15] != 0) && !adaptive {
             return Err(format!(
                 "definition `{name}` has fleet fields but no fleet share"
             ));

@@ -385,7 +385,7 @@ pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
         line(layout::bucket::DEADLINE).store(0, Ordering::Relaxed);
     }
     match def.algorithm {
-        Algorithm::Concurrency { .. } => {
+        Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_) => {
             for w in mapped.words(offset, len / 8) {
                 w.store(0, Ordering::Relaxed);
             }

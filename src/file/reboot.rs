@@ -345,7 +345,9 @@ fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> bool {
                 window_ns,
                 alignment,
             } => shift.sliding(w, limit, window_ns, alignment),
-            Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => ok(w),
+            Algorithm::SlidingLog { .. }
+            | Algorithm::Concurrency { .. }
+            | Algorithm::AdaptiveConcurrency(_) => ok(w),
         }
     };
     let mut failed = false;
@@ -364,8 +366,9 @@ fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> bool {
             .store(0, Ordering::Relaxed);
     }
     match (def.algorithm, def.keyed) {
-        (Algorithm::Concurrency { .. }, _) => {
-            // Permits die with their holders.
+        (Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_), _) => {
+            // Permits die with their holders; an adaptive limit's window start is a time of
+            // the dead boot's clock, and it starts again from its initial limit.
             reset_limit(mapped, index);
         }
         (_, Some(k)) => {

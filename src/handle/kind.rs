@@ -14,11 +14,12 @@
 //! | [`Retune`] | [`TokenBucket`], [`Window`], [`KeyedTokenBucket`], [`KeyedWindow`] | `set_rate` |
 //! | [`BucketRetune`] | [`TokenBucket`], [`KeyedTokenBucket`] | `set_token_bucket`, `fleet_manage`, `set_fleet_deadline`, `end_fleet_management`, `fleet_lease` |
 //! | [`WindowRetune`] | [`Window`], [`KeyedWindow`] | `set_limit` |
-//! | [`Permits`] | [`Concurrency`], [`KeyedConcurrency`] | `release_permit`, `permit_holders`, `reclaim_dead_permits` |
+//! | [`Permits`] | [`Concurrency`], [`KeyedConcurrency`], [`AdaptiveConcurrency`] | `release_permit`, `permit_holders`, `reclaim_dead_permits` |
 //!
 //! A few methods belong to one kind: `reserve` ([`TokenBucket`]), `try_acquire_permit` and
 //! `acquire_permit_timeout` ([`Concurrency`]), `try_acquire_key_permit`,
-//! `acquire_key_permit_timeout` and `key_permits_held` ([`KeyedConcurrency`]).
+//! `acquire_key_permit_timeout` and `key_permits_held` ([`KeyedConcurrency`]); `try_acquire`,
+//! `acquire_timeout`, `status` and `release_with` ([`AdaptiveConcurrency`]).
 //!
 //! A new kind adds its marker here, its [`Kind`] row (a [`LimitKind`] variant and the name of
 //! its handle type), its rows in the kind traits it shares, and an alias naming its handle.
@@ -154,6 +155,17 @@ impl Kind for Concurrency {
     const HANDLE: &'static str = "ConcurrencyLimit";
 }
 impl Permits for Concurrency {}
+
+/// An adaptive concurrency limit: [`AdaptiveConcurrencyLimit`](crate::AdaptiveConcurrencyLimit).
+#[derive(Debug)]
+pub enum AdaptiveConcurrency {}
+
+impl sealed::Sealed for AdaptiveConcurrency {}
+impl Kind for AdaptiveConcurrency {
+    const KIND: LimitKind = LimitKind::AdaptiveConcurrency;
+    const HANDLE: &'static str = "AdaptiveConcurrencyLimit";
+}
+impl Permits for AdaptiveConcurrency {}
 
 impl sealed::Sealed for KeyedTokenBucket {}
 impl Kind for KeyedTokenBucket {

@@ -13,6 +13,7 @@
 //! | keyed token bucket | [`Limiter::keyed_token_bucket`](crate::Limiter::keyed_token_bucket) | [`KeyedTokenBucketLimit`] | `try_acquire_key` |
 //! | keyed fixed or sliding window | [`Limiter::keyed_window`](crate::Limiter::keyed_window) | [`KeyedWindowLimit`] | `try_acquire_key` |
 //! | keyed concurrency | [`Limiter::keyed_concurrency`](crate::Limiter::keyed_concurrency) | [`KeyedConcurrencyLimit`] | `try_acquire_key_permit` |
+//! | adaptive concurrency | [`Limiter::adaptive_concurrency`](crate::Limiter::adaptive_concurrency) | [`AdaptiveConcurrencyLimit`] | `try_acquire`, then `release(outcome)` |
 //!
 //! Each handle is one generic type, [`Handle<K, C>`](Handle), over a kind `K` (a marker of
 //! [`kind`]) and a clock `C`; the names above are its aliases (`TokenBucketLimit<C>` is
@@ -32,6 +33,7 @@
 //! that name in the new file has another kind, the handle's decisions fail with
 //! [`Error::WrongKind`] from then on, which is the one way a typed call can still meet it.
 
+mod adaptive;
 mod concurrency;
 mod keyed;
 pub mod kind;
@@ -40,6 +42,7 @@ mod resolve;
 mod retune;
 mod traits;
 
+pub use adaptive::AdaptiveConcurrencyLimit;
 pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};

@@ -28,6 +28,8 @@ pub enum LimitKind {
     KeyedWindow,
     /// A keyed concurrency limit: [`KeyedConcurrencyLimit`].
     KeyedConcurrency,
+    /// An adaptive concurrency limit: [`AdaptiveConcurrencyLimit`](crate::AdaptiveConcurrencyLimit).
+    AdaptiveConcurrency,
 }
 
 impl LimitKind {
@@ -46,6 +48,8 @@ impl LimitKind {
             (Algorithm::SlidingLog { .. }, _) => LimitKind::SlidingLog,
             (Algorithm::Concurrency { .. }, false) => LimitKind::Concurrency,
             (Algorithm::Concurrency { .. }, true) => LimitKind::KeyedConcurrency,
+            // A keyed adaptive limit is refused at definition.
+            (Algorithm::AdaptiveConcurrency(_), _) => LimitKind::AdaptiveConcurrency,
         }
     }
 
@@ -59,6 +63,7 @@ impl LimitKind {
             LimitKind::KeyedTokenBucket => "keyed_token_bucket",
             LimitKind::KeyedWindow => "keyed_window",
             LimitKind::KeyedConcurrency => "keyed_concurrency",
+            LimitKind::AdaptiveConcurrency => "adaptive_concurrency",
         }
     }
 
@@ -81,6 +86,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::KeyedTokenBucket => "keyed token bucket",
             LimitKind::KeyedWindow => "keyed window",
             LimitKind::KeyedConcurrency => "keyed concurrency limit",
+            LimitKind::AdaptiveConcurrency => "adaptive concurrency limit",
         })
     }
 }
@@ -167,6 +173,16 @@ impl<C: Clock> Limiter<C> {
     /// error names the accessor that resolves it).
     pub fn concurrency(&self, name: &str) -> Result<ConcurrencyLimit<C>> {
         self.resolve::<kind::Concurrency>(name)
+    }
+
+    /// Resolve the limit `name` as an [`AdaptiveConcurrencyLimit`](crate::AdaptiveConcurrencyLimit), once; the handle is what the hot path uses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimit`]; [`Error::WrongKind`] if the limit is of another kind (the
+    /// error names the accessor that resolves it).
+    pub fn adaptive_concurrency(&self, name: &str) -> Result<crate::AdaptiveConcurrencyLimit<C>> {
+        self.resolve::<kind::AdaptiveConcurrency>(name)
     }
 
     /// Resolve the limit `name` as a [`KeyedTokenBucketLimit`], once; the handle is what the hot path uses.

@@ -48,6 +48,8 @@ pub enum Algorithm {
         /// A permit held longer than this is reclaimable even if its owner lives; 0 = no lease.
         lease_ns: u64,
     },
+    /// See [`AdaptiveConcurrency`](super::AdaptiveConcurrency).
+    AdaptiveConcurrency(super::Adaptive),
 }
 
 impl Algorithm {
@@ -59,10 +61,12 @@ impl Algorithm {
             | Algorithm::SlidingWindow { limit, .. }
             | Algorithm::SlidingLog { limit, .. } => limit,
             Algorithm::Concurrency { permits, .. } => permits,
+            Algorithm::AdaptiveConcurrency(a) => a.max,
         }
     }
 
-    /// A short name: `token_bucket`, `fixed_window`, `sliding_window`, `sliding_log`.
+    /// A short name: `token_bucket`, `fixed_window`, `sliding_window`, `sliding_log`,
+    /// `concurrency`, `adaptive_concurrency`.
     pub fn kind(&self) -> &'static str {
         match self {
             Algorithm::TokenBucket { .. } => "token_bucket",
@@ -70,6 +74,7 @@ impl Algorithm {
             Algorithm::SlidingWindow { .. } => "sliding_window",
             Algorithm::SlidingLog { .. } => "sliding_log",
             Algorithm::Concurrency { .. } => "concurrency",
+            Algorithm::AdaptiveConcurrency(_) => "adaptive_concurrency",
         }
     }
 
@@ -176,6 +181,7 @@ impl Algorithm {
                     return Err(invalid(limit, "lease is too long (more than 2^60 ns)"));
                 }
             }
+            Algorithm::AdaptiveConcurrency(a) => a.validate(limit)?,
         }
         Ok(())
     }

@@ -148,6 +148,13 @@ impl LimitDef {
                     format!("key capacity {}: must be 1..=2^26", k.capacity),
                 ));
             }
+            if matches!(self.algorithm, Algorithm::AdaptiveConcurrency(_)) {
+                return Err(invalid(
+                    &self.name,
+                    "a keyed adaptive concurrency limit is not supported (a key slot has no \
+                     room for a limit and its samples); use one adaptive limit per dependency",
+                ));
+            }
             if matches!(self.algorithm, Algorithm::SlidingLog { .. }) {
                 return Err(invalid(
                     &self.name,

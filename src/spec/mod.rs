@@ -12,6 +12,7 @@
 //! | a sliding window | [`SlidingWindow::new`] | [`Algorithm::SlidingWindow`] |
 //! | an exact sliding log | [`SlidingLog::new`] | [`Algorithm::SlidingLog`] |
 //! | a concurrency limit | [`Concurrency::new`]`(c).lease(d)` | [`Algorithm::Concurrency`] |
+//! | an adaptive concurrency limit | [`AdaptiveConcurrency::new`]`(min, max)` | [`Algorithm::AdaptiveConcurrency`] |
 //! | one state per key | [`Keyed::new`]`(slots).on_full(`[`FullPolicy`]`)` | [`LimitDef::keyed`] |
 //!
 //! [`Builder::limit`](crate::Builder::limit) takes any of them ([`IntoAlgorithm`]); a file's
@@ -22,6 +23,7 @@
 #[cfg(doc)]
 use crate::error::Error;
 
+mod adaptive;
 mod algorithm;
 pub(crate) mod bounds;
 mod builders;
@@ -29,6 +31,7 @@ mod def;
 mod keyed;
 mod rate;
 
+pub use adaptive::{Adaptive, AdaptiveConcurrency, MAX_ADAPTIVE_PERMITS, MAX_ADAPTIVE_WINDOW_MS};
 pub use algorithm::{Algorithm, IntoAlgorithm};
 pub use builders::{
     Alignment, Concurrency, FixedWindow, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec,

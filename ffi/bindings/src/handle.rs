@@ -23,9 +23,9 @@
 use std::time::Duration;
 
 use shmlimit::{
-    c_abi, ConcurrencyLimit, Decision, Error, KeyedConcurrencyLimit, KeyedTokenBucketLimit,
-    KeyedWindowLimit, Limit, LimitKind, Permit, PermitHolder, Rate, Reservation, Result,
-    SlidingLogLimit, TokenBucketLimit, WindowLimit,
+    c_abi, AdaptiveConcurrencyLimit, ConcurrencyLimit, Decision, Error, KeyedConcurrencyLimit,
+    KeyedTokenBucketLimit, KeyedWindowLimit, Limit, LimitKind, Permit, PermitHolder, Rate,
+    Reservation, Result, SlidingLogLimit, TokenBucketLimit, WindowLimit,
 };
 
 /// A limit resolved as its kind: the library's typed handle of that kind.
@@ -45,6 +45,8 @@ pub enum AnyHandle {
     KeyedWindow(KeyedWindowLimit),
     /// A keyed concurrency limit.
     KeyedConcurrency(KeyedConcurrencyLimit),
+    /// An adaptive concurrency limit.
+    AdaptiveConcurrency(AdaptiveConcurrencyLimit),
 }
 
 use AnyHandle::*;
@@ -64,6 +66,7 @@ impl AnyHandle {
             LimitKind::KeyedTokenBucket => KeyedTokenBucket(limit.try_into()?),
             LimitKind::KeyedWindow => KeyedWindow(limit.try_into()?),
             LimitKind::KeyedConcurrency => KeyedConcurrency(limit.try_into()?),
+            LimitKind::AdaptiveConcurrency => AdaptiveConcurrency(limit.try_into()?),
         })
     }
 
@@ -77,6 +80,7 @@ impl AnyHandle {
             KeyedTokenBucket(h) => h.as_limit(),
             KeyedWindow(h) => h.as_limit(),
             KeyedConcurrency(h) => h.as_limit(),
+            AdaptiveConcurrency(h) => h.as_limit(),
         }
     }
 

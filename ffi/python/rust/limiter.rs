@@ -34,6 +34,9 @@ const FIXED_WINDOW: u32 = 2;
 const SLIDING_WINDOW: u32 = 3;
 const SLIDING_LOG: u32 = 4;
 const CONCURRENCY: u32 = 5;
+/// An adaptive concurrency limit: `limit` its maximum, `rate` its minimum, `period_ns` its
+/// lease; the default tuning.
+const ADAPTIVE_CONCURRENCY: u32 = 8;
 const DEF_SHADOW: u32 = 1;
 const DEF_NEAR_LIMIT: u32 = 2;
 
@@ -179,6 +182,13 @@ impl RawDef {
                 permits: self.limit,
                 lease_ns: self.period_ns,
             },
+            ADAPTIVE_CONCURRENCY => {
+                let mut spec = shmlimit::AdaptiveConcurrency::new(self.rate, self.limit);
+                if self.period_ns > 0 {
+                    spec = spec.lease(Duration::from_nanos(self.period_ns));
+                }
+                return spec.into_algorithm(name);
+            }
             k => return Err(invalid(name, format!("kind {k}: not a kind of limit"))),
         };
         algorithm.into_algorithm(name)
@@ -210,6 +220,7 @@ pub(crate) fn def_tuple(def: &LimitDef, algorithm: &Algorithm) -> DefTuple {
         } => (SLIDING_WINDOW, align(alignment), limit, window_ns),
         Algorithm::SlidingLog { limit, window_ns } => (SLIDING_LOG, (0, 0), limit, window_ns),
         Algorithm::Concurrency { permits, lease_ns } => (CONCURRENCY, (0, 0), permits, lease_ns),
+        Algorithm::AdaptiveConcurrency(a) => (ADAPTIVE_CONCURRENCY, (0, a.min), a.max, a.lease_ns),
     };
     let (key_capacity, on_full) = match def.keyed {
         Some(k) => (

@@ -85,7 +85,7 @@ impl<C: Clock> Permits<'_, C> {
     ///
     /// Between attempts the replacement check runs as for decisions: once the file was
     /// replaced, the wait goes on in the new file for the time left (`Waited::Moved`).
-    fn wait_for_permit(
+    pub(crate) fn wait_for_permit(
         &self,
         tag: u64,
         timeout: Duration,

@@ -85,10 +85,11 @@
 //! wait with `acquire_permit_timeout` instead.
 
 mod calls;
-mod futex;
+pub(crate) mod futex;
 pub(crate) mod keyed;
 pub(crate) use crate::owner::liveness;
 mod protocol;
+pub(crate) use protocol::Judge;
 pub(crate) mod slot;
 
 #[cfg(test)]
@@ -157,7 +158,7 @@ fn file_tag(file_id: u64) -> u64 {
 /// How a wait for a permit ended (returned once per wait: the size of the `Done` variant does
 /// not matter).
 #[allow(clippy::large_enum_variant)]
-enum Waited<'a, C: Clock> {
+pub(crate) enum Waited<'a, C: Clock> {
     /// With this outcome (a permit, or none when the time ran out).
     Done(Option<Permit<C>>),
     /// The file was replaced: go on waiting in the new one (its handle), for the time left.
@@ -189,6 +190,11 @@ impl<C: Clock> Permit<C> {
         // left, dropping `self` releases nothing.
         self.entry = None;
         id
+    }
+
+    /// The limit this permit belongs to.
+    pub(crate) fn site(&self) -> &Site<C> {
+        &self.limit
     }
 
     /// Release now. False if the permit was no longer held (see [`Permit::is_held`]).

@@ -15,7 +15,7 @@ use crate::engine::keys::{Slot, NO_PAIR_CAS};
 use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout;
-use crate::spec::FullPolicy;
+use crate::spec::{Algorithm, FullPolicy};
 
 /// Rotates the scan start of successive acquisitions in one process.
 static ROTATION: AtomicUsize = AtomicUsize::new(0);
@@ -30,7 +30,7 @@ pub(super) enum Entries<'a> {
 pub(super) const FUTEX_BUCKETS: u64 = (layout::LINE / 16) as u64;
 
 /// Liveness answers cached per owner for one scan, and the clock read once, lazily, for leases.
-pub(super) struct Judge {
+pub(crate) struct Judge {
     me: u64,
     lease_ns: u64,
     now: Option<u64>,
@@ -38,7 +38,7 @@ pub(super) struct Judge {
 }
 
 impl Judge {
-    pub(super) fn new(me: u64, lease_ns: u64) -> Judge {
+    pub(crate) fn new(me: u64, lease_ns: u64) -> Judge {
         Judge {
             me,
             lease_ns,
@@ -49,7 +49,7 @@ impl Judge {
 
     /// Is the held entry `word` (acquired at `since`) reclaimable: its lease expired, or its
     /// owner is gone?
-    pub(super) fn reclaimable(
+    pub(crate) fn reclaimable(
         &mut self,
         word: OwnerWord,
         since: Option<u64>,
@@ -95,6 +95,16 @@ impl<C: Clock> Permits<'_, C> {
 
     /// The permit table and lease of an unkeyed concurrency limit.
     pub(super) fn permit_table(&self) -> Result<(Table<'_, AtomicU64>, u64)> {
+        if matches!(self.def().algorithm, Algorithm::AdaptiveConcurrency(_)) {
+            // Its permits are granted by the adaptive engine, within its current limit.
+            return Err(self.wrong_kind("is an adaptive concurrency limit"));
+        }
+        self.flat_entries()
+    }
+
+    /// The permit table and lease of an unkeyed concurrency limit, adaptive or not: for the
+    /// adaptive engine, which grants its entries within its current limit.
+    pub(crate) fn flat_entries(&self) -> Result<(Table<'_, AtomicU64>, u64)> {
         match self.entries()? {
             (Entries::Flat(table), lease_ns) => Ok((table, lease_ns)),
             (Entries::Keyed(_), _) => Err(self.wrong_kind("is keyed: use try_acquire_key_permit")),
@@ -122,7 +132,7 @@ impl<C: Clock> Permits<'_, C> {
 
     /// The futex words (release sequence, waiter count) that waiters for the key `tag` sleep
     /// on; an unkeyed limit's are words 0 and 1.
-    pub(super) fn futex_words(&self, tag: u64) -> (&AtomicU64, &AtomicU64) {
+    pub(crate) fn futex_words(&self, tag: u64) -> (&AtomicU64, &AtomicU64) {
         let pair = (tag % FUTEX_BUCKETS) as usize * 2;
         (
             self.control(pair + futex::SEQ),
@@ -130,7 +140,7 @@ impl<C: Clock> Permits<'_, C> {
         )
     }
 
-    pub(super) fn own_identity(&self) -> Result<u64> {
+    pub(crate) fn own_identity(&self) -> Result<u64> {
         liveness::own_identity().map_err(|source| Error::Io {
             op: "reading this process's start time from /proc/self/stat",
             path: self.mapped().path.clone(),
@@ -139,7 +149,7 @@ impl<C: Clock> Permits<'_, C> {
     }
 
     /// Where this process starts scanning a block of `permits` entries.
-    pub(super) fn scan_start(me: u64, permits: usize) -> usize {
+    pub(crate) fn scan_start(me: u64, permits: usize) -> usize {
         let spread = (me as u32).wrapping_mul(0x9E37_79B9) as usize;
         // Relaxed: only spreads scan starts; it orders nothing.
         spread.wrapping_add(ROTATION.fetch_add(1, Ordering::Relaxed)) % permits
@@ -214,7 +224,7 @@ impl<C: Clock> Permits<'_, C> {
 
     /// Count the outcome and wrap it in a permit: `held` is whether one was granted, `entry`
     /// what it holds (shadow mode may turn a refusal into a permit holding nothing).
-    pub(super) fn permit_outcome(
+    pub(crate) fn permit_outcome(
         &self,
         held: bool,
         entry: Option<(usize, OwnerWord)>,
