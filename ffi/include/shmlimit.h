@@ -166,9 +166,34 @@ enum shmlimit_kind
     // which a held permit becomes reclaimable (0: no lease). Rate decisions on it return
     // `SHMLIMIT_WRONG_KIND`.
     SHMLIMIT_CONCURRENCY = 5,
+    // An adaptive concurrency limit: at most `L` permits held at once, `L` moving within
+    // [`rate`, `limit`] (minimum, maximum) with the outcome and latency every release reports
+    // (see `shmlimit_adaptive_acquire`); it starts at the minimum, with the default tuning.
+    // `period_ns` is the lease (0: none).
+    SHMLIMIT_ADAPTIVE_CONCURRENCY = 8,
 };
 #ifndef __cplusplus
 typedef uint32_t shmlimit_kind;
+#endif // __cplusplus
+
+// How a request under an adaptive permit ended (the `outcome` of `shmlimit_adaptive_release`).
+// Values are never reused.
+enum shmlimit_outcome
+#ifdef __cplusplus
+  : uint32_t
+#endif // __cplusplus
+ {
+    // Completed normally: its latency is a sample of the dependency's round trip.
+    SHMLIMIT_OUTCOME_OK = 0,
+    // Failed from overload (a 503, a refused connection): the limit backs off.
+    SHMLIMIT_OUTCOME_ERROR = 1,
+    // Timed out: the limit backs off.
+    SHMLIMIT_OUTCOME_TIMEOUT = 2,
+    // Abandoned or not measured: the permit comes back, the limit learns nothing.
+    SHMLIMIT_OUTCOME_DROPPED = 3,
+};
+#ifndef __cplusplus
+typedef uint32_t shmlimit_outcome;
 #endif // __cplusplus
 
 // The result of every fallible `shmlimit_` function.
@@ -245,6 +270,11 @@ enum shmlimit_status
 typedef int32_t shmlimit_status;
 #endif // __cplusplus
 
+// A held permit of an adaptive concurrency limit (opaque), made by `shmlimit_adaptive_acquire`;
+// released and freed by `shmlimit_adaptive_release` (or `_release_measured`). It measures its
+// own latency, from its grant to its release.
+typedef struct shmlimit_adaptive_permit shmlimit_adaptive_permit;
+
 // One limit of a guarded limiter (opaque), with its policy for while the file is unavailable.
 //
 // Created by `shmlimit_guarded_limiter_limit`, freed by `shmlimit_guarded_limit_free`.
@@ -286,6 +316,7 @@ typedef struct shmlimit_reservation shmlimit_reservation;
 // | `SHMLIMIT_SLIDING_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 // | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
 // | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
+// | `SHMLIMIT_ADAPTIVE_CONCURRENCY` | the maximum limit | lease (0: none) | the minimum limit | 0 |
 //
 // A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 // stored token bucket as `rate = 1` per `period_ns` = that interval.
@@ -405,6 +436,24 @@ typedef struct shmlimit_stats {
     // Zero; room for later counters.
     uint64_t reserved[3];
 } shmlimit_stats;
+
+// What an adaptive limit is doing now (`shmlimit_adaptive_status`).
+typedef struct shmlimit_adaptive_info {
+    // The current limit (fractional; `permits` is its floor).
+    double limit;
+    // Permits granted at once now.
+    uint64_t permits;
+    // The smallest and the largest the limit may become.
+    uint64_t min;
+    // See `min`.
+    uint64_t max;
+    // Permits held now.
+    uint64_t in_flight;
+    // The long (baseline) round trip, microseconds; 0 before the first sample.
+    double rtt_long_us;
+    // The mean round trip of the last closed window, microseconds; 0 before the first sample.
+    double rtt_recent_us;
+} shmlimit_adaptive_info;
 
 // One limit (and cost) of a composed check (`shmlimit_acquire_all`).
 typedef struct shmlimit_check {
@@ -784,6 +833,65 @@ shmlimit_status shmlimit_refund_units(const struct shmlimit_limit *limit,
 // `limit` must be NULL or a live handle; `stats_out` NULL or valid for one write.
 shmlimit_status shmlimit_limit_stats(const struct shmlimit_limit *limit,
                                      struct shmlimit_stats *stats_out);
+
+// Take a permit of an adaptive concurrency limit, waiting up to `timeout_ns` (0: not at all;
+// `UINT64_MAX`: as long as it takes) for fewer than the current limit to be held.
+// `*permit_out` receives the permit, or NULL when the time ran out: like a denial, that is not
+// an error. Release it with `shmlimit_adaptive_release`; a process that exits or is killed
+// holding permits loses them to the next acquirers, and reports nothing.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
+// an adaptive concurrency limit), `SHMLIMIT_IO`.
+//
+// Thread-safety: any number of threads and processes may acquire and release at once.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `permit_out` NULL or valid for one write.
+shmlimit_status shmlimit_adaptive_acquire(const struct shmlimit_limit *limit,
+                                          uint64_t timeout_ns,
+                                          struct shmlimit_adaptive_permit **permit_out);
+
+// Release an adaptive permit reporting how its request ended (a `shmlimit_outcome`); its
+// latency is the time since its grant. The permit is freed. An unknown `outcome` is
+// `SHMLIMIT_INVALID_PARAMETER` and changes nothing: the permit stays held and valid.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_INVALID_PARAMETER`.
+//
+// Thread-safety: no other thread may be using `permit` (or use it afterwards).
+//
+// # Safety
+//
+// `permit` must be NULL or a permit from `shmlimit_adaptive_acquire` not yet released.
+shmlimit_status shmlimit_adaptive_release(struct shmlimit_adaptive_permit *permit,
+                                          uint32_t outcome);
+
+// `shmlimit_adaptive_release` with a latency the caller measured, in seconds. A NaN,
+// negative or infinite `latency_s` (or an unknown `outcome`) is `SHMLIMIT_INVALID_PARAMETER`
+// and changes nothing: the permit stays held and valid.
+//
+// Errors: as `shmlimit_adaptive_release`.
+//
+// Thread-safety: as `shmlimit_adaptive_release`.
+//
+// # Safety
+//
+// As `shmlimit_adaptive_release`.
+shmlimit_status shmlimit_adaptive_release_measured(struct shmlimit_adaptive_permit *permit,
+                                                   uint32_t outcome,
+                                                   double latency_s);
+
+// The current limit, its range, the round trips and the permits held now.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: any thread, any time.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `status_out` NULL or valid for one write.
+shmlimit_status shmlimit_adaptive_status(const struct shmlimit_limit *limit,
+                                         struct shmlimit_adaptive_info *status_out);
 
 // Admit a request on every limit of `checks`, or on none: the limits are acquired in order,
 // and when one denies, the grants already taken are refunded and the later limits peeked, so

@@ -38,6 +38,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
+pub mod adaptive;
 pub(crate) mod boundary;
 pub mod compose;
 #[cfg(test)]

@@ -84,6 +84,14 @@ impl AnyHandle {
         }
     }
 
+    /// The adaptive concurrency handle; another kind answers as [`wrong`] says.
+    pub fn adaptive(&self) -> Result<&AdaptiveConcurrencyLimit> {
+        match self {
+            AdaptiveConcurrency(h) => Ok(h),
+            _ => Err(wrong::adaptive(self.as_limit())),
+        }
+    }
+
     // Unkeyed rate decisions: token bucket, window, sliding log.
 
     /// The typed handle's method of the same name; another kind answers as [`wrong`] says.
@@ -355,6 +363,13 @@ pub mod wrong {
             return Error::ZeroCost;
         }
         keyed(limit)
+    }
+
+    /// An adaptive concurrency operation on a limit of another kind.
+    #[cold]
+    #[inline(never)]
+    pub fn adaptive(limit: &Limit) -> Error {
+        c_abi::wrong_kind(limit, "is not an adaptive concurrency limit")
     }
 
     /// A keyed rate operation on an unkeyed or keyed concurrency limit.

@@ -206,6 +206,16 @@ pub(super) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, 
                 lease_ns: def.period_ns,
             }
         }
+        k if k == shmlimit_kind::SHMLIMIT_ADAPTIVE_CONCURRENCY as u32 => {
+            if def.alignment != 0 {
+                return Err(invalid(name, "alignment must be 0 for a concurrency limit"));
+            }
+            let mut spec = shmlimit::AdaptiveConcurrency::new(def.rate, def.limit);
+            if def.period_ns != 0 {
+                spec = spec.lease(Duration::from_nanos(def.period_ns));
+            }
+            return Ok(spec.into_algorithm(name)?);
+        }
         k => return Err(invalid(name, format!("kind {k}: not a shmlimit_kind"))),
     };
     Ok(algorithm.into_algorithm(name)?)
@@ -306,6 +316,13 @@ pub(super) fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shml
             permits,
             lease_ns,
             0,
+        ),
+        Algorithm::AdaptiveConcurrency(a) => (
+            shmlimit_kind::SHMLIMIT_ADAPTIVE_CONCURRENCY as u32,
+            0,
+            a.max,
+            a.lease_ns,
+            a.min,
         ),
         // A kind this ABI has no number for yet: reported as kind 0 with its capacity, so a
         // listing still shows it.

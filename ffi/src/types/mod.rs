@@ -42,6 +42,11 @@ pub enum shmlimit_kind {
     /// which a held permit becomes reclaimable (0: no lease). Rate decisions on it return
     /// `SHMLIMIT_WRONG_KIND`.
     SHMLIMIT_CONCURRENCY = 5,
+    /// An adaptive concurrency limit: at most `L` permits held at once, `L` moving within
+    /// [`rate`, `limit`] (minimum, maximum) with the outcome and latency every release reports
+    /// (see `shmlimit_adaptive_acquire`); it starts at the minimum, with the default tuning.
+    /// `period_ns` is the lease (0: none).
+    SHMLIMIT_ADAPTIVE_CONCURRENCY = 8,
 }
 
 /// How window boundaries are placed (the `alignment` field of `shmlimit_def`).
@@ -107,6 +112,7 @@ const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::consts::MAX_KEY_PERM
 /// | `SHMLIMIT_SLIDING_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 /// | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
 /// | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
+/// | `SHMLIMIT_ADAPTIVE_CONCURRENCY` | the maximum limit | lease (0: none) | the minimum limit | 0 |
 ///
 /// A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 /// stored token bucket as `rate = 1` per `period_ns` = that interval.

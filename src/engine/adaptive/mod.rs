@@ -77,6 +77,13 @@ impl<C: Clock> AdaptivePermit<C> {
         self.finish(outcome)
     }
 
+    /// Release the permit reporting `outcome` with a latency the caller measured itself (for
+    /// callers whose request started before the grant, or that time it their own way).
+    pub fn release_measured(mut self, outcome: Outcome, latency: Duration) -> bool {
+        let ns = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
+        self.finish_with(outcome, Some(ns))
+    }
+
     /// `release(Outcome::Ok)`.
     pub fn ok(self) -> bool {
         self.release(Outcome::Ok)
@@ -100,11 +107,16 @@ impl<C: Clock> AdaptivePermit<C> {
     }
 
     fn finish(&mut self, outcome: Outcome) -> bool {
+        self.finish_with(outcome, None)
+    }
+
+    fn finish_with(&mut self, outcome: Outcome, measured_ns: Option<u64>) -> bool {
         let Some(permit) = self.permit.take() else {
             return false;
         };
         let site = permit.site().clone();
-        let rtt_ns = site.clock().now_ns().saturating_sub(self.granted_ns);
+        let rtt_ns =
+            measured_ns.unwrap_or_else(|| site.clock().now_ns().saturating_sub(self.granted_ns));
         let held = permit.release();
         if held {
             Adaptive(&site).report(outcome, rtt_ns);

@@ -1,0 +1,142 @@
+/*
+ * The C ABI's adaptive concurrency calls, success and error paths, from C (and compiled as
+ * C++ too): permits within a limit that starts at its minimum, releases with outcomes and
+ * latencies, the status, bad outcomes and latencies refused without a change, the permits of
+ * a process that died taken over, refused definitions.
+ *
+ * Usage: adaptive DIR   (DIR: an empty, writable directory)
+ * Exit status 0 when every check passes; each failed check is printed.
+ */
+#include <math.h>
+#include <sys/wait.h>
+
+#include "feature_helpers.h"
+
+static void permits(const char *dir) {
+    shmlimit_def def;
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *dep = NULL;
+    shmlimit_adaptive_permit *a = NULL, *b = NULL, *c = NULL;
+    shmlimit_adaptive_info status, untouched;
+
+    /* min 2 (rate), max 8 (limit), no lease. */
+    zero_def(&def, "dep", SHMLIMIT_ADAPTIVE_CONCURRENCY, 8, 0, 2);
+    OK(one_limit(dir, "adaptive", &def, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "dep", &dep));
+
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.limit == 2.0 && status.permits == 2 && status.min == 2 && status.max == 8);
+    CHECK(status.in_flight == 0 && status.rtt_long_us == 0.0 && status.rtt_recent_us == 0.0);
+
+    OK(shmlimit_adaptive_acquire(dep, 0, &a));
+    OK(shmlimit_adaptive_acquire(dep, 0, &b));
+    CHECK(a != NULL && b != NULL && a != b);
+    c = (shmlimit_adaptive_permit *)(uintptr_t)0x5a5a5a50;
+    OK(shmlimit_adaptive_acquire(dep, 0, &c));
+    CHECK(c == NULL); /* at the limit: refused, not an error */
+    OK(shmlimit_adaptive_acquire(dep, 2000000, &c));
+    CHECK(c == NULL); /* still none after 2 ms */
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.in_flight == 2);
+
+    /* Bad outcomes and latencies: refused, the permit still held and valid. */
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_adaptive_release",
+                shmlimit_adaptive_release(a, 4));
+    CHECK(contains(shmlimit_last_error(), "outcome 4"));
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_adaptive_release_measured",
+                shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_OK, NAN));
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_adaptive_release_measured",
+                shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_OK, -0.5));
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_adaptive_release_measured",
+                shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_OK, INFINITY));
+    CHECK(contains(shmlimit_last_error(), "latency"));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_adaptive_release",
+                shmlimit_adaptive_release(NULL, SHMLIMIT_OUTCOME_OK));
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.in_flight == 2 && status.rtt_recent_us == 0.0);
+
+    OK(shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_OK, 0.25));
+    OK(shmlimit_adaptive_release(b, SHMLIMIT_OUTCOME_DROPPED));
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.in_flight == 0);
+    /* The first window closed on the first release: its one sample, 250 ms. */
+    CHECK(status.rtt_recent_us == 250000.0 && status.rtt_long_us == 250000.0);
+    CHECK(status.limit >= 2.0 && status.limit <= 8.0);
+
+    /* A process that dies holding both permits reports nothing; they are taken over. */
+    {
+        pid_t pid = fork();
+        if (pid == 0) {
+            shmlimit_adaptive_permit *x = NULL, *y = NULL;
+            int held = shmlimit_adaptive_acquire(dep, 0, &x) == SHMLIMIT_OK && x != NULL &&
+                       shmlimit_adaptive_acquire(dep, 0, &y) == SHMLIMIT_OK && y != NULL;
+            _exit(held ? 0 : 1);
+        }
+        int wstatus = 0;
+        CHECK(waitpid(pid, &wstatus, 0) == pid && WIFEXITED(wstatus) &&
+              WEXITSTATUS(wstatus) == 0);
+    }
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.in_flight == 2);
+    OK(shmlimit_adaptive_acquire(dep, 0, &a));
+    OK(shmlimit_adaptive_acquire(dep, 0, &b));
+    CHECK(a != NULL && b != NULL);
+    OK(shmlimit_adaptive_release(a, SHMLIMIT_OUTCOME_TIMEOUT));
+    OK(shmlimit_adaptive_release(b, SHMLIMIT_OUTCOME_ERROR));
+
+    /* Out-parameters are written only on success. */
+    memset(&untouched, 0x77, sizeof untouched);
+    status = untouched;
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_adaptive_status",
+                shmlimit_adaptive_status(NULL, &status));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_adaptive_status",
+                shmlimit_adaptive_status(dep, NULL));
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_adaptive_acquire",
+                shmlimit_adaptive_acquire(dep, 0, NULL));
+    CHECK(memcmp(&status, &untouched, sizeof status) == 0);
+
+    shmlimit_limit_free(dep);
+    shmlimit_limiter_free(limiter);
+}
+
+static void wrong_kinds_and_refusals(const char *dir) {
+    shmlimit_def def;
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *bucket = NULL;
+    shmlimit_adaptive_permit *p = (shmlimit_adaptive_permit *)(uintptr_t)0x5a5a5a50;
+    shmlimit_adaptive_info status;
+
+    zero_def(&def, "bucket", SHMLIMIT_TOKEN_BUCKET, 1, HOUR, 1);
+    OK(one_limit(dir, "bucket", &def, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "bucket", &bucket));
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_adaptive_acquire",
+                shmlimit_adaptive_acquire(bucket, 0, &p));
+    CHECK(p == (shmlimit_adaptive_permit *)(uintptr_t)0x5a5a5a50);
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_adaptive_status",
+                shmlimit_adaptive_status(bucket, &status));
+    shmlimit_limit_free(bucket);
+    shmlimit_limiter_free(limiter);
+
+    zero_def(&def, "min_above_max", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 8);
+    refused(dir, &def, "above maximum");
+    zero_def(&def, "zero_min", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 0);
+    refused(dir, &def, "minimum 0");
+    zero_def(&def, "zero_max", SHMLIMIT_ADAPTIVE_CONCURRENCY, 0, 0, 1);
+    refused(dir, &def, "above maximum");
+    zero_def(&def, "huge", SHMLIMIT_ADAPTIVE_CONCURRENCY, UINT64_C(1) << 16, 0, 1);
+    refused(dir, &def, "maximum 65536");
+    zero_def(&def, "aligned", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 1);
+    def.alignment = SHMLIMIT_ALIGN_MONOTONIC;
+    refused(dir, &def, "alignment");
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s DIR\n", argv[0]);
+        return 2;
+    }
+    permits(argv[1]);
+    wrong_kinds_and_refusals(argv[1]);
+    printf("%d passed, %d failed\n", checks - failures, failures);
+    return failures == 0 ? 0 : 1;
+}
