@@ -14,8 +14,12 @@
 //! calls in flight whose callers' sockets are still open at that instant, so a killed caller's
 //! call stops counting when the kernel closed its socket, before its permit can be reclaimed.
 //!
+//! With `--knee K`, it serves at most `K` calls at once: a call past them waits its turn, so its
+//! latency is flat up to `K` in flight and grows with the queue past it (`in flight / K` times
+//! the service time): a dependency with a concurrency knee.
+//!
 //! It runs until its standard input closes (or `--seconds`); standard input also takes
-//! commands, one a line: `fail <percent>` changes the failure fraction. At the end it writes the
+//! commands, one a line: `fail <percent>` changes the failure fraction, `knee <K>` the knee. At the end it writes the
 //! arrivals to `--record` and prints arrivals per second and the most in any sliding 1 s window.
 
 use std::collections::{HashMap, VecDeque};
@@ -24,7 +28,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use clap::Args;
@@ -67,6 +71,9 @@ pub struct DependencyArgs {
     /// Stop after this many seconds instead of when standard input closes
     #[arg(long)]
     pub seconds: Option<f64>,
+    /// Serve at most this many calls at once; the others wait their turn (0: no knee)
+    #[arg(long, default_value_t = 0)]
+    pub knee: u32,
 }
 
 /// What the dependency answered.
@@ -218,6 +225,41 @@ struct Shared {
     fail_percent: AtomicU32,
     service: Duration,
     capacity: u64,
+    servers: Servers,
+}
+
+/// The knee: calls being served and the most served at once (0: no knee).
+struct Servers {
+    busy: Mutex<(u32, u32)>,
+    freed: Condvar,
+}
+
+impl Servers {
+    /// Wait for a free server (none to wait for without a knee).
+    fn enter(&self) {
+        let Ok(mut b) = self.busy.lock() else { return };
+        while b.1 > 0 && b.0 >= b.1 {
+            b = match self.freed.wait(b) {
+                Ok(b) => b,
+                Err(_) => return,
+            };
+        }
+        b.0 += 1;
+    }
+
+    fn leave(&self) {
+        if let Ok(mut b) = self.busy.lock() {
+            b.0 = b.0.saturating_sub(1);
+        }
+        self.freed.notify_one();
+    }
+
+    fn set_knee(&self, knee: u32) {
+        if let Ok(mut b) = self.busy.lock() {
+            b.1 = knee;
+        }
+        self.freed.notify_all();
+    }
 }
 
 pub fn run(args: DependencyArgs) -> Result<(), Failure> {
@@ -246,6 +288,10 @@ pub fn run(args: DependencyArgs) -> Result<(), Failure> {
         fail_percent: AtomicU32::new(args.fail_percent),
         service: Duration::from_millis(args.service_ms),
         capacity: args.capacity,
+        servers: Servers {
+            busy: Mutex::new((0, args.knee)),
+            freed: Condvar::new(),
+        },
     });
     {
         let shared = Arc::clone(&shared);
@@ -266,10 +312,14 @@ pub fn run(args: DependencyArgs) -> Result<(), Failure> {
                         Ok(p) if p <= 100 => shared.fail_percent.store(p, Ordering::Relaxed),
                         _ => eprintln!("demo-dependency: fail takes a percent 0..100, not {pct:?}"),
                     },
+                    ["knee", k] => match k.parse::<u32>() {
+                        Ok(k) => shared.servers.set_knee(k),
+                        _ => eprintln!("demo-dependency: knee takes a count, not {k:?}"),
+                    },
                     ["stop"] => break,
                     [] => {}
                     _ => eprintln!(
-                        "demo-dependency: unknown command {line:?} (fail <percent>, stop)"
+                        "demo-dependency: unknown command {line:?} (fail <percent>, knee <K>, stop)"
                     ),
                 }
             }
@@ -424,7 +474,13 @@ fn serve(stream: UnixStream, shared: &Shared, conn: u64, mut seed: u64) {
             });
             outcome
         };
-        let hung_up = outcome != Outcome::Busy && hung_up_within(reader.get_ref(), shared.service);
+        let hung_up = outcome != Outcome::Busy && {
+            // Past the knee, wait for a server: the queue is the latency past it.
+            shared.servers.enter();
+            let hung_up = hung_up_within(reader.get_ref(), shared.service);
+            shared.servers.leave();
+            hung_up
+        };
         // No longer in flight before the answer leaves (a caller that reads it and starts
         // another call finds this one gone), and before the socket closes.
         if let Ok(mut state) = shared.state.lock() {

@@ -15,6 +15,7 @@ macro_rules! exit_codes {
     };
 }
 
+mod adaptive_worker;
 mod c_library;
 mod config;
 mod demo;
@@ -58,6 +59,9 @@ enum Command {
     /// One instance of the dependency scenario (started by it)
     #[command(hide = true)]
     DemoWorker(scenario_worker::WorkerArgs),
+    /// One worker of the adaptive scenario (started by it)
+    #[command(hide = true)]
+    DemoAdaptiveWorker(adaptive_worker::AdaptiveWorkerArgs),
     Create(inspect::CreateArgs),
     Check(inspect::CheckArgs),
     Inspect(inspect::InspectArgs),
@@ -210,6 +214,7 @@ fn run(command: Command) -> Result<(), Failure> {
         Command::Demo(args) => demo::run(args),
         Command::DemoDependency(args) => dependency::run(args),
         Command::DemoWorker(args) => scenario_worker::run(args),
+        Command::DemoAdaptiveWorker(args) => adaptive_worker::run(args),
         Command::Create(args) => inspect::create(args),
         Command::Check(args) => inspect::check(args),
         Command::Inspect(args) => inspect::inspect(args),

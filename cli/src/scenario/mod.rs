@@ -23,6 +23,7 @@
 //! `B + floor((T + D) / e)`: checked for every pair of arrivals. The calls in flight, counted by
 //! the dependency at each arrival, must never exceed the permits.
 
+mod adaptive;
 mod chart;
 mod fleet;
 mod phases;
@@ -75,6 +76,9 @@ pub const REQUESTS_PER_SECOND: f64 = 3.0;
 pub enum Scenario {
     /// 10 to 40 instances sharing one budget in front of a 300/s dependency (see below)
     Dependency,
+    /// 8 workers under one shared adaptive concurrency limit, against the same algorithm per
+    /// process and a fixed limit, while the dependency's knee moves 32 -> 12 -> 48
+    Adaptive,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -120,6 +124,9 @@ pub struct ScenarioArgs {
     /// The Redis for --hosts 2..4 (default: a private redis-server on a free loopback port)
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
+    /// Write the adaptive scenario's figures here as JSON (`--scenario adaptive`)
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
     /// How many instances in every ten are Python processes (the package ffi/python); 0 for
     /// Rust only. Needs python3 and the package's compiled module built with this binary
     /// (PYO3_BUILD_EXTENSION_MODULE=1 cargo build -p shmlimit-python), or the package installed
@@ -139,9 +146,27 @@ impl ScenarioArgs {
             (self.hosts != 1, "--hosts"),
             (self.redis.is_some(), "--redis"),
             (self.python != 2, "--python"),
+            (self.json.is_some(), "--json"),
         ]
         .into_iter()
         .find_map(|(set, flag)| set.then_some(flag))
+    }
+}
+
+/// The run's directory: `--keep`'s new directory, or a fresh temporary one.
+fn scratch(keep: Option<&PathBuf>, prefix: &str) -> Result<Scratch, Failure> {
+    match keep {
+        Some(path) => {
+            std::fs::create_dir(path).map_err(|e| {
+                Failure::file(format!(
+                    "{}: cannot create the directory for --keep: {e} (it must not exist yet)",
+                    path.display()
+                ))
+            })?;
+            Ok(Scratch::kept(path.clone()))
+        }
+        None => Scratch::fresh(prefix)
+            .map_err(|why| Failure::file(format!("{why}; set TMPDIR or pass --keep"))),
     }
 }
 
@@ -152,19 +177,13 @@ pub fn run(args: ScenarioArgs) -> Result<(), Failure> {
             args.phase_seconds
         )));
     }
-    let dir = match &args.keep {
-        Some(path) => {
-            std::fs::create_dir(path).map_err(|e| {
-                Failure::file(format!(
-                    "{}: cannot create the directory for --keep: {e} (it must not exist yet)",
-                    path.display()
-                ))
-            })?;
-            Scratch::kept(path.clone())
-        }
-        None => Scratch::fresh("shmlimit-scenario")
-            .map_err(|why| Failure::file(format!("{why}; set TMPDIR or pass --keep")))?,
-    };
+    if args.scenario == Some(Scenario::Adaptive) {
+        return adaptive::run(&args);
+    }
+    if args.json.is_some() {
+        return Err(Failure::config("--json is for --scenario adaptive"));
+    }
+    let dir = scratch(args.keep.as_ref(), "shmlimit-scenario")?;
     let python = if args.python > 0 {
         match python_setup(dir.path()) {
             Ok(p) => Some(p),

@@ -297,15 +297,32 @@ fn start_dependency(
     socket: &Path,
     record: &Path,
 ) -> Result<(Child, BufReader<ChildStdout>, Option<ChildStdin>), Failure> {
+    start_dependency_with(
+        exe,
+        socket,
+        record,
+        &[
+            format!("--service-ms={SERVICE_MS}"),
+            format!("--fail-percent={FAIL_PERCENT}"),
+            format!("--capacity={DEPENDENCY_CAPACITY}"),
+        ],
+    )
+}
+
+/// Start `demo-dependency` on `socket` with these flags, and wait until it listens.
+pub(super) fn start_dependency_with(
+    exe: &Path,
+    socket: &Path,
+    record: &Path,
+    flags: &[String],
+) -> Result<(Child, BufReader<ChildStdout>, Option<ChildStdin>), Failure> {
     let mut dep = Command::new(exe)
         .arg("demo-dependency")
         .arg("--socket")
         .arg(socket)
         .arg("--record")
         .arg(record)
-        .args(["--service-ms", &SERVICE_MS.to_string()])
-        .args(["--fail-percent", &FAIL_PERCENT.to_string()])
-        .args(["--capacity", &DEPENDENCY_CAPACITY.to_string()])
+        .args(flags)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
