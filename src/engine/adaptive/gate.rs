@@ -13,7 +13,9 @@
 //! in the single total order of `SeqCst` fences (each claimer's own fence follows its claim),
 //! so its count reads all of them, and it would have given back. The race costs the other
 //! direction only: two acquirers that both count each other may both give back (transiently
-//! strict, never over-admitting). The same count makes a shrinking limit bite at once: while
+//! strict, never over-admitting); a count before the claim keeps acquirers that find the limit
+//! reached from claiming at all, so that waiters do not refuse each other in a storm of
+//! transient claims. The same count makes a shrinking limit bite at once: while
 //! `in flight >= L`, every new claim counts more than `L` and is given back, so in-flight
 //! drains to the new limit as holders release (no holder is revoked).
 //!
@@ -33,8 +35,9 @@ use crate::sync::{AtomicWord, PermitAtomic};
 pub(crate) enum Admit {
     /// Granted: this entry, committed with this owner word.
     Granted(usize, OwnerWord),
-    /// An entry was claimed but the count was over the limit: given back (wake a waiter).
-    GaveBack,
+    /// At the limit: nothing claimed (the count before claiming), or an entry claimed and
+    /// given back (the count after it).
+    AtLimit,
     /// No free entry at all (every one of the `max` is held).
     Full,
 }
@@ -64,6 +67,12 @@ pub(crate) fn admit<A: PermitAtomic>(
     allowed: usize,
     now_ns: impl FnOnce() -> u64,
 ) -> Admit {
+    // Acquire loads: the count before claiming keeps acquirers that cannot be granted from
+    // claiming at all, so that many waiters at the limit do not refuse each other by their
+    // transient claims. Only the count after the fence decides.
+    if count_held(table, allowed) >= allowed {
+        return Admit::AtLimit;
+    }
     let Some((index, word)) = table.claim(start, me, now_ns) else {
         return Admit::Full;
     };
@@ -73,7 +82,7 @@ pub(crate) fn admit<A: PermitAtomic>(
     if count_held(table, allowed) > allowed {
         // Give back exactly the word we committed; nobody else changes a live holder's word.
         table.release(index, word);
-        return Admit::GaveBack;
+        return Admit::AtLimit;
     }
     Admit::Granted(index, word)
 }

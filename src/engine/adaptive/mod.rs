@@ -54,6 +54,13 @@ use crate::file::layout::adaptive as words;
 use crate::spec::{Adaptive as Spec, Algorithm};
 use gate::{Admit, Words};
 
+/// When this process last looked for dead holders at an adaptive limit (any limit), ns.
+static LAST_SWEEP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// How often a process looks for dead holders at most (10 ms): the permits of a holder that
+/// died come back within this (or [`PERMIT_RECHECK`](crate::consts::PERMIT_RECHECK) for a
+/// waiter) after the limit is reached.
+const SWEEP_EVERY_NS: u64 = 10_000_000;
+
 /// An adaptive concurrency limit's engine, on the limit's site.
 pub(crate) struct Adaptive<'a, C: Clock>(pub(crate) &'a Site<C>);
 
@@ -248,16 +255,27 @@ impl<C: Clock> Adaptive<'_, C> {
         let attempt = || {
             // Acquire: pairs with the AcqRel CAS of the window that set the limit.
             let allowed = t.permits_of(self.control(words::LIMIT).load(Ordering::Acquire));
-            let got = gate::admit(table, start, me, allowed as usize, || self.clock().now_ns());
-            if got == Admit::GaveBack {
-                self.wake(1);
-            }
-            got
+            // A given-back claim wakes nobody: a waiter it refused retries at the next
+            // release, or within `PERMIT_RECHECK`.
+            gate::admit(table, start, me, allowed as usize, || self.clock().now_ns())
         };
         if let Admit::Granted(index, word) = attempt() {
             return Some((index, word));
         }
-        // The slow path, as a fixed permit's: free what dead holders (or expired leases) hold.
+        // The slow path, as a fixed permit's: free what dead holders (or expired leases) hold;
+        // at most once per `SWEEP_EVERY_NS` in this process, since at a limit below `max` every
+        // refused attempt would otherwise read every holder's `/proc` entry.
+        // The process's own monotonic clock, whatever clock the limit decides with.
+        let now = MonotonicClock.now_ns();
+        // Relaxed: a throttle; a race lets two sweeps through, which is harmless.
+        let last = LAST_SWEEP.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < SWEEP_EVERY_NS
+            || LAST_SWEEP
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return None;
+        }
         let mut judge = Judge::new(me, lease_ns);
         let freed = table.sweep(
             0,
