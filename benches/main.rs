@@ -4,11 +4,12 @@
 //! Layout: `peers/` holds one module per contender behind the `peers::Contender` trait,
 //! `harness` runs a contender from one or many threads or processes, and each group is a module
 //! (`floor`, `uncontended`, `contention`, `algorithms`, `clocks`, `keyed`, `composed`,
-//! `hot_split`, `concurrency`, `c_abi`). A new group is one more module and one line in `main`.
+//! `hot_split`, `concurrency`, `c_abi`, `adaptive`). A new group is one more module and one line in `main`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+mod adaptive;
 mod algorithms;
 mod c_abi;
 mod clocks;
@@ -38,5 +39,6 @@ fn main() {
     hot_split::bench(&mut c);
     concurrency::bench(&mut c);
     c_abi::bench(&mut c);
+    adaptive::bench(&mut c);
     c.final_summary();
 }
