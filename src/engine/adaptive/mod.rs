@@ -299,11 +299,15 @@ impl<C: Clock> Adaptive<'_, C> {
         futex::announce_release(self.control(futex::SEQ), self.control(futex::WAITERS), n);
     }
 
-    /// Pool one released request's outcome and latency, and close the window if it is over.
+    /// Pool one released request's outcome and latency, and close the window if it is over
+    /// (a dropped request reports nothing, and closes nothing).
     pub(crate) fn report(&self, outcome: Outcome, rtt_ns: u64) {
         let Ok(spec) = self.spec() else {
             return;
         };
+        if outcome == Outcome::Dropped {
+            return;
+        }
         let t = tuning(&spec);
         let words = self.words();
         gate::record(words.acc, outcome, rtt_ns.saturating_add(500) / 1000);
