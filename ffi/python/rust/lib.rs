@@ -27,6 +27,7 @@
 
 use pyo3::prelude::*;
 
+mod adaptive;
 mod composed;
 mod decision;
 mod errors;
@@ -53,5 +54,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     limiter::register(m)?;
     composed::register(m)?;
     guarded::register(m)?;
+    adaptive::register(m)?;
     Ok(())
 }

@@ -14,6 +14,7 @@ use pyo3::prelude::*;
 use shmlimit::{Permit, Rate};
 use shmlimit_bindings::handle::{wrong, AnyHandle};
 
+use crate::adaptive::AdaptivePermit;
 use crate::decision::{decision_of, Decision};
 use crate::errors::{closed, raise, status_error, OrRaise};
 use crate::guarded::Reservation;
@@ -228,6 +229,43 @@ impl LimitBase {
                 .or_raise("shmlimit_permit_acquire_timeout")?,
         };
         Ok(permit_id(permit))
+    }
+
+    /// An adaptive permit (None: none within the limit), waiting up to `timeout_ns` (None: not
+    /// at all).
+    #[pyo3(signature = (timeout_ns = None))]
+    fn _adaptive(
+        &self,
+        py: Python<'_>,
+        timeout_ns: Option<u64>,
+    ) -> PyResult<Option<AdaptivePermit>> {
+        let handle = self.shared()?;
+        let adaptive = handle.adaptive().or_raise("shmlimit_adaptive_acquire")?;
+        let permit = match timeout_ns {
+            None => adaptive.try_acquire(),
+            Some(ns) => py.detach(|| adaptive.acquire_timeout(Duration::from_nanos(ns))),
+        }
+        .or_raise("shmlimit_adaptive_acquire")?;
+        Ok(permit.map(AdaptivePermit::new))
+    }
+
+    /// `(limit, permits, min, max, in_flight, rtt_long_us, rtt_recent_us)`.
+    #[allow(clippy::type_complexity)]
+    fn _adaptive_status(&self) -> PyResult<(f64, u64, u64, u64, u64, Option<f64>, Option<f64>)> {
+        let handle = self.live()?;
+        let s = handle
+            .adaptive()
+            .and_then(|a| a.status())
+            .or_raise("shmlimit_adaptive_status")?;
+        Ok((
+            s.limit,
+            s.permits,
+            s.min,
+            s.max,
+            s.in_flight,
+            s.rtt_long_us,
+            s.rtt_recent_us,
+        ))
     }
 
     /// A permit of `key` (0: none free), waiting up to `timeout_ns` (None: not at all).

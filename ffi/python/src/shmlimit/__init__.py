@@ -59,7 +59,8 @@ except ImportError as _e:  # pragma: no cover - exercised by the broken-install 
     ) from _e
 
 from ._native import Composed, Decision
-from .definitions import (DAY, FAIL_CLOSED, FAIL_OPEN, MAX_KEYS, MONTH, WEEK, Concurrency,
+from .definitions import (DAY, FAIL_CLOSED, FAIL_OPEN, MAX_KEYS, MONTH, WEEK, AdaptiveConcurrency,
+                          Concurrency,
                           FixedWindow, FleetShare, Keyed, SlidingLog, SlidingWindow, Spec,
                           TokenBucket)
 # Names the package's other modules and the examples use (explicit re-exports).
@@ -75,9 +76,9 @@ from .errors import (BadLengthError, BadUtf8Error, ClockMismatchError, ClockOutO
                      ShmlimitError, SizeError, SymlinkError, TableFullError, UnknownLimitError,
                      VersionError, WrongKindError, ZeroCostError)
 from .errors import _ERRORS as _ERRORS, _error as _error
-from .limit import Limit, Policy, Stats, rate_limit_headers, try_acquire_all
+from .limit import AdaptiveStatus, Limit, Policy, Stats, rate_limit_headers, try_acquire_all
 from .limiter import GuardedLimit, GuardedLimiter, Limiter, prometheus_text
-from .permits import Permit, PermitHolder, Reservation
+from .permits import AdaptivePermit, Permit, PermitHolder, Reservation
 
 __all__ = [
     "Limiter", "Limit", "Decision", "Stats",
@@ -93,6 +94,7 @@ __all__ = [
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
     "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED", "Spec", "__version__",
     "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH",
+    "AdaptiveConcurrency", "AdaptivePermit", "AdaptiveStatus",
 ]
 
 MAX_CHECKS: int = _native.MAX_CHECKS

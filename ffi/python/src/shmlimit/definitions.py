@@ -16,6 +16,7 @@ from typing import Any, Optional, Tuple, Union
 from .errors import InvalidParameterError, ParameterOverflowError, ShmlimitError
 
 _TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG, _CONCURRENCY = 1, 2, 3, 4, 5
+_ADAPTIVE_CONCURRENCY = 8
 _ALIGNMENTS = {"wall": 0, "monotonic": 1, "calendar": 2}
 MAX_KEYS = 1 << 26
 _DEF_SHADOW, _DEF_NEAR_LIMIT = 1, 2
@@ -459,6 +460,36 @@ class Concurrency(Spec):
         return f"Concurrency(permits={self.permits}, lease={self.lease!r}{self._options_repr()})"
 
 
+class AdaptiveConcurrency(Spec):
+    """At most ``L`` permits held at once across every process, where ``L`` moves within
+    ``[min, max]`` (starting at ``min``) with the latency and outcome every release reports,
+    pooled from every process (the library's default tuning: Gradient2 latency gradient, AIMD
+    on errors and timeouts; see docs/adaptive.md). Take permits with ``Limit.adaptive()`` (a
+    context manager that measures the latency itself) or ``Limit.acquire_adaptive()``."""
+
+    _kind = _ADAPTIVE_CONCURRENCY
+
+    def __init__(self, min: int, max: int, lease: Optional[Seconds] = None, **options: Any):
+        self.min = _u64(min, "min", low=1)
+        self.max = _u64(max, "max", low=1)
+        self.lease_ns = 0 if lease is None else _ns(lease, "lease")
+        self._set_options(**options)
+
+    @property
+    def lease(self) -> Optional[float]:
+        return self.lease_ns / 1e9 if self.lease_ns else None
+
+    def _fill(self, d: _Def) -> None:
+        d.limit, d.rate, d.period_ns = self.max, self.min, self.lease_ns
+
+    def _key(self) -> Tuple[object, ...]:
+        return (self.min, self.max, self.lease_ns)
+
+    def __repr__(self) -> str:
+        return (f"AdaptiveConcurrency(min={self.min}, max={self.max}, lease={self.lease!r}"
+                f"{self._options_repr()})")
+
+
 def _spec_of(d: _Def) -> Spec:
     aligned = {1: "monotonic", 2: "calendar"}.get(d.alignment, "wall")
     spec: Spec
@@ -484,6 +515,10 @@ def _spec_of(d: _Def) -> Spec:
         conc = Concurrency.__new__(Concurrency)
         conc.permits, conc.lease_ns = d.limit, d.period_ns
         spec = conc
+    elif d.kind == _ADAPTIVE_CONCURRENCY:
+        adaptive = AdaptiveConcurrency.__new__(AdaptiveConcurrency)
+        adaptive.min, adaptive.max, adaptive.lease_ns = d.rate, d.limit, d.period_ns
+        spec = adaptive
     else:
         raise ShmlimitError(f"limit kind {d.kind} is not known to this module")
     spec._read_options(d)

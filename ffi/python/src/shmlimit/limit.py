@@ -9,7 +9,7 @@ from . import _native
 from ._native import Composed, Decision
 from .definitions import Key, Seconds, Spec, _Def, _key, _ns, _spec_of, _timeout_ns, _u64
 from .errors import PermitUnavailableError
-from .permits import Permit, PermitHolder, Reservation
+from .permits import AdaptivePermit, Permit, PermitHolder, Reservation
 
 if TYPE_CHECKING:
     from .aio import AsyncLimit
@@ -143,6 +143,40 @@ class Limit(_native.LimitBase):
         never needed for correctness)."""
         return self._reclaim_idle_keys()
 
+    # Adaptive concurrency permits.
+
+    def try_acquire_adaptive(self) -> Optional[AdaptivePermit]:
+        """Take a permit of an adaptive concurrency limit if fewer than its current limit are
+        held, without waiting; None otherwise. Raises WrongKindError for another kind."""
+        native = self._adaptive(None)
+        return AdaptivePermit(native) if native is not None else None
+
+    def acquire_adaptive(self, timeout: Optional[Seconds] = None) -> Optional[AdaptivePermit]:
+        """``try_acquire_adaptive``, waiting up to ``timeout`` seconds (None: as long as it
+        takes); None when the timeout passed."""
+        native = self._adaptive(_timeout_ns(timeout))
+        return AdaptivePermit(native) if native is not None else None
+
+    def adaptive(self, timeout: Optional[Seconds] = 0) -> AdaptivePermit:
+        """An adaptive permit for a ``with`` block, released with its outcome and latency when
+        the block ends::
+
+            with llm.adaptive(timeout=1.0):
+                call_the_model()
+
+        Waits up to ``timeout`` seconds (0, the default: not at all; None: as long as it takes)
+        and raises PermitUnavailableError if the limit stayed reached."""
+        permit = self.acquire_adaptive(timeout)
+        if permit is None:
+            raise PermitUnavailableError(
+                f"limit `{self.name}`: the adaptive limit is reached", PermitUnavailableError.code)
+        return permit
+
+    def adaptive_status(self) -> "AdaptiveStatus":
+        """The current limit, its range, the round trips (µs; None before any sample) and the
+        permits held now."""
+        return AdaptiveStatus(*self._adaptive_status())
+
     # Concurrency permits.
 
     def try_acquire_permit(self) -> Optional["Permit"]:
@@ -240,6 +274,18 @@ class Limit(_native.LimitBase):
 
     def __repr__(self) -> str:
         return f"Limit({self.name!r}{', closed' if self.closed else ''})"
+
+
+class AdaptiveStatus(NamedTuple):
+    """What an adaptive concurrency limit is doing now (``Limit.adaptive_status()``)."""
+
+    limit: float
+    permits: int
+    min: int
+    max: int
+    in_flight: int
+    rtt_long_us: Optional[float]
+    rtt_recent_us: Optional[float]
 
 
 class Policy(NamedTuple):

@@ -15,6 +15,54 @@ if TYPE_CHECKING:
 _PERMIT_SHADOW = 1
 
 
+_OUTCOMES = {"ok": 0, "error": 1, "timeout": 2, "dropped": 3}
+
+
+class AdaptivePermit:
+    """A held permit of an adaptive concurrency limit; a context manager. Leaving the ``with``
+    block releases it and reports its outcome with the time since the grant: ``"ok"`` when the
+    block ended normally, ``"timeout"`` for a TimeoutError, ``"error"`` for any other exception,
+    unless ``outcome`` was set in the block (``"ok"``, ``"error"``, ``"timeout"`` or
+    ``"dropped"``: an exception that says nothing about the dependency's load should be
+    ``"dropped"``). Garbage-collected unreleased, it reports ``"dropped"``."""
+
+    __slots__ = ("_native", "outcome")
+
+    def __init__(self, native: "_native.AdaptivePermit"):
+        self._native = native
+        self.outcome: Optional[str] = None
+
+    @property
+    def held(self) -> bool:
+        """False once released (or taken over after its lease)."""
+        return self._native.held
+
+    def release(self, outcome: str = "ok", latency: Optional[float] = None) -> bool:
+        """Release now reporting ``outcome`` (and ``latency`` seconds instead of the time since
+        the grant); False if already released. An unknown outcome raises ValueError, a NaN,
+        negative or infinite latency InvalidParameterError; either leaves the permit held."""
+        code = _OUTCOMES.get(outcome)
+        if code is None:
+            raise ValueError(f"outcome must be one of {sorted(_OUTCOMES)}, not {outcome!r:.40}")
+        if latency is None:
+            return self._native.release(code)
+        return self._native.release_measured(code, float(latency))
+
+    def __enter__(self) -> "AdaptivePermit":
+        return self
+
+    def __exit__(self, kind: Optional[type], value: object, tb: object) -> None:
+        outcome = self.outcome
+        if outcome is None:
+            if kind is None:
+                outcome = "ok"
+            elif issubclass(kind, TimeoutError):
+                outcome = "timeout"
+            else:
+                outcome = "error"
+        self.release(outcome)
+
+
 class Permit:
     """A held permit of a concurrency limit; a context manager that releases it on exit. It is
     also released when garbage-collected, and lost to the next acquirers when this process
