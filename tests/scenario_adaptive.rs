@@ -50,3 +50,45 @@ fn adaptive_scenario_writes_every_phase_and_arm() {
     }
     assert!(std::fs::read_to_string(&chart).unwrap().starts_with("<svg"));
 }
+
+/// `algorithm = "adaptive_concurrency"` in a config: `create` makes it, `inspect` and `stats
+/// --prometheus` show its current limit; min above max is a config error (exit 1) that creates
+/// nothing.
+#[test]
+fn a_config_defines_an_adaptive_limit_and_inspect_shows_it() {
+    let (dir, file) = temp_path("adaptive.shm");
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_shmlimit"))
+            .args(args)
+            .output()
+            .expect("run shmlimit")
+    };
+    let config = dir.path().join("limits.toml");
+    let write = |text: &str| std::fs::write(&config, text).unwrap();
+    let (f, c) = (file.to_str().unwrap(), config.to_str().unwrap());
+    write("[[limit]]\nname = \"llm\"\nalgorithm = \"adaptive_concurrency\"\nmin = 9\nmax = 8\n");
+    let out = run(&["create", f, "--config", c]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("above maximum"),
+        "{out:?}"
+    );
+    assert!(!file.exists());
+    write(
+        "[[limit]]\nname = \"llm\"\nalgorithm = \"adaptive_concurrency\"\nmin = 4\nmax = 128\n\
+         initial = 16\nwindow = \"50ms\"\nsmoothing = 0.5\n",
+    );
+    let out = run(&["create", f, "--config", c]);
+    assert!(out.status.success(), "{out:?}");
+    let shown = String::from_utf8_lossy(&run(&["inspect", f]).stdout).into_owned();
+    assert!(
+        shown.contains("4 to 128 permits held at once, adapting every 50 ms"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("adaptive llm: limit 16.00 (16 permits, range 4..=128)"),
+        "{shown}"
+    );
+    let prom = String::from_utf8_lossy(&run(&["stats", f, "--prometheus"]).stdout).into_owned();
+    assert!(prom.contains("shmlimit_adaptive_limit{"), "{prom}");
+}

@@ -196,6 +196,17 @@ pub fn parameters(algorithm: &Algorithm) -> String {
             0 => format!("{permits} permits held at once (no lease)"),
             lease => format!("{permits} permits held at once (lease {})", duration(lease)),
         },
+        Algorithm::AdaptiveConcurrency(a) => format!(
+            "{} to {} permits held at once, adapting every {} ms{}",
+            a.min,
+            a.max,
+            a.window_ms,
+            match a.lease_ns {
+                0 => String::new(),
+                lease => format!(" (lease {})", duration(lease)),
+            }
+        ),
+        #[allow(unreachable_patterns)]
         other => format!("capacity {}", other.capacity()),
     }
 }

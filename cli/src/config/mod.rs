@@ -21,7 +21,9 @@
 //! `utc_offset = "+05:30"`: days from that offset's midnight, weeks (`window = "1week"`) from its
 //! Monday 00:00. A fixed window of `window = "1month"` is the calendar month (from the first
 //! of the month 00:00 in UTC or `utc_offset`). A concurrency limit takes
-//! `permits = 5` and an optional `lease = "30s"`.
+//! `permits = 5` and an optional `lease = "30s"`. An adaptive concurrency limit
+//! (`algorithm = "adaptive_concurrency"`) takes `min` and `max`, and optionally `initial`,
+//! `lease`, `window` (e.g. `"20ms"`), `smoothing`, `tolerance`, `headroom` and `backoff`.
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
 //! slots; a keyed concurrency limit allows `permits` per key, at most 64)
@@ -44,20 +46,22 @@ use shmlimit::{
         MAX_CAPACITY, MAX_KEYS, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT,
         MAX_WINDOW, MIN_WINDOW,
     },
-    Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
-    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    spec::MAX_ADAPTIVE_PERMITS,
+    AdaptiveConcurrency, Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy,
+    IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 use toml::{Table, Value};
 
 use crate::Failure;
 
 /// The algorithm names a config may use, in the order the help lists them.
-pub const ALGORITHMS: [&str; 5] = [
+pub const ALGORITHMS: [&str; 6] = [
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
     "concurrency",
+    "adaptive_concurrency",
 ];
 
 /// The options every algorithm takes.
@@ -203,6 +207,17 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
         "token_bucket" => &["rate", "burst"],
         "sliding_log" => &["limit", "window"],
         "concurrency" => &["permits", "lease"],
+        "adaptive_concurrency" => &[
+            "min",
+            "max",
+            "initial",
+            "lease",
+            "window",
+            "smoothing",
+            "tolerance",
+            "headroom",
+            "backoff",
+        ],
         _ => &["limit", "window", "alignment", "utc_offset"],
     };
     for key in limit.keys() {
@@ -246,6 +261,43 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
                 c = c.lease(window_value(v).map_err(|p| err("lease", &p))?);
             }
             c.into_algorithm(&name)
+        }
+        "adaptive_concurrency" => {
+            let bound = |field: &str, example: &str| {
+                whole(required(field, example)?, MAX_ADAPTIVE_PERMITS, "65535")
+                    .map_err(|p| err(field, &p))
+            };
+            let mut a = AdaptiveConcurrency::new(bound("min", "4")?, bound("max", "256")?);
+            if limit.get("initial").is_some() {
+                a = a.initial(bound("initial", "16")?);
+            }
+            if let Some(v) = limit.get("lease") {
+                a = a.lease(window_value(v).map_err(|p| err("lease", &p))?);
+            }
+            if let Some(v) = limit.get("window") {
+                a = a.window(window_value(v).map_err(|p| err("window", &p))?);
+            }
+            let number = |field: &str| -> Result<Option<f64>, Failure> {
+                match limit.get(field) {
+                    None => Ok(None),
+                    Some(Value::Float(x)) => Ok(Some(*x)),
+                    Some(Value::Integer(n)) => Ok(Some(*n as f64)),
+                    Some(v) => Err(err(field, &format!("{}: must be a number", show(v)))),
+                }
+            };
+            if let Some(x) = number("smoothing")? {
+                a = a.smoothing(x);
+            }
+            if let Some(x) = number("tolerance")? {
+                a = a.tolerance(x);
+            }
+            if let Some(x) = number("headroom")? {
+                a = a.headroom(x);
+            }
+            if let Some(x) = number("backoff")? {
+                a = a.backoff(x);
+            }
+            a.into_algorithm(&name)
         }
         other => {
             let limit_max = match other {

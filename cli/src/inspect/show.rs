@@ -275,6 +275,21 @@ fn print_keys_and_permits(states: &[LimitState]) {
             println!();
             println!("keys {}: {used} of {slots} slots in use", s.name);
         }
+        if let Some(a) = &s.adaptive {
+            let us = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.2} ms", x / 1e3));
+            println!();
+            println!(
+                "adaptive {}: limit {:.2} ({} permits, range {}..={}), recent RTT {}, long RTT {}, {} in flight",
+                s.name,
+                a.limit,
+                a.permits,
+                a.min,
+                a.max,
+                us(a.rtt_recent_us),
+                us(a.rtt_long_us),
+                a.in_flight
+            );
+        }
         if let Some(holders) = &s.holders {
             println!();
             println!("permits {}: {} held", s.name, holders.len());

@@ -18,6 +18,8 @@ pub struct LimitState {
     pub keys: Option<(usize, usize)>,
     /// A concurrency limit's permit holders.
     pub holders: Option<Vec<PermitHolder>>,
+    /// An adaptive concurrency limit's current limit, round trips and permits held.
+    pub adaptive: Option<shmlimit::AdaptiveStatus>,
     /// A fleet-managed token bucket's lease: its share, fence, deadline and whether fenced.
     pub fleet: Option<shmlimit::FleetLease>,
 }
@@ -99,13 +101,21 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
         .into_iter()
         .map(|limit| {
             let stats = limit.stats();
-            let holders = matches!(limit.algorithm(), Algorithm::Concurrency { .. })
-                .then(|| limit.permit_holders());
+            let holders = matches!(
+                limit.algorithm(),
+                Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_)
+            )
+            .then(|| limit.permit_holders());
+            // An adaptive limit grants its current limit, not its capacity.
+            let adaptive = shmlimit::AdaptiveConcurrencyLimit::try_from(limit.clone())
+                .ok()
+                .and_then(|a| a.status().ok());
             let peek = match &holders {
                 // A keyed limit's budget is per key.
                 Some(_) if limit.def().keyed.is_some() => Ok(None),
                 Some(h) => {
-                    let free = limit.capacity().saturating_sub(h.len() as u64);
+                    let granted = adaptive.map_or(limit.capacity(), |a| a.permits);
+                    let free = granted.saturating_sub(h.len() as u64);
                     Ok(Some(Now {
                         admits: free > 0,
                         available: free,
@@ -132,6 +142,7 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
                 keys,
                 holders,
                 fleet,
+                adaptive,
             }
         })
         .collect()

@@ -121,6 +121,21 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
         each(&|s| s.holders.as_ref().map(|h| (base(s), h.len().to_string()))),
     );
     family(
+        "shmlimit_adaptive_limit",
+        "gauge",
+        "An adaptive concurrency limit's current limit (its permits are the floor).",
+        each(&|s| s.adaptive.map(|a| (base(s), format!("{}", a.limit)))),
+    );
+    family(
+        "shmlimit_adaptive_rtt_seconds",
+        "gauge",
+        "An adaptive concurrency limit's mean round trip of its last window.",
+        each(&|s| {
+            let a = s.adaptive?;
+            a.rtt_recent_us.map(|us| (base(s), format!("{}", us / 1e6)))
+        }),
+    );
+    family(
         "shmlimit_live_capacity",
         "gauge",
         "The capacity a limit decides with now (differs from shmlimit_capacity after a retune).",
