@@ -81,18 +81,59 @@ export interface ConcurrencyDefinition extends Omit<ConcurrencyOptions, 'keyed'>
   lease: number | null;
   keyed?: KeyedOptions;
 }
+export interface AdaptiveConcurrencyOptions {
+  /** The smallest limit (and the starting one). */
+  min: number;
+  /** The largest limit (at most 65535). */
+  max: number;
+  /** Milliseconds after which a held permit becomes reclaimable (default: no lease). */
+  lease?: number | null;
+}
+export interface AdaptiveConcurrencyDefinition extends AdaptiveConcurrencyOptions {
+  kind: 'adaptiveConcurrency';
+  lease: number | null;
+}
 export type Definition =
   | TokenBucketDefinition
   | FixedWindowDefinition
   | SlidingWindowDefinition
   | SlidingLogDefinition
-  | ConcurrencyDefinition;
+  | ConcurrencyDefinition
+  | AdaptiveConcurrencyDefinition;
 
 export function tokenBucket(options: TokenBucketOptions): TokenBucketDefinition;
 export function fixedWindow(options: WindowOptions): FixedWindowDefinition;
 export function slidingWindow(options: WindowOptions): SlidingWindowDefinition;
 export function slidingLog(options: SlidingLogOptions): SlidingLogDefinition;
 export function concurrency(options: ConcurrencyOptions): ConcurrencyDefinition;
+export function adaptiveConcurrency(options: AdaptiveConcurrencyOptions): AdaptiveConcurrencyDefinition;
+
+/** How a request under an adaptive permit ended. */
+export type Outcome = 'ok' | 'error' | 'timeout' | 'dropped';
+
+/** A held permit of an adaptive concurrency limit. */
+export class AdaptivePermit {
+  private constructor();
+  readonly limit: Limit;
+  readonly held: boolean;
+  /** What disposing it (`using`) reports; unset: 'dropped'. */
+  outcome: Outcome | undefined;
+  /** Release it reporting `outcome` and the time since its grant (or `latency` ms); false when
+   *  it was released already. */
+  release(outcome?: Outcome, options?: { latency?: number }): boolean;
+  [Symbol.dispose](): void;
+}
+
+/** What an adaptive concurrency limit is doing now. */
+export interface AdaptiveStatus {
+  limit: number;
+  permits: number;
+  min: number;
+  max: number;
+  inFlight: number;
+  rttLongUs: number | null;
+  rttRecentUs: number | null;
+}
 
 /** The outcome of one decision. */
 export class Decision {
@@ -194,6 +235,10 @@ export class Limit {
   keyOccupancy(): { used: number; slots: number };
   reclaimIdleKeys(): number;
   keyTag(key: Key): bigint;
+  tryAcquireAdaptive(): AdaptivePermit | null;
+  acquireAdaptive(options?: { timeout?: number; every?: number }): Promise<AdaptivePermit | null>;
+  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; every?: number }): Promise<T>;
+  adaptiveStatus(): AdaptiveStatus;
   tryAcquirePermit(): Permit | null;
   tryAcquireKeyPermit(key: Key): Permit | null;
   /** Resolves null when the timeout passed with every permit held. */

@@ -22,6 +22,8 @@ use super::*;
         "  window = \"60s\"               # \"500ms\", \"60s\", \"1min\", \"2h\"\n\n",
         "Windows also take alignment = \"wall_clock\" (default) or \"monotonic\".\n",
         "algorithm = \"concurrency\" takes permits = 5 and an optional lease = \"30s\".\n",
+        "algorithm = \"adaptive_concurrency\" takes min = 4, max = 256 and optionally initial,\n",
+        "lease, window = \"20ms\", smoothing, tolerance, headroom and backoff.\n",
         "Every limit takes options: keyed = 10000 with on_full = \"deny\" | \"allow\" | \"error\",\n",
         "shadow = true, split = 4, fleet_total = \"300/s\" with fleet_weight = 2.\n",
         "Each problem is one line naming the file, the limit and the field.\n\n",

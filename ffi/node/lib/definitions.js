@@ -3,7 +3,7 @@
 // raw form the addon takes and the form a stored definition reads back in. Durations are
 // milliseconds (fractions allowed), stored as nanoseconds.
 
-const KIND = { tokenBucket: 1, fixedWindow: 2, slidingWindow: 3, slidingLog: 4, concurrency: 5 };
+const KIND = { tokenBucket: 1, fixedWindow: 2, slidingWindow: 3, slidingLog: 4, concurrency: 5, adaptiveConcurrency: 8 };
 const KIND_NAME = Object.fromEntries(Object.entries(KIND).map(([k, v]) => [v, k]));
 const ON_FULL = { deny: 0, allow: 1, error: 2 };
 const ON_FULL_NAME = ['deny', 'allow', 'error'];
@@ -94,6 +94,16 @@ function concurrency({ permits, lease, ...o } = {}) {
   return options({ kind: 'concurrency', permits, lease: lease === undefined ? null : lease }, o);
 }
 
+/** At most `L` permits held at once across every process, `L` moving within [`min`, `max`]
+ *  (starting at `min`) with the latency and outcome every release reports (the library's
+ *  default tuning; see docs/adaptive.md); `lease` ms as concurrency()'s. */
+function adaptiveConcurrency({ min, max, lease, ...o } = {}) {
+  count(min, 'min');
+  count(max, 'max');
+  if (lease !== undefined && lease !== null) msToNs(lease, 'lease');
+  return options({ kind: 'adaptiveConcurrency', min, max, lease: lease === undefined ? null : lease }, o);
+}
+
 function rawDef(name, spec) {
   if (typeof spec !== 'object' || spec === null || !(spec.kind in KIND)) {
     throw new TypeError(`limit '${name}': expected a definition from tokenBucket(), fixedWindow(), slidingWindow(), slidingLog() or concurrency()`);
@@ -112,6 +122,9 @@ function rawDef(name, spec) {
       break;
     case 'slidingLog':
       d.limit = spec.limit; d.periodNs = msToNs(spec.window, 'window');
+      break;
+    case 'adaptiveConcurrency':
+      d.limit = spec.max; d.rate = spec.min; d.periodNs = spec.lease ? msToNs(spec.lease, 'lease') : 0;
       break;
     default:
       d.limit = spec.permits; d.periodNs = spec.lease ? msToNs(spec.lease, 'lease') : 0;
@@ -170,6 +183,9 @@ function specOf(d) {
     case 'concurrency':
       spec = { kind, permits: d.limit, lease: d.periodNs ? d.periodNs / 1e6 : null };
       break;
+    case 'adaptiveConcurrency':
+      spec = { kind, min: d.rate, max: d.limit, lease: d.periodNs ? d.periodNs / 1e6 : null };
+      break;
     default:
       spec = { kind: `unknown(${d.kind})`, limit: d.limit, periodNs: d.periodNs };
   }
@@ -183,5 +199,5 @@ function specOf(d) {
 }
 
 module.exports = {
-  tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, rawDef, specOf, count, msToNs,
+  tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, adaptiveConcurrency, rawDef, specOf, count, msToNs,
 };

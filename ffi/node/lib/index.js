@@ -8,8 +8,8 @@
 const native = require('./native');
 const { Decision } = require('./decision');
 const { errors } = require('./errors');
-const { tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency } = require('./definitions');
-const { Permit } = require('./permits');
+const { tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, adaptiveConcurrency } = require('./definitions');
+const { Permit, AdaptivePermit } = require('./permits');
 const { Reservation } = require('./reservation');
 const { Limit } = require('./limit');
 const { Limiter } = require('./limiter');
@@ -25,6 +25,7 @@ module.exports = {
   Decision,
   Composed,
   Permit,
+  AdaptivePermit,
   Reservation,
   GuardedLimiter,
   GuardedLimit,
@@ -33,6 +34,7 @@ module.exports = {
   slidingWindow,
   slidingLog,
   concurrency,
+  adaptiveConcurrency,
   tryAcquireAll,
   acquireAll,
   rateLimitHeaders,

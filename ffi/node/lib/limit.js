@@ -7,7 +7,7 @@ const { readDecision, writeDecision, u8, u32 } = require('./decision');
 const { failure, PermitUnavailableError } = require('./errors');
 const { count, msToNs, specOf } = require('./definitions');
 const { waitFor } = require('./waiting');
-const { Permit, waitPermit } = require('./permits');
+const { Permit, AdaptivePermit, waitPermit } = require('./permits');
 const { Reservation } = require('./reservation');
 
 const RETUNE = { setRate: 0, setTokenBucket: 1, setLimit: 2, reset: 3 };
@@ -182,6 +182,48 @@ class Limit {
     const [st, id] = native.permitTry(this._h, key);
     if (st !== 0) throw failure(st, `${what} on '${this.name}'`);
     return id === 0n ? null : new Permit(this, id, key);
+  }
+
+  /** Take a permit of an adaptive concurrency limit if fewer than its current limit are held;
+   *  null otherwise. */
+  tryAcquireAdaptive() {
+    const [st, handle] = native.adaptiveTry(this._h);
+    if (st !== 0) throw failure(st, `tryAcquireAdaptive on '${this.name}'`);
+    return handle === null ? null : new AdaptivePermit(this, handle);
+  }
+
+  /** Wait up to `timeout` ms (default 1000) for an adaptive permit, retrying every `every` ms
+   *  (default 2) without blocking the event loop. Resolves the permit, or null. */
+  async acquireAdaptive({ timeout = 1000, every = 2 } = {}) {
+    const deadline = Date.now() + timeout;
+    for (;;) {
+      const p = this.tryAcquireAdaptive();
+      if (p || Date.now() >= deadline) return p;
+      await new Promise((resolve) => setTimeout(resolve, every));
+    }
+  }
+
+  /** Run `fn` holding an adaptive permit: released 'ok' when it resolves, 'timeout' when it
+   *  rejects with an error named TimeoutError, else 'error'. Rejects with
+   *  PermitUnavailableError when none came within `timeout` ms. */
+  async withAdaptive(fn, opts = {}) {
+    const p = await this.acquireAdaptive(opts);
+    if (!p) throw new PermitUnavailableError(`no adaptive permit of '${this.name}' within ${opts.timeout ?? 1000} ms`);
+    try {
+      const value = await fn();
+      p.release('ok');
+      return value;
+    } catch (e) {
+      p.release(e && e.name === 'TimeoutError' ? 'timeout' : 'error');
+      throw e;
+    }
+  }
+
+  /** `{limit, permits, min, max, inFlight, rttLongUs, rttRecentUs}` of an adaptive limit. */
+  adaptiveStatus() {
+    const s = native.adaptiveStatus(this._h);
+    if (typeof s === 'number') throw failure(s, `adaptiveStatus on '${this.name}'`);
+    return s;
   }
 
   /** Take a permit if one is free now; null when all are held. */

@@ -76,4 +76,41 @@ function waitPermit(limit, key, opts, what) {
   });
 }
 
-module.exports = { Permit, waitPermit };
+const OUTCOMES = { ok: 0, error: 1, timeout: 2, dropped: 3 };
+
+/** A held permit of an adaptive concurrency limit. `release(outcome)` releases it once and
+ *  reports the outcome ('ok', 'error', 'timeout' or 'dropped') with the time since its grant
+ *  (or `{ latency }` ms the caller measured). Disposed (`using`) or collected unreleased, it
+ *  reports `this.outcome` if set, else 'dropped' (a block that threw must not count as a fast
+ *  success): set `permit.outcome = 'ok'` at the end of the block, or use `limit.withAdaptive`. */
+class AdaptivePermit {
+  constructor(limit, handle) {
+    this.limit = limit;
+    this._p = handle;
+    this.outcome = undefined;
+  }
+
+  /** False once released. */
+  get held() {
+    return this._p !== null;
+  }
+
+  release(outcome = 'ok', { latency } = {}) {
+    if (this._p === null) return false;
+    const code = OUTCOMES[outcome];
+    if (code === undefined) {
+      throw new TypeError(`outcome must be one of ${Object.keys(OUTCOMES).join(', ')}, not ${String(outcome).slice(0, 40)}`);
+    }
+    const st = native.adaptiveRelease(this._p, code, latency);
+    if (st === NOT_HELD) return false;
+    if (st !== 0) throw failure(st, `release on '${this.limit.name}'`);
+    this._p = null;
+    return true;
+  }
+
+  [Symbol.dispose]() {
+    this.release(this.outcome === undefined ? 'dropped' : this.outcome);
+  }
+}
+
+module.exports = { Permit, AdaptivePermit, waitPermit };

@@ -138,6 +138,9 @@ napi_value js_guarded_open(napi_env env, napi_callback_info info);
 napi_value js_guarded_attached(napi_env env, napi_callback_info info);
 napi_value js_guarded_limit(napi_env env, napi_callback_info info);
 napi_value js_guarded_decide(napi_env env, napi_callback_info info);
+napi_value js_adaptive_try(napi_env env, napi_callback_info info);
+napi_value js_adaptive_release(napi_env env, napi_callback_info info);
+napi_value js_adaptive_status(napi_env env, napi_callback_info info);
 
 
 int get_cstring(napi_env env, napi_value v, char **out);

@@ -1,0 +1,113 @@
+/* Adaptive concurrency permits: the C ABI's opaque permit in an external, released once with
+ * its outcome (a permit collected unreleased reports SHMLIMIT_OUTCOME_DROPPED). */
+#include "addon.h"
+
+typedef struct {
+    shmlimit_adaptive_permit *permit; /* NULL once released */
+} adaptive_box_t;
+
+static void adaptive_finalize(napi_env env, void *data, void *hint) {
+    (void)env;
+    (void)hint;
+    adaptive_box_t *b = (adaptive_box_t *)data;
+    if (b->permit != NULL) {
+        shmlimit_adaptive_release(b->permit, SHMLIMIT_OUTCOME_DROPPED);
+    }
+    free(b);
+}
+
+/* adaptiveTry(limit) -> [status, permit external | null (the limit is reached)]. */
+napi_value js_adaptive_try(napi_env env, napi_callback_info info) {
+    ARGS(1);
+    napi_value out, st_v, permit_v;
+    NAPI(napi_create_array_with_length(env, 2, &out));
+    NAPI(napi_get_null(env, &permit_v));
+    const shmlimit_limit *l = get_limit(env, argv[0]);
+    int32_t st = CLOSED;
+    if (l != NULL) {
+        shmlimit_adaptive_permit *p = NULL;
+        st = shmlimit_adaptive_acquire(l, 0, &p);
+        if (st == SHMLIMIT_OK && p != NULL) {
+            adaptive_box_t *b = (adaptive_box_t *)malloc(sizeof *b);
+            if (b == NULL) {
+                shmlimit_adaptive_release(p, SHMLIMIT_OUTCOME_DROPPED);
+                napi_throw_error(env, NULL, "shmlimit addon: out of memory");
+                return NULL;
+            }
+            b->permit = p;
+            NAPI(napi_create_external(env, b, adaptive_finalize, NULL, &permit_v));
+        }
+    }
+    NAPI(napi_create_int32(env, st, &st_v));
+    NAPI(napi_set_element(env, out, 0, st_v));
+    NAPI(napi_set_element(env, out, 1, permit_v));
+    return out;
+}
+
+/* adaptiveRelease(permit, outcome, latencyMs | undefined) -> status, or NOT_HELD when it was
+ * released already. A bad outcome or latency leaves the permit held. */
+napi_value js_adaptive_release(napi_env env, napi_callback_info info) {
+    ARGS(3);
+    void *data = NULL;
+    uint32_t outcome = 0;
+    if (napi_get_value_external(env, argv[0], &data) != napi_ok ||
+        napi_get_value_uint32(env, argv[1], &outcome) != napi_ok) {
+        return int32_value(env, BAD_ARG);
+    }
+    adaptive_box_t *b = (adaptive_box_t *)data;
+    if (b->permit == NULL) {
+        return int32_value(env, NOT_HELD);
+    }
+    napi_valuetype lt;
+    NAPI(napi_typeof(env, argv[2], &lt));
+    int32_t st;
+    if (lt == napi_undefined) {
+        st = shmlimit_adaptive_release(b->permit, outcome);
+    } else {
+        double ms = 0;
+        if (napi_get_value_double(env, argv[2], &ms) != napi_ok) {
+            return int32_value(env, BAD_ARG);
+        }
+        st = shmlimit_adaptive_release_measured(b->permit, outcome, ms / 1e3);
+    }
+    if (st == SHMLIMIT_OK) {
+        b->permit = NULL; /* freed by the release */
+    }
+    return int32_value(env, st);
+}
+
+/* adaptiveStatus(limit) -> {limit, permits, min, max, inFlight, rttLongUs, rttRecentUs} or a
+ * status number (rtt fields null before the first sample). */
+napi_value js_adaptive_status(napi_env env, napi_callback_info info) {
+    ARGS(1);
+    const shmlimit_limit *l = get_limit(env, argv[0]);
+    if (l == NULL) {
+        return int32_value(env, CLOSED);
+    }
+    shmlimit_adaptive_info s;
+    int32_t st = shmlimit_adaptive_status(l, &s);
+    if (st != SHMLIMIT_OK) {
+        return int32_value(env, st);
+    }
+    napi_value out, v;
+    NAPI(napi_create_object(env, &out));
+    NAPI(napi_create_double(env, s.limit, &v));
+    NAPI(napi_set_named_property(env, out, "limit", v));
+    NAPI(napi_set_named_property(env, out, "permits", u64_number(env, s.permits)));
+    NAPI(napi_set_named_property(env, out, "min", u64_number(env, s.min)));
+    NAPI(napi_set_named_property(env, out, "max", u64_number(env, s.max)));
+    NAPI(napi_set_named_property(env, out, "inFlight", u64_number(env, s.in_flight)));
+    if (s.rtt_long_us > 0) {
+        NAPI(napi_create_double(env, s.rtt_long_us, &v));
+    } else {
+        NAPI(napi_get_null(env, &v));
+    }
+    NAPI(napi_set_named_property(env, out, "rttLongUs", v));
+    if (s.rtt_recent_us > 0) {
+        NAPI(napi_create_double(env, s.rtt_recent_us, &v));
+    } else {
+        NAPI(napi_get_null(env, &v));
+    }
+    NAPI(napi_set_named_property(env, out, "rttRecentUs", v));
+    return out;
+}
