@@ -520,3 +520,60 @@ fn the_untyped_limit_is_a_small_view() {
         files.join("\n")
     );
 }
+
+/// The files that may refuse a call for its kind (`wrong_kind(`): resolution, the binding
+/// dispatch of the untyped callers and of the C ABI, and the constructor itself. The engines
+/// decide with no test of the kind.
+const KIND_CHECKS: &[&str] = &[
+    "src/handle/resolve.rs",
+    "src/handle/dispatch.rs",
+    "src/c_abi.rs",
+    "src/engine/site/parts.rs",
+];
+
+/// The lines (1-based) of `text` whose code, outside comments, calls `wrong_kind(`.
+fn kind_checks(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            code.contains("wrong_kind(")
+        })
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+#[test]
+fn the_kind_check_finder_finds_kind_checks() {
+    let text = "fn f() {\n    return Err(self.wrong_kind(\"is keyed\"));\n}\n\
+                /// [`Site::wrong_kind(`] in a doc\n// self.wrong_kind(\"x\")\n";
+    assert_eq!(kind_checks(text), vec![2]);
+}
+
+#[test]
+fn the_kind_is_checked_at_resolution_and_dispatch_only() {
+    let files = rust_files(&root().join("src"));
+    let mut seen = 0;
+    let mut elsewhere = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let rel = file.strip_prefix(root()).unwrap_or(file);
+        let lines = kind_checks(&text);
+        if KIND_CHECKS.iter().any(|k| rel == Path::new(k)) {
+            seen += lines.len();
+            continue;
+        }
+        elsewhere.extend(lines.iter().map(|n| format!("{}:{n}", rel.display())));
+    }
+    assert!(
+        seen >= 3,
+        "found {seen} kind checks in {KIND_CHECKS:?}: wrong root or pattern?"
+    );
+    assert!(
+        elsewhere.is_empty(),
+        "a kind is checked outside resolution and the binding dispatch (an engine is called \
+         for its kind's calls only):\n{}",
+        elsewhere.join("\n")
+    );
+}

@@ -33,6 +33,7 @@
 //! [`Error::WrongKind`] from then on, which is the one way a typed call can still meet it.
 
 mod concurrency;
+pub(crate) mod dispatch;
 mod keyed;
 pub mod kind;
 mod rate;
@@ -40,10 +41,10 @@ mod resolve;
 mod retune;
 mod traits;
 
+pub use crate::spec::LimitKind;
 pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
-pub use resolve::LimitKind;
 pub use traits::{KeyedRateLimit, RateLimit, TypedLimit};
 
 use std::marker::PhantomData;

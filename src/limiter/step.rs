@@ -48,7 +48,7 @@ impl<C: Clock> Site<C> {
         match e {
             StepError::Corrupt => self.fault(Fault::Corrupt),
             StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
-            StepError::NoWord => self.wrong_kind("has no single-word state"),
+            StepError::NoWord => self.misdirected(),
             // `step_fast` turns them into denials; they never get here.
             StepError::Fenced | StepError::FenceRewrite => self.fault(Fault::Corrupt),
             // Decided again from the live word by an unkeyed bucket's own loop, and by a keyed
