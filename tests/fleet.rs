@@ -190,6 +190,69 @@ fn spawn_child(role: &str, vars: &[(&str, String)], log: &Path) -> Child {
     cmd.spawn().unwrap()
 }
 
+/// `n` hosts' limiter files in `dir` (`host{i}.shm`), each host's limit at the floor (what a host
+/// without a grant may spend): their paths, and their limits.
+fn host_files(dir: &Path, n: usize) -> (Vec<PathBuf>, Vec<Limit>) {
+    let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("host{i}.shm"))).collect();
+    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
+    let limits = paths
+        .iter()
+        .map(|p| {
+            Limiter::builder()
+                .limit(LIMIT, TokenBucket::new(1, floor))
+                .create_or_open(p)
+                .unwrap()
+                .limit(LIMIT)
+                .unwrap()
+        })
+        .collect();
+    (paths, limits)
+}
+
+/// Host `i`'s worker process on its file `path`, sending its admissions' dates to the sink at
+/// `sink`; it logs to `dir/worker{i}.log`.
+fn spawn_worker(dir: &Path, i: usize, path: &Path, sink: &Path) -> Child {
+    spawn_child(
+        "worker",
+        &[
+            ("FLEET_PATH", path.display().to_string()),
+            ("FLEET_SINK", sink.display().to_string()),
+            ("FLEET_HOST", i.to_string()),
+        ],
+        &dir.join(format!("worker{i}.log")),
+    )
+}
+
+/// An agent process for the file at `path`, reaching Redis at `url` as `member` (see
+/// [`fleet_child`]); it logs to `log`.
+fn spawn_agent(
+    url: String,
+    path: &Path,
+    member: String,
+    weight: u32,
+    ttl: Duration,
+    min: u64,
+    log: &Path,
+) -> Child {
+    spawn_child(
+        "agent",
+        &[
+            ("FLEET_REDIS", url),
+            ("FLEET_PATH", path.display().to_string()),
+            ("FLEET_MEMBER", member),
+            ("FLEET_WEIGHT", weight.to_string()),
+            ("FLEET_TTL_MS", ttl.as_millis().to_string()),
+            ("FLEET_MIN", min.to_string()),
+        ],
+        log,
+    )
+}
+
+/// Host `i`'s agent, with its weight and minimum from [`WEIGHTS`] and [`MINS`].
+fn spawn_host_agent(i: usize, url: String, path: &Path, ttl: Duration, log: &Path) -> Child {
+    spawn_agent(url, path, member(i), WEIGHTS[i], ttl, MINS[i], log)
+}
+
 fn member(i: usize) -> String {
     format!("host{i}")
 }

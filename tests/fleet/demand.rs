@@ -21,21 +21,7 @@ fn fleet_shares_follow_demand() {
     let redis = Redis::start(&bin, free_port());
     let sink_path = dir.path().join("sink.sock");
     let sink = Sink::start(&sink_path);
-    let paths: Vec<PathBuf> = (0..HOSTS)
-        .map(|i| dir.path().join(format!("host{i}.shm")))
-        .collect();
-    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
-    let limits: Vec<Limit> = paths
-        .iter()
-        .map(|p| {
-            Limiter::builder()
-                .limit(LIMIT, TokenBucket::new(1, floor))
-                .create_or_open(p)
-                .unwrap()
-                .limit(LIMIT)
-                .unwrap()
-        })
-        .collect();
+    let (paths, limits) = host_files(dir.path(), HOSTS);
     let sampler = Sampler::start(limits);
     sampler.scene(redis.url(), dir.path());
     // The server has been up for longer than a lease before the fleet's first renewal (as the
@@ -44,31 +30,11 @@ fn fleet_shares_follow_demand() {
     let t_agents = mono_ns();
     let mut agents: Vec<Child> = (0..HOSTS)
         .map(|i| {
-            spawn_child(
-                "agent",
-                &[
-                    ("FLEET_REDIS", redis.url()),
-                    ("FLEET_PATH", paths[i].display().to_string()),
-                    ("FLEET_MEMBER", member(i)),
-                    ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
-                    ("FLEET_TTL_MS", TTL.as_millis().to_string()),
-                    ("FLEET_MIN", "0".into()),
-                ],
-                &dir.path().join(format!("agent{i}.log")),
-            )
+            let log = dir.path().join(format!("agent{i}.log"));
+            spawn_agent(redis.url(), &paths[i], member(i), WEIGHTS[i], TTL, 0, &log)
         })
         .collect();
-    let worker = |i: usize| {
-        spawn_child(
-            "worker",
-            &[
-                ("FLEET_PATH", paths[i].display().to_string()),
-                ("FLEET_SINK", sink_path.display().to_string()),
-                ("FLEET_HOST", i.to_string()),
-            ],
-            &dir.path().join(format!("worker{i}.log")),
-        )
-    };
+    let worker = |i: usize| spawn_worker(dir.path(), i, &paths[i], &sink_path);
     let weighted = |busy: &[usize]| {
         let w: u64 = busy.iter().map(|&i| WEIGHTS[i] as u64).sum();
         let mut e = [0u64; HOSTS];
@@ -212,24 +178,14 @@ fn fleet_shares_follow_demand() {
     };
     let repairs_before = repairs();
     let dup_path = dir.path().join("dup.shm");
+    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
     Limiter::builder()
         .limit(LIMIT, TokenBucket::new(1, floor))
         .create_or_open(&dup_path)
         .unwrap();
     for (i, path) in [(0, &paths[0]), (1, &dup_path)] {
         let log = dir.path().join(format!("dup{i}.log"));
-        let dup = spawn_child(
-            "agent",
-            &[
-                ("FLEET_REDIS", redis.url()),
-                ("FLEET_PATH", path.display().to_string()),
-                ("FLEET_MEMBER", member(0)),
-                ("FLEET_WEIGHT", "1".into()),
-                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
-                ("FLEET_MIN", "0".into()),
-            ],
-            &log,
-        );
+        let dup = spawn_agent(redis.url(), path, member(0), 1, TTL, 0, &log);
         let status = reap(dup, Duration::from_secs(5));
         let text = std::fs::read_to_string(&log).unwrap();
         let why = if i == 0 {

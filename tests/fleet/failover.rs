@@ -18,48 +18,17 @@ impl Busy {
         let n = urls.len();
         let sink_path = dir.join("sink.sock");
         let sink = Sink::start(&sink_path);
-        let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
-        let paths: Vec<PathBuf> = (0..n).map(|i| dir.join(format!("host{i}.shm"))).collect();
-        let limits: Vec<Limit> = paths
-            .iter()
-            .map(|p| {
-                Limiter::builder()
-                    .limit(LIMIT, TokenBucket::new(1, floor))
-                    .create_or_open(p)
-                    .unwrap()
-                    .limit(LIMIT)
-                    .unwrap()
-            })
-            .collect();
+        let (paths, limits) = host_files(dir, n);
         let sampler = Sampler::start(limits);
         sampler.scene(scene, dir);
         let workers = (0..n)
-            .map(|i| {
-                spawn_child(
-                    "worker",
-                    &[
-                        ("FLEET_PATH", paths[i].display().to_string()),
-                        ("FLEET_SINK", sink_path.display().to_string()),
-                        ("FLEET_HOST", i.to_string()),
-                    ],
-                    &dir.join(format!("worker{i}.log")),
-                )
-            })
+            .map(|i| spawn_worker(dir, i, &paths[i], &sink_path))
             .collect();
+        let ttl = Duration::from_millis(ttl_ms);
         let agents = (0..n)
             .map(|i| {
-                spawn_child(
-                    "agent",
-                    &[
-                        ("FLEET_REDIS", urls[i].clone()),
-                        ("FLEET_PATH", paths[i].display().to_string()),
-                        ("FLEET_MEMBER", member(i)),
-                        ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
-                        ("FLEET_TTL_MS", ttl_ms.to_string()),
-                        ("FLEET_MIN", MINS[i].to_string()),
-                    ],
-                    &dir.join(format!("agent{i}.log")),
-                )
+                let log = dir.join(format!("agent{i}.log"));
+                spawn_host_agent(i, urls[i].clone(), &paths[i], ttl, &log)
             })
             .collect();
         Busy {
@@ -343,18 +312,7 @@ fn fleet_rides_out_a_failover_to_a_replica() {
 
     // Mid-renewal: writes paused on the primary (scripts that write wait), long enough for
     // every agent to have a renewal pending (one every 300 ms), then the kill.
-    {
-        let c = redis::Client::open(primary.url()).unwrap();
-        let mut con = c
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .unwrap();
-        redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(10_000)
-            .arg("WRITE")
-            .query::<()>(&mut con)
-            .unwrap();
-    }
+    primary.pause_writes(10_000);
     hold(Duration::from_millis(350));
     let t_kill = mono_ns();
     primary.stop();

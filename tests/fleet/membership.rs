@@ -15,60 +15,18 @@ fn fleet_budgets() {
     let sink = Sink::start(&dir.path().join("sink.sock"));
 
     // Each host's file starts at the floor (what a host without a grant may spend).
-    let paths: Vec<PathBuf> = (0..HOSTS)
-        .map(|i| dir.path().join(format!("host{i}.shm")))
-        .collect();
-    let mut limiters = Vec::new();
-    for p in &paths {
-        let l = Limiter::builder()
-            .limit(
-                LIMIT,
-                TokenBucket::new(
-                    1,
-                    shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap(),
-                ),
-            )
-            .create_or_open(p)
-            .unwrap();
-        limiters.push(l.limit(LIMIT).unwrap());
-    }
+    let (paths, limiters) = host_files(dir.path(), HOSTS);
     let sampler = Sampler::start(limiters.clone());
     sampler.scene(redis.url(), dir.path());
     let mut workers: Vec<Child> = (0..HOSTS)
-        .map(|i| {
-            spawn_child(
-                "worker",
-                &[
-                    ("FLEET_PATH", paths[i].display().to_string()),
-                    (
-                        "FLEET_SINK",
-                        dir.path().join("sink.sock").display().to_string(),
-                    ),
-                    ("FLEET_HOST", i.to_string()),
-                ],
-                &dir.path().join(format!("worker{i}.log")),
-            )
-        })
+        .map(|i| spawn_worker(dir.path(), i, &paths[i], &dir.path().join("sink.sock")))
         .collect();
     let logs: Vec<PathBuf> = (0..HOSTS)
         .map(|i| dir.path().join(format!("agent{i}.log")))
         .collect();
     // Host 1 talks to Redis through the proxy; the others directly.
     let url_of = |i: usize| if i == 1 { proxy.url() } else { redis.url() };
-    let agent = |i: usize, url: String| {
-        spawn_child(
-            "agent",
-            &[
-                ("FLEET_REDIS", url),
-                ("FLEET_PATH", paths[i].display().to_string()),
-                ("FLEET_MEMBER", member(i)),
-                ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
-                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
-                ("FLEET_MIN", MINS[i].to_string()),
-            ],
-            &logs[i],
-        )
-    };
+    let agent = |i: usize, url: String| spawn_host_agent(i, url, &paths[i], TTL, &logs[i]);
     let mut agents: HashMap<usize, Child> = HashMap::new();
     let mut transitions = Vec::new();
 
@@ -140,18 +98,7 @@ fn fleet_budgets() {
 
     // Redis stopped for longer than the fence point, then restarted empty. Writes are paused
     // first, so that the leases read are the last ones the server granted.
-    {
-        let c = redis::Client::open(redis.url()).unwrap();
-        let mut con = c
-            .get_connection_with_timeout(Duration::from_secs(2))
-            .unwrap();
-        redis::cmd("CLIENT")
-            .arg("PAUSE")
-            .arg(60_000)
-            .arg("WRITE")
-            .query::<()>(&mut con)
-            .unwrap();
-    }
+    redis.pause_writes(60_000);
     let final_leases = status(&redis.url());
     let leases: Vec<u64> = [0, 1]
         .iter()

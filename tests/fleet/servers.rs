@@ -110,6 +110,21 @@ impl Redis {
         }
     }
 
+    /// `CLIENT PAUSE for_ms WRITE`: the server answers reads, and holds every command that
+    /// writes (scripts that write included) for `for_ms` milliseconds.
+    pub(crate) fn pause_writes(&self, for_ms: u64) {
+        let c = redis::Client::open(self.url()).unwrap();
+        let mut con = c
+            .get_connection_with_timeout(Duration::from_secs(2))
+            .unwrap();
+        redis::cmd("CLIENT")
+            .arg("PAUSE")
+            .arg(for_ms)
+            .arg("WRITE")
+            .query::<()>(&mut con)
+            .unwrap();
+    }
+
     pub(crate) fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

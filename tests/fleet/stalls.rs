@@ -26,57 +26,17 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
     let dir = tempfile::tempdir().unwrap();
     let redis = Redis::start(&bin, free_port());
     let sink = Sink::start(&dir.path().join("sink.sock"));
-    let paths: Vec<PathBuf> = (0..HOSTS)
-        .map(|i| dir.path().join(format!("host{i}.shm")))
-        .collect();
-    let floor = shmlimit::Rate::from_emission_ns(share::FLOOR_EMISSION_NS).unwrap();
-    let limits: Vec<Limit> = paths
-        .iter()
-        .map(|p| {
-            Limiter::builder()
-                .limit(LIMIT, TokenBucket::new(1, floor))
-                .create_or_open(p)
-                .unwrap()
-                .limit(LIMIT)
-                .unwrap()
-        })
-        .collect();
+    let (paths, limits) = host_files(dir.path(), HOSTS);
     let sampler = Sampler::start(limits.clone());
     sampler.scene(redis.url(), dir.path());
     const N: usize = 3;
     let mut workers: Vec<Child> = (0..N)
-        .map(|i| {
-            spawn_child(
-                "worker",
-                &[
-                    ("FLEET_PATH", paths[i].display().to_string()),
-                    (
-                        "FLEET_SINK",
-                        dir.path().join("sink.sock").display().to_string(),
-                    ),
-                    ("FLEET_HOST", i.to_string()),
-                ],
-                &dir.path().join(format!("worker{i}.log")),
-            )
-        })
+        .map(|i| spawn_worker(dir.path(), i, &paths[i], &dir.path().join("sink.sock")))
         .collect();
     let logs: Vec<PathBuf> = (0..N)
         .map(|i| dir.path().join(format!("agent{i}.log")))
         .collect();
-    let agent = |i: usize| {
-        spawn_child(
-            "agent",
-            &[
-                ("FLEET_REDIS", redis.url()),
-                ("FLEET_PATH", paths[i].display().to_string()),
-                ("FLEET_MEMBER", member(i)),
-                ("FLEET_WEIGHT", WEIGHTS[i].to_string()),
-                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
-                ("FLEET_MIN", MINS[i].to_string()),
-            ],
-            &logs[i],
-        )
-    };
+    let agent = |i: usize| spawn_host_agent(i, redis.url(), &paths[i], TTL, &logs[i]);
     let mut agents: Vec<Option<Child>> = (0..N).map(|i| Some(agent(i))).collect();
     let mut transitions = Vec::new();
     await_split(

@@ -113,18 +113,7 @@ fn an_agent_removes_its_lock_on_a_clean_exit_and_a_stale_one_never_blocks() {
     let mut start = |log_name: &str| {
         n += 1;
         let log = dir.path().join(format!("{log_name}{n}.log"));
-        let child = spawn_child(
-            "agent",
-            &[
-                ("FLEET_REDIS", url.clone()),
-                ("FLEET_PATH", path.display().to_string()),
-                ("FLEET_MEMBER", format!("lock{n}")),
-                ("FLEET_WEIGHT", "1".into()),
-                ("FLEET_TTL_MS", TTL.as_millis().to_string()),
-                ("FLEET_MIN", "0".into()),
-            ],
-            &log,
-        );
+        let child = spawn_agent(url.clone(), &path, format!("lock{n}"), 1, TTL, 0, &log);
         (child, log)
     };
     // Started: it logged its start (after taking the lock) and its guard.
