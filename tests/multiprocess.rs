@@ -60,10 +60,12 @@ const STAMP_CAPACITY: usize = 1 << 16;
 const DENIAL_SAMPLE_NS: u64 = 100_000;
 /// The sliding log stores times rounded up to this unit.
 const LOG_UNIT: u64 = 1024;
-/// How much longer than the deadline a worker decides while it has not seen a denial. A worker
-/// deciding alone drains any of the limits here within a few thousand decisions; one still not
-/// denied after this long was not run by the machine at all.
-const DENIAL_GRACE_NS: u64 = 5 * SEC;
+/// How many decisions past the deadline a worker makes at most while it has not seen a denial.
+/// A worker deciding alone drains any of the limits here within a few thousand decisions, so one
+/// the machine ran late or hardly at all is denied long before this, however late it ran (a
+/// count, not a time: a worker first run seconds after the deadline still saturates the limit).
+/// One admitted this many times past the deadline would be a limit admitting without end.
+const DENIAL_GRACE_DECISIONS: u64 = 1_000_000;
 
 /// How each worker gets its handle.
 #[derive(Debug, Clone, Copy)]
@@ -137,8 +139,8 @@ impl Report {
     }
 }
 
-/// Decide as fast as possible until `deadline` and a first denial (or [`DENIAL_GRACE_NS`] past
-/// the deadline), recording as described in the module docs, at a cost drawn from
+/// Decide as fast as possible until `deadline` and a first denial (or [`DENIAL_GRACE_DECISIONS`]
+/// decisions past the deadline), recording as described in the module docs, at a cost drawn from
 /// `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first denial instead (the
 /// parent's drain).
 ///
@@ -161,6 +163,7 @@ fn hammer<C: Clock>(
     };
     let mut sampled_since_admission = false;
     let mut last_sample = 0u64;
+    let mut past_deadline = 0u64;
     loop {
         let cost = 1 + rng.next_u64() % max_cost;
         let lo = clock.now_ns();
@@ -197,8 +200,11 @@ fn hammer<C: Clock>(
                 return r;
             }
         }
-        if hi >= deadline && (r.denied > 0 || hi >= deadline.saturating_add(DENIAL_GRACE_NS)) {
-            return r;
+        if hi >= deadline {
+            if r.denied > 0 || past_deadline >= DENIAL_GRACE_DECISIONS {
+                return r;
+            }
+            past_deadline += 1;
         }
     }
 }
