@@ -230,21 +230,6 @@ fn fleet_shares_follow_demand() {
     }
     let samples = sampler.finish();
     let dates = sink.finish();
-    for s in &samples {
-        assert!(
-            s.sum() <= TOTAL_UNITS,
-            "applied shares {:?} exceed the total",
-            s.shares
-        );
-    }
-    let slack = (BURST + 2 * HOSTS as u64) as f64;
-    let worst = worst_excess(&dates);
-    println!(
-        "fleet: demand: {} snapshots, max sum {}; sink: {} admissions; worst interval excess {worst:.1} (bound {slack})",
-        samples.len(),
-        share::fmt_units(samples.iter().map(Sample::sum).max().unwrap()),
-        dates.len()
-    );
-    assert!(worst <= slack, "over-admission: {worst} > {slack}");
+    assert_within_the_total("demand", &samples, &dates, HOSTS);
     print_figures("demand", &transitions, t0);
 }

@@ -93,32 +93,7 @@ impl Busy {
         }
         let samples = self.sampler.finish();
         let dates = self.sink.finish();
-        let max = samples.iter().map(Sample::sum).max().unwrap();
-        println!(
-            "fleet: {name}: {} snapshots of the applied shares; max sum {} of total {}",
-            samples.len(),
-            share::fmt_units(max),
-            share::fmt_units(TOTAL_UNITS)
-        );
-        for s in &samples {
-            assert!(
-                s.sum() <= TOTAL_UNITS,
-                "{name}: applied shares {} add up to more than the total",
-                fmt_shares(&s.shares)
-            );
-        }
-        let slack = (BURST + 2 * n as u64) as f64;
-        let worst = worst_excess(&dates);
-        println!(
-            "fleet: {name}: sink: {} admissions; worst 1 s window {} (bound {}); worst interval excess over total x T {worst:.1} (bound {slack})",
-            dates.len(),
-            worst_second(&dates),
-            TOTAL_PER_S as f64 + slack
-        );
-        assert!(
-            worst <= slack,
-            "{name}: over-admission: {worst} > {slack} above total x T"
-        );
+        assert_within_the_total(name, &samples, &dates, n);
     }
 }
 

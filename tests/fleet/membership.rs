@@ -315,34 +315,6 @@ fn fleet_budgets() {
     drop(proxy);
     redis.stop();
 
-    // 1. The applied shares never added up to more than the total.
-    let max = samples.iter().map(Sample::sum).max().unwrap();
-    println!(
-        "fleet: {} snapshots of the applied shares; max sum {} of total {}",
-        samples.len(),
-        share::fmt_units(max),
-        share::fmt_units(TOTAL_UNITS)
-    );
-    for s in &samples {
-        assert!(
-            s.sum() <= TOTAL_UNITS,
-            "applied shares {:?} add up to more than the total",
-            s.shares
-        );
-    }
-    // 2. No interval over-admitted at the sink: with f(k) = k - total x t_k, admissions in
-    // [t_i, t_j] exceed total x (t_j - t_i) by f(j) - f(i) + 1.
-    let slack = (BURST + 2 * HOSTS as u64) as f64;
-    let worst = worst_excess(&dates);
-    let span = (dates.last().unwrap() - dates[0]) as f64 / 1e9;
-    println!(
-        "fleet: sink: {} admissions over {span:.1} s ({:.0}/s on average, total {TOTAL_PER_S}/s); worst interval excess over total x T: {worst:.1} (bound {slack})",
-        dates.len(),
-        dates.len() as f64 / span
-    );
-    assert!(
-        worst <= slack,
-        "over-admission: {worst} > {slack} above total x T"
-    );
+    assert_within_the_total("budgets", &samples, &dates, HOSTS);
     print_figures("", &transitions, t0);
 }

@@ -457,6 +457,52 @@ pub(crate) fn worst_excess(dates: &[u64]) -> f64 {
     worst
 }
 
+/// The two bounds every scenario keeps, checked at its end (`samples` of the applied shares,
+/// the sink's sorted admission `dates`, `hosts` hosts) and printed for `scene`:
+///
+/// 1. the applied shares never added up to more than the total;
+/// 2. no interval over-admitted at the sink: admissions in any `[t_i, t_j]` exceed
+///    `total x (t_j - t_i)` by at most `burst + 2 x hosts` (see [`worst_excess`]).
+pub(crate) fn assert_within_the_total(
+    scene: &str,
+    samples: &[Sample],
+    dates: &[u64],
+    hosts: usize,
+) {
+    let max = samples.iter().map(Sample::sum).max().unwrap();
+    println!(
+        "fleet: {scene}: {} snapshots of the applied shares; max sum {} of total {}",
+        samples.len(),
+        share::fmt_units(max),
+        share::fmt_units(TOTAL_UNITS)
+    );
+    for s in samples {
+        assert!(
+            s.sum() <= TOTAL_UNITS,
+            "{scene}: applied shares {} add up to more than the total",
+            fmt_shares(&s.shares)
+        );
+    }
+    let slack = (BURST + 2 * hosts as u64) as f64;
+    let worst = worst_excess(dates);
+    let span = dates
+        .last()
+        .map_or(0.0, |&last| (last - dates[0]) as f64 / 1e9);
+    println!(
+        "fleet: {scene}: sink: {} admissions over {span:.1} s ({:.0}/s on average, total \
+         {TOTAL_PER_S}/s); worst 1 s window {} (bound {}); worst interval excess over total x T: \
+         {worst:.1} (bound {slack})",
+        dates.len(),
+        dates.len() as f64 / span,
+        worst_second(dates),
+        TOTAL_PER_S as f64 + slack
+    );
+    assert!(
+        worst <= slack,
+        "{scene}: over-admission: {worst} > {slack} above total x T"
+    );
+}
+
 /// Admissions per 100 ms bin over `[from, from + 3 s)`, from sorted dates.
 pub(crate) fn bins_100ms(dates: &[u64], from: u64) -> Vec<usize> {
     (0..30u64)

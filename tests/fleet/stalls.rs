@@ -169,31 +169,6 @@ fn fleet_stalls_are_fenced_in_the_data_plane() {
     }
     let samples = sampler.finish();
     let dates = sink.finish();
-    let max = samples.iter().map(Sample::sum).max().unwrap();
-    println!(
-        "fleet: stalls: {} snapshots; max sum of applied shares {} of {}",
-        samples.len(),
-        share::fmt_units(max),
-        share::fmt_units(TOTAL_UNITS)
-    );
-    for s in &samples {
-        assert!(
-            s.sum() <= TOTAL_UNITS,
-            "applied shares {:?} exceed the total",
-            s.shares
-        );
-    }
-    let slack = (BURST + 2 * N as u64) as f64;
-    let worst = worst_excess(&dates);
-    let span = (dates.last().unwrap() - dates[0]) as f64 / 1e9;
-    println!(
-        "fleet: stalls: sink: {} admissions over {span:.1} s ({:.0}/s); worst interval excess over total x T: {worst:.1} (bound {slack})",
-        dates.len(),
-        dates.len() as f64 / span
-    );
-    assert!(
-        worst <= slack,
-        "over-admission: {worst} > {slack} above total x T"
-    );
+    assert_within_the_total("stalls", &samples, &dates, N);
     print_figures("stalls", &transitions, t0);
 }
