@@ -411,6 +411,25 @@ fn algorithm(spec: impl IntoAlgorithm) -> Algorithm {
 const B: u64 = 500;
 const EMISSION: u64 = 500_000;
 
+/// The token bucket's bound at cost 1 over every interval between two admissions of `run`: the
+/// admissions from the `i`-th on whose latest possible date is `latest` are at most
+/// `B + (latest - lo_i) / T`. A failure's message starts with `what`.
+fn assert_bucket_bound_over_every_interval(run: &Run, what: &str) {
+    let a = &run.admissions;
+    for i in 0..a.len() {
+        let mut latest = 0;
+        for (k, s) in a[i..].iter().enumerate() {
+            latest = latest.max(s.hi);
+            let count = k as u64 + 1;
+            assert!(
+                count <= B + (latest - a[i].lo) / EMISSION,
+                "{what}{count} admissions dated within {} ns",
+                latest - a[i].lo
+            );
+        }
+    }
+}
+
 // Windows: L = 500 per W = 100 ms, so a run touches about 13 windows.
 const L: u64 = 500;
 const W: u64 = 100 * MS;

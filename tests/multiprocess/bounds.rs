@@ -14,19 +14,7 @@ fn token_bucket(attach: Attach) {
     // Upper bound over the whole run: every admission is dated in [t0, t_last].
     let bound = B + (run.t_last - run.t0) / EMISSION;
     // And over every interval between two admissions.
-    let a = &run.admissions;
-    for i in 0..a.len() {
-        let mut latest = 0;
-        for (k, s) in a[i..].iter().enumerate() {
-            latest = latest.max(s.hi);
-            let count = k as u64 + 1;
-            assert!(
-                count <= B + (latest - a[i].lo) / EMISSION,
-                "{count} admissions dated within {} ns",
-                latest - a[i].lo
-            );
-        }
-    }
+    assert_bucket_bound_over_every_interval(&run, "");
     // No lost admission. Write tau = B T. A denial at r means tat > r + tau - T; the parent's
     // denial at r_p also has tat <= r_p + tau (its last admission was dated <= r_p). Afterwards
     // tat grows by exactly T per admission, plus the time the bucket spends full (now > tat),

@@ -16,19 +16,7 @@ fn with_the_coarse_clock_every_admission_stays_within_the_bounds_over_its_dates(
     );
     let n = run.total();
     let bound = B + (run.t_last - run.t0) / EMISSION;
-    let a = &run.admissions;
-    for i in 0..a.len() {
-        let mut latest = 0;
-        for (k, s) in a[i..].iter().enumerate() {
-            latest = latest.max(s.hi);
-            let count = k as u64 + 1;
-            assert!(
-                count <= B + (latest - a[i].lo) / EMISSION,
-                "coarse bucket: {count} admissions dated within {} ns",
-                latest - a[i].lo
-            );
-        }
-    }
+    assert_bucket_bound_over_every_interval(&run, "coarse bucket: ");
     assert!(n <= bound, "coarse bucket: {n} admissions, bound {bound}");
     let log = run_with(
         algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
