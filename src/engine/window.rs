@@ -6,18 +6,19 @@
 //! state word; a retune stores a new packed limit (a count means the same at any limit, so an
 //! admission never needs giving back).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::fixed_window::FixedWindow;
+use crate::algo::gcra::Gcra;
 use crate::algo::sliding_window::SlidingWindow;
 use crate::algo::{near_threshold, try_decide, try_decide_from, Decision, Fault, Step};
 use crate::clock::Clock;
 use crate::engine::rate::RateEngine;
+use crate::engine::site::hot::{self, Counts};
 use crate::engine::site::Site;
 use crate::error::{Error, Result};
 use crate::file::layout::{self, pack_window_limit, unpack_window_limit};
 use crate::spec::{Algorithm, Rate};
-use crate::tally::hot::{self, Counts};
 
 use super::{Params, StepError};
 
@@ -253,5 +254,32 @@ impl<C: Clock> Window<'_, C> {
         // Release: one word holds the limit and its check; decisions read it whole.
         self.control(layout::WINDOW_LIMIT)
             .store(pack_window_limit(limit), Ordering::Release);
+    }
+}
+
+/// What a window keeps in a thread's hot entry: its live limit, under the packed limit word it
+/// was unpacked from (the entry's check).
+impl hot::Entry {
+    /// Fill the entry for window handle `id` with the live `limit` of packed word `packed`.
+    pub(crate) fn fill_window(
+        &self,
+        id: u64,
+        packed: u64,
+        limit: u64,
+        near_slack: u64,
+        counters: *const AtomicU64,
+    ) {
+        let g = Gcra {
+            emission_ns: 1,
+            tolerance_ns: 0,
+            capacity: limit,
+        };
+        self.set(id, packed, g, limit, near_slack, counters);
+    }
+
+    /// A window's live limit (kept as the capacity).
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> u64 {
+        self.capacity.get()
     }
 }

@@ -11,11 +11,11 @@ use std::time::Duration;
 use crate::algo::{mutate, near_threshold, try_decide, try_decide_from, Change, Decision, Step};
 use crate::clock::Clock;
 use crate::engine::rate::RateEngine;
+use crate::engine::site::hot::{self, Counts};
 use crate::engine::site::Site;
 use crate::engine::{self, StepError};
 use crate::error::{Error, Result};
 use crate::file::layout::bucket;
-use crate::tally::hot::{self, Counts};
 use crate::wait::retry_until;
 
 use super::{Bucket, FENCE_REWRITE_RETRY_NS};
@@ -348,7 +348,7 @@ impl<C: Clock> Bucket<'_, C> {
         })?;
         e.fill(
             self.hot_id,
-            hot::bucket_key(witness, tag_word),
+            super::hot::bucket_key(witness, tag_word),
             g,
             fleet,
             near_threshold(g.tolerance_ns, self.tally.near()),

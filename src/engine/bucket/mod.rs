@@ -57,6 +57,7 @@ use std::sync::atomic::Ordering;
 
 mod decide;
 mod fleet;
+pub(crate) mod hot;
 mod reserve;
 mod retune;
 mod split;

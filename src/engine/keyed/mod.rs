@@ -48,8 +48,8 @@ use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket;
 
+use crate::engine::site::hot::Counts;
 use crate::spec::FullPolicy;
-use crate::tally::hot::Counts;
 
 /// Longest key, in bytes, that the keyed calls accept.
 pub const MAX_KEY_LEN: usize = 1024;

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use crate::algo::{try_decide, Decision, Step};
 use crate::clock::Clock;
-use crate::tally::hot::Counts;
+use crate::engine::site::hot::Counts;
 use crate::tally::Tally;
 
 use super::Site;

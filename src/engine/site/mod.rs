@@ -16,6 +16,7 @@ use crate::tally::Tally;
 use watch::{reattach_error, Shared};
 
 mod finish;
+pub(crate) mod hot;
 mod parts;
 pub(crate) mod watch;
 
@@ -127,7 +128,7 @@ impl<C: Clock> Site<C> {
                 && def.split <= 1,
             seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
             key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
-            hot_id: crate::tally::hot::next_id(),
+            hot_id: crate::engine::site::hot::next_id(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
             moved: OnceLock::new(),
