@@ -154,8 +154,8 @@ impl<C: Clock> Loaded<'_, C> {
     /// The second half: admit `cost` from the loaded word, dated `t` (a clock read after every
     /// load); a retry reads the clock again. The engine is the one [`load_word`] matched: an
     /// unsplit bucket (the only sites with `plain_bucket`) or a window (two words on the
-    /// stack per check, not three: measured, the kind kept beside the word cost 13
-    /// instructions per check).
+    /// stack per check, not three: the kind kept beside the word cost 8 instructions per
+    /// check, `benches/instructions.sh`).
     #[inline(always)]
     pub(crate) fn acquire(&self, t: u64, cost: u64) -> Result<Decision> {
         if self.site.plain_bucket {
