@@ -29,6 +29,7 @@ pub(crate) mod bounds;
 mod builders;
 mod def;
 mod keyed;
+mod kind;
 mod rate;
 
 pub use adaptive::{Adaptive, AdaptiveConcurrency, MAX_ADAPTIVE_PERMITS, MAX_ADAPTIVE_WINDOW_MS};
@@ -39,6 +40,7 @@ pub use builders::{
 pub(crate) use def::validate_name;
 pub use def::{FleetShare, LimitDef};
 pub use keyed::{FullPolicy, Keyed};
+pub use kind::LimitKind;
 pub use rate::Rate;
 
 pub(crate) use bounds::{

@@ -184,7 +184,7 @@ impl<C: Clock> Adaptive<'_, C> {
     fn spec(&self) -> Result<Spec> {
         match self.def().algorithm {
             Algorithm::AdaptiveConcurrency(a) if self.def().keyed.is_none() => Ok(a),
-            _ => Err(self.wrong_kind("is not an adaptive concurrency limit")),
+            _ => Err(self.misdirected()),
         }
     }
 
