@@ -91,7 +91,7 @@ impl Policy {
                     })
                 }
             }
-            Algorithm::Concurrency { .. } => None,
+            Algorithm::Concurrency { .. } | Algorithm::Counters { .. } => None,
         }
     }
 }

@@ -87,9 +87,9 @@ pub use engine::permits::{Permit, PermitHolder};
 pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
-    kind, ConcurrencyLimit, Handle, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
-    KeyedWindowLimit, LimitKind, RateLimit, SlidingLogLimit, TokenBucketLimit, TypedLimit,
-    WindowLimit,
+    kind, ConcurrencyLimit, CountersLimit, Handle, KeyedConcurrencyLimit, KeyedRateLimit,
+    KeyedTokenBucketLimit, KeyedWindowLimit, LimitKind, RateLimit, SlidingCounts, SlidingLogLimit,
+    TokenBucketLimit, TypedLimit, WindowLimit,
 };
 pub use headers::{Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
@@ -98,7 +98,7 @@ pub use reconcile::OnConflict;
 pub use engine::bucket::Reservation;
 #[doc(no_inline)]
 pub use spec::{
-    Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
-    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    Algorithm, Alignment, Concurrency, Counters, FixedWindow, FleetShare, FullPolicy,
+    IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};

@@ -169,6 +169,9 @@ fn fields(def: &LimitDef) -> Vec<Field> {
             out.push(f("limit", limit.to_string(), false));
             out.push(f("window", duration(window_ns), false));
         }
+        Algorithm::Counters { log_entries } => {
+            out.push(f("log entries per key", log_entries.to_string(), false));
+        }
         Algorithm::Concurrency { permits, lease_ns } => {
             out.push(f("permits", permits.to_string(), false));
             out.push(f(

@@ -106,6 +106,9 @@ impl<C: Clock> Site<C> {
             Params::Concurrency { .. } => {
                 Err(self.wrong_kind("is a concurrency limit: use acquire_permit_timeout"))
             }
+            Params::Counters { .. } => {
+                Err(self.wrong_kind("is a counters limit: use its acquire_* calls"))
+            }
             Params::FixedWindow(_) | Params::SlidingWindow(_) | Params::SlidingLog(_) => {
                 self.retry_until(cost, timeout)
             }

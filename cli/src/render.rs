@@ -196,6 +196,10 @@ pub fn parameters(algorithm: &Algorithm) -> String {
             0 => format!("{permits} permits held at once (no lease)"),
             lease => format!("{permits} permits held at once (lease {})", duration(lease)),
         },
+        Algorithm::Counters { log_entries } => {
+            format!("window and limit per call; moving windows of up to {log_entries}")
+        }
+        #[allow(unreachable_patterns)]
         other => format!("capacity {}", other.capacity()),
     }
 }

@@ -16,6 +16,7 @@
 //! CAS (on the claimed entry), with the ring head as a hint that anyone may advance.
 
 pub(crate) mod calendar;
+pub(crate) mod counters;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod sliding_log;

@@ -1,6 +1,6 @@
 //! The on-disk layout of a limiter file. This module is the only one that knows offsets.
 //!
-//! # Layout (format version 6)
+//! # Layout (format version 7)
 //!
 //! All integers are native-endian (the file never leaves its host); every field is an aligned
 //! 64-bit word, read and written only through atomics once the file is mapped.
@@ -60,6 +60,7 @@
 //! | sliding log | w0 ring head | `L` entries, to a whole line |
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
+//! | counters (kind 6, always keyed) | unused | a counter table of `K` key slots x 16 bytes (tag, a word of `algo::counters`), to a whole line; a log table of `K` key slots (tag, deadline ns), to a whole line; then `K x M` log entries of 16 bytes (tag, monotonic ns), to a whole line (`M` = parameter `a`) |
 //! | keyed concurrency | w0-15: eight (release sequence, waiter count) pairs, a key's waiters on pair `tag mod 8` | key slots x 16 bytes (tag, bit `i` set while permit `i` of the key is held), to a whole line; then per key slot, `C` permit entries as above, to a whole line |
 //!
 //! Counters: [`LANES`] lanes of `lane_stride` bytes. A lane starts with an owner line (word 0:
@@ -86,7 +87,9 @@
 //! a token bucket's `ACTIVE` word counts the generations of its parameter slots above its bit 0
 //! (a retune bumps it after staging and after activating, a reset after copying); decisions
 //! cache parameters per generation and check it after their CAS, so a version-5 process, which
-//! rewrites a slot without bumping it, must never share a file with this one.
+//! rewrites a slot without bumping it, must never share a file with this one. Version 7: kind 6,
+//! keyed counters whose window comes with each call (their state area above); no other record
+//! changed, but a version-6 reader would refuse the kind anyway.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -99,7 +102,7 @@ use crate::spec::{Algorithm, Alignment, FleetShare, FullPolicy, Keyed, LimitDef,
 /// `b"SHMLIMIT"` as a native-endian word.
 pub(crate) const MAGIC: u64 = u64::from_ne_bytes(*b"SHMLIMIT");
 /// The format version this build reads and writes.
-pub(crate) const FORMAT_VERSION: u32 = 6;
+pub(crate) const FORMAT_VERSION: u32 = 7;
 /// The init-state word of a complete file.
 pub(crate) const READY: u64 = 0x5245_4144_5931_0001;
 pub(crate) const HEADER_SIZE: usize = 4096;
@@ -149,6 +152,8 @@ const KIND_FIXED_WINDOW: u64 = 2;
 const KIND_SLIDING_WINDOW: u64 = 3;
 const KIND_SLIDING_LOG: u64 = 4;
 const KIND_CONCURRENCY: u64 = 5;
+/// Keyed counters whose window comes with each call (`engine::counters`).
+const KIND_COUNTERS: u64 = 6;
 const FLAG_MONOTONIC_ALIGNED: u64 = 1;
 const FLAG_SHADOW: u64 = 1 << 1;
 const FLAG_POLICY: u64 = 3 << 2;
@@ -192,6 +197,10 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
     if let Some(k) = def.keyed {
         let keys = LINE + key_table_words(k.slots() as usize) * 8;
         return match def.algorithm {
+            Algorithm::Counters { log_entries } => {
+                keys + key_table_words(k.slots() as usize) * 8
+                    + round_up(k.slots() as usize * log_entries as usize * KEY_SLOT, LINE)
+            }
             Algorithm::Concurrency { permits, .. } => {
                 keys + round_up(k.slots() as usize * permits as usize * PERMIT_SLOT, LINE)
             }
@@ -346,7 +355,9 @@ pub(crate) fn initial_control(def: &LimitDef) -> Vec<(usize, u64)> {
         Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
             vec![(WINDOW_LIMIT, pack_window_limit(limit))]
         }
-        Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => Vec::new(),
+        Algorithm::SlidingLog { .. }
+        | Algorithm::Concurrency { .. }
+        | Algorithm::Counters { .. } => Vec::new(),
     }
 }
 
@@ -415,6 +426,7 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
             window_ns,
         ),
         Algorithm::SlidingLog { limit, window_ns } => (KIND_SLIDING_LOG, 0, limit, window_ns),
+        Algorithm::Counters { log_entries } => (KIND_COUNTERS, 0, log_entries, 0),
     };
     if def.shadow {
         flags |= FLAG_SHADOW;
@@ -527,6 +539,7 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             limit: a,
             window_ns: b,
         },
+        KIND_COUNTERS if no_alignment && b == 0 => Algorithm::Counters { log_entries: a },
         KIND_CONCURRENCY if no_alignment => Algorithm::Concurrency {
             permits: a,
             lease_ns: b,

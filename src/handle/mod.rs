@@ -13,6 +13,7 @@
 //! | keyed token bucket | [`Limiter::keyed_token_bucket`](crate::Limiter::keyed_token_bucket) | [`KeyedTokenBucketLimit`] | `try_acquire_key` |
 //! | keyed fixed or sliding window | [`Limiter::keyed_window`](crate::Limiter::keyed_window) | [`KeyedWindowLimit`] | `try_acquire_key` |
 //! | keyed concurrency | [`Limiter::keyed_concurrency`](crate::Limiter::keyed_concurrency) | [`KeyedConcurrencyLimit`] | `try_acquire_key_permit` |
+//! | counters (window per call) | [`Limiter::counters`](crate::Limiter::counters) | [`CountersLimit`] | `incr`, `acquire_fixed`, `acquire_sliding`, `acquire_moving` |
 //!
 //! Each handle is one generic type, [`Handle<K, C>`](Handle), over a kind `K` (a marker of
 //! [`kind`]) and a clock `C`; the names above are its aliases (`TokenBucketLimit<C>` is
@@ -33,6 +34,7 @@
 //! [`Error::WrongKind`] from then on, which is the one way a typed call can still meet it.
 
 mod concurrency;
+mod counters;
 mod keyed;
 pub mod kind;
 mod rate;
@@ -41,6 +43,7 @@ mod retune;
 mod traits;
 
 pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
+pub use counters::{CountersLimit, SlidingCounts};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
 pub use resolve::LimitKind;

@@ -3,8 +3,8 @@
 
 use super::kind::{self, Kind};
 use super::{
-    ConcurrencyLimit, Handle, KeyedConcurrencyLimit, KeyedTokenBucketLimit, KeyedWindowLimit,
-    SlidingLogLimit, TokenBucketLimit, WindowLimit,
+    ConcurrencyLimit, CountersLimit, Handle, KeyedConcurrencyLimit, KeyedTokenBucketLimit,
+    KeyedWindowLimit, SlidingLogLimit, TokenBucketLimit, WindowLimit,
 };
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -28,6 +28,8 @@ pub enum LimitKind {
     KeyedWindow,
     /// A keyed concurrency limit: [`KeyedConcurrencyLimit`].
     KeyedConcurrency,
+    /// Keyed counters whose window comes with each call: [`CountersLimit`].
+    Counters,
 }
 
 impl LimitKind {
@@ -46,6 +48,7 @@ impl LimitKind {
             (Algorithm::SlidingLog { .. }, _) => LimitKind::SlidingLog,
             (Algorithm::Concurrency { .. }, false) => LimitKind::Concurrency,
             (Algorithm::Concurrency { .. }, true) => LimitKind::KeyedConcurrency,
+            (Algorithm::Counters { .. }, _) => LimitKind::Counters,
         }
     }
 
@@ -59,6 +62,7 @@ impl LimitKind {
             LimitKind::KeyedTokenBucket => "keyed_token_bucket",
             LimitKind::KeyedWindow => "keyed_window",
             LimitKind::KeyedConcurrency => "keyed_concurrency",
+            LimitKind::Counters => "counters",
         }
     }
 
@@ -66,7 +70,10 @@ impl LimitKind {
     pub fn is_keyed(self) -> bool {
         matches!(
             self,
-            LimitKind::KeyedTokenBucket | LimitKind::KeyedWindow | LimitKind::KeyedConcurrency
+            LimitKind::KeyedTokenBucket
+                | LimitKind::KeyedWindow
+                | LimitKind::KeyedConcurrency
+                | LimitKind::Counters
         )
     }
 }
@@ -81,6 +88,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::KeyedTokenBucket => "keyed token bucket",
             LimitKind::KeyedWindow => "keyed window",
             LimitKind::KeyedConcurrency => "keyed concurrency limit",
+            LimitKind::Counters => "counters limit",
         })
     }
 }
@@ -197,5 +205,15 @@ impl<C: Clock> Limiter<C> {
     /// error names the accessor that resolves it).
     pub fn keyed_concurrency(&self, name: &str) -> Result<KeyedConcurrencyLimit<C>> {
         self.resolve::<kind::KeyedConcurrency>(name)
+    }
+
+    /// Resolve the limit `name` as a [`CountersLimit`], once; the handle is what the hot path uses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimit`]; [`Error::WrongKind`] if the limit is of another kind (the
+    /// error names the accessor that resolves it).
+    pub fn counters(&self, name: &str) -> Result<CountersLimit<C>> {
+        self.resolve::<kind::Counters>(name)
     }
 }

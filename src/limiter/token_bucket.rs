@@ -101,7 +101,9 @@ impl<C: Clock> Site<C> {
             Algorithm::FixedWindow { limit, .. } | Algorithm::SlidingWindow { limit, .. } => {
                 *limit = Window(self).limit()?;
             }
-            Algorithm::SlidingLog { .. } | Algorithm::Concurrency { .. } => {}
+            Algorithm::SlidingLog { .. }
+            | Algorithm::Concurrency { .. }
+            | Algorithm::Counters { .. } => {}
         }
         Ok(a)
     }

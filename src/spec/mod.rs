@@ -31,7 +31,8 @@ mod rate;
 
 pub use algorithm::{Algorithm, IntoAlgorithm};
 pub use builders::{
-    Alignment, Concurrency, FixedWindow, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec,
+    Alignment, Concurrency, Counters, FixedWindow, SlidingLog, SlidingWindow, TokenBucket,
+    TokenBucketSpec,
 };
 pub(crate) use def::validate_name;
 pub use def::{FleetShare, LimitDef};
@@ -39,8 +40,9 @@ pub use keyed::{FullPolicy, Keyed};
 pub use rate::Rate;
 
 pub(crate) use bounds::{
-    DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
-    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_COUNTER_LOG_ENTRIES, MAX_KEYS, MAX_KEY_PERMITS,
+    MAX_KEY_PERMIT_ENTRIES, MAX_LOG_ENTRIES, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT,
+    MAX_WINDOW, MIN_WINDOW,
 };
 
 #[cfg(test)]

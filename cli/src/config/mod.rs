@@ -21,7 +21,10 @@
 //! `utc_offset = "+05:30"`: days from that offset's midnight, weeks (`window = "1week"`) from its
 //! Monday 00:00. A fixed window of `window = "1month"` is the calendar month (from the first
 //! of the month 00:00 in UTC or `utc_offset`). A concurrency limit takes
-//! `permits = 5` and an optional `lease = "30s"`.
+//! `permits = 5` and an optional `lease = "30s"`. Keyed counters whose window and limit come
+//! with each call (the storage of Python's `limits`) are `algorithm = "counters"` with
+//! `keyed = 4096` and an optional `moving_window = 64` (log entries per key: the largest
+//! moving-window limit).
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
 //! slots; a keyed concurrency limit allows `permits` per key, at most 64)
@@ -41,23 +44,24 @@ use std::time::Duration;
 
 use shmlimit::{
     consts::{
-        MAX_CAPACITY, MAX_KEYS, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT,
-        MAX_WINDOW, MIN_WINDOW,
+        MAX_CAPACITY, MAX_KEYS, MAX_LIMITS, MAX_LOG_ENTRIES, MAX_LOG_LIMIT, MAX_NAME_LEN,
+        MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
     },
-    Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy, IntoAlgorithm, Keyed,
-    LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    Algorithm, Alignment, Concurrency, Counters, FixedWindow, FleetShare, FullPolicy,
+    IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 use toml::{Table, Value};
 
 use crate::Failure;
 
 /// The algorithm names a config may use, in the order the help lists them.
-pub const ALGORITHMS: [&str; 5] = [
+pub const ALGORITHMS: [&str; 6] = [
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
     "concurrency",
+    "counters",
 ];
 
 /// The options every algorithm takes.
@@ -203,6 +207,7 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
         "token_bucket" => &["rate", "burst"],
         "sliding_log" => &["limit", "window"],
         "concurrency" => &["permits", "lease"],
+        "counters" => &["moving_window"],
         _ => &["limit", "window", "alignment", "utc_offset"],
     };
     for key in limit.keys() {
@@ -237,6 +242,15 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
             let burst = whole(required("burst", "20")?, MAX_CAPACITY, "2^40")
                 .map_err(|p| err("burst", &p))?;
             TokenBucket::new(burst, rate).into_algorithm(&name)
+        }
+        "counters" => {
+            let entries = match limit.get("moving_window") {
+                None => 0,
+                Some(v) => {
+                    whole(v, MAX_LOG_ENTRIES, "2^16").map_err(|p| err("moving_window", &p))?
+                }
+            };
+            Counters::new().moving_window(entries).into_algorithm(&name)
         }
         "concurrency" => {
             let permits = whole(required("permits", "5")?, MAX_PERMITS, "2^16")

@@ -34,6 +34,7 @@ const FIXED_WINDOW: u32 = 2;
 const SLIDING_WINDOW: u32 = 3;
 const SLIDING_LOG: u32 = 4;
 const CONCURRENCY: u32 = 5;
+const COUNTERS: u32 = 6;
 const DEF_SHADOW: u32 = 1;
 const DEF_NEAR_LIMIT: u32 = 2;
 
@@ -179,6 +180,9 @@ impl RawDef {
                 permits: self.limit,
                 lease_ns: self.period_ns,
             },
+            COUNTERS => Algorithm::Counters {
+                log_entries: self.limit,
+            },
             k => return Err(invalid(name, format!("kind {k}: not a kind of limit"))),
         };
         algorithm.into_algorithm(name)
@@ -210,6 +214,7 @@ pub(crate) fn def_tuple(def: &LimitDef, algorithm: &Algorithm) -> DefTuple {
         } => (SLIDING_WINDOW, align(alignment), limit, window_ns),
         Algorithm::SlidingLog { limit, window_ns } => (SLIDING_LOG, (0, 0), limit, window_ns),
         Algorithm::Concurrency { permits, lease_ns } => (CONCURRENCY, (0, 0), permits, lease_ns),
+        Algorithm::Counters { log_entries } => (COUNTERS, (0, 0), log_entries, 0),
     };
     let (key_capacity, on_full) = match def.keyed {
         Some(k) => (

@@ -42,6 +42,10 @@ pub enum shmlimit_kind {
     /// which a held permit becomes reclaimable (0: no lease). Rate decisions on it return
     /// `SHMLIMIT_WRONG_KIND`.
     SHMLIMIT_CONCURRENCY = 5,
+    /// Keyed counters whose window and limit come with each call (the `shmlimit_counters_*`
+    /// calls): `limit` is the entries of each key's moving-window log (0: no moving windows),
+    /// `period_ns`, `rate` and `alignment` are 0, and `key_capacity` must be set.
+    SHMLIMIT_COUNTERS = 6,
 }
 
 /// How window boundaries are placed (the `alignment` field of `shmlimit_def`).
@@ -107,6 +111,7 @@ const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::consts::MAX_KEY_PERM
 /// | `SHMLIMIT_SLIDING_WINDOW` | limit per window | window | 0 | a `shmlimit_alignment` |
 /// | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
 /// | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
+/// | `SHMLIMIT_COUNTERS` | log entries per key (the largest moving-window limit) | 0 | 0 | 0 |
 ///
 /// A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 /// stored token bucket as `rate = 1` per `period_ns` = that interval.
