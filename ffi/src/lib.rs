@@ -40,6 +40,7 @@
 
 pub(crate) mod boundary;
 pub mod compose;
+pub mod counters;
 #[cfg(test)]
 mod every_kind;
 pub mod fleet;
