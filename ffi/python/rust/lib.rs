@@ -28,6 +28,7 @@
 use pyo3::prelude::*;
 
 mod composed;
+mod counters;
 mod decision;
 mod errors;
 mod guarded;
@@ -52,6 +53,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hot::register(m)?;
     limiter::register(m)?;
     composed::register(m)?;
+    counters::register(m)?;
     guarded::register(m)?;
     Ok(())
 }

@@ -60,7 +60,7 @@ except ImportError as _e:  # pragma: no cover - exercised by the broken-install 
 
 from ._native import Composed, Decision
 from .definitions import (DAY, FAIL_CLOSED, FAIL_OPEN, MAX_KEYS, MONTH, WEEK, Concurrency,
-                          FixedWindow, FleetShare, Keyed, SlidingLog, SlidingWindow, Spec,
+                          Counters, FixedWindow, FleetShare, Keyed, SlidingLog, SlidingWindow, Spec,
                           TokenBucket)
 # Names the package's other modules and the examples use (explicit re-exports).
 from .definitions import Key as Key, PathArg as PathArg, Seconds as Seconds
@@ -78,6 +78,7 @@ from .errors import _ERRORS as _ERRORS, _error as _error
 from .limit import Limit, Policy, Stats, rate_limit_headers, try_acquire_all
 from .limiter import GuardedLimit, GuardedLimiter, Limiter, prometheus_text
 from .permits import Permit, PermitHolder, Reservation
+from .counters import CounterStore
 
 __all__ = [
     "Limiter", "Limit", "Decision", "Stats",
@@ -92,7 +93,8 @@ __all__ = [
     "Keyed", "FleetShare", "Permit", "PermitHolder", "PermitUnavailableError", "Composed",
     "try_acquire_all", "MAX_KEY_LEN", "MAX_CHECKS", "Reservation",
     "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED", "Spec", "__version__",
-    "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH",
+    "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH", "Counters",
+    "CounterStore",
 ]
 
 MAX_CHECKS: int = _native.MAX_CHECKS
