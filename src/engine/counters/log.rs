@@ -9,15 +9,15 @@
 //! `ts > t - W`; anything else (another key's entry left in the block by a previous owner of
 //! the slot, an expired one, the empty entry `(0, 0)`) is *free*.
 //!
-//! **Admission of `n` at `t`**: count the live entries; deny if `live + n > L` (the retry-after
-//! is the time until enough of them expire). Otherwise claim `n` free entries, one CAS each,
-//! `free -> (tag, t)`. Whatever interleaves, at most `L` entries exist, so at most `L` units
-//! are ever live in any window `(t - W, t]` (in decision times): the bound holds by
-//! construction, with no word to keep in step with the entries. A claim of `n > 1` that runs
-//! out of free entries (others claimed them meanwhile) gives back the entries it claimed, each
-//! by a CAS from exactly what it wrote to exactly what it found there, and tries again: for an
-//! instant those entries looked live to others (transiently strict), never admitted. The
-//! retries are bounded ([`MAX_ROUNDS`]); after them the call denies with no retry-after.
+//! **Admission of `n` at `t`**: `live + n <= L` is `free >= n`, so one pass over the entries
+//! claims each free one it meets, one CAS each, `free -> (tag, t)`, until it holds `n`, and
+//! counts the live ones (for the remaining budget). Whatever interleaves, at most `L` entries
+//! exist, so at most `L` units are ever live in any window `(t - W, t]` (in decision times):
+//! the bound holds by construction, with no word to keep in step with the entries. A pass that
+//! claimed fewer than `n` (not enough free entries, or others claimed them meanwhile) gives
+//! back the entries it claimed, each by a CAS from exactly what it wrote to exactly what it
+//! found there, and denies (the retry-after is the time until enough live entries expire): for
+//! an instant those entries looked live to others (transiently strict), never admitted.
 //!
 //! **Crashes.** A process killed before its first claim wrote nothing. One killed between the
 //! claims of a multi-unit admission leaves the entries it claimed live until they expire (at
@@ -31,9 +31,6 @@
 //! foreign) the moment it lands.
 
 use crate::engine::keys::pair::PairWord;
-
-/// Attempts of one multi-unit admission that lose free entries to others before it denies.
-pub(crate) const MAX_ROUNDS: usize = 8;
 
 /// What one admission came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -88,6 +85,10 @@ fn wait_for<P: PairWord>(entries: &[P], tag: u64, t: u64, window_ns: u64, need: 
 
 /// Admit `n` units for the key `tag` at `t` in a window of `window_ns`, in `entries` (its
 /// limit's worth: `n <= entries.len()`, checked by the caller).
+///
+/// One pass: every free entry met is claimed until `n` are, and every live one counted (the
+/// admission needs `n` free entries of `L`, which is `live + n <= L`). A pass that claimed
+/// fewer than `n` gives them back and denies.
 pub(crate) fn acquire<P: PairWord>(
     entries: &[P],
     tag: u64,
@@ -96,43 +97,49 @@ pub(crate) fn acquire<P: PairWord>(
     n: u64,
 ) -> Taken {
     let limit = entries.len() as u64;
-    let mut claimed: Vec<(usize, (u64, u64))> = Vec::new();
-    for _ in 0..MAX_ROUNDS {
-        let (seen, _) = window(entries, tag, t, window_ns);
-        if seen + n > limit {
-            return Taken::Denied {
-                retry_after_ns: wait_for(entries, tag, t, window_ns, seen + n - limit),
-                live: seen,
-            };
-        }
-        let mine = (tag, t);
-        for (i, entry) in entries.iter().enumerate() {
-            let mut e = entry.load();
+    let mine = (tag, t);
+    // The entries claimed, with what each held: on the stack for the usual costs.
+    let mut few = [(0usize, (0u64, 0u64)); 8];
+    let mut many: Vec<(usize, (u64, u64))> = Vec::new();
+    let mut claimed = 0u64;
+    let mut seen = 0u64;
+    for (i, entry) in entries.iter().enumerate() {
+        let mut e = entry.load();
+        loop {
+            if live(e, tag, t, window_ns) {
+                seen += 1;
+                break;
+            }
+            if claimed == n {
+                break;
+            }
             // A free entry is claimed; a CAS lost to another decision looks again at what won.
-            while !live(e, tag, t, window_ns) {
-                match entry.cas(e, mine) {
-                    Ok(()) => {
-                        claimed.push((i, e));
-                        break;
+            match entry.cas(e, mine) {
+                Ok(()) => {
+                    if claimed < few.len() as u64 {
+                        few[claimed as usize] = (i, e);
+                    } else {
+                        many.push((i, e));
                     }
-                    Err(found) => e = found,
+                    claimed += 1;
+                    break;
                 }
+                Err(found) => e = found,
             }
-            if claimed.len() as u64 == n {
-                let (after, _) = window(entries, tag, t, window_ns);
-                return Taken::Admitted { live: after };
-            }
-        }
-        // Others took the free entries this admission counted on: give back what it claimed
-        // (each entry holds what this call wrote until it expires; no other decision writes a
-        // live entry) and count again.
-        for (i, was) in claimed.drain(..) {
-            let _ = entries[i].cas(mine, was);
         }
     }
+    if claimed == n {
+        return Taken::Admitted { live: seen + n };
+    }
+    // Fewer than `n` free entries: give back what this call claimed (each entry holds what
+    // this call wrote until it expires; no other decision writes a live entry).
+    let taken = few.iter().take(claimed as usize).chain(many.iter());
+    for &(i, was) in taken {
+        let _ = entries[i].cas(mine, was);
+    }
     Taken::Denied {
-        retry_after_ns: 0,
-        live: window(entries, tag, t, window_ns).0,
+        retry_after_ns: wait_for(entries, tag, t, window_ns, (seen + n).saturating_sub(limit)),
+        live: seen,
     }
 }
 
