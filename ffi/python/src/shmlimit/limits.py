@@ -9,7 +9,7 @@ follows the scheme (``shmlimit:///dev/shm/app.shmlimit``); options come as query
 as the storage's keyword options (``storage_options`` in flask-limiter):
 
 ``keys``
-    key slots of the table (default 65536, a power of two; keys idle past their window are
+    key slots of the table (default 16384, a power of two; keys idle past their window are
     reclaimed for new ones)
 ``moving_window``
     log entries per key: the largest moving-window limit the file supports (default 128); a
@@ -48,7 +48,7 @@ from .definitions import Counters, Keyed, _ns
 from .errors import ShmlimitError
 from .limiter import Limiter
 
-_DEFAULTS: Dict[str, str] = {"keys": "65536", "moving_window": "128", "on_full": "deny",
+_DEFAULTS: Dict[str, str] = {"keys": "16384", "moving_window": "128", "on_full": "deny",
                              "mode": "600", "name": "limits"}
 
 
@@ -79,24 +79,32 @@ def _s(ns: int) -> float:
     return ns / 1e9
 
 
+def _window(expiry: Union[int, float]) -> int:
+    """``limits``' expiry (seconds) in nanoseconds: an int directly (the hot path), anything
+    else checked by ``_ns``."""
+    if type(expiry) is int and expiry > 0:
+        return expiry * 1_000_000_000
+    return _ns(expiry, "expiry")
+
+
 class _Calls:
     """What both storages do, on the counters handle ``_c``."""
 
     _c: _native.Counters
 
     def _incr(self, key: str, expiry: Union[int, float], amount: int) -> int:
-        return self._c.incr(key, _ns(expiry, "expiry"), amount)
+        return self._c.incr(key, _window(expiry), amount)
 
     def _get_expiry(self, key: str) -> float:
         _n, left = self._c.count(key)
         return time.time() + _s(left)
 
     def _moving(self, key: str, limit: int, expiry: Union[int, float]) -> Tuple[float, int]:
-        n, age = self._c.moving(key, limit, _ns(expiry, "expiry"))
+        n, age = self._c.moving(key, limit, _window(expiry))
         return time.time() - _s(age), n
 
     def _sliding(self, key: str, expiry: Union[int, float]) -> Tuple[int, float, int, float]:
-        prev, weighs, cur, expires = self._c.sliding(key, _ns(expiry, "expiry"))
+        prev, weighs, cur, expires = self._c.sliding(key, _window(expiry))
         return prev, _s(weighs), cur, _s(expires)
 
 
@@ -135,7 +143,7 @@ class ShmlimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount > limit:
             return False
-        return self._c.acquire_moving(key, limit, _ns(expiry, "expiry"), amount)
+        return self._c.acquire_moving(key, limit, _window(expiry), amount)
 
     def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         return self._moving(key, limit, expiry)
@@ -144,7 +152,7 @@ class ShmlimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
                                      amount: int = 1) -> bool:
         if amount > limit:
             return False
-        return self._c.acquire_sliding(key, limit, _ns(expiry, "expiry"), amount)
+        return self._c.acquire_sliding(key, limit, _window(expiry), amount)
 
     def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         return self._sliding(key, expiry)
@@ -190,7 +198,7 @@ class AsyncShmlimitStorage(AsyncStorage, AsyncMovingWindowSupport,
     async def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount > limit:
             return False
-        return self._c.acquire_moving(key, limit, _ns(expiry, "expiry"), amount)
+        return self._c.acquire_moving(key, limit, _window(expiry), amount)
 
     async def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         return self._moving(key, limit, expiry)
@@ -199,7 +207,7 @@ class AsyncShmlimitStorage(AsyncStorage, AsyncMovingWindowSupport,
                                            amount: int = 1) -> bool:
         if amount > limit:
             return False
-        return self._c.acquire_sliding(key, limit, _ns(expiry, "expiry"), amount)
+        return self._c.acquire_sliding(key, limit, _window(expiry), amount)
 
     async def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         return self._sliding(key, expiry)
