@@ -15,7 +15,7 @@ use shmlimit::{
     SlidingWindow, TokenBucket,
 };
 
-/// Header word indices, as documented in the layout of the file format (version 6).
+/// Header word indices, as documented in the layout of the file format (version 7).
 const WORD_VERSION: u64 = 1;
 const WORD_INIT: u64 = 2;
 const WORD_BOOT_ID: u64 = 12;
@@ -362,20 +362,20 @@ fn long_inputs_are_cut_in_messages() {
 fn another_format_version_is_refused() {
     let (_dir, path) = valid_file();
     let word = read_word(&path, WORD_VERSION);
-    assert_eq!(word & 0xFFFF_FFFF, 6, "this build writes format version 6");
+    assert_eq!(word & 0xFFFF_FFFF, 7, "this build writes format version 7");
     // Version 1 (its key tags mean something else), version 2 (its word 7 is the active slot,
     // where version 3 keeps a fleet lease deadline), version 3 (no file id, no reboot words: its
     // zeros would read as a wall clock at the epoch), version 4 (its counter lanes are shared
     // and have no owner line), version 5 (its retunes rewrite a parameter slot without moving
-    // the generation this build's decisions cache and check parameters by) and a version from
-    // the future.
-    for other in [1, 2, 3, 4, 5, 7] {
+    // the generation this build's decisions cache and check parameters by), version 6 (no
+    // counters limits: its readers refuse kind 6) and a version from the future.
+    for other in [1, 2, 3, 4, 5, 6, 8] {
         write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | other);
         for e in open_both(&path) {
             match e {
                 Error::Version {
                     found, expected, ..
-                } => assert_eq!((found, expected), (other as u32, 6)),
+                } => assert_eq!((found, expected), (other as u32, 7)),
                 other => panic!("expected Version, got {other:?}"),
             }
         }

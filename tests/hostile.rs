@@ -33,7 +33,7 @@ use shmlimit::{
     RateLimit, SlidingLog, SlidingWindow, TokenBucket,
 };
 
-/// Header words of format version 6 (see the layout table of the file format): 0..=28 (word 28
+/// Header words of format version 7 (see the layout table of the file format): 0..=28 (word 28
 /// is the file id); words 64..128 are the failed-closed bitmap.
 const HEADER_WORDS: u64 = 29;
 const DEFS_OFFSET: u64 = 4096;

@@ -2,7 +2,7 @@
 //! exact totals across forked and SIGKILLed processes and across many threads (lanes taken
 //! over from threads that exited), and a denial that writes no word another thread writes.
 //!
-//! The file layout these tests read (format version 6): header word 9 is the counter region's
+//! The file layout these tests read (format version 7): header word 9 is the counter region's
 //! offset, word 10 its length; 64 lanes of equal stride, each an owner line (word 0: owner,
 //! generation in bits 46-63) and then eight counter words per limit: allowed, denied,
 //! shadow-denied, near-limit, refunded.
