@@ -15,8 +15,8 @@
 
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
-use crate::engine::keyed::Keyed;
 use crate::error::{invalid, Result};
+use crate::handle::dispatch;
 use crate::handle::{KeyedRateLimit, RateLimit};
 use crate::limiter::Limit;
 
@@ -137,18 +137,10 @@ pub(crate) trait Acquire {
 
 impl<C: Clock> Acquire for Check<'_, C> {
     fn acquire(&self, commit: bool) -> Result<Decision> {
-        match (self.key, commit) {
-            (None, true) => self.limit.site().try_acquire(self.cost),
-            (None, false) => self.limit.site().peek(self.cost),
-            (Some(key), true) => Keyed(self.limit.site()).try_acquire_key(key, self.cost),
-            (Some(key), false) => Keyed(self.limit.site()).peek_key(key, self.cost),
-        }
+        dispatch::decide(self.limit.site(), self.key, self.cost, commit)
     }
     fn give_back(&self, grant: &Decision) -> Result<()> {
-        match self.key {
-            None => self.limit.site().refund(grant),
-            Some(key) => Keyed(self.limit.site()).refund_key(key, grant),
-        }
+        dispatch::refund(self.limit.site(), self.key, grant)
     }
 }
 
@@ -191,9 +183,9 @@ pub fn try_acquire_all<C: Clock>(checks: &[Check<'_, C>]) -> Result<Composed> {
     let mut first = None;
     for (check, slot) in checks.iter().zip(loaded.iter_mut()) {
         if check.key.is_none() {
-            if let Ok(Some((limit, word))) = check.limit.site().load_word() {
-                first.get_or_insert(limit);
-                *slot = Some((limit, word));
+            if let Ok(Some(word)) = dispatch::load_word(check.limit.site()) {
+                first.get_or_insert(word.site);
+                *slot = Some(word);
             }
         }
     }
@@ -208,7 +200,7 @@ pub fn try_acquire_all<C: Clock>(checks: &[Check<'_, C>]) -> Result<Composed> {
         match loaded[i] {
             // The first admission of a check whose word was loaded: from that word at `t` (a
             // retry reads the clock again).
-            Some((limit, word)) => *slot = Some(limit.acquire_loaded(word, t, check.cost)?),
+            Some(word) => *slot = Some(word.acquire(t, check.cost)?),
             None => *slot = Some(check.acquire(true)?),
         }
         Ok(())

@@ -18,7 +18,6 @@ mod refund;
 mod run;
 
 mod step;
-mod straight;
 mod token_bucket;
 
 #[cfg(test)]

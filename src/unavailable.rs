@@ -57,7 +57,7 @@
 //! header) and moves to a replacement, so after the first successful open the hot path is the
 //! plain one plus one atomic load.
 
-use crate::engine::keyed::Keyed;
+use crate::handle::dispatch;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -65,7 +65,7 @@ use std::time::Duration;
 
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
-use crate::engine::permits::{Permit, Permits};
+use crate::engine::permits::Permit;
 use crate::error::{Error, Result};
 use crate::limiter::{Limit, Limiter};
 
@@ -413,7 +413,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::CostExceedsCapacity`], [`Error::WrongKind`]), [`Error::UnknownLimit`],
     /// [`Error::ClockOutOfRange`].
     pub fn try_acquire(&self, cost: u64) -> Result<GuardedDecision> {
-        self.decide(cost, |l| l.site().try_acquire(cost))
+        self.decide(cost, |l| dispatch::decide(l.site(), None, cost, true))
     }
 
     /// [`TokenBucketLimit::peek`](crate::TokenBucketLimit::peek), or the policy while unavailable.
@@ -422,7 +422,7 @@ impl<C: Clock> GuardedLimit<C> {
     ///
     /// As [`GuardedLimit::try_acquire`].
     pub fn peek(&self, cost: u64) -> Result<GuardedDecision> {
-        self.decide(cost, |l| l.site().peek(cost))
+        self.decide(cost, |l| dispatch::decide(l.site(), None, cost, false))
     }
 
     /// [`KeyedTokenBucketLimit::try_acquire_key`](crate::KeyedTokenBucketLimit::try_acquire_key), or the policy while unavailable.
@@ -433,7 +433,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// A bad key is refused even while unavailable.
     pub fn try_acquire_key(&self, key: &[u8], cost: u64) -> Result<GuardedDecision> {
         check_key_len(key)?;
-        self.decide(cost, |l| Keyed(l.site()).try_acquire_key(key, cost))
+        self.decide(cost, |l| dispatch::decide(l.site(), Some(key), cost, true))
     }
 
     /// [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit), or the policy while unavailable.
@@ -443,7 +443,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::WrongKind`] if the limit is not a concurrency limit (once attached),
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_permit(&self) -> Result<GuardedPermit<C>> {
-        self.permit(|l| Permits(l.site()).try_acquire_permit())
+        self.permit(|l| dispatch::try_acquire_permit(l.site(), None))
     }
 
     /// [`KeyedConcurrencyLimit::try_acquire_key_permit`](crate::KeyedConcurrencyLimit::try_acquire_key_permit), or the policy while unavailable.
@@ -455,7 +455,7 @@ impl<C: Clock> GuardedLimit<C> {
     /// [`Error::UnknownLimit`].
     pub fn try_acquire_key_permit(&self, key: &[u8]) -> Result<GuardedPermit<C>> {
         check_key_len(key)?;
-        self.permit(|l| Permits(l.site()).try_acquire_key_permit(key))
+        self.permit(|l| dispatch::try_acquire_permit(l.site(), Some(key)))
     }
 
     /// A permit from `acquire` once attached, else the policy's answer.

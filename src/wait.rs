@@ -73,81 +73,51 @@
 //! request's timeout) never does work nobody waits for, and never holds more than `B + r D`
 //! requests parked.
 
-use crate::engine::bucket::Bucket;
-use crate::engine::site::Site;
 use std::time::{Duration, Instant};
 
 use crate::algo::Decision;
-use crate::clock::Clock;
 use crate::error::Result;
-use crate::limiter::Params;
 
-impl<C: Clock> Site<C> {
-    /// Admit `cost` units, waiting up to `timeout` for them: a token bucket books them with
-    /// [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve) and sleeps the delay (refused at once, consuming nothing, when the
-    /// delay exceeds `timeout`); fixed and sliding windows and the sliding log sleep the exact
-    /// retry-after and try again until the grant or the deadline. The returned decision is
-    /// allowed, or denied with nothing consumed.
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::try_acquire`](crate::TokenBucketLimit::try_acquire) and [`TokenBucketLimit::reserve`](crate::TokenBucketLimit::reserve); [`Error::WrongKind`] on a
-    /// concurrency limit (use [`ConcurrencyLimit::acquire_permit_timeout`](crate::ConcurrencyLimit::acquire_permit_timeout)) or a keyed limit.
-    pub(crate) fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        let this = self.current()?;
-        if !std::ptr::eq(this, self) {
-            return this.acquire_timeout(cost, timeout);
+/// Wait for a grant up to `timeout` on a limit with no future to book into (a window, a
+/// sliding log, a split bucket): `peek`, sleep the exact retry-after, and `take` (a committed
+/// decision), until granted or until the next retry-after would end past the deadline (then
+/// one committed decision refuses at once, counted once). The returned decision is allowed,
+/// or denied with nothing consumed.
+pub(crate) fn retry_until(
+    timeout: Duration,
+    peek: impl Fn() -> Result<Decision>,
+    take: impl Fn() -> Result<Decision>,
+) -> Result<Decision> {
+    let deadline = Instant::now().checked_add(timeout);
+    loop {
+        let seen = peek()?;
+        if seen.is_allowed() {
+            let d = take()?;
+            if d.is_allowed() {
+                return Ok(d);
+            }
+            // Another process took it between the peek and the try: wait as it says.
+            if !sleep_within(d.retry_after(), deadline) {
+                return Ok(d);
+            }
+            continue;
         }
-        match self.params() {
-            Params::TokenBucket if !Bucket(self).is_split() => {
-                Ok(Bucket(self).reserve(cost, timeout)?.wait())
-            }
-            Params::TokenBucket => self.retry_until(cost, timeout),
-            Params::Concurrency { .. } => {
-                Err(self.wrong_kind("is a concurrency limit: use acquire_permit_timeout"))
-            }
-            Params::Counters { .. } => {
-                Err(self.wrong_kind("is a counters limit: use its acquire_* calls"))
-            }
-            Params::FixedWindow(_) | Params::SlidingWindow(_) | Params::SlidingLog(_) => {
-                self.retry_until(cost, timeout)
-            }
+        if !sleep_within(seen.retry_after(), deadline) {
+            // The grant cannot come before the deadline: refuse now (counted once).
+            return take();
         }
     }
+}
 
-    /// Peek, sleep the exact retry-after, and try again, until granted or the deadline.
-    fn retry_until(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        let deadline = Instant::now().checked_add(timeout);
-        loop {
-            let seen = self.peek(cost)?;
-            if seen.is_allowed() {
-                let d = self.try_acquire(cost)?;
-                if d.is_allowed() {
-                    return Ok(d);
-                }
-                // Another process took it between the peek and the try: wait as it says.
-                if !self.sleep_within(d.retry_after(), deadline) {
-                    return Ok(d);
-                }
-                continue;
-            }
-            if !self.sleep_within(seen.retry_after(), deadline) {
-                // The grant cannot come before the deadline: refuse now (counted once).
-                return self.try_acquire(cost);
-            }
-        }
-    }
-
-    /// Sleep `d` if that ends before `deadline`; false (without sleeping) if it would not.
-    fn sleep_within(&self, d: Duration, deadline: Option<Instant>) -> bool {
-        let wake = Instant::now().checked_add(d);
-        match (wake, deadline) {
-            (Some(w), Some(dl)) if w > dl => false,
-            (None, Some(_)) => false,
-            _ => {
-                std::thread::sleep(d);
-                true
-            }
+/// Sleep `d` if that ends before `deadline`; false (without sleeping) if it would not.
+fn sleep_within(d: Duration, deadline: Option<Instant>) -> bool {
+    let wake = Instant::now().checked_add(d);
+    match (wake, deadline) {
+        (Some(w), Some(dl)) if w > dl => false,
+        (None, Some(_)) => false,
+        _ => {
+            std::thread::sleep(d);
+            true
         }
     }
 }

@@ -3,12 +3,12 @@
 //! file in the repository (README.md, docs/, ffi/) names a file that exists and, with a
 //! `#fragment`, a heading of that file.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::root;
 
 /// Longest README.md, in lines: the front door; the depth is in docs/.
 const README_MAX_LINES: usize = 200;

@@ -5,8 +5,12 @@
 //! `Cargo.toml`, `autotests = false`), the ones that run the `shmlimit` binary to the command
 //! line's package (`cli/Cargo.toml`, as `path = "../tests/NAME.rs"`, so that cargo builds the
 //! binary for them and sets `CARGO_BIN_EXE_shmlimit`). A file added to `tests/` and declared in
-//! neither would silently never run: this test fails instead, and names it. The examples are
-//! declared by hand too (the library's in `Cargo.toml`, the fleet agent's in `fleet/Cargo.toml`).
+//! neither would silently never run: this test fails instead, and names it. A test split into
+//! modules keeps them in `tests/NAME/`, declared by its root `tests/NAME.rs` with `#[path]` (one
+//! binary per test, under the test's own name), and the modules the tests share are in
+//! `tests/common/`: a file there that its root does not declare fails the test too. The examples
+//! are declared by hand too (the library's in `Cargo.toml`, the fleet agent's in
+//! `fleet/Cargo.toml`).
 
 mod common;
 
@@ -95,9 +99,9 @@ fn every_test_file_is_declared_by_a_package() {
         if !declared_files.contains(&path) {
             missing.push(name);
         } else if !binary_tests.contains(&path)
-            && std::fs::read_to_string(&path)
-                .expect("test source")
-                .contains(concat!("env!(\"CARGO_BIN_EXE_", "shmlimit\")"))
+            && sources_of(&path)
+                .iter()
+                .any(|source| source.contains(concat!("env!(\"CARGO_BIN_EXE_", "shmlimit\")")))
         {
             // Only the binary's own package has the binary built and its path set.
             misplaced.push(name);
@@ -122,6 +126,91 @@ fn every_test_file_is_declared_by_a_package() {
             "tests/{name} not found among the declared tests: the manifests were misread"
         );
     }
+}
+
+/// The `.rs` files in `dir`, sorted.
+fn rust_files_in(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "rs"))
+        .collect();
+    files.sort();
+    files
+}
+
+/// The text of the test `tests/NAME.rs` and of its modules in `tests/NAME/`, if it has any.
+fn sources_of(test: &Path) -> Vec<String> {
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let mut sources = vec![read(test)];
+    let modules = test.with_extension("");
+    if modules.is_dir() {
+        sources.extend(rust_files_in(&modules).iter().map(|path| read(path)));
+    }
+    sources
+}
+
+/// A test split into modules keeps them in `tests/NAME/`, each declared by the test's root file
+/// `tests/NAME.rs` as `#[path = "NAME/FILE.rs"]`; the modules shared by the tests are in
+/// `tests/common/`, each declared in `tests/common/mod.rs` as `mod FILE;`. A file in such a
+/// directory that its root does not declare would silently never be compiled: this test fails
+/// instead, and names it. Directories in these directories are refused (no test nests deeper).
+#[test]
+fn every_module_file_of_a_test_is_declared_by_its_root() {
+    let tests = root().join("tests");
+    let mut undeclared = Vec::new();
+    let mut split = 0;
+    for entry in std::fs::read_dir(&tests).expect("tests/") {
+        let dir = entry.expect("directory entry").path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        for inner in std::fs::read_dir(&dir).expect("a test's directory") {
+            let inner = inner.expect("directory entry").path();
+            assert!(
+                !inner.is_dir(),
+                "{}: a directory inside tests/{name}/ (keep a test's modules in one directory)",
+                inner.display()
+            );
+        }
+        let (root_file, declaration): (PathBuf, fn(&str, &str) -> String) = if name == "common" {
+            (dir.join("mod.rs"), |_, module| format!("mod {module};"))
+        } else {
+            split += 1;
+            (tests.join(format!("{name}.rs")), |dir, module| {
+                format!("#[path = \"{dir}/{module}.rs\"]")
+            })
+        };
+        let text = std::fs::read_to_string(&root_file).unwrap_or_else(|e| {
+            panic!(
+                "tests/{name}/ holds modules but its root {} cannot be read: {e}",
+                root_file.display()
+            )
+        });
+        for file in rust_files_in(&dir) {
+            let module = file.file_stem().unwrap().to_string_lossy().into_owned();
+            if file == root_file {
+                continue;
+            }
+            if !text.contains(&declaration(&name, &module)) {
+                undeclared.push(format!("tests/{name}/{module}.rs"));
+            }
+        }
+    }
+    assert!(
+        undeclared.is_empty(),
+        "{} would never be compiled: declare each in its test's root (tests/NAME.rs: \
+         #[path = \"NAME/FILE.rs\"] mod FILE;, tests/common/mod.rs: mod FILE;)",
+        undeclared.join(", ")
+    );
+    // The check itself: the directories of the split tests were read.
+    assert!(
+        split > 5,
+        "found only {split} directories of split tests in tests/: wrong root?"
+    );
 }
 
 #[test]

@@ -26,6 +26,21 @@
 
 mod common;
 
+#[path = "multiprocess/bounds.rs"]
+mod bounds;
+
+#[path = "multiprocess/costs.rs"]
+mod costs;
+
+#[path = "multiprocess/killed.rs"]
+mod killed;
+
+#[path = "multiprocess/identical.rs"]
+mod identical;
+
+#[path = "multiprocess/coarse_clock.rs"]
+mod coarse_clock;
+
 use std::path::Path;
 use std::time::Duration;
 
@@ -45,10 +60,12 @@ const STAMP_CAPACITY: usize = 1 << 16;
 const DENIAL_SAMPLE_NS: u64 = 100_000;
 /// The sliding log stores times rounded up to this unit.
 const LOG_UNIT: u64 = 1024;
-/// How much longer than the deadline a worker decides while it has not seen a denial. A worker
-/// deciding alone drains any of the limits here within a few thousand decisions; one still not
-/// denied after this long was not run by the machine at all.
-const DENIAL_GRACE_NS: u64 = 5 * SEC;
+/// How many decisions past the deadline a worker makes at most while it has not seen a denial.
+/// A worker deciding alone drains any of the limits here within a few thousand decisions, so one
+/// the machine ran late or hardly at all is denied long before this, however late it ran (a
+/// count, not a time: a worker first run seconds after the deadline still saturates the limit).
+/// One admitted this many times past the deadline would be a limit admitting without end.
+const DENIAL_GRACE_DECISIONS: u64 = 1_000_000;
 
 /// How each worker gets its handle.
 #[derive(Debug, Clone, Copy)]
@@ -122,8 +139,8 @@ impl Report {
     }
 }
 
-/// Decide as fast as possible until `deadline` and a first denial (or [`DENIAL_GRACE_NS`] past
-/// the deadline), recording as described in the module docs, at a cost drawn from
+/// Decide as fast as possible until `deadline` and a first denial (or [`DENIAL_GRACE_DECISIONS`]
+/// decisions past the deadline), recording as described in the module docs, at a cost drawn from
 /// `1..=max_cost` (seeded by `seed`). With `until_denied`, stop at the first denial instead (the
 /// parent's drain).
 ///
@@ -146,6 +163,7 @@ fn hammer<C: Clock>(
     };
     let mut sampled_since_admission = false;
     let mut last_sample = 0u64;
+    let mut past_deadline = 0u64;
     loop {
         let cost = 1 + rng.next_u64() % max_cost;
         let lo = clock.now_ns();
@@ -182,8 +200,11 @@ fn hammer<C: Clock>(
                 return r;
             }
         }
-        if hi >= deadline && (r.denied > 0 || hi >= deadline.saturating_add(DENIAL_GRACE_NS)) {
-            return r;
+        if hi >= deadline {
+            if r.denied > 0 || past_deadline >= DENIAL_GRACE_DECISIONS {
+                return r;
+            }
+            past_deadline += 1;
         }
     }
 }
@@ -390,16 +411,10 @@ fn algorithm(spec: impl IntoAlgorithm) -> Algorithm {
 const B: u64 = 500;
 const EMISSION: u64 = 500_000;
 
-fn token_bucket(attach: Attach) {
-    let run = run(
-        algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
-        attach,
-        1,
-    );
-    let n = run.total();
-    // Upper bound over the whole run: every admission is dated in [t0, t_last].
-    let bound = B + (run.t_last - run.t0) / EMISSION;
-    // And over every interval between two admissions.
+/// The token bucket's bound at cost 1 over every interval between two admissions of `run`: the
+/// admissions from the `i`-th on whose latest possible date is `latest` are at most
+/// `B + (latest - lo_i) / T`. A failure's message starts with `what`.
+fn assert_bucket_bound_over_every_interval(run: &Run, what: &str) {
     let a = &run.admissions;
     for i in 0..a.len() {
         let mut latest = 0;
@@ -408,55 +423,11 @@ fn token_bucket(attach: Attach) {
             let count = k as u64 + 1;
             assert!(
                 count <= B + (latest - a[i].lo) / EMISSION,
-                "{count} admissions dated within {} ns",
+                "{what}{count} admissions dated within {} ns",
                 latest - a[i].lo
             );
         }
     }
-    // No lost admission. Write tau = B T. A denial at r means tat > r + tau - T; the parent's
-    // denial at r_p also has tat <= r_p + tau (its last admission was dated <= r_p). Afterwards
-    // tat grows by exactly T per admission, plus the time the bucket spends full (now > tat),
-    // which can only start tau - T after a denial, and ends at the next denial. So by a denial
-    // at r, at least floor((r - r_p - full) / T) admissions followed the parent's, where `full`
-    // sums, over consecutive sampled denials, the time beyond tau - T between them (zero unless
-    // every process was off the CPU for 250 ms at once). Checked at every sampled denial.
-    let tolerance = B * EMISSION - EMISSION;
-    let p = run.parent_denial();
-    let mut full = 0;
-    let mut floor = 0;
-    for pair in run.denials.windows(2) {
-        let (before, d) = (pair[0], pair[1]);
-        full += d.hi.saturating_sub(before.lo + tolerance);
-        let behind = run.lo_at_most(d.hi);
-        let due = run.parent_admitted + d.lo.saturating_sub(p.hi + full) / EMISSION;
-        assert!(
-            behind >= due,
-            "denial at {} ns: only {behind} admissions behind it, {due} were due",
-            d.lo - run.t0
-        );
-        floor = floor.max(due);
-    }
-    println!(
-        "token bucket ({attach:?}): {n} admitted (parent {}, workers {:?}), bound {bound}, \
-         lower bound {floor} (full for {} ms), run {} ms",
-        run.parent_admitted,
-        run.per_worker,
-        full / MS,
-        (run.t_last - run.t0) / MS
-    );
-    assert!(n <= bound, "{n} admissions exceed floor(B + r T) = {bound}");
-    assert!(n >= floor, "{n} admissions, at least {floor} were due");
-    assert!(run.parent_admitted >= B);
-}
-
-#[test]
-fn token_bucket_bound_is_exact_across_processes_opening_by_path() {
-    token_bucket(Attach::OpenByPath);
-}
-
-#[test]
-fn token_bucket_bound_is_exact_across_processes_inheriting_the_handle() {
-    token_bucket(Attach::Inherited);
 }
 
 // Windows: L = 500 per W = 100 ms, so a run touches about 13 windows.
@@ -482,562 +453,4 @@ fn denials_in_window(run: &Run, k: u64) -> impl Iterator<Item = &Stamp> {
     run.denials
         .iter()
         .filter(move |s| window_of(s.lo) == k && window_of(s.hi) == k)
-}
-
-fn fixed_window(attach: Attach) {
-    let run = run(
-        algorithm(FixedWindow::new(L, Duration::from_nanos(W)).aligned(Alignment::Monotonic)),
-        attach,
-        1,
-    );
-    let n = run.total();
-    let touched = window_of(run.t_last) - window_of(run.t0) + 1;
-    for k in window_of(run.t0)..=window_of(run.t_last) {
-        let certain = run.certain_units_in_window(k);
-        assert!(certain <= L, "window {k}: {certain} admissions");
-    }
-    // A denial dated in window k means its count was L: the admissions possibly dated in k and
-    // possibly committed before the denial must number at least L.
-    let mut full = Vec::new();
-    for d in &run.denials {
-        let k = window_of(d.lo);
-        if window_of(d.hi) != k {
-            continue;
-        }
-        let possible = run.lo_at_most(d.hi.min((k + 1) * W - 1)) - run.hi_before(k * W);
-        assert!(
-            possible >= L,
-            "denial in window {k} with only {possible} admissions in it"
-        );
-        if full.last() != Some(&k) {
-            full.push(k);
-        }
-    }
-    // Every window holding a denial holds L admissions: only the windows at the edges of the
-    // run, where demand started or stopped, can hold fewer; and demand saturated every window
-    // it was present in for long enough.
-    let saturated = saturated_windows(&run);
-    for &k in &saturated {
-        assert!(
-            full.contains(&k),
-            "window {k}: saturated but no denial in it (no process decided for {} of its {} ms)",
-            run.quiet_in(k * W, (k + 1) * W) / MS,
-            W / MS
-        );
-    }
-    let floor = L * full.len() as u64;
-    println!(
-        "fixed window ({attach:?}): {n} admitted (workers {:?}), bound {} ({touched} windows), \
-         lower bound {floor} ({} windows full, {} saturated)",
-        run.per_worker,
-        L * touched,
-        full.len(),
-        saturated.len()
-    );
-    assert!(n <= L * touched, "{n} admissions in {touched} windows");
-    assert!(n >= floor, "{n} admissions, {floor} due");
-}
-
-#[test]
-fn fixed_window_bound_is_exact_across_processes_opening_by_path() {
-    fixed_window(Attach::OpenByPath);
-}
-
-#[test]
-fn fixed_window_bound_is_exact_across_processes_inheriting_the_handle() {
-    fixed_window(Attach::Inherited);
-}
-
-fn sliding_log(attach: Attach) {
-    let run = run(
-        algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
-        attach,
-        1,
-    );
-    let n = run.total();
-    // Exact: at most L admissions in any interval of length W (stored dates are rounded up to
-    // 1024 ns, so an admission's date lies in [lo, hi + 1024]).
-    let worst = run.max_certain_in_interval(W, LOG_UNIT);
-    assert!(worst <= L, "{worst} admissions within one window");
-    // Over the whole run: [t0, t_last + 1024] is covered by floor(T / W) + 1 windows.
-    let pieces = (run.t_last + LOG_UNIT - run.t0) / W + 1;
-    let bound = L * pieces;
-    // A denial at r means the ring's oldest entry, and so all L entries, are dated after r - W
-    // (and at most 1024 ns after the latest read committed before it): at least L admissions
-    // are possibly dated in (lo - W - 1024, hi] among those possibly committed before it.
-    for d in &run.denials {
-        let possible =
-            run.lo_at_most(d.hi) - run.hi_before((d.lo + 1).saturating_sub(W + LOG_UNIT));
-        assert!(
-            possible >= L,
-            "denial at {} ns with only {possible} admissions in the window before it",
-            d.lo - run.t0
-        );
-    }
-    // No lost admission over the run: two denials more than W + 1024 ns apart are backed by two
-    // disjoint sets of L admissions. A chain of such denials from the parent's, each the first
-    // sampled one far enough after the previous, proves L admissions per link. Under saturating
-    // demand the chain has a link per window of the run; a window in which every process was off
-    // the CPU when entries expired delays it, and shows as a shorter chain, never as a lost
-    // admission.
-    let mut links = 1u64;
-    let mut last = run.parent_denial();
-    for d in &run.denials {
-        if d.lo >= last.hi + LOG_UNIT + W {
-            links += 1;
-            last = *d;
-        }
-    }
-    let floor = L * links;
-    println!(
-        "sliding log ({attach:?}): {n} admitted (workers {:?}), bound {bound} ({pieces} \
-         windows), lower bound {floor} ({links} links), most in one window {worst}",
-        run.per_worker
-    );
-    assert!(n <= bound, "{n} admissions, bound {bound}");
-    assert!(n >= floor, "{n} admissions, {floor} due");
-}
-
-#[test]
-fn sliding_log_bound_is_exact_across_processes_opening_by_path() {
-    sliding_log(Attach::OpenByPath);
-}
-
-#[test]
-fn sliding_log_bound_is_exact_across_processes_inheriting_the_handle() {
-    sliding_log(Attach::Inherited);
-}
-
-fn sliding_window(attach: Attach) {
-    let run = run(
-        algorithm(SlidingWindow {
-            limit: L,
-            window: Duration::from_nanos(W),
-            alignment: Alignment::Monotonic,
-        }),
-        attach,
-        1,
-    );
-    let n = run.total();
-    let touched = window_of(run.t_last) - window_of(run.t0) + 1;
-    for k in window_of(run.t0)..=window_of(run.t_last) {
-        let certain = run.certain_units_in_window(k);
-        assert!(certain <= L, "window {k}: {certain} admissions");
-    }
-    // The documented worst case of the counter: 2 L - 1 in some interval of length W.
-    let worst = run.max_certain_in_interval(W, 0);
-    assert!(worst < 2 * L, "{worst} admissions within one window");
-    // A denial at elapsed e of window k means prev (W - e) + (cur + 1) W > L W. With every
-    // admission possibly counted in prev or cur (and committed before), the inequality must hold.
-    for d in &run.denials {
-        let k = window_of(d.lo);
-        if window_of(d.hi) != k || k == 0 {
-            continue;
-        }
-        let elapsed = d.lo - k * W;
-        let cur = run.lo_at_most(d.hi) - run.hi_before(k * W);
-        let prev = run.lo_before(k * W) - run.hi_before((k - 1) * W);
-        let estimate = prev as u128 * (W - elapsed) as u128 + (cur as u128 + 1) * W as u128;
-        assert!(
-            estimate > L as u128 * W as u128,
-            "denial in window {k} at {elapsed} ns: prev {prev}, cur {cur} did not fill it"
-        );
-    }
-    // A window whose last sampled denial is g ns before its end holds more than
-    // L - 1 - prev g / W >= L - 1 - L g / W admissions: the estimate's own shortfall. Demand
-    // saturated every window it was present in for long enough.
-    let saturated = saturated_windows(&run);
-    let mut floor = 0;
-    let mut full = 0;
-    for k in window_of(run.t0)..=window_of(run.t_last) {
-        let Some(last) = denials_in_window(&run, k).map(|d| d.lo).max() else {
-            assert!(
-                !saturated.contains(&k),
-                "window {k}: saturated but no denial in it (no process decided for {} of {} ms)",
-                run.quiet_in(k * W, (k + 1) * W) / MS,
-                W / MS
-            );
-            continue;
-        };
-        full += 1;
-        let gap = (k + 1) * W - last;
-        let due = ((L - 1) * W).saturating_sub(L * gap) / W;
-        let possible = run.lo_at_most((k + 1) * W - 1) - run.hi_before(k * W);
-        assert!(
-            possible >= due,
-            "window {k}: {possible} admissions, {due} due"
-        );
-        floor += due;
-    }
-    println!(
-        "sliding window ({attach:?}): {n} admitted (workers {:?}), bound {} ({touched} windows), \
-         lower bound {floor} ({full} windows with denials, {} saturated), most in one window \
-         {worst}",
-        run.per_worker,
-        L * touched,
-        saturated.len()
-    );
-    assert!(n <= L * touched, "{n} admissions in {touched} windows");
-    assert!(n >= floor);
-}
-
-#[test]
-fn sliding_window_counter_stays_within_its_bound_across_processes_opening_by_path() {
-    sliding_window(Attach::OpenByPath);
-}
-
-#[test]
-fn sliding_window_counter_stays_within_its_bound_across_processes_inheriting_the_handle() {
-    sliding_window(Attach::Inherited);
-}
-
-// Costs of 1 to 4 per decision: a cost-n admission of the sliding log claims n entries one by
-// one and gives back the ones it got when another process fills the log first, the path most
-// likely to over-admit under contention. Only bounds are checked here: the admitted units.
-
-const MAX_COST: u64 = 4;
-
-#[test]
-fn token_bucket_with_costs_never_over_admits() {
-    let run = run(
-        algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
-        Attach::Inherited,
-        MAX_COST,
-    );
-    let units = run.units();
-    let bound = B + (run.t_last - run.t0) / EMISSION;
-    let a = &run.admissions;
-    for i in 0..a.len() {
-        let (mut latest, mut sum) = (0, 0);
-        for s in &a[i..] {
-            latest = latest.max(s.hi);
-            sum += s.cost;
-            assert!(
-                sum <= B + (latest - a[i].lo) / EMISSION,
-                "{sum} units dated within {} ns",
-                latest - a[i].lo
-            );
-        }
-    }
-    // A denial of cost n at r means tat > r + tau - n T: as for cost 1, less n - 1 units.
-    let tolerance = B * EMISSION - MAX_COST * EMISSION;
-    let p = run.parent_denial();
-    // Units admitted by the admissions before index i (admissions are sorted by `lo`).
-    let prefix: Vec<u64> = std::iter::once(0)
-        .chain(a.iter().scan(0, |sum, s| {
-            *sum += s.cost;
-            Some(*sum)
-        }))
-        .collect();
-    let mut full = 0;
-    for pair in run.denials.windows(2) {
-        let (before, d) = (pair[0], pair[1]);
-        full += d.hi.saturating_sub(before.lo + tolerance);
-        let behind = prefix[a.partition_point(|s| s.lo <= d.hi)];
-        let due = (run.parent_admitted + d.lo.saturating_sub(p.hi + full) / EMISSION + 1)
-            .saturating_sub(d.cost);
-        assert!(
-            behind >= due,
-            "cost-{} denial at {} ns: {behind} units behind it, {due} due",
-            d.cost,
-            d.lo - run.t0
-        );
-    }
-    println!(
-        "token bucket, costs 1..=4: {units} units in {} admissions, bound {bound}",
-        run.total()
-    );
-    assert!(
-        units <= bound,
-        "{units} units exceed floor(B + r T) = {bound}"
-    );
-}
-
-#[test]
-fn sliding_log_with_costs_never_over_admits() {
-    let run = run(
-        algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
-        Attach::Inherited,
-        MAX_COST,
-    );
-    let worst = run.max_certain_in_interval(W, LOG_UNIT);
-    let units = run.units();
-    let bound = L * ((run.t_last + LOG_UNIT - run.t0) / W + 1);
-    println!(
-        "sliding log, costs 1..=4: {units} units in {} admissions, bound {bound}, most in one \
-         window {worst}",
-        run.total()
-    );
-    assert!(worst <= L, "{worst} units within one window");
-    assert!(units <= bound, "{units} units, bound {bound}");
-    // Not starved either: the run spans several windows, each of which admits units again.
-    assert!(units > 2 * L, "{units} units");
-}
-
-#[test]
-fn fixed_window_and_counter_with_costs_never_over_admit() {
-    let fixed = run(
-        algorithm(FixedWindow::new(L, Duration::from_nanos(W)).aligned(Alignment::Monotonic)),
-        Attach::Inherited,
-        MAX_COST,
-    );
-    for k in window_of(fixed.t0)..=window_of(fixed.t_last) {
-        let certain = fixed.certain_units_in_window(k);
-        assert!(certain <= L, "fixed window {k}: {certain} units");
-    }
-    let counter = run(
-        algorithm(SlidingWindow {
-            limit: L,
-            window: Duration::from_nanos(W),
-            alignment: Alignment::Monotonic,
-        }),
-        Attach::Inherited,
-        MAX_COST,
-    );
-    for k in window_of(counter.t0)..=window_of(counter.t_last) {
-        let certain = counter.certain_units_in_window(k);
-        assert!(certain <= L, "counter window {k}: {certain} units");
-    }
-    let worst = counter.max_certain_in_interval(W, 0);
-    println!(
-        "costs 1..=4: fixed window {} units, counter {} units (most in one window {worst})",
-        fixed.units(),
-        counter.units()
-    );
-    assert!(worst < 2 * L, "counter: {worst} units within one window");
-}
-
-#[test]
-fn processes_killed_mid_decision_leave_every_limit_consistent() {
-    // Every decision commits with one CAS (the log: one per claimed entry), so a process killed
-    // at any instruction leaves each word old or new. Six processes hammer four limits at costs
-    // 1..=3 and are SIGKILLed one by one at arbitrary moments, three rounds over; the survivors'
-    // file must still decide without error and, once every window has passed, grant exactly
-    // each limit's capacity at one instant.
-    let _serial = fork_lock();
-    let (_dir, path) = temp_path("killed.shm");
-    let window = Duration::from_millis(10);
-    let limiter = Limiter::builder()
-        .limit(
-            "bucket",
-            TokenBucket::new(50, Rate::per_second(5_000).unwrap()),
-        )
-        .limit(
-            "fw",
-            FixedWindow::new(50, window).aligned(Alignment::Monotonic),
-        )
-        .limit(
-            "sw",
-            SlidingWindow {
-                limit: 50,
-                window,
-                alignment: Alignment::Monotonic,
-            },
-        )
-        .limit("log", SlidingLog::new(50, window))
-        .create_or_open(&path)
-        .expect("create limiter file");
-    let limits = common::rates(&limiter);
-    let mut rng = XorShift::new(31);
-    for round in 0..3 {
-        let safety = now_ns() + 20 * SEC;
-        let children: Vec<_> = (0..6)
-            .map(|i| {
-                let limits = &limits;
-                common::spawn(move || {
-                    let mut rng = XorShift::new(round * 100 + i);
-                    while now_ns() < safety {
-                        for limit in limits {
-                            let cost = 1 + rng.next_u64() % 3;
-                            let _ = limit.try_acquire(cost).expect("no error after a kill");
-                        }
-                    }
-                    Vec::new()
-                })
-            })
-            .collect();
-        for child in children {
-            std::thread::sleep(Duration::from_micros(2_000 + rng.next_u64() % 20_000));
-            child.kill();
-            let (status, _) = child.wait();
-            assert!(
-                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGKILL,
-                "round {round}: a worker ended by itself (status {status:#x}): it failed"
-            );
-        }
-        // Decisions still work now...
-        for limit in &limits {
-            let _ = limit.try_acquire(1).expect("a decision after the kills");
-        }
-        // ...and a second after the last kill every window has passed: exactly the capacity.
-        // (A handle whose clock reads that second: a date may not run ahead of the clock.)
-        let later = now_ns() + SEC;
-        let ahead = shmlimit::Limiter::builder()
-            .clock(shmlimit::ManualClock::new(later))
-            .open(&path)
-            .unwrap();
-        for limit in &common::rates(&ahead) {
-            let mut granted = 0;
-            while limit.try_acquire_at(1, later).unwrap().is_allowed() {
-                granted += 1;
-                assert!(granted <= 50, "{}: more than its capacity", limit.name());
-            }
-            assert_eq!(granted, 50, "round {round}: {}", limit.name());
-        }
-        // Let the clock pass the dates used above before the next round.
-        std::thread::sleep(Duration::from_millis(1_050));
-    }
-}
-
-#[test]
-fn identical_timestamps_across_processes_admit_exact_counts() {
-    // Eight processes decide at the same instants (`try_acquire_at`), 100 attempts per limit
-    // each: the counts are exact whatever the interleaving. Capacities 300; the bucket refills
-    // one token a second; windows are 60 s, monotonic, and every instant is a multiple of the
-    // log's 1024 ns storage unit.
-    //
-    // | instant            | bucket | fixed window    | counter                 | log          |
-    // |--------------------|--------|-----------------|-------------------------|--------------|
-    // | t1 = 1200 s - 1024 | 300    | 300 (window 19) | 300                     | 300          |
-    // | t2 = 1200 s        | 0      | 300 (window 20) | 0 (prev weighs in full) | 0            |
-    // | t3 = t1 + 60 s     | 60     | 0 (window 20)   | 299 (prev weighs 1024/W)| 300 (expired)|
-    let _serial = fork_lock();
-    let (_dir, path) = temp_path("instants.shm");
-    let minute = Duration::from_secs(60);
-    let limiter = Limiter::builder()
-        .limit(
-            "bucket",
-            TokenBucket::new(300, Rate::per_second(1).unwrap()),
-        )
-        .limit(
-            "fw",
-            FixedWindow::new(300, minute).aligned(Alignment::Monotonic),
-        )
-        .limit(
-            "sw",
-            SlidingWindow {
-                limit: 300,
-                window: minute,
-                alignment: Alignment::Monotonic,
-            },
-        )
-        .limit("log", SlidingLog::new(300, minute))
-        .create_or_open(&path)
-        .expect("create limiter file");
-    let t1 = 1_200 * SEC - 1024;
-    let phases = [
-        (t1, [300, 300, 300, 300]),
-        (1_200 * SEC, [0, 300, 0, 0]),
-        (t1 + 60 * SEC, [60, 0, 299, 300]),
-    ];
-    let mut expected_total = [0u64; 4];
-    for (at, expected) in phases {
-        let results = fork_workers(WORKERS, |_| {
-            // The clock reads `at` (dates may not run ahead of the clock; a fresh machine's
-            // uptime may be shorter than 20 minutes).
-            let limiter = Limiter::builder()
-                .clock(shmlimit::ManualClock::new(at))
-                .open(&path)
-                .expect("open by path");
-            common::rates(&limiter)
-                .iter()
-                .map(|limit| {
-                    (0..100)
-                        .filter(|_| limit.try_acquire_at(1, at).unwrap().is_allowed())
-                        .count() as u64
-                })
-                .collect()
-        });
-        let mut sums = [0u64; 4];
-        for r in &results {
-            for (s, v) in sums.iter_mut().zip(r) {
-                *s += v;
-            }
-        }
-        assert_eq!(sums, expected, "at {at} ns (bucket, fw, sw, log)");
-        for (total, e) in expected_total.iter_mut().zip(expected) {
-            *total += e;
-        }
-    }
-    for (limit, total) in limiter.limits().iter().zip(expected_total) {
-        let stats = limit.stats();
-        assert_eq!(stats.allowed, total, "{}", limit.name());
-        assert_eq!(
-            stats.allowed + stats.denied,
-            3 * WORKERS as u64 * 100,
-            "{}",
-            limit.name()
-        );
-    }
-}
-
-#[test]
-fn with_the_coarse_clock_every_admission_stays_within_the_bounds_over_its_dates() {
-    // CLOCK_MONOTONIC_COARSE lags the precise clock. A decision is dated by its coarse read,
-    // which lies between a coarse read taken just before it and a precise read just after:
-    // the bounds hold over those brackets exactly as with the precise clock.
-    let run = run_with(
-        algorithm(TokenBucket::new(B, Rate::per_second(2_000).unwrap())),
-        Attach::OpenByPath,
-        1,
-        CoarseMonotonicClock,
-    );
-    let n = run.total();
-    let bound = B + (run.t_last - run.t0) / EMISSION;
-    let a = &run.admissions;
-    for i in 0..a.len() {
-        let mut latest = 0;
-        for (k, s) in a[i..].iter().enumerate() {
-            latest = latest.max(s.hi);
-            let count = k as u64 + 1;
-            assert!(
-                count <= B + (latest - a[i].lo) / EMISSION,
-                "coarse bucket: {count} admissions dated within {} ns",
-                latest - a[i].lo
-            );
-        }
-    }
-    assert!(n <= bound, "coarse bucket: {n} admissions, bound {bound}");
-    let log = run_with(
-        algorithm(SlidingLog::new(L, Duration::from_nanos(W))),
-        Attach::OpenByPath,
-        1,
-        CoarseMonotonicClock,
-    );
-    let worst = log.max_certain_in_interval(W, LOG_UNIT);
-    let log_bound = L * ((log.t_last + LOG_UNIT - log.t0) / W + 1);
-    println!(
-        "coarse clock: bucket {n} admitted, bound {bound}; log {} admitted, bound {log_bound}, \
-         most in one window {worst}",
-        log.total()
-    );
-    assert!(
-        worst <= L,
-        "coarse log: {worst} admissions within one window"
-    );
-    assert!(log.total() <= log_bound);
-}
-
-#[test]
-#[ignore = "a measurement, not a guarantee: the coarse clock lags by one to two ticks, more when \
-            timer interrupts are delayed (see CoarseMonotonicClock's docs); run it to see the lag \
-            on a host"]
-fn the_coarse_clock_lags_the_precise_clock_by_at_most_its_resolution() {
-    let tick = CoarseMonotonicClock::resolution_ns();
-    let end = now_ns() + SEC;
-    let mut worst = 0;
-    loop {
-        // The precise read comes first: a coarse read taken after it and still behind it lags
-        // by at least the difference, whatever happened in between.
-        let precise = now_ns();
-        let coarse = CoarseMonotonicClock.now_ns();
-        if precise > end {
-            break;
-        }
-        worst = worst.max(precise.saturating_sub(coarse));
-    }
-    assert!(
-        worst <= tick,
-        "the coarse clock lagged {worst} ns behind, its resolution is {tick} ns"
-    );
 }

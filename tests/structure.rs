@@ -1,8 +1,9 @@
-//! The shape the sources keep: every source file of the workspace's packages (Rust, and the C,
-//! Python and JavaScript of the bindings and their tests) short enough to
-//! read whole (at most [`MAX_LINES`] lines; the loom models, which spell out one interleaving
-//! after another, are the exception), and the library's top-level modules free of import cycles
-//! (each module can be read, and changed, knowing only the modules below it).
+//! The shape the sources keep: every source file of the workspace's packages (Rust, with the
+//! integration tests, benches and examples, and the C, Python and JavaScript of the bindings and
+//! their tests) short enough to read whole (at most [`MAX_LINES`] lines; the loom models, which
+//! spell out one interleaving after another, are the exception), and the library's top-level
+//! modules free of import cycles (each module can be read, and changed, knowing only the modules
+//! below it).
 
 mod common;
 
@@ -34,39 +35,72 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
-#[test]
-fn every_source_file_is_at_most_700_lines() {
+/// The directories of the workspace's Rust sources that the length rule covers: the packages'
+/// sources, and the integration tests (with `tests/common/` and the directories of the tests
+/// split into modules), benches and examples.
+const RUST_DIRS: [&str; 10] = [
+    "src",
+    "cli/src",
+    "fleet/src",
+    "ffi/src",
+    "ffi/libshmlimit",
+    "ffi/bindings/src",
+    "ffi/python/rust",
+    "tests",
+    "benches",
+    "examples",
+];
+
+/// The Rust files the length rule leaves out, by name: the loom models, which spell out one
+/// interleaving after another (`src/algo/loom_models.rs`, `fleet/src/loom_models.rs`). No
+/// generated Rust file is under [`RUST_DIRS`].
+const LONG_RUST_FILES: [&str; 1] = ["loom_models.rs"];
+
+/// The Rust files under [`RUST_DIRS`] longer than `max` lines, as `path (N lines)`, and how many
+/// files were read.
+fn long_rust_files(root: &Path, max: usize) -> (Vec<String>, usize) {
     let mut long = Vec::new();
     let mut seen = 0;
-    for package in [
-        "src",
-        "cli/src",
-        "fleet/src",
-        "ffi/src",
-        "ffi/libshmlimit",
-        "ffi/bindings/src",
-        "ffi/python/rust",
-    ] {
-        for file in rust_files(&root().join(package)) {
+    for dir in RUST_DIRS {
+        for file in rust_files(&root.join(dir)) {
             seen += 1;
             if file
                 .file_name()
-                .is_some_and(|name| name == "loom_models.rs")
+                .is_some_and(|name| LONG_RUST_FILES.iter().any(|long| name == *long))
             {
                 continue;
             }
             let text = std::fs::read_to_string(&file)
                 .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
             let lines = text.lines().count();
-            if lines > MAX_LINES {
+            if lines > max {
                 long.push(format!(
                     "{} ({lines} lines)",
-                    file.strip_prefix(root()).unwrap_or(&file).display()
+                    file.strip_prefix(root).unwrap_or(&file).display()
                 ));
             }
         }
     }
+    (long, seen)
+}
+
+#[test]
+fn every_source_file_is_at_most_700_lines() {
+    let (long, seen) = long_rust_files(&root(), MAX_LINES);
     assert!(seen > 50, "found only {seen} source files: wrong root?");
+    // The scan reaches the tests' common module, a test split into modules, benches and examples.
+    let (every, _) = long_rust_files(&root(), 0);
+    for file in [
+        "tests/common/mod.rs",
+        "tests/fleet/servers.rs",
+        "benches/main.rs",
+        "examples/retry_budget.rs",
+    ] {
+        assert!(
+            every.iter().any(|f| f.starts_with(&format!("{file} ("))),
+            "{file} was not read by the length rule"
+        );
+    }
     assert!(
         long.is_empty(),
         "source files over {MAX_LINES} lines (split them by concern): {}",
@@ -518,5 +552,62 @@ fn the_untyped_limit_is_a_small_view() {
          decisions belong to the engines\n{}",
         files.len(),
         files.join("\n")
+    );
+}
+
+/// The files that may refuse a call for its kind (`wrong_kind(`): resolution, the binding
+/// dispatch of the untyped callers and of the C ABI, and the constructor itself. The engines
+/// decide with no test of the kind.
+const KIND_CHECKS: &[&str] = &[
+    "src/handle/resolve.rs",
+    "src/handle/dispatch.rs",
+    "src/c_abi.rs",
+    "src/engine/site/parts.rs",
+];
+
+/// The lines (1-based) of `text` whose code, outside comments, calls `wrong_kind(`.
+fn kind_checks(text: &str) -> Vec<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let code = line.split("//").next().unwrap_or("");
+            code.contains("wrong_kind(")
+        })
+        .map(|(n, _)| n + 1)
+        .collect()
+}
+
+#[test]
+fn the_kind_check_finder_finds_kind_checks() {
+    let text = "fn f() {\n    return Err(self.wrong_kind(\"is keyed\"));\n}\n\
+                /// [`Site::wrong_kind(`] in a doc\n// self.wrong_kind(\"x\")\n";
+    assert_eq!(kind_checks(text), vec![2]);
+}
+
+#[test]
+fn the_kind_is_checked_at_resolution_and_dispatch_only() {
+    let files = rust_files(&root().join("src"));
+    let mut seen = 0;
+    let mut elsewhere = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("read {}: {e}", file.display()));
+        let rel = file.strip_prefix(root()).unwrap_or(file);
+        let lines = kind_checks(&text);
+        if KIND_CHECKS.iter().any(|k| rel == Path::new(k)) {
+            seen += lines.len();
+            continue;
+        }
+        elsewhere.extend(lines.iter().map(|n| format!("{}:{n}", rel.display())));
+    }
+    assert!(
+        seen >= 3,
+        "found {seen} kind checks in {KIND_CHECKS:?}: wrong root or pattern?"
+    );
+    assert!(
+        elsewhere.is_empty(),
+        "a kind is checked outside resolution and the binding dispatch (an engine is called \
+         for its kind's calls only):\n{}",
+        elsewhere.join("\n")
     );
 }

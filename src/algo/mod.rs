@@ -86,6 +86,16 @@ pub struct Decision {
     reset_ns: u64,
 }
 
+/// [`Decision::relocated`] through a `Result`: how an engine's straight path returns the
+/// decision its out-of-line slow path made.
+#[inline(always)]
+pub(crate) fn relocated(r: crate::error::Result<Decision>) -> crate::error::Result<Decision> {
+    match r {
+        Ok(d) => Ok(d.relocated()),
+        Err(e) => Err(e),
+    }
+}
+
 impl Decision {
     #[inline(always)]
     pub(crate) fn allowed(slack: u64, unit: u64) -> Self {

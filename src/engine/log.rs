@@ -6,18 +6,63 @@ use std::sync::atomic::AtomicU64;
 use crate::algo::sliding_log::SlidingLog;
 use crate::algo::Decision;
 use crate::clock::Clock;
+use crate::engine::rate::RateEngine;
 use crate::engine::site::Site;
+use crate::engine::Params;
 use crate::error::{Error, Result};
 
 /// A sliding log's decisions, on the limit's site.
-pub(crate) struct Log<'a, C: Clock>(pub(crate) &'a Site<C>);
+///
+/// `pub` only so that the sealed kind traits may name it; the module is private.
+pub struct Log<'a, C: Clock>(pub(crate) &'a Site<C>);
 
 site_view!(Log);
 
+impl<'a, C: Clock> RateEngine<'a, C> for Log<'a, C> {
+    #[inline(always)]
+    fn on(site: &'a Site<C>) -> Self {
+        Log(site)
+    }
+
+    #[inline(always)]
+    fn site(self) -> &'a Site<C> {
+        self.0
+    }
+
+    /// None: a log decides in its general decision (a date ahead of the clock at the clock's
+    /// time, see [`Site::decision_time`]).
+    #[inline(always)]
+    fn fast(self, _cost: u64) -> Option<Decision> {
+        None
+    }
+
+    #[inline(always)]
+    fn decide(self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        self.decide_log(self.log()?, cost, commit, || self.decision_time(at))
+    }
+
+    /// Entries dated no later than the grant.
+    fn give_units(maker: &Site<C>, grant: &Decision, units: u64) -> Result<()> {
+        let this = Log(maker);
+        let log = this.log()?;
+        let now = maker.clock.now_ns();
+        log.refund(maker.control(0), this.entries(log), now, grant.stamp, units);
+        Ok(())
+    }
+}
+
 impl<C: Clock> Log<'_, C> {
+    /// The log's parameters.
+    fn log(&self) -> Result<SlidingLog> {
+        match self.params {
+            Params::SlidingLog(log) => Ok(log),
+            _ => Err(self.misdirected()),
+        }
+    }
+
     /// The decision of a sliding log.
     #[inline(always)]
-    pub(crate) fn decide(
+    pub(crate) fn decide_log(
         &self,
         log: SlidingLog,
         cost: u64,

@@ -17,10 +17,14 @@
 //! | [`permits`] (`Permits(site)`) | a concurrency limit's owner words (keyed: permit blocks per key), futex waits, reclaiming the dead's permits |
 //! | [`keyed`] (`Keyed(site)`) | a keyed limit's decisions, over [`keys`], the table of 16-byte key slots (lookup, claims, reclaim, retune) over any word algorithm |
 //! | [`counters`] (`Counters(site)`) | a counters limit's two key tables (fixed and sliding window counters; moving-window log deadlines) and its per-key logs: keyed counters whose window and limit come with each call |
-//! | [`site`] | one limit's words, clock and counters as this process holds them, the file that replaced its file, and what every decision shares (the straight loop, then shadow mode, near-limit and counters) |
+//! | [`site`] | one limit's words, clock and counters as this process holds them, the file that replaced its file, and what every decision shares (the straight loop, the refund of a grant, then shadow mode, near-limit and counters) |
 //!
 //! Each engine is a view of the limit's site, one reference; the typed handles call the engine
-//! of their kind on it.
+//! of their kind on it, and so does the binding dispatch (`handle::dispatch`: a composed check,
+//! a guarded handle, the C ABI's composed check), once it has matched the kind. An engine
+//! never tests the kind it was given: each unkeyed rate engine has the same calls (`run` for a
+//! committed, peeked or dated decision, `refund_units`, `acquire_timeout`) behind its straight
+//! `try_acquire`.
 //!
 //! [`Params`] is what a handle keeps in process memory per limit: which engine decides, with the
 //! parameters that never change live.
@@ -47,7 +51,8 @@
 //! `engine/bucket/decide.rs`, `engine/site/finish.rs`, `algo/mod.rs`), every call inlined into
 //! one function. Every case the straight path leaves (no hot entry, a fleet share past its
 //! lease, a shadow limit, an error, a replaced file) gives up having written nothing and
-//! decides again in the engine's general loop (`Bucket::bucket_run`), which handles them all.
+//! decides again out of line (`Bucket::run`: the general loop `Bucket::bucket_run`, or the
+//! sub-buckets of a split bucket), which handles them all.
 //!
 //! Each engine is a view of the limit's site (`Bucket(site)`, `Window(site)`, `Log(site)`,
 //! `Permits(site)`, `Keyed(site)`): one reference, inlined away; its out-of-line methods take
@@ -58,10 +63,11 @@
 //! Its pure step under `algo/` (a function of `(now, word, parameters)`, with a reference model
 //! test and a loom model through the shared mutation loop), its engine here (a view of the
 //! site, `Engine(site)`, in a file or directory of its own, owning its words and decisions), a
-//! kind marker and its traits in
-//! `handle/kind.rs`, its record in the file layout (`file/layout.rs`, with a format version),
-//! and its rows in the binding tables (the C status and kind enums, then the Python and Node
-//! packages).
+//! kind marker and its traits in `handle/kind.rs` (with a [`LimitKind`](crate::LimitKind)
+//! variant in `spec/kind.rs`), its arms in the binding dispatch (`handle/dispatch.rs`) for the
+//! calls untyped holders may make of it, its record in the file layout (`file/layout.rs`, with
+//! a format version), and its rows in the binding tables (the C status and kind enums, then
+//! the Python and Node packages).
 
 /// Clone, Copy and Deref (to the site) for an engine's view, `struct Name<'a, C>(&'a Site<C>)`:
 /// the view is a reference whatever the clock (a derive would require `C: Copy`), and an
@@ -93,6 +99,7 @@ pub(crate) mod keyed;
 pub(crate) mod keys;
 pub(crate) mod log;
 pub(crate) mod permits;
+pub(crate) mod rate;
 pub(crate) mod site;
 pub(crate) mod window;
 

@@ -6,85 +6,62 @@
 //! state word; a retune stores a new packed limit (a count means the same at any limit, so an
 //! admission never needs giving back).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::fixed_window::FixedWindow;
+use crate::algo::gcra::Gcra;
 use crate::algo::sliding_window::SlidingWindow;
-use crate::algo::{near_threshold, try_decide, Decision, Fault, Step};
+use crate::algo::{near_threshold, try_decide, try_decide_from, Decision, Fault, Step};
 use crate::clock::Clock;
+use crate::engine::rate::RateEngine;
+use crate::engine::site::hot::{self, Counts};
 use crate::engine::site::Site;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::file::layout::{self, pack_window_limit, unpack_window_limit};
 use crate::spec::{Algorithm, Rate};
-use crate::tally::hot::{self, Counts};
 
 use super::{Params, StepError};
 
 /// A fixed or sliding window's decisions and live limit, on the limit's site.
-pub(crate) struct Window<'a, C: Clock>(pub(crate) &'a Site<C>);
+///
+/// `pub` only so that the sealed kind traits may name it; the module is private.
+pub struct Window<'a, C: Clock>(pub(crate) &'a Site<C>);
 
 site_view!(Window);
 
-impl<C: Clock> Window<'_, C> {
-    /// [`Site::try_acquire`] on a fixed or sliding window (the typed handle's call).
+impl<'a, C: Clock> RateEngine<'a, C> for Window<'a, C> {
     #[inline(always)]
-    pub(crate) fn try_acquire(&self, cost: u64) -> Result<Decision> {
-        let fast = match self.params {
-            Params::FixedWindow(fw) => self.fast(
+    fn on(site: &'a Site<C>) -> Self {
+        Window(site)
+    }
+
+    #[inline(always)]
+    fn site(self) -> &'a Site<C> {
+        self.0
+    }
+
+    #[inline(always)]
+    fn fast(self, cost: u64) -> Option<Decision> {
+        match self.params {
+            Params::FixedWindow(fw) => self.fast_with(
                 cost,
                 #[inline(always)]
                 |limit, now, word| FixedWindow { limit, ..fw }.step(now, word, cost),
             ),
-            Params::SlidingWindow(sw) => self.fast(
+            Params::SlidingWindow(sw) => self.fast_with(
                 cost,
                 #[inline(always)]
                 |limit, now, word| SlidingWindow { limit, ..sw }.step(now, word, cost),
             ),
             _ => None,
-        };
-        if let Some(decision) = fast {
-            return Ok(decision);
         }
-        self.try_acquire_slow(cost)
-    }
-
-    /// `Bucket::bucket_fast` for an unkeyed fixed or sliding window: its live limit from this
-    /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
-    /// (the window's pure step at that limit).
-    #[inline(always)]
-    fn fast(&self, cost: u64, step: impl Fn(u64, u64, u64) -> Step) -> Option<Decision> {
-        // Copies: as in `bucket_fast`.
-        let (control, hot_id) = (self.control, self.hot_id);
-        self.decide_fast(
-            cost,
-            #[inline(always)]
-            |now, current, counts| {
-                // Relaxed: the packed word carries its own check; it orders nothing else.
-                let packed = control.word(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
-                let limit = hot::with(hot_id, |e| {
-                    if e.id.get() != hot_id || e.check.get() != packed {
-                        return Err(());
-                    }
-                    counts.counters = e.counters.get();
-                    counts.near_slack = e.near_slack.get();
-                    Ok(e.limit())
-                })?;
-                // A cost of 0 or over the limit: an error, from `Site::run`.
-                if cost.wrapping_sub(1) >= limit {
-                    return Err(());
-                }
-                Ok(step(limit, now, current))
-            },
-            // A window's count means the same at any limit: its admission stands.
-            |_| true,
-        )
     }
 
     /// The decision of an unkeyed fixed or sliding window, as `Bucket::bucket_run`: one loop
     /// per algorithm, its step inlined (one closure over every algorithm compiles to a call
     /// that returns the step through memory).
     #[inline(always)]
-    pub(crate) fn decide(&self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+    fn decide(self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
         let now = || self.decision_time(at);
         let word = self.control(0);
         let mut counts = Counts::TALLY;
@@ -107,6 +84,59 @@ impl<C: Clock> Window<'_, C> {
         }
         .map_err(|e| self.step_error(e, cost))?;
         Ok(self.finish_counted(decision, cost, commit, counts))
+    }
+
+    /// While the grant's window is still counted.
+    fn give_units(maker: &Site<C>, grant: &Decision, units: u64) -> Result<()> {
+        maker.refund_in(maker.control(0), grant, units)
+    }
+}
+
+impl<C: Clock> Window<'_, C> {
+    /// `Bucket::bucket_fast` for an unkeyed fixed or sliding window: its live limit from this
+    /// thread's hot entry while the packed limit word is the one the entry holds, then `step`
+    /// (the window's pure step at that limit).
+    #[inline(always)]
+    fn fast_with(self, cost: u64, step: impl Fn(u64, u64, u64) -> Step) -> Option<Decision> {
+        // Copies: as in `bucket_fast`.
+        let (control, hot_id) = (self.control, self.hot_id);
+        self.decide_fast(
+            cost,
+            #[inline(always)]
+            |now, current, counts| {
+                // Relaxed: the packed word carries its own check; it orders nothing else.
+                let packed = control.word(layout::WINDOW_LIMIT).load(Ordering::Relaxed);
+                let limit = hot::with(hot_id, |e| {
+                    if e.id.get() != hot_id || e.check.get() != packed {
+                        return Err(());
+                    }
+                    counts.counters = e.counters.get();
+                    counts.near_slack = e.near_slack.get();
+                    Ok(e.limit())
+                })?;
+                // A cost of 0 or over the limit: an error, from `RateEngine::run`.
+                if cost.wrapping_sub(1) >= limit {
+                    return Err(());
+                }
+                Ok(step(limit, now, current))
+            },
+            // A window's count means the same at any limit: its admission stands.
+            |_| true,
+        )
+    }
+
+    /// A composed check's decision of `cost` from the state word it loaded before its clock
+    /// read `t` (see `handle::dispatch::load_word`).
+    #[inline(always)]
+    pub(crate) fn acquire_loaded(self, word: u64, t: u64, cost: u64) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let decision = try_decide_from(self.control(0), word, self.loaded_time(t), true, |t, w| {
+            self.step_fast(t, w, cost)
+        })
+        .map_err(|e| self.step_error(e, cost))?;
+        Ok(self.finish(decision, cost, true))
     }
 
     /// A fixed window's pure decision at its live limit.
@@ -193,7 +223,7 @@ impl<C: Clock> Window<'_, C> {
             }
             Params::FixedWindow(fw) => fw.window_ns,
             Params::SlidingWindow(sw) => sw.window_ns,
-            _ => return Err(self.wrong_kind("has no rate to change")),
+            _ => return Err(self.misdirected()),
         };
         // The limit per window that `rate` means, rounded down (never looser).
         let limit = (window_ns as u128 / rate.emission_ns() as u128) as u64;
@@ -212,7 +242,7 @@ impl<C: Clock> Window<'_, C> {
             Algorithm::FixedWindow { limit: l, .. } | Algorithm::SlidingWindow { limit: l, .. } => {
                 *l = limit
             }
-            _ => return Err(self.wrong_kind("is not a fixed or sliding window")),
+            _ => return Err(self.misdirected()),
         }
         algo.validate(self.name())?;
         let _guard = self.retune_lock()?;
@@ -224,5 +254,32 @@ impl<C: Clock> Window<'_, C> {
         // Release: one word holds the limit and its check; decisions read it whole.
         self.control(layout::WINDOW_LIMIT)
             .store(pack_window_limit(limit), Ordering::Release);
+    }
+}
+
+/// What a window keeps in a thread's hot entry: its live limit, under the packed limit word it
+/// was unpacked from (the entry's check).
+impl hot::Entry {
+    /// Fill the entry for window handle `id` with the live `limit` of packed word `packed`.
+    pub(crate) fn fill_window(
+        &self,
+        id: u64,
+        packed: u64,
+        limit: u64,
+        near_slack: u64,
+        counters: *const AtomicU64,
+    ) {
+        let g = Gcra {
+            emission_ns: 1,
+            tolerance_ns: 0,
+            capacity: limit,
+        };
+        self.set(id, packed, g, limit, near_slack, counters);
+    }
+
+    /// A window's live limit (kept as the capacity).
+    #[inline(always)]
+    pub(crate) fn limit(&self) -> u64 {
+        self.capacity.get()
     }
 }

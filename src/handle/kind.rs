@@ -24,26 +24,26 @@
 //! A new kind adds its marker here, its [`Kind`] row (a [`LimitKind`] variant and the name of
 //! its handle type), its rows in the kind traits it shares, and an alias naming its handle.
 
-use crate::algo::Decision;
 use crate::clock::Clock;
 use crate::engine::bucket::Bucket;
-use crate::engine::site::Site;
-use crate::error::Result;
+use crate::engine::log::Log;
+use crate::engine::rate::RateEngine;
+use crate::engine::window::Window as WindowEngine;
 
 use super::LimitKind;
 
-mod sealed {
-    use super::{Clock, Decision, Result, Site};
+pub(crate) mod sealed {
+    use super::{Clock, RateEngine};
 
     /// Only this crate defines kinds.
     pub trait Sealed {}
 
-    /// How an unkeyed rate kind decides now: the method of the untyped handle its
-    /// `try_acquire` forwards to (a bucket and a window each skip the dispatch on the
-    /// algorithm).
+    /// The engine of an unkeyed rate kind, chosen at compile time: the handle's calls go to
+    /// it on the handle's site, with no test of the kind (the binding dispatch,
+    /// `handle::dispatch`, calls the same engines once it has matched a kind).
     pub trait Decide {
-        /// Admit `cost` units now on `limit`, a limit of this kind.
-        fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision>;
+        /// The engine's view of a site.
+        type Engine<'a, C: Clock + 'a>: RateEngine<'a, C>;
     }
 }
 
@@ -118,10 +118,7 @@ impl Kind for TokenBucket {
 }
 impl UnkeyedRate for TokenBucket {}
 impl sealed::Decide for TokenBucket {
-    #[inline(always)]
-    fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
-        Bucket(limit).try_acquire_bucket(cost)
-    }
+    type Engine<'a, C: Clock + 'a> = Bucket<'a, C>;
 }
 impl Retune for TokenBucket {}
 impl BucketRetune for TokenBucket {}
@@ -133,10 +130,7 @@ impl Kind for Window {
 }
 impl UnkeyedRate for Window {}
 impl sealed::Decide for Window {
-    #[inline(always)]
-    fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
-        crate::engine::window::Window(limit).try_acquire(cost)
-    }
+    type Engine<'a, C: Clock + 'a> = WindowEngine<'a, C>;
 }
 impl Retune for Window {}
 impl WindowRetune for Window {}
@@ -148,10 +142,7 @@ impl Kind for SlidingLog {
 }
 impl UnkeyedRate for SlidingLog {}
 impl sealed::Decide for SlidingLog {
-    #[inline(always)]
-    fn decide<C: Clock>(limit: &Site<C>, cost: u64) -> Result<Decision> {
-        limit.try_acquire(cost)
-    }
+    type Engine<'a, C: Clock + 'a> = Log<'a, C>;
 }
 
 impl sealed::Sealed for Concurrency {}

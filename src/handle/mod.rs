@@ -35,6 +35,7 @@
 
 mod concurrency;
 mod counters;
+pub(crate) mod dispatch;
 mod keyed;
 pub mod kind;
 mod rate;
@@ -42,11 +43,11 @@ mod resolve;
 mod retune;
 mod traits;
 
+pub use crate::spec::LimitKind;
 pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
 pub use counters::{CountersLimit, SlidingCounts};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
-pub use resolve::LimitKind;
 pub use traits::{KeyedRateLimit, RateLimit, TypedLimit};
 
 use std::marker::PhantomData;

@@ -2,11 +2,12 @@
 
 use std::time::Duration;
 
-use super::kind::{self, UnkeyedRate};
+use super::kind::{self, sealed::Decide, UnkeyedRate};
 use super::Handle;
 use crate::algo::Decision;
 use crate::clock::{Clock, MonotonicClock};
 use crate::engine::bucket::{Bucket, Reservation};
+use crate::engine::rate::RateEngine;
 #[cfg(doc)]
 use crate::error::Error;
 use crate::error::Result;
@@ -97,6 +98,12 @@ pub type SlidingLogLimit<C = MonotonicClock> = Handle<kind::SlidingLog, C>;
 
 /// The decisions of an unkeyed rate limit (token bucket, window, sliding log).
 impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
+    /// The engine of this handle's kind, on its site.
+    #[inline(always)]
+    fn engine(&self) -> <K as Decide>::Engine<'_, C> {
+        RateEngine::on(self.limit.site())
+    }
+
     /// Admit `cost` units now, or deny and consume nothing.
     ///
     /// # Errors
@@ -105,7 +112,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     /// granted; [`Error::CorruptState`] when the shared state is damaged (fail closed).
     #[inline(always)]
     pub fn try_acquire(&self, cost: u64) -> Result<Decision> {
-        K::decide(self.limit.site(), cost)
+        self.engine().try_acquire(cost)
     }
 
     /// The decision [`Self::try_acquire`] would make now, consuming nothing.
@@ -115,7 +122,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     /// As [`Self::try_acquire`].
     #[inline(always)]
     pub fn peek(&self, cost: u64) -> Result<Decision> {
-        self.limit.site().peek(cost)
+        self.engine().run(cost, false, None)
     }
 
     /// [`Self::try_acquire`] dated at `now_ns` on the monotonic timeline instead of the
@@ -140,7 +147,8 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     /// clock by more than [`DATE_TOLERANCE`](crate::consts::DATE_TOLERANCE) or beyond
     /// [`MAX_DATE_NS`](crate::consts::MAX_DATE_NS), consuming nothing.
     pub fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.site().try_acquire_at(cost, now_ns)
+        self.limit.site().check_date(now_ns)?;
+        self.engine().run(cost, true, Some(now_ns))
     }
 
     /// Give back what `grant` admitted, for work that was admitted but never done.
@@ -156,7 +164,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     ///
     /// [`Error::CorruptState`]; [`Error::WrongKind`] for a grant another limit made.
     pub fn refund(&self, grant: &Decision) -> Result<()> {
-        self.limit.site().refund(grant)
+        self.engine().refund_units(grant, grant.cost)
     }
 
     /// Give back `units` of what `grant` admitted (at most its cost).
@@ -165,7 +173,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::refund`].
     pub fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
-        self.limit.site().refund_units(grant, units)
+        self.engine().refund_units(grant, units)
     }
 
     /// Admit `cost` units, waiting up to `timeout` for them. The returned decision is allowed,
@@ -180,7 +188,7 @@ impl<K: UnkeyedRate, C: Clock> Handle<K, C> {
     ///
     /// As [`Self::try_acquire`].
     pub fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.limit.site().acquire_timeout(cost, timeout)
+        self.engine().acquire_timeout(cost, timeout)
     }
 }
 

@@ -181,23 +181,23 @@ impl<K: Kind, C: Clock> TypedLimit<C> for Handle<K, C> {
 impl<K: UnkeyedRate, C: Clock> RateLimit<C> for Handle<K, C> {
     #[inline(always)]
     fn try_acquire(&self, cost: u64) -> Result<Decision> {
-        K::decide(self.limit.site(), cost)
+        Handle::try_acquire(self, cost)
     }
     #[inline(always)]
     fn peek(&self, cost: u64) -> Result<Decision> {
-        self.limit.site().peek(cost)
+        Handle::peek(self, cost)
     }
     fn try_acquire_at(&self, cost: u64, now_ns: u64) -> Result<Decision> {
-        self.limit.site().try_acquire_at(cost, now_ns)
+        Handle::try_acquire_at(self, cost, now_ns)
     }
     fn refund(&self, grant: &Decision) -> Result<()> {
-        self.limit.site().refund(grant)
+        Handle::refund(self, grant)
     }
     fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
-        self.limit.site().refund_units(grant, units)
+        Handle::refund_units(self, grant, units)
     }
     fn acquire_timeout(&self, cost: u64, timeout: Duration) -> Result<Decision> {
-        self.limit.site().acquire_timeout(cost, timeout)
+        Handle::acquire_timeout(self, cost, timeout)
     }
 }
 

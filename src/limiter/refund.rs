@@ -1,9 +1,8 @@
-//! Giving back what a grant admitted: the origin check, and the refund of each kind of state
-//! (through [`crate::algo::mutate`] for the single-word ones); with the freshness of a
-//! single-word state, the other word-level question keyed tables ask.
+//! Giving back what a grant admitted, word by word: the origin check, and the refund of one
+//! single-word state (a token bucket, a window, a key's word) through [`crate::algo::mutate`]; with
+//! the freshness of a single-word state, the other word-level question keyed tables ask.
 
 use crate::engine::bucket::Bucket;
-use crate::engine::log::Log;
 use crate::engine::site::Site;
 use std::sync::atomic::AtomicU64;
 
@@ -43,90 +42,16 @@ impl<C: Clock> Site<C> {
             Params::FixedWindow(fw) => fw.refund(word, decision.stamp, units),
             Params::SlidingWindow(sw) => sw.refund(word, decision.stamp, units),
             Params::SlidingLog(_) | Params::Concurrency { .. } | Params::Counters { .. } => {
-                return Err(self.wrong_kind("has no single-word state"))
+                return Err(self.misdirected())
             }
         })
-    }
-
-    /// Give back what `grant` admitted, for work that was admitted but never done.
-    ///
-    /// A refund can never create more budget than the grant took: a bucket never fills past
-    /// full, a window refund only applies while the grant's window is still counted, and a log
-    /// refund frees entries dated no later than the grant. Refunding a denied (or shadow-denied)
-    /// decision is a no-op. Refund each grant at most once: a second refund of the same grant
-    /// gives its cost back again, which is budget no request returned.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::CorruptState`]; [`Error::WrongKind`] on a keyed or concurrency limit.
-    pub(crate) fn refund(&self, grant: &Decision) -> Result<()> {
-        self.refund_units(grant, grant.cost)
-    }
-
-    /// Give back `units` of what `grant` admitted (at most its cost).
-    ///
-    /// # Errors
-    ///
-    /// As [`TokenBucketLimit::refund`](crate::TokenBucketLimit::refund).
-    pub(crate) fn refund_units(&self, grant: &Decision, units: u64) -> Result<()> {
-        let maker = self.maker_of(grant);
-        if !std::ptr::eq(maker, self) {
-            return maker.refund_units(grant, units);
-        }
-        if self.keyed {
-            return Err(self.wrong_kind("is keyed: use refund_key"));
-        }
-        self.check_origin(grant)?;
-        let units = units.min(grant.cost);
-        if !grant.is_allowed() || units == 0 {
-            // A shadow-denied grant took nothing, but it was admitted: giving it back counts.
-            self.count_refund(grant, units);
-            return Ok(());
-        }
-        self.refund_state(grant, units)?;
-        self.count_refund(grant, units);
-        Ok(())
-    }
-
-    /// Give `units` of `grant` back to the state.
-    pub(super) fn refund_state(&self, grant: &Decision, units: u64) -> Result<()> {
-        match self.params {
-            Params::SlidingLog(log) => {
-                let now = self.clock.now_ns();
-                log.refund(
-                    self.control(0),
-                    Log(self).entries(log),
-                    now,
-                    grant.stamp,
-                    units,
-                );
-                Ok(())
-            }
-            Params::Concurrency { .. } => {
-                Err(self.wrong_kind("is a concurrency limit: drop the permit"))
-            }
-            Params::TokenBucket if self.split > 1 => {
-                let i = grant.stamp as usize % self.split;
-                mutate(
-                    Bucket(self).sub_state(i),
-                    || self.clock.now_ns(),
-                    |now, current| {
-                        let g = Bucket(self).bucket_params(engine::bucket::tag_of(current))?;
-                        let sub = Bucket(self).sub_params(g, i);
-                        let new = engine::bucket::refund(&sub, now, current, units);
-                        Ok(Change::unless_same(current, new))
-                    },
-                )
-            }
-            _ => self.refund_in(self.control(0), grant, units),
-        }
     }
 
     /// Refuse a grant made by another limit (or another file): refunding it here would give
     /// this limit budget it never granted.
     pub(crate) fn check_origin(&self, grant: &Decision) -> Result<()> {
         if grant.origin != 0 && grant.origin != self.origin {
-            return Err(self.wrong_kind("did not make this grant: refund it on the limit that did"));
+            return Err(self.refused("did not make this grant: refund it on the limit that did"));
         }
         Ok(())
     }

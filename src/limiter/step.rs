@@ -10,9 +10,9 @@ use crate::engine::window::Window;
 use super::StepError;
 use crate::algo::{Fault, Step};
 use crate::clock::Clock;
+use crate::engine::site::hot::Counts;
 use crate::engine::Params;
 use crate::error::{Error, Result};
-use crate::tally::hot::{self, Counts};
 
 impl<C: Clock> Site<C> {
     /// The pure decision for one single-word state (token bucket, fixed or sliding window) at
@@ -50,7 +50,7 @@ impl<C: Clock> Site<C> {
         match e {
             StepError::Corrupt => self.fault(Fault::Corrupt),
             StepError::Cost(capacity) => Error::CostExceedsCapacity { cost, capacity },
-            StepError::NoWord => self.wrong_kind("has no single-word state"),
+            StepError::NoWord => self.misdirected(),
             // `step_fast` turns them into denials; they never get here.
             StepError::Fenced | StepError::FenceRewrite => self.fault(Fault::Corrupt),
             // Decided again from the live word by an unkeyed bucket's own loop, and by a keyed
@@ -59,27 +59,5 @@ impl<C: Clock> Site<C> {
             // again measured 40-160 instructions more on every composed check).
             StepError::Stale => self.fault(Fault::Corrupt),
         }
-    }
-
-    /// What `read` takes from this thread's hot entry for this handle, the entry filled by
-    /// `fill` first unless `holds` it (this handle's, for the slot or limit word as loaded);
-    /// `counts` gets the entry's counters and near-limit threshold. Shared by the bucket and
-    /// window decisions.
-    #[inline(always)]
-    pub(crate) fn hot_entry<R>(
-        &self,
-        holds: impl FnOnce(&hot::Entry) -> bool,
-        counts: &mut Counts,
-        fill: impl FnOnce(&hot::Entry) -> Result<(), StepError>,
-        read: impl FnOnce(&hot::Entry) -> R,
-    ) -> Result<R, StepError> {
-        hot::with(self.hot_id, |e| {
-            if !holds(e) {
-                fill(e)?;
-            }
-            counts.counters = e.counters.get();
-            counts.near_slack = e.near_slack.get();
-            Ok(read(e))
-        })
     }
 }

@@ -7,9 +7,9 @@ use std::sync::atomic::Ordering;
 
 use super::{Limiter, StepError};
 use crate::clock::{Clock, ManualClock};
+use crate::engine::site::hot::Counts;
 use crate::file::layout::bucket;
 use crate::spec::{Rate, TokenBucket};
-use crate::tally::hot::Counts;
 
 /// A bucket retuned once (its live parameters in slot 1, its word tagged 1), then caught in the
 /// middle of a second retune: slot 0's check word cleared, as `write_slot` leaves it while it

@@ -78,7 +78,7 @@ impl<C: Clock> Site<C> {
                 Window(self).store_limit(limit);
                 Ok(())
             }
-            _ => Err(self.wrong_kind("cannot be retuned live")),
+            _ => Err(self.refused("cannot be retuned live")),
         }
     }
 

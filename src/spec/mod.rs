@@ -27,6 +27,7 @@ pub(crate) mod bounds;
 mod builders;
 mod def;
 mod keyed;
+mod kind;
 mod rate;
 
 pub use algorithm::{Algorithm, IntoAlgorithm};
@@ -37,6 +38,7 @@ pub use builders::{
 pub(crate) use def::validate_name;
 pub use def::{FleetShare, LimitDef};
 pub use keyed::{FullPolicy, Keyed};
+pub use kind::LimitKind;
 pub use rate::Rate;
 
 pub(crate) use bounds::{

@@ -41,7 +41,6 @@
 //!   reused with the same start-time bits only keeps its lane held longer; it never gives one
 //!   lane two writers, as the old owner writes nothing more).
 
-pub(crate) mod hot;
 pub(crate) mod lanes;
 #[cfg(test)]
 mod loom_models;
@@ -195,10 +194,9 @@ static FORKS: AtomicUsize = AtomicUsize::new(0);
 extern "C" fn forked() {
     // Relaxed: a generation read by this (now only) thread of the child.
     FORKS.fetch_add(1, Ordering::Relaxed);
-    // The child's only thread is the one that forked: its cached lane is the parent's, and so
-    // are the counter addresses of its hot entries.
+    // The child's only thread is the one that forked: its cached lane is the parent's (and so
+    // are the counter addresses of its hot entries, emptied by their own handler).
     HOT.with(|h| h.set(NO_LANE));
-    hot::forget();
 }
 
 /// Register the fork handler once per process. Not a `Once`: a child forked while another
@@ -359,7 +357,7 @@ impl Tally {
     }
 
     /// The address of this limit's first counter in this thread's own lane, for a hot entry
-    /// ([`hot::Entry::counters`]): null when the thread counts on the shared lane or the limit
+    /// (the hot entry's `counters`): null when the thread counts on the shared lane or the limit
     /// is a shadow limit (those decisions count through [`Tally::after`]).
     pub(crate) fn owned_counters(&self) -> *const AtomicU64 {
         if self.shadow {

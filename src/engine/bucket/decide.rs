@@ -6,32 +6,116 @@
 use std::sync::atomic::Ordering;
 
 use crate::algo::gcra::Gcra;
-use crate::algo::{near_threshold, try_decide, Decision, Step};
+use std::time::Duration;
+
+use crate::algo::{mutate, near_threshold, try_decide, try_decide_from, Change, Decision, Step};
 use crate::clock::Clock;
+use crate::engine::rate::RateEngine;
+use crate::engine::site::hot::{self, Counts};
+use crate::engine::site::Site;
 use crate::engine::{self, StepError};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::file::layout::bucket;
-use crate::tally::hot::{self, Counts};
+use crate::wait::retry_until;
 
 use super::{Bucket, FENCE_REWRITE_RETRY_NS};
 
-impl<C: Clock> Bucket<'_, C> {
-    /// [`Site::try_acquire`] on a token bucket (the typed handle's call: no test of the kind).
+impl<'a, C: Clock> RateEngine<'a, C> for Bucket<'a, C> {
     #[inline(always)]
-    pub(crate) fn try_acquire_bucket(&self, cost: u64) -> Result<Decision> {
+    fn on(site: &'a Site<C>) -> Self {
+        Bucket(site)
+    }
+
+    #[inline(always)]
+    fn site(self) -> &'a Site<C> {
+        self.0
+    }
+
+    #[inline(always)]
+    fn fast(self, cost: u64) -> Option<Decision> {
         if self.plain_bucket {
-            if let Some(decision) = self.bucket_fast(cost) {
-                return Ok(decision);
-            }
+            return self.bucket_fast(cost);
         }
-        self.try_acquire_slow(cost)
+        None
+    }
+
+    /// The general loop of an unsplit bucket, the sub-buckets of a split one.
+    #[inline(always)]
+    fn decide(self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        if self.plain_bucket {
+            return self.bucket_run(cost, commit, at);
+        }
+        self.split_decide(cost, commit, at)
+    }
+
+    /// To its sub-bucket on a split bucket, else to the state word.
+    fn give_units(maker: &Site<C>, grant: &Decision, units: u64) -> Result<()> {
+        let this = Bucket(maker);
+        if this.plain_bucket {
+            return maker.refund_in(maker.control(0), grant, units);
+        }
+        let i = grant.stamp as usize % this.split;
+        mutate(
+            this.sub_state(i),
+            || maker.clock.now_ns(),
+            |now, current| {
+                let g = this.bucket_params(engine::bucket::tag_of(current))?;
+                let sub = this.sub_params(g, i);
+                let new = engine::bucket::refund(&sub, now, current, units);
+                Ok(Change::unless_same(current, new))
+            },
+        )
+    }
+
+    /// An unsplit bucket books the units ([`Bucket::reserve`]) and sleeps the delay; a split
+    /// one sleeps each retry-after ([`crate::wait::retry_until`]).
+    fn acquire_timeout(self, cost: u64, timeout: Duration) -> Result<Decision> {
+        let this = Bucket(self.current()?);
+        if this.is_split() {
+            return retry_until(
+                timeout,
+                || this.run(cost, false, None),
+                || this.run(cost, true, None),
+            );
+        }
+        Ok(this.reserve(cost, timeout)?.wait())
+    }
+}
+
+impl<C: Clock> Bucket<'_, C> {
+    /// The general decision of a split bucket (out of line: its loop over the sub-buckets would
+    /// make the unsplit one's registers worse).
+    #[inline(never)]
+    fn split_decide(self, cost: u64, commit: bool, at: Option<u64>) -> Result<Decision> {
+        let decision = self.split_run(cost, commit, || self.decision_time(at))?;
+        Ok(self.finish(decision, cost, commit))
+    }
+
+    /// A composed check's decision of `cost` from the state word it loaded before its clock
+    /// read `t` (see `handle::dispatch::load_word`): the bucket's step in the one mutation
+    /// loop, its admission checked against the generation as [`Bucket::bucket_run`]'s.
+    #[inline(always)]
+    pub(crate) fn acquire_loaded(self, word: u64, t: u64, cost: u64) -> Result<Decision> {
+        if cost == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let mut counts = Counts::TALLY;
+        let decision = try_decide_from(self.control(0), word, self.loaded_time(t), true, |t, w| {
+            self.bucket_step(t, w, cost, &mut counts)
+        })
+        .map_err(|e| self.step_error(e, cost))?;
+        if !self.stands(decision.is_allowed(), decision.unit(), cost, counts.witness) {
+            // Given back: decide again from the live word.
+            return self.bucket_run(cost, true, None);
+        }
+        Ok(self.finish_counted(decision, cost, true, counts))
     }
 
     /// The common token-bucket decision, straight-line: the handle is not due for its
     /// replacement check, this thread's hot entry holds the parameters of the slot the word
     /// names, the cost fits (a fleet share: and its lease covers now), and a denial is counted
     /// in this thread's own lane. `None` when any of that does not hold, having written
-    /// nothing: the caller then decides from scratch through [`Site::run`], which handles
+    /// nothing: the caller then decides from scratch through [`Bucket::run`], which handles
     /// every case (one more clock read, off the common path). The loop is the one mutation
     /// loop ([`try_decide`], loom-modelled): a failed CAS retries from the word that beat it.
     ///
@@ -60,7 +144,7 @@ impl<C: Clock> Bucket<'_, C> {
                 })?;
                 // A cost of 0 or over the gate (one compare for both): a fleet share (then the
                 // cost must fit and the lease cover `now`), or a cost that is an error (from
-                // `Site::run`).
+                // `Bucket::run`).
                 if cost.wrapping_sub(1) >= gate
                     && (gate != 0
                     || cost == 0
@@ -98,8 +182,8 @@ impl<C: Clock> Bucket<'_, C> {
 
     /// The decision of an unkeyed, unsplit token bucket: the one CAS loop with the bucket's
     /// step and nothing else, so that it compiles to straight-line code (no dispatch on the
-    /// algorithm, no call, the decision in registers). Every other limit goes through
-    /// [`Site::run_on`].
+    /// algorithm, no call, the decision in registers). A split bucket decides by sub-bucket
+    /// (`split_run`).
     ///
     /// A loaded word that went stale under two retunes in a row ([`StepError::Stale`]: the
     /// live word names the other slot, so each round starts from a word that moved) is decided
@@ -264,7 +348,7 @@ impl<C: Clock> Bucket<'_, C> {
         })?;
         e.fill(
             self.hot_id,
-            hot::bucket_key(witness, tag_word),
+            super::hot::bucket_key(witness, tag_word),
             g,
             fleet,
             near_threshold(g.tolerance_ns, self.tally.near()),

@@ -55,9 +55,7 @@ impl<C: Clock> Bucket<'_, C> {
     ///
     /// As [`TokenBucketLimit::set_token_bucket`](crate::TokenBucketLimit::set_token_bucket).
     pub(crate) fn fleet_manage(&self, fence_capacity: u64, fence_rate: Rate) -> Result<()> {
-        if !matches!(self.params, Params::TokenBucket) {
-            return Err(self.wrong_kind("is not a token bucket"));
-        }
+        debug_assert!(matches!(self.params, Params::TokenBucket));
         Algorithm::TokenBucket {
             capacity: fence_capacity,
             emission_ns: fence_rate.emission_ns(),
@@ -98,7 +96,7 @@ impl<C: Clock> Bucket<'_, C> {
     /// [`Error::WrongKind`] if the bucket is not fleet-managed.
     pub(crate) fn set_fleet_deadline(&self, deadline_ns: u64) -> Result<()> {
         if !self.fleet_mark()? {
-            return Err(self.wrong_kind("is not fleet-managed (see fleet_manage)"));
+            return Err(self.refused("is not fleet-managed (see fleet_manage)"));
         }
         // Release: pairs with the decisions' Acquire load of the deadline; a share published
         // after it (a raise) is only seen with this deadline or a later one.
@@ -118,7 +116,7 @@ impl<C: Clock> Bucket<'_, C> {
                 capacity,
                 emission_ns,
             } => self.retune_bucket(capacity, Rate::from_emission_ns(emission_ns)?, Some(false)),
-            _ => Err(self.wrong_kind("is not a token bucket")),
+            _ => Err(self.misdirected()),
         }
     }
 

@@ -57,6 +57,7 @@ use std::sync::atomic::Ordering;
 
 mod decide;
 mod fleet;
+pub(crate) mod hot;
 mod reserve;
 mod retune;
 mod split;
@@ -69,7 +70,10 @@ pub(crate) use retune::FENCE_REWRITE_RETRY_NS;
 /// reference, inlined away): what its typed handle calls. Its out-of-line methods take the view
 /// by value: by reference, the caller would have to store the view on its stack for the call
 /// (one more instruction on every decision, measured with `benches/instructions.sh`).
-pub(crate) struct Bucket<'a, C: crate::clock::Clock>(pub(crate) &'a crate::engine::site::Site<C>);
+///
+/// `pub` only so that the sealed kind traits may name it (as the [`Site`](crate::engine::site::Site)); the
+/// module is private, so no user can.
+pub struct Bucket<'a, C: crate::clock::Clock>(pub(crate) &'a crate::engine::site::Site<C>);
 
 site_view!(Bucket);
 

@@ -8,7 +8,6 @@ use crate::algo::{mutate, Change, Decision};
 use crate::clock::{Clock, MonotonicClock};
 use crate::engine;
 use crate::engine::site::Site;
-use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket::PARAM_TAG;
 
@@ -142,14 +141,9 @@ impl<C: Clock> Bucket<'_, C> {
         if n == 0 {
             return Err(Error::ZeroCost);
         }
-        if self.def().keyed.is_some() {
-            return Err(self.wrong_kind("is keyed: reservations are for unkeyed token buckets"));
-        }
-        if !matches!(self.params(), Params::TokenBucket) {
-            return Err(self.wrong_kind("is not a token bucket: use acquire_timeout"));
-        }
+        debug_assert_eq!(self.kind, crate::spec::LimitKind::TokenBucket);
         if self.is_split() {
-            return Err(self.wrong_kind(
+            return Err(self.refused(
                 "is a split bucket: its sub-buckets cannot book in one order; use acquire_timeout",
             ));
         }

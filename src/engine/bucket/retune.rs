@@ -148,9 +148,7 @@ impl<C: Clock> Bucket<'_, C> {
         rate: Rate,
         fleet: Option<bool>,
     ) -> Result<()> {
-        if !matches!(self.params, Params::TokenBucket) {
-            return Err(self.wrong_kind("is not a token bucket"));
-        }
+        debug_assert!(matches!(self.params, Params::TokenBucket));
         let algo = Algorithm::TokenBucket {
             capacity,
             emission_ns: rate.emission_ns(),
@@ -189,7 +187,7 @@ impl<C: Clock> Bucket<'_, C> {
                     tag,
                 );
             }
-        } else if !self.keyed {
+        } else if !self.kind.is_keyed() {
             self.rescale_in(self.control(0), old, new, tag);
         } else if let Some(slots) = self.key_table() {
             // (None: nothing in this process can have written a table it cannot even update.)
@@ -210,7 +208,7 @@ impl<C: Clock> Bucket<'_, C> {
         let on_staged = |word: u64| engine::bucket::tag_of(word) == staged;
         let interrupted = if self.split > 1 {
             (0..self.split).any(|i| on_staged(self.sub_state(i).load(Ordering::Acquire)))
-        } else if !self.keyed {
+        } else if !self.kind.is_keyed() {
             on_staged(self.control(0).load(Ordering::Acquire))
         } else {
             self.key_table()

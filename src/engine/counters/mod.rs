@@ -163,12 +163,12 @@ struct Parts<'a> {
 impl<C: Clock> Counters<'_, C> {
     fn parts(&self) -> Result<Parts<'_>> {
         let Params::Counters { log_entries, .. } = self.params() else {
-            return Err(self.wrong_kind("is not a counters limit"));
+            return Err(self.misdirected());
         };
         let keys = self.key_slots;
         let table = layout::key_table_words(keys);
         let area = self.area();
-        let unsupported = || self.wrong_kind(crate::engine::keys::NO_PAIR_CAS);
+        let unsupported = || self.refused(crate::engine::keys::NO_PAIR_CAS);
         let counters = crate::engine::keys::table_in(area, keys).ok_or_else(unsupported)?;
         let logs = crate::engine::keys::table_in(area.get(table..).unwrap_or(&[]), keys)
             .ok_or_else(unsupported)?;

@@ -48,8 +48,8 @@ use crate::engine::Params;
 use crate::error::{Error, Result};
 use crate::file::layout::bucket;
 
+use crate::engine::site::hot::Counts;
 use crate::spec::FullPolicy;
-use crate::tally::hot::Counts;
 
 /// Longest key, in bytes, that the keyed calls accept.
 pub const MAX_KEY_LEN: usize = 1024;
@@ -195,7 +195,7 @@ impl<C: Clock> Keyed<'_, C> {
 
     /// [`Keyed::try_acquire_key`] dated at `now_ns` on the monotonic timeline instead of the
     /// clock (for replaying traces and for tests). Dates are checked as by
-    /// [`Site::try_acquire_at`]: at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
+    /// [`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at): at most [`crate::consts::DATE_TOLERANCE`] ahead of the clock.
     ///
     /// # Example
     ///
@@ -220,7 +220,7 @@ impl<C: Clock> Keyed<'_, C> {
     ///
     /// # Errors
     ///
-    /// As [`Keyed::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`Site::try_acquire_at`].
+    /// As [`Keyed::try_acquire_key`]; [`Error::ClockOutOfRange`] as [`TokenBucketLimit::try_acquire_at`](crate::TokenBucketLimit::try_acquire_at).
     pub(crate) fn try_acquire_key_at(
         &self,
         key: &[u8],
@@ -234,7 +234,7 @@ impl<C: Clock> Keyed<'_, C> {
     /// Give back what `grant` (a decision of [`Keyed::try_acquire_key`] for the same `key`)
     /// admitted, for work that was admitted but never done.
     ///
-    /// The same bounded refund as [`Site::refund`]: a bucket never fills past full, a window
+    /// The same bounded refund as [`TokenBucketLimit::refund`](crate::TokenBucketLimit::refund): a bucket never fills past full, a window
     /// refund only applies while the grant's window is still counted. A key that lost its slot
     /// meanwhile had a fresh state, so there is nothing to give back. Refunding a denied,
     /// shadow-denied or fail-open decision is a no-op.
@@ -270,9 +270,7 @@ impl<C: Clock> Keyed<'_, C> {
         self.keyed_only()?;
         let tag = self.key_tag(key)?;
         self.check_origin(grant)?;
-        let slots = self
-            .key_table()
-            .ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let slots = self.key_table().ok_or_else(|| self.refused(NO_PAIR_CAS))?;
         let units = grant.cost;
         if !grant.is_allowed() || units == 0 {
             // A shadow-denied (or fail-open) grant took nothing, but it was admitted.
@@ -359,11 +357,8 @@ impl<C: Clock> Keyed<'_, C> {
 
     fn keyed_only(&self) -> Result<FullPolicy> {
         match (self.def().keyed, self.params()) {
-            (Some(_), Params::Concurrency { .. }) => {
-                Err(self.wrong_kind("is a keyed concurrency limit: use try_acquire_key_permit"))
-            }
+            (Some(_), Params::Concurrency { .. }) | (None, _) => Err(self.misdirected()),
             (Some(k), _) => Ok(k.on_full),
-            (None, _) => Err(self.wrong_kind("is not keyed: use try_acquire")),
         }
     }
 
@@ -555,9 +550,7 @@ impl<C: Clock> Keyed<'_, C> {
         }
         let on_full = self.keyed_only()?;
         let tag = self.key_tag(key)?;
-        let slots = self
-            .key_table()
-            .ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let slots = self.key_table().ok_or_else(|| self.refused(NO_PAIR_CAS))?;
         let decision = match self.decide_key_again(slots, tag, cost, commit, &mut now)? {
             Outcome::Decided(d) => d,
             Outcome::Full { fresh_in_ns } => {

@@ -75,7 +75,7 @@ impl<C: Clock> Permits<'_, C> {
     /// The permit entries of a concurrency limit and its lease (ns, 0 = none).
     pub(super) fn entries(&self) -> Result<(Entries<'_>, u64)> {
         let Params::Concurrency { permits, lease_ns } = self.params() else {
-            return Err(self.wrong_kind("is not a concurrency limit"));
+            return Err(self.misdirected());
         };
         let Some(k) = self.def().keyed else {
             return Ok((
@@ -83,9 +83,7 @@ impl<C: Clock> Permits<'_, C> {
                 lease_ns,
             ));
         };
-        let keys = self
-            .key_table()
-            .ok_or_else(|| self.wrong_kind(NO_PAIR_CAS))?;
+        let keys = self.key_table().ok_or_else(|| self.refused(NO_PAIR_CAS))?;
         let blocks = &self.area()[layout::key_table_words(k.slots() as usize)..];
         Ok((
             Entries::Keyed(KeyedPermits::new(keys, blocks, permits as usize).leased(lease_ns > 0)),
@@ -97,7 +95,7 @@ impl<C: Clock> Permits<'_, C> {
     pub(super) fn permit_table(&self) -> Result<(Table<'_, AtomicU64>, u64)> {
         match self.entries()? {
             (Entries::Flat(table), lease_ns) => Ok((table, lease_ns)),
-            (Entries::Keyed(_), _) => Err(self.wrong_kind("is keyed: use try_acquire_key_permit")),
+            (Entries::Keyed(_), _) => Err(self.misdirected()),
         }
     }
 
@@ -105,7 +103,7 @@ impl<C: Clock> Permits<'_, C> {
     pub(super) fn keyed_permits(&self) -> Result<(KeyedPermits<'_, Slot, AtomicU64>, u64)> {
         match self.entries()? {
             (Entries::Keyed(kp), lease_ns) => Ok((kp, lease_ns)),
-            (Entries::Flat(_), _) => Err(self.wrong_kind("is not keyed: use try_acquire_permit")),
+            (Entries::Flat(_), _) => Err(self.misdirected()),
         }
     }
 

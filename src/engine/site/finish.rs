@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use crate::algo::{try_decide, Decision, Step};
 use crate::clock::Clock;
-use crate::tally::hot::Counts;
+use crate::engine::site::hot::Counts;
 use crate::tally::Tally;
 
 use super::Site;
@@ -38,7 +38,7 @@ impl<C: Clock> Site<C> {
                     return Err(());
                 }
                 match step(now, current, &mut counts)? {
-                    // A shadow limit's denial is reported allowed: `Site::run` decides it (a
+                    // A shadow limit's denial is reported allowed: the engine's `run` decides it (a
                     // denial wrote nothing), as it does the denials of a process on the shared
                     // lane.
                     Step::Deny(_) if counts.counters.is_null() => Err(()),
@@ -60,6 +60,24 @@ impl<C: Clock> Site<C> {
             return Some(decision);
         }
         Some(self.finish_counted(decision, cost, true, counts))
+    }
+
+    /// The times of a decision from a state word loaded before the clock read `t` (a composed
+    /// check reads the clock once for all its limits): `t` first, with the replacement check
+    /// run at it when due (as in [`Site::decision_time`]), then the clock for a retry.
+    #[inline(always)]
+    pub(crate) fn loaded_time(&self, t: u64) -> impl FnMut() -> u64 + '_ {
+        let mut first = Some(t);
+        move || match first.take() {
+            Some(t) => {
+                // Relaxed: as in `current_at`.
+                if t >= self.next_check.load(Ordering::Relaxed) {
+                    self.check_due(t);
+                }
+                t
+            }
+            None => self.decision_time(None),
+        }
     }
 
     /// Stamp a decision with its cost and origin; a committed one then goes through the
@@ -92,6 +110,32 @@ impl<C: Clock> Site<C> {
         decision.origin = self.origin;
         Tally::after_owned(counts.counters, &decision, counts.near_slack);
         decision
+    }
+
+    /// What every refund of an unkeyed grant does around giving its units back to the state
+    /// (`give(maker, units)`): it runs on the limit that made the grant (the limit of a file
+    /// since replaced, while this handle still knows it), refuses a grant another limit made,
+    /// gives nothing back for a denial (a shadow-denied grant took nothing), and counts it.
+    ///
+    /// A refund can never create more budget than the grant took: a bucket never fills past
+    /// full, a window refund only applies while the grant's window is still counted, and a log
+    /// refund frees entries dated no later than the grant. Refund each grant at most once: a
+    /// second refund of the same grant gives its cost back again, which is budget no request
+    /// returned.
+    pub(crate) fn refund_grant(
+        &self,
+        grant: &Decision,
+        units: u64,
+        give: impl FnOnce(&Site<C>, u64) -> crate::error::Result<()>,
+    ) -> crate::error::Result<()> {
+        let maker = self.maker_of(grant);
+        maker.check_origin(grant)?;
+        let units = units.min(grant.cost);
+        if grant.is_allowed() && units != 0 {
+            give(maker, units)?;
+        }
+        maker.count_refund(grant, units);
+        Ok(())
     }
 
     /// Count a grant given back: called once per refund of a whole grant, by every refund path

@@ -16,6 +16,7 @@ use crate::tally::Tally;
 use watch::{reattach_error, Shared};
 
 mod finish;
+pub(crate) mod hot;
 mod parts;
 pub(crate) mod watch;
 
@@ -32,14 +33,14 @@ pub struct Site<C: Clock = MonotonicClock> {
     pub(crate) area: Words,
     /// What happens after a decision: shadow mode, near-limit, counters.
     pub(crate) tally: Tally,
-    pub(crate) keyed: bool,
+    /// The limit's kind, fixed at creation: what the typed handle resolving it is, and what
+    /// the untyped callers dispatch on (`handle::dispatch`), once per call.
+    pub(crate) kind: crate::spec::LimitKind,
+    /// A token bucket's sub-buckets (1: not split), the bucket engine's shape.
     pub(crate) split: usize,
-    /// An unkeyed, unsplit token bucket: decided by `Bucket::bucket_fast` (or, when that gives
-    /// up, `Bucket::bucket_run`).
+    /// An unsplit token bucket: decided by `Bucket::bucket_fast` (or, when that gives up,
+    /// `Bucket::bucket_run`) rather than by sub-bucket.
     pub(crate) plain_bucket: bool,
-    /// An unkeyed fixed or sliding window: decided by `Window::fast` (or, when that
-    /// gives up, `Window::decide`).
-    pub(crate) plain_window: bool,
     /// The file's hash seed (header words, fixed at creation), read once.
     pub(crate) seed: [u64; 2],
     /// A keyed limit's table slots ([`Keyed::slots`]), 0 when unkeyed.
@@ -75,10 +76,9 @@ impl<C: Clock> Clone for Site<C> {
             control: self.control,
             area: self.area,
             tally: self.tally,
-            keyed: self.keyed,
+            kind: self.kind,
             split: self.split,
             plain_bucket: self.plain_bucket,
-            plain_window: self.plain_window,
             seed: self.seed,
             key_slots: self.key_slots,
             hot_id: self.hot_id,
@@ -121,18 +121,14 @@ impl<C: Clock> Site<C> {
             control,
             area,
             tally: Tally::new(shared.counters, index, def.shadow, def.near_limit),
-            keyed: def.keyed.is_some(),
+            kind: crate::spec::LimitKind::of(&def.algorithm, def.keyed.is_some()),
             split: def.split.max(1) as usize,
             plain_bucket: matches!(shared.params[index], Params::TokenBucket)
                 && def.keyed.is_none()
                 && def.split <= 1,
-            plain_window: matches!(
-                shared.params[index],
-                Params::FixedWindow(_) | Params::SlidingWindow(_)
-            ) && def.keyed.is_none(),
             seed: [m.header(word::HASH_SEED), m.header(word::HASH_SEED + 1)],
             key_slots: def.keyed.map_or(0, |k| k.slots() as usize),
-            hot_id: crate::tally::hot::next_id(),
+            hot_id: crate::engine::site::hot::next_id(),
             origin: (index as u64 + 1) | (m.header(word::HASH_SEED) << 32),
             next_check: AtomicU64::new(0),
             moved: OnceLock::new(),
@@ -225,8 +221,9 @@ impl<C: Clock> Site<C> {
     }
 
     /// The kind of this limit: which typed handle resolves it.
-    pub(crate) fn kind(&self) -> crate::LimitKind {
-        crate::LimitKind::of(self.algorithm(), self.def().keyed.is_some())
+    #[inline(always)]
+    pub(crate) fn kind(&self) -> crate::spec::LimitKind {
+        self.kind
     }
 
     /// Check, off the hot path, that the file is still the one at the path; move to its

@@ -73,6 +73,35 @@ impl<C: Clock> Site<C> {
         }
     }
 
+    /// A call this limit's kind has, refused by how the limit is made or where it runs (a
+    /// split bucket's reservation, a deadline for a bucket the fleet does not manage, a live
+    /// retune of a kind that has none, a keyed table on a target without a 16-byte CAS): the
+    /// kind's own answer, in [`Error::WrongKind`]'s terms.
+    #[cold]
+    pub(crate) fn refused(&self, reason: &str) -> Error {
+        Error::WrongKind {
+            limit: self.name().to_owned(),
+            reason: format!("this limit {reason}"),
+        }
+    }
+
+    /// An engine given a limit of another kind: unreachable through the typed handles (whose
+    /// kind is their type, checked at resolution and at every replacement) and the binding
+    /// dispatch (`handle::dispatch`, which checks it once per call); an error, never a
+    /// panic, should a caller inside the crate get it wrong.
+    #[cold]
+    pub(crate) fn misdirected(&self) -> Error {
+        Error::WrongKind {
+            limit: self.name().to_owned(),
+            reason: format!(
+                "this limit is a {}: the call is another kind's",
+                self.kind()
+            ),
+        }
+    }
+
+    /// A call the limit's kind does not have: made by resolution and the binding dispatch
+    /// only (`handle::dispatch`), which check the kind once.
     #[cold]
     pub(crate) fn wrong_kind(&self, reason: &str) -> Error {
         Error::WrongKind {

@@ -1,5 +1,8 @@
 //! A thread's hot entries for token-bucket and window handles: what an uncontended decision
-//! reads besides its state word, in one place that only this thread writes.
+//! reads besides its state word, in one place that only this thread writes. The entry is the
+//! site's; what a bucket keeps in it (its slot's parameters, under the generation and tag) is
+//! read and filled by the bucket engine (`engine/bucket/hot.rs`), a window's live limit by the
+//! window engine (`engine/window.rs`).
 //!
 //! An entry holds, for one handle: the parameters of the slot the last decision used (with the
 //! generation of the parameter slots it was read in, so a retune or reset is noticed) or, for a
@@ -7,7 +10,7 @@
 //! (with the packed limit word it was unpacked from), the near-limit threshold precomputed for
 //! them, and the address of the handle's counters in this thread's lane (when the thread owns a
 //! lane). A decision compares the handle's id and the generation (the bucket's `ACTIVE` word,
-//! with the slot's tag: [`Entry::holds_bucket`]), or a window's packed limit word, and then
+//! with the slot's tag: `Entry::holds_bucket`), or a window's packed limit word, and then
 //! uses the entry as it is: no
 //! re-validation of the parameters, no lookup of the lane, no product for the near-limit flag.
 //!
@@ -33,8 +36,9 @@
 //! - **Counters are this thread's own lane.** The address is set only while the thread owns
 //!   its lane of the handle's mapping (it keeps it until it exits) and the limit is not a
 //!   shadow limit; otherwise it is null and the decision counts through [`super::Tally`].
-//! - **Fork.** The child's thread is a new thread: the `pthread_atfork` child handler of the
-//!   counters empties every entry (their counter addresses are the parent's lane).
+//! - **Fork.** The child's thread is a new thread: a `pthread_atfork` child handler, installed
+//!   with the first handle id, empties every entry (their counter addresses are the parent's
+//!   lane).
 //!
 //! # Bounds
 //!
@@ -46,17 +50,12 @@ use std::cell::Cell;
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::gcra::Gcra;
+use crate::clock::Clock;
+use crate::engine::site::Site;
+use crate::engine::StepError;
 
 /// Entries per thread (a power of two): 4 KiB of thread-local storage.
 pub(crate) const ENTRIES: usize = 64;
-
-/// What a bucket entry's check holds: the generation it was filled in (the `ACTIVE` word read
-/// before the slot) and the tag of the slot (bit 63 of a state word), XORed so that no two
-/// (generation, tag) pairs share a key even in a damaged `ACTIVE` word.
-#[inline(always)]
-pub(crate) fn bucket_key(witness: u64, tag: u64) -> u64 {
-    witness ^ (tag & (1 << 63))
-}
 
 /// A handle's entry: one `Cell` per word, so that a decision loads only the words it uses; one
 /// cache line each (aligned to 64, not `CachePadded`'s 128: the lines are this thread's own,
@@ -65,7 +64,7 @@ pub(crate) fn bucket_key(witness: u64, tag: u64) -> u64 {
 pub(crate) struct Entry {
     /// The handle's id; 0 matches none.
     pub id: Cell<u64>,
-    /// A bucket's: the generation and slot tag the parameters were read in ([`bucket_key`]);
+    /// A bucket's: the generation and slot tag the parameters were read in (`bucket_key`);
     /// a window's: the packed limit word.
     pub check: Cell<u64>,
     /// The slot's emission interval (`Gcra::emission_ns`).
@@ -100,30 +99,16 @@ impl Entry {
         }
     }
 
-    /// The parameters.
-    #[inline(always)]
-    pub(crate) fn gcra(&self) -> Gcra {
-        Gcra {
-            emission_ns: self.emission_ns.get(),
-            tolerance_ns: self.tolerance_ns.get(),
-            capacity: self.capacity.get(),
-        }
-    }
-
-    /// The slot is a fleet share (an entry's capacity is never 0).
-    #[inline(always)]
-    pub(crate) fn fleet(&self) -> bool {
-        self.gate.get() == 0
-    }
-
-    /// Fill the entry for handle `id` with parameters `g` read under `check` ([`bucket_key`] of
-    /// the generation read before the slot, or a window's packed limit word).
-    pub(crate) fn fill(
+    /// Fill the entry for handle `id` with the words it caches: its parameters `g` as read
+    /// under `check`, the precomputed near-limit threshold, its counters, and the cost `gate`.
+    /// The engines fill it through their own accessors (`Entry::fill` of the bucket,
+    /// `Entry::fill_window` of a window).
+    pub(crate) fn set(
         &self,
         id: u64,
         check: u64,
         g: Gcra,
-        fleet: bool,
+        gate: u64,
         near_slack: u64,
         counters: *const AtomicU64,
     ) {
@@ -134,40 +119,7 @@ impl Entry {
         self.capacity.set(g.capacity);
         self.near_slack.set(near_slack);
         self.counters.set(counters);
-        self.gate.set(if fleet { 0 } else { g.capacity });
-    }
-
-    /// Fill the entry for window handle `id` with the live `limit` of packed word `packed`.
-    pub(crate) fn fill_window(
-        &self,
-        id: u64,
-        packed: u64,
-        limit: u64,
-        near_slack: u64,
-        counters: *const AtomicU64,
-    ) {
-        let g = Gcra {
-            emission_ns: 1,
-            tolerance_ns: 0,
-            capacity: limit,
-        };
-        self.fill(id, packed, g, false, near_slack, counters);
-    }
-
-    /// Whether this is handle `id`'s entry for the bucket parameter slot a state word tagged
-    /// `tag` names, in the generation `witness` (the `ACTIVE` word as the decision read it):
-    /// the entry was filled in that generation for that slot, and no parameter slot has been
-    /// rewritten since (each rewrite bumps the generation, see `engine::bucket`). One compare,
-    /// whatever the parameters: two parameter sets that share a check word are two generations.
-    #[inline(always)]
-    pub(crate) fn holds_bucket(&self, id: u64, witness: u64, tag: u64) -> bool {
-        self.id.get() == id && self.check.get() == bucket_key(witness, tag)
-    }
-
-    /// A window's live limit (kept as the capacity).
-    #[inline(always)]
-    pub(crate) fn limit(&self) -> u64 {
-        self.capacity.get()
+        self.gate.set(gate);
     }
 
     fn clear(&self) {
@@ -176,7 +128,7 @@ impl Entry {
             tolerance_ns: 0,
             capacity: 0,
         };
-        self.fill(0, 0, none, false, 0, std::ptr::null());
+        self.set(0, 0, none, 0, 0, std::ptr::null());
     }
 }
 
@@ -211,6 +163,7 @@ thread_local! {
 /// mask of the id.
 pub(crate) fn next_id() -> u64 {
     use std::sync::atomic::Ordering;
+    install_fork_handler();
     static NEXT: AtomicU64 = AtomicU64::new(ENTRIES as u64);
     // Relaxed: only a distinct number is needed.
     NEXT.fetch_add(ENTRIES as u64, Ordering::Relaxed)
@@ -229,8 +182,49 @@ pub(crate) fn with<R>(id: u64, f: impl FnOnce(&Entry) -> R) -> R {
 }
 
 /// Empty every entry of this thread (the fork child handler).
-pub(super) fn forget() {
+fn forget() {
     HOT.with(|h| h.iter().for_each(Entry::clear));
+}
+
+extern "C" fn forked() {
+    forget();
+}
+
+/// Register the fork child handler once per process, before the first handle has an id (so
+/// before any entry is filled). Not a `Once`, as the counters' handler (`tally`).
+fn install_fork_handler() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    // Relaxed: only which thread installs the handler is decided here.
+    if !INSTALLED.swap(true, Ordering::Relaxed) {
+        // SAFETY: registers a handler with no preconditions; `forked` only writes
+        // const-initialised thread-local Cells, allowed in a child after fork.
+        unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    }
+}
+
+impl<C: Clock> Site<C> {
+    /// What `read` takes from this thread's hot entry for this handle, the entry filled by
+    /// `fill` first unless `holds` it (this handle's, for the slot or limit word as loaded);
+    /// `counts` gets the entry's counters and near-limit threshold. Shared by the bucket and
+    /// window decisions.
+    #[inline(always)]
+    pub(crate) fn hot_entry<R>(
+        &self,
+        holds: impl FnOnce(&Entry) -> bool,
+        counts: &mut Counts,
+        fill: impl FnOnce(&Entry) -> Result<(), StepError>,
+        read: impl FnOnce(&Entry) -> R,
+    ) -> Result<R, StepError> {
+        with(self.hot_id, |e| {
+            if !holds(e) {
+                fill(e)?;
+            }
+            counts.counters = e.counters.get();
+            counts.near_slack = e.near_slack.get();
+            Ok(read(e))
+        })
+    }
 }
 
 #[cfg(test)]
@@ -247,10 +241,10 @@ mod tests {
             tolerance_ns: 50,
             capacity: 10,
         };
-        with(a, |e| e.fill(a, 7, g, false, 40, std::ptr::null()));
+        with(a, |e| e.set(a, 7, g, 10, 40, std::ptr::null()));
         assert_eq!(
-            with(a, |e| (e.id.get(), e.check.get(), e.gcra())),
-            (a, 7, g)
+            with(a, |e| (e.id.get(), e.check.get(), e.capacity.get())),
+            (a, 7, 10)
         );
         assert_ne!(with(b, |e| e.id.get()), b);
         forget();
