@@ -3,7 +3,7 @@
 //!
 //! Layout: `peers/` holds one module per contender behind the `peers::Contender` trait,
 //! `harness` runs a contender from one or many threads or processes, and each group is a module
-//! (`floor`, `uncontended`, `contention`, `algorithms`, `clocks`, `keyed`, `composed`,
+//! (`floor`, `uncontended`, `contention`, `algorithms`, `clocks`, `keyed`, `counters`, `composed`,
 //! `hot_split`, `concurrency`, `c_abi`, `adaptive`). A new group is one more module and one line in `main`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -16,6 +16,7 @@ mod clocks;
 mod composed;
 mod concurrency;
 mod contention;
+mod counters;
 mod floor;
 mod harness;
 mod hot_split;
@@ -35,6 +36,7 @@ fn main() {
     algorithms::bench(&mut c);
     clocks::bench(&mut c);
     keyed::bench(&mut c);
+    counters::bench(&mut c);
     composed::bench(&mut c);
     hot_split::bench(&mut c);
     concurrency::bench(&mut c);

@@ -19,6 +19,8 @@
 //! | [`MAX_KEYS`] | 2^26 | key slots of a keyed limit |
 //! | [`MAX_KEY_PERMITS`] | 64 | permits per key of a keyed concurrency limit |
 //! | [`MAX_KEY_PERMIT_ENTRIES`] | 2^26 | key slots x permits per key (16 bytes each) |
+//! | [`MAX_LOG_ENTRIES`] | 2^16 | moving-window log entries per key of a counters limit |
+//! | [`MAX_COUNTER_LOG_ENTRIES`] | 2^26 | key slots x log entries of a counters limit (16 bytes each) |
 //! | [`MAX_KEY_LEN`] | 1024 bytes | a key |
 //! | [`MAX_CHECKS`] | 8 | limits in one composed check |
 //! | [`DEFAULT_NEAR_LIMIT`] | 6554 / 65536 | the default near-limit fraction (about 10%) |
@@ -42,6 +44,7 @@ pub use crate::spec::bounds::{
     DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
     MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
 };
+pub use crate::spec::bounds::{MAX_COUNTER_LOG_ENTRIES, MAX_LOG_ENTRIES};
 #[cfg(doc)]
 use crate::{Error, TokenBucketLimit};
 

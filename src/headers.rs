@@ -91,7 +91,9 @@ impl Policy {
                     })
                 }
             }
-            Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_) => None,
+            Algorithm::Concurrency { .. }
+            | Algorithm::AdaptiveConcurrency(_)
+            | Algorithm::Counters { .. } => None,
         }
     }
 }

@@ -89,9 +89,9 @@ pub use engine::permits::{Permit, PermitHolder};
 pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
-    kind, AdaptiveConcurrencyLimit, ConcurrencyLimit, Handle, KeyedConcurrencyLimit,
-    KeyedRateLimit, KeyedTokenBucketLimit, KeyedWindowLimit, LimitKind, RateLimit, SlidingLogLimit,
-    TokenBucketLimit, TypedLimit, WindowLimit,
+    kind, AdaptiveConcurrencyLimit, ConcurrencyLimit, CountersLimit, Handle, KeyedConcurrencyLimit,
+    KeyedRateLimit, KeyedTokenBucketLimit, KeyedWindowLimit, LimitKind, RateLimit, SlidingCounts,
+    SlidingLogLimit, TokenBucketLimit, TypedLimit, WindowLimit,
 };
 pub use headers::{Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
@@ -100,7 +100,8 @@ pub use reconcile::OnConflict;
 pub use engine::bucket::Reservation;
 #[doc(no_inline)]
 pub use spec::{
-    Adaptive, AdaptiveConcurrency, Algorithm, Alignment, Concurrency, FixedWindow, FleetShare,
-    FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    Adaptive, AdaptiveConcurrency, Algorithm, Alignment, Concurrency, Counters, FixedWindow,
+    FleetShare, FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow,
+    TokenBucket,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};

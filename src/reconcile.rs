@@ -185,6 +185,9 @@ fn fields(def: &LimitDef) -> Vec<Field> {
                 false,
             ));
         }
+        Algorithm::Counters { log_entries } => {
+            out.push(f("log entries per key", log_entries.to_string(), false));
+        }
         Algorithm::Concurrency { permits, lease_ns } => {
             out.push(f("permits", permits.to_string(), false));
             out.push(f(

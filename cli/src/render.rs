@@ -206,6 +206,9 @@ pub fn parameters(algorithm: &Algorithm) -> String {
                 lease => format!(" (lease {})", duration(lease)),
             }
         ),
+        Algorithm::Counters { log_entries } => {
+            format!("window and limit per call; moving windows of up to {log_entries}")
+        }
         #[allow(unreachable_patterns)]
         other => format!("capacity {}", other.capacity()),
     }

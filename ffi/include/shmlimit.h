@@ -171,6 +171,10 @@ enum shmlimit_kind
     // (see `shmlimit_adaptive_acquire`); it starts at the minimum, with the default tuning.
     // `period_ns` is the lease (0: none).
     SHMLIMIT_ADAPTIVE_CONCURRENCY = 8,
+    // Keyed counters whose window and limit come with each call (the `shmlimit_counters_*`
+    // calls): `limit` is the entries of each key's moving-window log (0: no moving windows),
+    // `period_ns`, `rate` and `alignment` are 0, and `key_capacity` must be set.
+    SHMLIMIT_COUNTERS = 6,
 };
 #ifndef __cplusplus
 typedef uint32_t shmlimit_kind;
@@ -317,6 +321,7 @@ typedef struct shmlimit_reservation shmlimit_reservation;
 // | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
 // | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
 // | `SHMLIMIT_ADAPTIVE_CONCURRENCY` | the maximum limit | lease (0: none) | the minimum limit | 0 |
+// | `SHMLIMIT_COUNTERS` | log entries per key (the largest moving-window limit) | 0 | 0 | 0 |
 //
 // A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 // stored token bucket as `rate = 1` per `period_ns` = that interval.
@@ -488,6 +493,18 @@ typedef struct shmlimit_composed {
     // Written as zero.
     uint64_t reserved[2];
 } shmlimit_composed;
+
+// A key's sliding window counter as read now (`shmlimit_counters_sliding`).
+typedef struct shmlimit_sliding_counts {
+    // Admissions counted in the previous window.
+    uint64_t previous;
+    // Nanoseconds the previous window still weighs (0 when it counted nothing).
+    uint64_t previous_weighs_for_ns;
+    // Admissions counted in the current window.
+    uint64_t current;
+    // Nanoseconds until the current window's count expires (the end of the next window).
+    uint64_t current_expires_in_ns;
+} shmlimit_sliding_counts;
 
 // The lease of a fleet-managed token bucket at one instant (`shmlimit_limit_fleet_lease`).
 //
@@ -944,6 +961,161 @@ shmlimit_status shmlimit_acquire_all(const struct shmlimit_check *checks,
 shmlimit_status shmlimit_refund_all(const struct shmlimit_check *checks,
                                     size_t checks_len,
                                     const struct shmlimit_composed *composed);
+
+// Add `amount` to the key's fixed-window counter and write its count to `count_out`: a
+// window of `window_ns` starts at the first increment after the previous window ended. When
+// the table has no slot for a new key, its policy answers: `UINT64_MAX` (deny), 0 (allow,
+// nothing counted), or `SHMLIMIT_TABLE_FULL`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_ZERO_COST`, `SHMLIMIT_INVALID_PARAMETER` (a window outside 1 ms to 2^55 ns),
+// `SHMLIMIT_COST_EXCEEDS_CAPACITY` (the count would pass 2^24 - 1; nothing added),
+// `SHMLIMIT_TABLE_FULL`, `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes; `count_out`
+// NULL or valid for one write.
+shmlimit_status shmlimit_counters_incr(const struct shmlimit_limit *limit,
+                                       const uint8_t *key,
+                                       size_t key_len,
+                                       uint64_t window_ns,
+                                       uint64_t amount,
+                                       uint64_t *count_out);
+
+// The key's fixed-window count and the nanoseconds until its window ends (0 and 0 when it
+// has none).
+//
+// Errors: as `shmlimit_counters_incr`, but for the amount and window.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_incr`; `expires_in_ns_out` NULL or valid for one write.
+shmlimit_status shmlimit_counters_count(const struct shmlimit_limit *limit,
+                                        const uint8_t *key,
+                                        size_t key_len,
+                                        uint64_t *count_out,
+                                        uint64_t *expires_in_ns_out);
+
+// Admit `cost` of `max` in the key's fixed window of `window_ns` (started by its first
+// admission); a denial counts nothing. The decision carries no grant (nothing to refund).
+//
+// Errors: as `shmlimit_counters_incr`; `SHMLIMIT_COST_EXCEEDS_CAPACITY` when `cost > max`,
+// `SHMLIMIT_INVALID_PARAMETER` for `max` 0 or above 2^24 - 1.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_incr`, with `decision_out` NULL or valid for one write.
+shmlimit_status shmlimit_counters_acquire_fixed(const struct shmlimit_limit *limit,
+                                                const uint8_t *key,
+                                                size_t key_len,
+                                                uint64_t max,
+                                                uint64_t window_ns,
+                                                uint64_t cost,
+                                                struct shmlimit_decision *decision_out);
+
+// Admit `cost` of `max` by the key's sliding window counter over Unix-aligned windows of
+// `window_ns` (`floor(previous x (W - elapsed) / W) + current + cost <= max`).
+//
+// Errors: as `shmlimit_counters_acquire_fixed`, with `max` of 1 to 65535 and windows of at
+// least 2^28 ns.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_acquire_fixed`.
+shmlimit_status shmlimit_counters_acquire_sliding(const struct shmlimit_limit *limit,
+                                                  const uint8_t *key,
+                                                  size_t key_len,
+                                                  uint64_t max,
+                                                  uint64_t window_ns,
+                                                  uint64_t cost,
+                                                  struct shmlimit_decision *decision_out);
+
+// Admit `cost` of `max` in the key's moving window of `window_ns`: at most `max` admissions
+// in every window, exactly. `max` is at most the definition's log entries per key: a larger
+// one is `SHMLIMIT_INVALID_PARAMETER`, and the message names the largest supported.
+//
+// Errors: as `shmlimit_counters_acquire_fixed`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_acquire_fixed`.
+shmlimit_status shmlimit_counters_acquire_moving(const struct shmlimit_limit *limit,
+                                                 const uint8_t *key,
+                                                 size_t key_len,
+                                                 uint64_t max,
+                                                 uint64_t window_ns,
+                                                 uint64_t cost,
+                                                 struct shmlimit_decision *decision_out);
+
+// The key's sliding window counter for windows of `window_ns`, as read now.
+//
+// Errors: as `shmlimit_counters_acquire_sliding`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_incr`; `counts_out` NULL or valid for one write.
+shmlimit_status shmlimit_counters_sliding(const struct shmlimit_limit *limit,
+                                          const uint8_t *key,
+                                          size_t key_len,
+                                          uint64_t window_ns,
+                                          struct shmlimit_sliding_counts *counts_out);
+
+// The key's moving window of `max` over `window_ns`: the admissions in it and the
+// nanoseconds since the oldest of them (0 and 0 when empty).
+//
+// Errors: as `shmlimit_counters_acquire_moving`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_incr`; `age_ns_out` NULL or valid for one write.
+shmlimit_status shmlimit_counters_moving(const struct shmlimit_limit *limit,
+                                         const uint8_t *key,
+                                         size_t key_len,
+                                         uint64_t max,
+                                         uint64_t window_ns,
+                                         uint64_t *count_out,
+                                         uint64_t *age_ns_out);
+
+// Forget the key: its fixed-window count, its sliding window counter and its moving log.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes.
+shmlimit_status shmlimit_counters_clear_key(const struct shmlimit_limit *limit,
+                                            const uint8_t *key,
+                                            size_t key_len);
+
+// Forget every key, writing how many held something to `cleared_out`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `cleared_out` NULL or valid for one write.
+shmlimit_status shmlimit_counters_clear_all(const struct shmlimit_limit *limit,
+                                            uint64_t *cleared_out);
 
 // Read the lease of a fleet-managed token bucket into `lease_out`: its share, its fence, the
 // lease deadline, and whether decisions now use the share (`leased == 1`) or the fence. Any

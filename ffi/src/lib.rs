@@ -41,6 +41,7 @@
 pub mod adaptive;
 pub(crate) mod boundary;
 pub mod compose;
+pub mod counters;
 #[cfg(test)]
 mod every_kind;
 pub mod fleet;

@@ -17,6 +17,7 @@
 
 pub(crate) mod adaptive;
 pub(crate) mod calendar;
+pub(crate) mod counters;
 pub(crate) mod fixed_window;
 pub(crate) mod gcra;
 pub(crate) mod sliding_log;

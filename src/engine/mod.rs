@@ -16,6 +16,7 @@
 //! | [`log`] (`Log(site)`) | a sliding log's head word and entries |
 //! | [`permits`] (`Permits(site)`) | a concurrency limit's owner words (keyed: permit blocks per key), futex waits, reclaiming the dead's permits |
 //! | [`keyed`] (`Keyed(site)`) | a keyed limit's decisions, over [`keys`], the table of 16-byte key slots (lookup, claims, reclaim, retune) over any word algorithm |
+//! | [`counters`] (`Counters(site)`) | a counters limit's two key tables (fixed and sliding window counters; moving-window log deadlines) and its per-key logs: keyed counters whose window and limit come with each call |
 //! | [`site`] | one limit's words, clock and counters as this process holds them, the file that replaced its file, and what every decision shares (the straight loop, the refund of a grant, then shadow mode, near-limit and counters) |
 //!
 //! Each engine is a view of the limit's site, one reference; the typed handles call the engine
@@ -94,6 +95,7 @@ macro_rules! site_view {
 
 pub(crate) mod adaptive;
 pub(crate) mod bucket;
+pub(crate) mod counters;
 pub(crate) mod keyed;
 pub(crate) mod keys;
 pub(crate) mod log;
@@ -138,7 +140,16 @@ pub(crate) enum Params {
     FixedWindow(FixedWindow),
     SlidingWindow(SlidingWindow),
     SlidingLog(SlidingLog),
-    Concurrency { permits: u64, lease_ns: u64 },
+    Concurrency {
+        permits: u64,
+        lease_ns: u64,
+    },
+    /// Keyed counters: the file's wall offset (the phase of Unix-aligned sliding windows) and
+    /// the entries of each key's moving-window log.
+    Counters {
+        wall_offset: u64,
+        log_entries: u64,
+    },
 }
 
 impl Params {
@@ -190,6 +201,10 @@ pub(crate) fn params_of(algorithm: &Algorithm, wall_offset: u64) -> Params {
         Algorithm::AdaptiveConcurrency(a) => Params::Concurrency {
             permits: a.max,
             lease_ns: a.lease_ns,
+        },
+        Algorithm::Counters { log_entries } => Params::Counters {
+            wall_offset,
+            log_entries,
         },
     }
 }

@@ -61,6 +61,7 @@
 //! | concurrency | w0 release sequence (futex on its low 32 bits), w1 waiter count, w2-15 reserved | per permit: owner word (pid 22 bits, start-time low 24 bits, generation 18 bits) and stamp word (generation, acquired-at ms), to a whole line |
 //! | adaptive concurrency | as concurrency, and w2 sample accumulator, w3 limit and window start, w4 RTTs (see `algo::adaptive`) | `max` permit entries, as concurrency |
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
+//! | counters (kind 6, always keyed) | unused | a counter table of `K` key slots x 16 bytes (tag, a word of `algo::counters`), to a whole line; a log table of `K` key slots (tag, deadline ns), to a whole line; then `K x M` log entries of 16 bytes (tag, monotonic ns), to a whole line (`M` = parameter `a`) |
 //! | keyed concurrency | w0-15: eight (release sequence, waiter count) pairs, a key's waiters on pair `tag mod 8` | key slots x 16 bytes (tag, bit `i` set while permit `i` of the key is held), to a whole line; then per key slot, `C` permit entries as above, to a whole line |
 //!
 //! Counters: [`LANES`] lanes of `lane_stride` bytes. A lane starts with an owner line (word 0:
@@ -87,11 +88,12 @@
 //! a token bucket's `ACTIVE` word counts the generations of its parameter slots above its bit 0
 //! (a retune bumps it after staging and after activating, a reset after copying); decisions
 //! cache parameters per generation and check it after their CAS, so a version-5 process, which
-//! rewrites a slot without bumping it, must never share a file with this one. Version 7: the
-//! adaptive concurrency kind (kind 8): `a` its maximum, `b` its lease, word 14 its minimum
+//! rewrites a slot without bumping it, must never share a file with this one. Version 7: kind 6,
+//! keyed counters whose window comes with each call (their state area above), and the adaptive
+//! concurrency kind (kind 8): `a` its maximum, `b` its lease, word 14 its minimum
 //! (bits 0-19), initial limit (bits 20-39) and window in ms (bits 40-63), word 15 its
 //! smoothing, backoff, headroom (1/65536 each) and tolerance (1/4096), 16 bits each from bit 0;
-//! its control line words 2-4 hold the pooled state.
+//! its control line words 2-4 hold the pooled state. A version-6 reader would refuse both kinds.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -155,6 +157,8 @@ const KIND_SLIDING_WINDOW: u64 = 3;
 const KIND_SLIDING_LOG: u64 = 4;
 const KIND_CONCURRENCY: u64 = 5;
 const KIND_ADAPTIVE_CONCURRENCY: u64 = 8;
+/// Keyed counters whose window comes with each call (`engine::counters`).
+const KIND_COUNTERS: u64 = 6;
 const FLAG_MONOTONIC_ALIGNED: u64 = 1;
 const FLAG_SHADOW: u64 = 1 << 1;
 const FLAG_POLICY: u64 = 3 << 2;
@@ -198,6 +202,10 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
     if let Some(k) = def.keyed {
         let keys = LINE + key_table_words(k.slots() as usize) * 8;
         return match def.algorithm {
+            Algorithm::Counters { log_entries } => {
+                keys + key_table_words(k.slots() as usize) * 8
+                    + round_up(k.slots() as usize * log_entries as usize * KEY_SLOT, LINE)
+            }
             Algorithm::Concurrency { permits, .. } => {
                 keys + round_up(k.slots() as usize * permits as usize * PERMIT_SLOT, LINE)
             }
@@ -366,7 +374,8 @@ pub(crate) fn initial_control(def: &LimitDef) -> Vec<(usize, u64)> {
         }
         Algorithm::SlidingLog { .. }
         | Algorithm::Concurrency { .. }
-        | Algorithm::AdaptiveConcurrency(_) => Vec::new(),
+        | Algorithm::AdaptiveConcurrency(_)
+        | Algorithm::Counters { .. } => Vec::new(),
     }
 }
 
@@ -443,6 +452,7 @@ pub(crate) fn encode_def(def: &LimitDef, slot: (usize, usize)) -> [u64; 16] {
                 | (a.tolerance as u64) << 48;
             (KIND_ADAPTIVE_CONCURRENCY, 0, a.max, a.lease_ns)
         }
+        Algorithm::Counters { log_entries } => (KIND_COUNTERS, 0, log_entries, 0),
     };
     if def.shadow {
         flags |= FLAG_SHADOW;
@@ -555,6 +565,7 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
             limit: a,
             window_ns: b,
         },
+        KIND_COUNTERS if no_alignment && b == 0 => Algorithm::Counters { log_entries: a },
         KIND_CONCURRENCY if no_alignment => Algorithm::Concurrency {
             permits: a,
             lease_ns: b,

@@ -61,6 +61,7 @@ use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 use crate::spec::Algorithm;
 
+mod counters;
 mod shift;
 
 use shift::{ok, Moved, Shift};
@@ -345,6 +346,7 @@ fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> bool {
                 window_ns,
                 alignment,
             } => shift.sliding(w, limit, window_ns, alignment),
+            Algorithm::Counters { .. } => ok(crate::algo::counters::shift(w, shift.d)),
             Algorithm::SlidingLog { .. }
             | Algorithm::Concurrency { .. }
             | Algorithm::AdaptiveConcurrency(_) => ok(w),
@@ -370,6 +372,9 @@ fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> bool {
             // Permits die with their holders; an adaptive limit's window start is a time of
             // the dead boot's clock, and it starts again from its initial limit.
             reset_limit(mapped, index);
+        }
+        (Algorithm::Counters { log_entries }, Some(k)) => {
+            counters::translate(mapped, offset, k.slots() as usize, log_entries, shift);
         }
         (_, Some(k)) => {
             let words = mapped.words(

@@ -16,7 +16,8 @@
 //! | [`WindowRetune`] | [`Window`], [`KeyedWindow`] | `set_limit` |
 //! | [`Permits`] | [`Concurrency`], [`KeyedConcurrency`], [`AdaptiveConcurrency`] | `release_permit`, `permit_holders`, `reclaim_dead_permits` |
 //!
-//! A few methods belong to one kind: `reserve` ([`TokenBucket`]), `try_acquire_permit` and
+//! A few methods belong to one kind:
+//! `incr`, `acquire_fixed`, `acquire_sliding`, `acquire_moving` and their reads ([`Counters`]), `reserve` ([`TokenBucket`]), `try_acquire_permit` and
 //! `acquire_permit_timeout` ([`Concurrency`]), `try_acquire_key_permit`,
 //! `acquire_key_permit_timeout` and `key_permits_held` ([`KeyedConcurrency`]); `try_acquire`,
 //! `acquire_timeout`, `status` and `release_with` ([`AdaptiveConcurrency`]).
@@ -106,6 +107,11 @@ pub enum KeyedWindow {}
 #[derive(Debug)]
 pub enum KeyedConcurrency {}
 
+/// Keyed counters whose window and limit come with each call:
+/// [`CountersLimit`](crate::CountersLimit).
+#[derive(Debug)]
+pub enum Counters {}
+
 impl sealed::Sealed for TokenBucket {}
 impl Kind for TokenBucket {
     const KIND: LimitKind = LimitKind::TokenBucket;
@@ -185,3 +191,9 @@ impl Kind for KeyedConcurrency {
 }
 impl PerKey for KeyedConcurrency {}
 impl Permits for KeyedConcurrency {}
+
+impl sealed::Sealed for Counters {}
+impl Kind for Counters {
+    const KIND: LimitKind = LimitKind::Counters;
+    const HANDLE: &'static str = "CountersLimit";
+}

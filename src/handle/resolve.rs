@@ -3,8 +3,8 @@
 
 use super::kind::{self, Kind};
 use super::{
-    ConcurrencyLimit, Handle, KeyedConcurrencyLimit, KeyedTokenBucketLimit, KeyedWindowLimit,
-    SlidingLogLimit, TokenBucketLimit, WindowLimit,
+    ConcurrencyLimit, CountersLimit, Handle, KeyedConcurrencyLimit, KeyedTokenBucketLimit,
+    KeyedWindowLimit, SlidingLogLimit, TokenBucketLimit, WindowLimit,
 };
 use crate::clock::Clock;
 use crate::error::{Error, Result};
@@ -133,5 +133,15 @@ impl<C: Clock> Limiter<C> {
     /// error names the accessor that resolves it).
     pub fn keyed_concurrency(&self, name: &str) -> Result<KeyedConcurrencyLimit<C>> {
         self.resolve::<kind::KeyedConcurrency>(name)
+    }
+
+    /// Resolve the limit `name` as a [`CountersLimit`], once; the handle is what the hot path uses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimit`]; [`Error::WrongKind`] if the limit is of another kind (the
+    /// error names the accessor that resolves it).
+    pub fn counters(&self, name: &str) -> Result<CountersLimit<C>> {
+        self.resolve::<kind::Counters>(name)
     }
 }

@@ -22,7 +22,7 @@ impl<C: Clock> Site<C> {
             Params::TokenBucket => word & !bucket::PARAM_TAG <= now,
             Params::FixedWindow(fw) => fw.is_fresh(now, word),
             Params::SlidingWindow(sw) => sw.is_fresh(now, word),
-            Params::SlidingLog(_) | Params::Concurrency { .. } => false,
+            Params::SlidingLog(_) | Params::Concurrency { .. } | Params::Counters { .. } => false,
         }
     }
 
@@ -41,7 +41,9 @@ impl<C: Clock> Site<C> {
             }
             Params::FixedWindow(fw) => fw.refund(word, decision.stamp, units),
             Params::SlidingWindow(sw) => sw.refund(word, decision.stamp, units),
-            Params::SlidingLog(_) | Params::Concurrency { .. } => return Err(self.misdirected()),
+            Params::SlidingLog(_) | Params::Concurrency { .. } | Params::Counters { .. } => {
+                return Err(self.misdirected())
+            }
         })
     }
 

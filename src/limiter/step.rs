@@ -37,7 +37,9 @@ impl<C: Clock> Site<C> {
             Params::SlidingWindow(sw) => {
                 Window(self).sliding_step(sw, now, word, cost, &mut { Counts::TALLY })
             }
-            Params::SlidingLog(_) | Params::Concurrency { .. } => Err(StepError::NoWord),
+            Params::SlidingLog(_) | Params::Concurrency { .. } | Params::Counters { .. } => {
+                Err(StepError::NoWord)
+            }
         }
     }
 

@@ -103,7 +103,8 @@ impl<C: Clock> Site<C> {
             }
             Algorithm::SlidingLog { .. }
             | Algorithm::Concurrency { .. }
-            | Algorithm::AdaptiveConcurrency(_) => {}
+            | Algorithm::AdaptiveConcurrency(_)
+            | Algorithm::Counters { .. } => {}
         }
         Ok(a)
     }

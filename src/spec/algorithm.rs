@@ -41,6 +41,13 @@ pub enum Algorithm {
         /// `W` in nanoseconds.
         window_ns: u64,
     },
+    /// See [`Counters`]: keyed counters whose window and limit come with each call. Always
+    /// keyed (its key capacity and table-full policy are the definition's [`Keyed`]).
+    Counters {
+        /// Entries of each key's moving-window log: the largest moving-window limit the file
+        /// supports (0: no moving windows).
+        log_entries: u64,
+    },
     /// See [`Concurrency`].
     Concurrency {
         /// `C`: permits that may be held at once.
@@ -62,6 +69,7 @@ impl Algorithm {
             | Algorithm::SlidingLog { limit, .. } => limit,
             Algorithm::Concurrency { permits, .. } => permits,
             Algorithm::AdaptiveConcurrency(a) => a.max,
+            Algorithm::Counters { .. } => crate::algo::counters::MAX_COUNT,
         }
     }
 
@@ -75,6 +83,7 @@ impl Algorithm {
             Algorithm::SlidingLog { .. } => "sliding_log",
             Algorithm::Concurrency { .. } => "concurrency",
             Algorithm::AdaptiveConcurrency(_) => "adaptive_concurrency",
+            Algorithm::Counters { .. } => "counters",
         }
     }
 
@@ -169,6 +178,14 @@ impl Algorithm {
                     ));
                 }
                 window(window_ns)?;
+            }
+            Algorithm::Counters { log_entries } => {
+                if log_entries > MAX_LOG_ENTRIES {
+                    return Err(invalid(
+                        limit,
+                        format!("log entries {log_entries}: must be 0..={MAX_LOG_ENTRIES} per key"),
+                    ));
+                }
             }
             Algorithm::Concurrency { permits, lease_ns } => {
                 if permits == 0 || permits > MAX_PERMITS {
@@ -288,5 +305,14 @@ fn rename(e: Error, limit: &str) -> Error {
             reason,
         },
         other => other,
+    }
+}
+
+impl IntoAlgorithm for Counters {
+    fn into_algorithm(self, limit: &str) -> Result<Algorithm> {
+        Algorithm::Counters {
+            log_entries: self.log_entries,
+        }
+        .into_algorithm(limit)
     }
 }

@@ -27,3 +27,8 @@ pub const MAX_KEY_PERMITS: u64 = 64;
 /// Most permit entries (key slots times permits per key) of one keyed concurrency limit: 16
 /// bytes each, so at most 1 GiB.
 pub const MAX_KEY_PERMIT_ENTRIES: u64 = 1 << 26;
+/// Most moving-window log entries per key of a counters limit (16 bytes each).
+pub const MAX_LOG_ENTRIES: u64 = 1 << 16;
+/// Most moving-window log entries of one counters limit (key slots times entries per key): 16
+/// bytes each, so at most 1 GiB.
+pub const MAX_COUNTER_LOG_ENTRIES: u64 = 1 << 26;

@@ -226,3 +226,30 @@ impl Concurrency {
         self
     }
 }
+
+/// Keyed counters whose window and limit come with each call, for storage adapters of
+/// libraries that declare their limits at run time (Python's `limits`, under flask-limiter
+/// and slowapi): per key, a fixed-window counter, a sliding window counter and a moving-window
+/// log of up to [`Counters::moving_window`] entries. Define it with
+/// [`Builder::keyed_limit`](crate::Builder::keyed_limit) (the key capacity and table-full
+/// policy are its [`Keyed`](crate::Keyed)); resolve it with
+/// [`Limiter::counters`](crate::Limiter::counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Entries of each key's moving-window log (0: no moving windows).
+    pub log_entries: u64,
+}
+
+impl Counters {
+    /// Counters with no moving-window log.
+    pub fn new() -> Counters {
+        Counters::default()
+    }
+
+    /// Give each key a moving-window log of `entries` (16 bytes each): the largest
+    /// moving-window limit the file supports.
+    pub fn moving_window(mut self, entries: u64) -> Counters {
+        self.log_entries = entries;
+        self
+    }
+}

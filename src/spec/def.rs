@@ -141,6 +141,23 @@ impl LimitDef {
                 }
             }
         }
+        if let (Algorithm::Counters { log_entries }, keyed) = (self.algorithm, self.keyed) {
+            let Some(k) = keyed else {
+                return Err(invalid(
+                    &self.name,
+                    "a counters limit is keyed: define it with a key capacity (keyed_limit)",
+                ));
+            };
+            if k.slots().saturating_mul(log_entries) > MAX_COUNTER_LOG_ENTRIES {
+                return Err(invalid(
+                    &self.name,
+                    format!(
+                        "{} key slots x {log_entries} log entries: at most 2^26 log entries",
+                        k.slots()
+                    ),
+                ));
+            }
+        }
         if let Some(k) = self.keyed {
             if k.capacity == 0 || k.capacity > MAX_KEYS {
                 return Err(invalid(

@@ -22,6 +22,8 @@ pub enum LimitKind {
     KeyedConcurrency,
     /// An adaptive concurrency limit: [`AdaptiveConcurrencyLimit`](crate::AdaptiveConcurrencyLimit).
     AdaptiveConcurrency,
+    /// Keyed counters whose window comes with each call: [`CountersLimit`](crate::CountersLimit).
+    Counters,
 }
 
 impl LimitKind {
@@ -41,6 +43,7 @@ impl LimitKind {
             (Algorithm::Concurrency { .. }, false) => LimitKind::Concurrency,
             (Algorithm::Concurrency { .. }, true) => LimitKind::KeyedConcurrency,
             (Algorithm::AdaptiveConcurrency(_), _) => LimitKind::AdaptiveConcurrency,
+            (Algorithm::Counters { .. }, _) => LimitKind::Counters,
         }
     }
 
@@ -55,6 +58,7 @@ impl LimitKind {
             LimitKind::KeyedWindow => "keyed_window",
             LimitKind::KeyedConcurrency => "keyed_concurrency",
             LimitKind::AdaptiveConcurrency => "adaptive_concurrency",
+            LimitKind::Counters => "counters",
         }
     }
 
@@ -62,7 +66,10 @@ impl LimitKind {
     pub fn is_keyed(self) -> bool {
         matches!(
             self,
-            LimitKind::KeyedTokenBucket | LimitKind::KeyedWindow | LimitKind::KeyedConcurrency
+            LimitKind::KeyedTokenBucket
+                | LimitKind::KeyedWindow
+                | LimitKind::KeyedConcurrency
+                | LimitKind::Counters
         )
     }
 }
@@ -78,6 +85,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::KeyedWindow => "keyed window",
             LimitKind::KeyedConcurrency => "keyed concurrency limit",
             LimitKind::AdaptiveConcurrency => "adaptive concurrency limit",
+            LimitKind::Counters => "counters limit",
         })
     }
 }

@@ -35,7 +35,8 @@ mod rate;
 pub use adaptive::{Adaptive, AdaptiveConcurrency, MAX_ADAPTIVE_PERMITS, MAX_ADAPTIVE_WINDOW_MS};
 pub use algorithm::{Algorithm, IntoAlgorithm};
 pub use builders::{
-    Alignment, Concurrency, FixedWindow, SlidingLog, SlidingWindow, TokenBucket, TokenBucketSpec,
+    Alignment, Concurrency, Counters, FixedWindow, SlidingLog, SlidingWindow, TokenBucket,
+    TokenBucketSpec,
 };
 pub(crate) use def::validate_name;
 pub use def::{FleetShare, LimitDef};
@@ -44,8 +45,9 @@ pub use kind::LimitKind;
 pub use rate::Rate;
 
 pub(crate) use bounds::{
-    DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_KEYS, MAX_KEY_PERMITS, MAX_KEY_PERMIT_ENTRIES,
-    MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
+    DEFAULT_NEAR_LIMIT, MAX_CAPACITY, MAX_COUNTER_LOG_ENTRIES, MAX_KEYS, MAX_KEY_PERMITS,
+    MAX_KEY_PERMIT_ENTRIES, MAX_LOG_ENTRIES, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT,
+    MAX_WINDOW, MIN_WINDOW,
 };
 
 #[cfg(test)]

@@ -40,7 +40,7 @@ fn bad_config_fields_each_give_their_message_and_exit_1() {
         (window("sliding_log", "limit = 10\nwindow = \"1s\"\nalignment = \"monotonic\""), "limit \"w\": alignment: not a field of sliding_log"),
         (window("sliding_window", "limit = 2000000\nwindow = \"1s\""), "limit \"w\": limit: 2000000 is above the maximum 2^20-1"),
         (window("fixed_window", "limit = 10\nwindow = \"1s\"\nalignment = \"utc\""), "limit \"w\": alignment: \"utc\": use \"wall_clock\", \"monotonic\" or \"calendar\""),
-        (window("leaky_bucket", "limit = 10"), "limit \"w\": algorithm: unknown \"leaky_bucket\" (one of token_bucket, fixed_window, sliding_window, sliding_log, concurrency, adaptive_concurrency)"),
+        (window("leaky_bucket", "limit = 10"), "limit \"w\": algorithm: unknown \"leaky_bucket\" (one of token_bucket, fixed_window, sliding_window, sliding_log, concurrency, adaptive_concurrency, counters)"),
         ("[[limit]]\nname = \"w\"\nlimit = 5\n".into(), "limit \"w\": algorithm: missing"),
         ("[[limit]]\nalgorithm = \"sliding_log\"\n".into(), "limit #1: name: missing"),
         ("[[limit]]\nname = 7\n".into(), "limit #1: name: must be a string, not an integer"),

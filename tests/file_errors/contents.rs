@@ -175,7 +175,7 @@ fn another_format_version_is_refused() {
     // zeros would read as a wall clock at the epoch), version 4 (its counter lanes are shared
     // and have no owner line), version 5 (its retunes rewrite a parameter slot without moving
     // the generation this build's decisions cache and check parameters by), version 6 (it
-    // knows no adaptive kind) and a version from the future.
+    // knows neither the adaptive kind nor counters limits) and a version from the future.
     for other in [1, 2, 3, 4, 5, 6, 8] {
         write_word(&path, WORD_VERSION, (word & !0xFFFF_FFFF) | other);
         for e in open_both(&path) {

@@ -24,6 +24,9 @@
 //! `permits = 5` and an optional `lease = "30s"`. An adaptive concurrency limit
 //! (`algorithm = "adaptive_concurrency"`) takes `min` and `max`, and optionally `initial`,
 //! `lease`, `window` (e.g. `"20ms"`), `smoothing`, `tolerance`, `headroom` and `backoff`.
+//! Keyed counters whose window and limit come with each call (the storage of Python's
+//! `limits`) are `algorithm = "counters"` with `keyed = 4096` and an optional
+//! `moving_window = 64` (log entries per key: the largest moving-window limit).
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
 //! slots; a keyed concurrency limit allows `permits` per key, at most 64)
@@ -43,25 +46,26 @@ use std::time::Duration;
 
 use shmlimit::{
     consts::{
-        MAX_CAPACITY, MAX_KEYS, MAX_LIMITS, MAX_LOG_LIMIT, MAX_NAME_LEN, MAX_PERMITS, MAX_SPLIT,
-        MAX_WINDOW, MIN_WINDOW,
+        MAX_CAPACITY, MAX_KEYS, MAX_LIMITS, MAX_LOG_ENTRIES, MAX_LOG_LIMIT, MAX_NAME_LEN,
+        MAX_PERMITS, MAX_SPLIT, MAX_WINDOW, MIN_WINDOW,
     },
     spec::MAX_ADAPTIVE_PERMITS,
-    AdaptiveConcurrency, Algorithm, Alignment, Concurrency, FixedWindow, FleetShare, FullPolicy,
-    IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
+    AdaptiveConcurrency, Algorithm, Alignment, Concurrency, Counters, FixedWindow, FleetShare,
+    FullPolicy, IntoAlgorithm, Keyed, LimitDef, Rate, SlidingLog, SlidingWindow, TokenBucket,
 };
 use toml::{Table, Value};
 
 use crate::Failure;
 
 /// The algorithm names a config may use, in the order the help lists them.
-pub const ALGORITHMS: [&str; 6] = [
+pub const ALGORITHMS: [&str; 7] = [
     "token_bucket",
     "fixed_window",
     "sliding_window",
     "sliding_log",
     "concurrency",
     "adaptive_concurrency",
+    "counters",
 ];
 
 /// The options every algorithm takes.
@@ -218,6 +222,7 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
             "headroom",
             "backoff",
         ],
+        "counters" => &["moving_window"],
         _ => &["limit", "window", "alignment", "utc_offset"],
     };
     for key in limit.keys() {
@@ -252,6 +257,15 @@ pub fn limit_def(label: &str, index: usize, limit: &Table) -> Result<Definition,
             let burst = whole(required("burst", "20")?, MAX_CAPACITY, "2^40")
                 .map_err(|p| err("burst", &p))?;
             TokenBucket::new(burst, rate).into_algorithm(&name)
+        }
+        "counters" => {
+            let entries = match limit.get("moving_window") {
+                None => 0,
+                Some(v) => {
+                    whole(v, MAX_LOG_ENTRIES, "2^16").map_err(|p| err("moving_window", &p))?
+                }
+            };
+            Counters::new().moving_window(entries).into_algorithm(&name)
         }
         "concurrency" => {
             let permits = whole(required("permits", "5")?, MAX_PERMITS, "2^16")

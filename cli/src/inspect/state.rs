@@ -36,7 +36,9 @@ pub fn rate_per_s(a: &Algorithm) -> Option<f64> {
             limit, window_ns, ..
         }
         | Algorithm::SlidingLog { limit, window_ns } => Some(limit as f64 * 1e9 / window_ns as f64),
-        Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_) => None,
+        Algorithm::Concurrency { .. }
+        | Algorithm::AdaptiveConcurrency(_)
+        | Algorithm::Counters { .. } => None,
     }
 }
 

@@ -22,6 +22,10 @@ const PACKAGE: &[(&str, &str)] = &[
         include_str!("../../../ffi/python/src/shmlimit/aio.py"),
     ),
     (
+        "counters.py",
+        include_str!("../../../ffi/python/src/shmlimit/counters.py"),
+    ),
+    (
         "definitions.py",
         include_str!("../../../ffi/python/src/shmlimit/definitions.py"),
     ),

@@ -23,9 +23,9 @@
 use std::time::Duration;
 
 use shmlimit::{
-    c_abi, AdaptiveConcurrencyLimit, ConcurrencyLimit, Decision, Error, KeyedConcurrencyLimit,
-    KeyedTokenBucketLimit, KeyedWindowLimit, Limit, LimitKind, Permit, PermitHolder, Rate,
-    Reservation, Result, SlidingLogLimit, TokenBucketLimit, WindowLimit,
+    c_abi, AdaptiveConcurrencyLimit, ConcurrencyLimit, CountersLimit, Decision, Error,
+    KeyedConcurrencyLimit, KeyedTokenBucketLimit, KeyedWindowLimit, Limit, LimitKind, Permit,
+    PermitHolder, Rate, Reservation, Result, SlidingLogLimit, TokenBucketLimit, WindowLimit,
 };
 
 /// A limit resolved as its kind: the library's typed handle of that kind.
@@ -47,6 +47,8 @@ pub enum AnyHandle {
     KeyedConcurrency(KeyedConcurrencyLimit),
     /// An adaptive concurrency limit.
     AdaptiveConcurrency(AdaptiveConcurrencyLimit),
+    /// Keyed counters whose window comes with each call.
+    Counters(CountersLimit),
 }
 
 use AnyHandle::*;
@@ -67,6 +69,7 @@ impl AnyHandle {
             LimitKind::KeyedWindow => KeyedWindow(limit.try_into()?),
             LimitKind::KeyedConcurrency => KeyedConcurrency(limit.try_into()?),
             LimitKind::AdaptiveConcurrency => AdaptiveConcurrency(limit.try_into()?),
+            LimitKind::Counters => Counters(limit.try_into()?),
         })
     }
 
@@ -81,6 +84,7 @@ impl AnyHandle {
             KeyedWindow(h) => h.as_limit(),
             KeyedConcurrency(h) => h.as_limit(),
             AdaptiveConcurrency(h) => h.as_limit(),
+            Counters(h) => h.as_limit(),
         }
     }
 
@@ -89,6 +93,18 @@ impl AnyHandle {
         match self {
             AdaptiveConcurrency(h) => Ok(h),
             _ => Err(wrong::adaptive(self.as_limit())),
+        }
+    }
+
+    /// The counters handle (the `shmlimit_counters_*` calls, Python's `Counters`), or
+    /// [`Error::WrongKind`] naming the limit's kind.
+    pub fn counters(&self) -> Result<&CountersLimit> {
+        match self {
+            Counters(h) => Ok(h),
+            _ => Err(c_abi::wrong_kind(
+                self.as_limit(),
+                "is not a counters limit: the counters calls need a limit defined as counters",
+            )),
         }
     }
 
@@ -347,7 +363,9 @@ pub mod wrong {
         if cost == 0 {
             return Error::ZeroCost;
         }
-        if limit.kind().is_keyed() {
+        if limit.kind() == LimitKind::Counters {
+            c_abi::wrong_kind(limit, "is a counters limit: use its counters calls")
+        } else if limit.kind().is_keyed() {
             c_abi::wrong_kind(limit, "is keyed: use try_acquire_key")
         } else {
             c_abi::wrong_kind(limit, "is a concurrency limit: use try_acquire_permit")

@@ -29,6 +29,7 @@ use pyo3::prelude::*;
 
 mod adaptive;
 mod composed;
+mod counters;
 mod decision;
 mod errors;
 mod guarded;
@@ -53,6 +54,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     hot::register(m)?;
     limiter::register(m)?;
     composed::register(m)?;
+    counters::register(m)?;
     guarded::register(m)?;
     adaptive::register(m)?;
     Ok(())

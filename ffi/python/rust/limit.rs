@@ -51,8 +51,8 @@ impl LimitBase {
         Ok(&self.handle)
     }
 
-    /// The handle for a call that releases the GIL.
-    fn shared(&self) -> PyResult<Arc<AnyHandle>> {
+    /// The handle for a call that releases the GIL, or for another object that keeps it.
+    pub(crate) fn shared(&self) -> PyResult<Arc<AnyHandle>> {
         Ok(Arc::clone(self.live()?))
     }
 }

@@ -37,6 +37,7 @@ const CONCURRENCY: u32 = 5;
 /// An adaptive concurrency limit: `limit` its maximum, `rate` its minimum, `period_ns` its
 /// lease; the default tuning.
 const ADAPTIVE_CONCURRENCY: u32 = 8;
+const COUNTERS: u32 = 6;
 const DEF_SHADOW: u32 = 1;
 const DEF_NEAR_LIMIT: u32 = 2;
 
@@ -189,6 +190,9 @@ impl RawDef {
                 }
                 return spec.into_algorithm(name);
             }
+            COUNTERS => Algorithm::Counters {
+                log_entries: self.limit,
+            },
             k => return Err(invalid(name, format!("kind {k}: not a kind of limit"))),
         };
         algorithm.into_algorithm(name)
@@ -221,6 +225,7 @@ pub(crate) fn def_tuple(def: &LimitDef, algorithm: &Algorithm) -> DefTuple {
         Algorithm::SlidingLog { limit, window_ns } => (SLIDING_LOG, (0, 0), limit, window_ns),
         Algorithm::Concurrency { permits, lease_ns } => (CONCURRENCY, (0, 0), permits, lease_ns),
         Algorithm::AdaptiveConcurrency(a) => (ADAPTIVE_CONCURRENCY, (0, a.min), a.max, a.lease_ns),
+        Algorithm::Counters { log_entries } => (COUNTERS, (0, 0), log_entries, 0),
     };
     let (key_capacity, on_full) = match def.keyed {
         Some(k) => (

@@ -216,6 +216,18 @@ pub(super) fn to_algorithm(def: &shmlimit_def, name: &str) -> Result<Algorithm, 
             }
             return Ok(spec.into_algorithm(name)?);
         }
+        k if k == shmlimit_kind::SHMLIMIT_COUNTERS as u32 => {
+            no_rate("counters limit")?;
+            if def.alignment != 0 || def.period_ns != 0 {
+                return Err(invalid(
+                    name,
+                    "alignment and period_ns must be 0 for a counters limit",
+                ));
+            }
+            Algorithm::Counters {
+                log_entries: def.limit,
+            }
+        }
         k => return Err(invalid(name, format!("kind {k}: not a shmlimit_kind"))),
     };
     Ok(algorithm.into_algorithm(name)?)
@@ -323,6 +335,13 @@ pub(super) fn from_algorithm(algorithm: &Algorithm, name: *const c_char) -> shml
             a.max,
             a.lease_ns,
             a.min,
+        ),
+        Algorithm::Counters { log_entries } => (
+            shmlimit_kind::SHMLIMIT_COUNTERS as u32,
+            0,
+            log_entries,
+            0,
+            0,
         ),
         // A kind this ABI has no number for yet: reported as kind 0 with its capacity, so a
         // listing still shows it.

@@ -47,6 +47,10 @@ pub enum shmlimit_kind {
     /// (see `shmlimit_adaptive_acquire`); it starts at the minimum, with the default tuning.
     /// `period_ns` is the lease (0: none).
     SHMLIMIT_ADAPTIVE_CONCURRENCY = 8,
+    /// Keyed counters whose window and limit come with each call (the `shmlimit_counters_*`
+    /// calls): `limit` is the entries of each key's moving-window log (0: no moving windows),
+    /// `period_ns`, `rate` and `alignment` are 0, and `key_capacity` must be set.
+    SHMLIMIT_COUNTERS = 6,
 }
 
 /// How window boundaries are placed (the `alignment` field of `shmlimit_def`).
@@ -113,6 +117,7 @@ const _: () = assert!(SHMLIMIT_MAX_KEY_PERMITS == shmlimit::consts::MAX_KEY_PERM
 /// | `SHMLIMIT_SLIDING_LOG` | limit per window | window | 0 | 0 |
 /// | `SHMLIMIT_CONCURRENCY` | permits held at once | lease (0: none) | 0 | 0 |
 /// | `SHMLIMIT_ADAPTIVE_CONCURRENCY` | the maximum limit | lease (0: none) | the minimum limit | 0 |
+/// | `SHMLIMIT_COUNTERS` | log entries per key (the largest moving-window limit) | 0 | 0 | 0 |
 ///
 /// A token bucket's refill interval is `period_ns / rate` rounded up; the library reports a
 /// stored token bucket as `rate = 1` per `period_ns` = that interval.

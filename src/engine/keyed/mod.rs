@@ -35,7 +35,7 @@
 //! is keyed with the file's secret seed, so the probability holds for keys chosen by an adversary
 //! who cannot read the file.
 
-mod hash;
+pub(crate) mod hash;
 
 use crate::algo::{Decision, Step};
 use crate::clock::Clock;
@@ -55,7 +55,7 @@ use crate::spec::FullPolicy;
 pub const MAX_KEY_LEN: usize = 1024;
 
 #[inline(always)]
-fn check_key(key: &[u8]) -> Result<()> {
+pub(crate) fn check_key(key: &[u8]) -> Result<()> {
     if key.is_empty() {
         return Err(Error::InvalidKey {
             reason: "a key must be at least one byte".into(),
@@ -99,7 +99,9 @@ impl<C: Clock> Template for Site<C> {
             // A key's committed permits: fresh when none is held (when is unknowable).
             Params::Concurrency { .. } if state == 0 => 0,
             // Not keyable (refused at definition): never fresh.
-            Params::SlidingLog(_) | Params::Concurrency { .. } => u64::MAX,
+            Params::SlidingLog(_) | Params::Concurrency { .. } | Params::Counters { .. } => {
+                u64::MAX
+            }
         }
     }
 
@@ -436,7 +438,7 @@ impl<C: Clock> Keyed<'_, C> {
                     table.decide_first(tag, commit, now, |t, s| self.step_fast(t, s, cost))?;
                 Some(self.finish(decision, cost, commit))
             }
-            Params::SlidingLog(_) | Params::Concurrency { .. } => None,
+            Params::SlidingLog(_) | Params::Concurrency { .. } | Params::Counters { .. } => None,
         }
     }
 

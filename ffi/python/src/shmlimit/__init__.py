@@ -60,7 +60,7 @@ except ImportError as _e:  # pragma: no cover - exercised by the broken-install 
 
 from ._native import Composed, Decision
 from .definitions import (DAY, FAIL_CLOSED, FAIL_OPEN, MAX_KEYS, MONTH, WEEK, AdaptiveConcurrency,
-                          Concurrency,
+                          Concurrency, Counters,
                           FixedWindow, FleetShare, Keyed, SlidingLog, SlidingWindow, Spec,
                           TokenBucket)
 # Names the package's other modules and the examples use (explicit re-exports).
@@ -79,6 +79,7 @@ from .errors import _ERRORS as _ERRORS, _error as _error
 from .limit import AdaptiveStatus, Limit, Policy, Stats, rate_limit_headers, try_acquire_all
 from .limiter import GuardedLimit, GuardedLimiter, Limiter, prometheus_text
 from .permits import AdaptivePermit, Permit, PermitHolder, Reservation
+from .counters import CounterStore
 
 __all__ = [
     "Limiter", "Limit", "Decision", "Stats",
@@ -95,6 +96,8 @@ __all__ = [
     "GuardedLimiter", "GuardedLimit", "FAIL_OPEN", "FAIL_CLOSED", "Spec", "__version__",
     "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH",
     "AdaptiveConcurrency", "AdaptivePermit", "AdaptiveStatus",
+    "prometheus_text", "Policy", "rate_limit_headers", "DAY", "WEEK", "MONTH", "Counters",
+    "CounterStore",
 ]
 
 MAX_CHECKS: int = _native.MAX_CHECKS

@@ -1,5 +1,5 @@
-"""Limit definitions (TokenBucket, FixedWindow, SlidingWindow, SlidingLog, Concurrency, Keyed,
-FleetShare) and the checks of every argument before it reaches the library.
+"""Limit definitions (TokenBucket, FixedWindow, SlidingWindow, SlidingLog, Concurrency,
+Counters, Keyed, FleetShare) and the checks of every argument before it reaches the library.
 
 A definition crosses to the compiled module as the fields of C's ``shmlimit_def`` (``_Def``):
 the classes here write them (``Spec._fill``) and read them back (``_spec_of``); the library
@@ -17,6 +17,7 @@ from .errors import InvalidParameterError, ParameterOverflowError, ShmlimitError
 
 _TOKEN_BUCKET, _FIXED_WINDOW, _SLIDING_WINDOW, _SLIDING_LOG, _CONCURRENCY = 1, 2, 3, 4, 5
 _ADAPTIVE_CONCURRENCY = 8
+_COUNTERS = 6
 _ALIGNMENTS = {"wall": 0, "monotonic": 1, "calendar": 2}
 MAX_KEYS = 1 << 26
 _DEF_SHADOW, _DEF_NEAR_LIMIT = 1, 2
@@ -490,6 +491,29 @@ class AdaptiveConcurrency(Spec):
                 f"{self._options_repr()})")
 
 
+class Counters(Spec):
+    """Keyed counters whose window and limit come with each call (the storage of the
+    ``limits`` package: ``shmlimit.limits``; ``CounterStore`` from Python): per key, a
+    fixed-window counter, a sliding window counter and a moving-window log of up to
+    ``moving_window`` entries (the largest moving-window limit the file supports; 0: none).
+    Always keyed: ``keyed=Keyed(capacity)`` is required."""
+
+    _kind = _COUNTERS
+
+    def __init__(self, moving_window: int = 0, **options: Any):
+        self.moving_window = _u64(moving_window, "moving_window", high=1 << 16)
+        self._set_options(**options)
+
+    def _fill(self, d: _Def) -> None:
+        d.limit = self.moving_window
+
+    def _key(self) -> Tuple[object, ...]:
+        return (self.moving_window,)
+
+    def __repr__(self) -> str:
+        return f"Counters(moving_window={self.moving_window}{self._options_repr()})"
+
+
 def _spec_of(d: _Def) -> Spec:
     aligned = {1: "monotonic", 2: "calendar"}.get(d.alignment, "wall")
     spec: Spec
@@ -519,6 +543,10 @@ def _spec_of(d: _Def) -> Spec:
         adaptive = AdaptiveConcurrency.__new__(AdaptiveConcurrency)
         adaptive.min, adaptive.max, adaptive.lease_ns = d.rate, d.limit, d.period_ns
         spec = adaptive
+    elif d.kind == _COUNTERS:
+        counters = Counters.__new__(Counters)
+        counters.moving_window = d.limit
+        spec = counters
     else:
         raise ShmlimitError(f"limit kind {d.kind} is not known to this module")
     spec._read_options(d)
