@@ -32,20 +32,13 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, List, Optional, Set
 
-from . import (
-    Decision,
-    Key,
-    Permit,
-    PermitUnavailableError,
-    Reservation,
-    Seconds,
-    TokenBucket,
-    _timeout_ns,
-    _u64,
-)
+from .definitions import Key, Seconds, TokenBucket, _timeout_ns, _u64
+from .errors import PermitUnavailableError
 
 if TYPE_CHECKING:
-    from . import Limit
+    from ._native import Decision
+    from .limit import Limit
+    from .permits import Permit, Reservation
 
 __all__ = ["AsyncLimit", "AsyncPermit", "wait_reservation", "PERMIT_POLL_MAX"]
 
