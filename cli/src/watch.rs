@@ -93,6 +93,23 @@ struct LimitFrame {
     capacity: u64,
     allowed_total: u64,
     denied_total: u64,
+    /// An adaptive concurrency limit's state now (absent for other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive: Option<AdaptiveFrame>,
+}
+
+/// What `inspect` shows of an adaptive concurrency limit, for each refresh.
+#[derive(Serialize)]
+struct AdaptiveFrame {
+    /// The current limit, fractional; its floor is granted at once.
+    limit: f64,
+    permits: u64,
+    min: u64,
+    max: u64,
+    in_flight: u64,
+    /// The mean round trip of the last closed window, ms (absent before the first sample).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rtt_recent_ms: Option<f64>,
 }
 
 fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFrame> {
@@ -119,6 +136,14 @@ fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFram
                 capacity: s.algorithm.capacity(),
                 allowed_total: s.stats.allowed,
                 denied_total: s.stats.denied,
+                adaptive: s.adaptive.map(|a| AdaptiveFrame {
+                    limit: a.limit,
+                    permits: a.permits,
+                    min: a.min,
+                    max: a.max,
+                    in_flight: a.in_flight,
+                    rtt_recent_ms: a.rtt_recent_us.map(|us| us / 1e3),
+                }),
             }
         })
         .collect()
@@ -146,7 +171,11 @@ fn table(limits: &[LimitFrame]) -> String {
             format!("{:.1}%", l.denial_ratio * 100.0),
             l.remaining
                 .map_or_else(|| "damaged".to_owned(), |r| r.to_string()),
-            l.capacity.to_string(),
+            // An adaptive limit grants its current limit, within its range.
+            l.adaptive.as_ref().map_or_else(
+                || l.capacity.to_string(),
+                |a| format!("{} ({}..={})", a.permits, a.min, a.max),
+            ),
             render::thousands(l.allowed_total),
             render::thousands(l.denied_total),
         ]);

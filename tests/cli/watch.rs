@@ -200,3 +200,33 @@ fn watch_sees_decisions_of_another_process_and_exits_cleanly_on_sigint() {
         "watch ends cleanly on SIGINT: {status:?}"
     );
 }
+
+/// An adaptive concurrency limit shows its current limit, range and permits in flight: in
+/// the JSON frame, and in the table's capacity column.
+#[test]
+fn watch_shows_an_adaptive_limit_s_current_limit_and_permits_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("adaptive.shm");
+    let limiter = Limiter::builder()
+        .limit("db", shmlimit::AdaptiveConcurrency::new(3, 40).initial(5))
+        .create_or_open(&path)
+        .unwrap();
+    let db = limiter.adaptive_concurrency("db").unwrap();
+    let held = [db.try_acquire().unwrap(), db.try_acquire().unwrap()];
+    assert!(held.iter().all(Option::is_some));
+
+    let out = ok(&["watch", s(&path), "--count", "1", "--json"]);
+    let frame: Value = serde_json::from_str(out.trim()).expect("one JSON frame");
+    let a = &frame["limits"][0]["adaptive"];
+    assert_eq!(a["min"], 3, "{frame}");
+    assert_eq!(a["max"], 40);
+    assert_eq!(a["permits"], 5);
+    assert_eq!(a["in_flight"], 2);
+    assert_eq!(a["limit"].as_f64(), Some(5.0));
+
+    let out = ok(&["watch", s(&path), "--count", "1"]);
+    let db_row = row(&out, "db");
+    assert!(out.contains("5 (3..=40)"), "{out}");
+    assert_eq!(db_row[1], "adaptive_concurrency");
+    drop(held);
+}
