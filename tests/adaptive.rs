@@ -367,3 +367,20 @@ fn bad_definitions_are_refused_and_create_nothing() {
     assert!(limiter.concurrency("dep").is_err());
     assert!(limiter.adaptive_concurrency("dep").is_ok());
 }
+
+/// Resolved with another kind's accessor, an adaptive limit is named as what it is, in a
+/// sentence, with the accessor that resolves it.
+#[test]
+fn an_adaptive_limit_resolved_as_another_kind_names_its_own_accessor() {
+    let (_dir, path) = temp_path("adaptive-kind.shm");
+    let limiter = Limiter::builder()
+        .limit("dep", AdaptiveConcurrency::new(2, 8))
+        .create_or_open(&path)
+        .unwrap();
+    let e = limiter.concurrency("dep").unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "limit `dep`: this limit is an adaptive concurrency limit, not a concurrency limit: \
+         resolve it with Limiter::adaptive_concurrency"
+    );
+}

@@ -123,7 +123,8 @@ fn refusal<C: Clock>(site: &Site<C>, kind: LimitKind, keyed_call: bool) -> Error
         // A kind with calls of its own (adaptive concurrency, counters).
         (kind, _) => {
             return site.wrong_kind(&format!(
-                "is a {kind}: resolve it with Limiter::{}",
+                "is {} {kind}: resolve it with Limiter::{}",
+                kind.article(),
                 kind.accessor()
             ))
         }

@@ -27,7 +27,9 @@ impl<C: Clock> Limit<C> {
         Err(Error::WrongKind {
             limit: self.name().to_owned(),
             reason: format!(
-                "this limit is a {kind}, not a {want}: resolve it with Limiter::{}",
+                "this limit is {} {kind}, not {} {want}: resolve it with Limiter::{}",
+                kind.article(),
+                want.article(),
                 kind.accessor()
             ),
         })

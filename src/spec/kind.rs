@@ -62,6 +62,15 @@ impl LimitKind {
         }
     }
 
+    /// The article before the kind's name in a sentence ("a window", "an adaptive concurrency
+    /// limit").
+    pub(crate) fn article(self) -> &'static str {
+        match self {
+            LimitKind::AdaptiveConcurrency => "an",
+            _ => "a",
+        }
+    }
+
     /// Whether limits of this kind are decided per key.
     pub fn is_keyed(self) -> bool {
         matches!(

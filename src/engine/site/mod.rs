@@ -237,10 +237,12 @@ impl<C: Clock> Site<C> {
             return Err(reattach_error(
                 &self.shared.mapped.path,
                 format!(
-                    "the limit {} in the file now at the path is a {}, not a {}: resolve it \
-                     again",
+                    "the limit {} in the file now at the path is {} {}, not {} {}: resolve \
+                     it again",
                     reconcile::quote(self.name()),
+                    current.kind().article(),
                     current.kind(),
+                    self.kind().article(),
                     self.kind()
                 ),
             ));

@@ -94,7 +94,8 @@ impl<C: Clock> Site<C> {
         Error::WrongKind {
             limit: self.name().to_owned(),
             reason: format!(
-                "this limit is a {}: the call is another kind's",
+                "this limit is {} {}: the call is another kind's",
+                self.kind().article(),
                 self.kind()
             ),
         }
