@@ -53,6 +53,9 @@ pub(crate) fn own_identity() -> std::io::Result<u64> {
 pub(crate) struct ProcStat {
     /// Field 3: `R`, `S`, `D`, `Z`, ...
     pub state: u8,
+    /// Field 20: the threads of the process not yet released (a zombie leader counts itself
+    /// until it is reaped, and each other thread until it has exited, its files closed).
+    pub threads: u64,
     /// Field 22: start time in clock ticks after boot.
     pub start_ticks: u64,
 }
@@ -63,9 +66,15 @@ pub(crate) fn parse_stat(line: &str) -> Option<ProcStat> {
     let rest = &line[line.rfind(')')? + 1..];
     let mut fields = rest.split_ascii_whitespace();
     let state = *fields.next()?.as_bytes().first()?;
-    // Fields 4..=21 lie between the state (3) and the start time (22).
-    let start_ticks = fields.nth(18)?.parse().ok()?;
-    Some(ProcStat { state, start_ticks })
+    // Fields 4..=19 lie between the state (3) and the thread count (20); field 21 between it
+    // and the start time (22).
+    let threads = fields.nth(16)?.parse().ok()?;
+    let start_ticks = fields.nth(1)?.parse().ok()?;
+    Some(ProcStat {
+        state,
+        threads,
+        start_ticks,
+    })
 }
 
 /// `/proc/<pid>/stat`, or None when there is no such entry.
@@ -80,7 +89,14 @@ pub(crate) fn read_stat(pid: u32) -> std::io::Result<Option<ProcStat>> {
 }
 
 /// Whether the process that committed `word` is gone: no such pid, a zombie (`Z`) or dead
-/// (`X`) one, or a pid now used by a process with another start time.
+/// (`X`) one with no other thread left, or a pid now used by a process with another start
+/// time.
+///
+/// A zombie leader is not enough: a process whose main thread exited (`pthread_exit`) shows
+/// `Z` while its other threads run on, holding its permits; and a killed process's leader may
+/// show `Z` while its other threads are still being torn down, their files (the sockets of
+/// the work the permit was for) still open. Only when the thread count is down to the
+/// leader's own has every other thread exited.
 ///
 /// When the answer cannot be known (the pid exists but `/proc` hides it, as with `hidepid`, or
 /// the entry cannot be read), the owner is taken to be alive: a permit is then held longer than
@@ -98,7 +114,8 @@ pub(crate) fn owner_is_gone(word: OwnerWord) -> bool {
     }
     match read_stat(pid) {
         Ok(Some(stat)) => {
-            matches!(stat.state, b'Z' | b'X') || stat.start_ticks & START_MASK != word.start_low()
+            (matches!(stat.state, b'Z' | b'X') && stat.threads <= 1)
+                || stat.start_ticks & START_MASK != word.start_low()
         }
         // kill saw the pid but /proc does not show it (hidepid), or it exited in between: only
         // the second is certain, and kill tells them apart.
@@ -121,6 +138,7 @@ mod tests {
                     987654 1000 10 18446744073709551615\n";
         let s = parse_stat(line).unwrap();
         assert_eq!(s.state, b'S');
+        assert_eq!(s.threads, 1);
         assert_eq!(s.start_ticks, 987654);
         assert_eq!(parse_stat("12 (x) R 1 2"), None);
     }
@@ -143,5 +161,63 @@ mod tests {
         if (max as u64) < slot::PID_MASK {
             assert!(owner_is_gone(OwnerWord::held(1, slot::owner(max + 1, 0))));
         }
+    }
+
+    /// A process whose main thread has exited while another thread runs on shows its leader
+    /// as a zombie: it is alive (its permits held) until that thread ends too. The process is
+    /// a small C program (`pthread_exit` from Rust's main thread would unwind through Rust
+    /// frames), built with the system's `cc`.
+    #[test]
+    fn a_process_whose_main_thread_exited_lives_while_another_thread_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let (source, program) = (dir.path().join("z.c"), dir.path().join("z"));
+        std::fs::write(
+            &source,
+            "#include <pthread.h>\n#include <stdio.h>\n#include <unistd.h>\n\
+             static void *sleeper(void *a) { (void)a; usleep(800000); return 0; }\n\
+             int main(void) { pthread_t t; pthread_create(&t, 0, sleeper, 0);\n\
+             printf(\"%d\\n\", (int)getpid()); fflush(stdout); pthread_exit(0); }\n",
+        )
+        .unwrap();
+        let built = std::process::Command::new("cc")
+            .args(["-pthread", "-o"])
+            .arg(&program)
+            .arg(&source)
+            .status()
+            .expect("this test needs a C compiler (cc) on the PATH");
+        assert!(built.success(), "cc failed");
+        let mut child = std::process::Command::new(&program)
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid: u32 = line.trim().parse().unwrap();
+        let start = read_stat(pid).unwrap().unwrap().start_ticks;
+        let word = OwnerWord::held(1, slot::owner(pid, start));
+        // Wait for the main thread to be a zombie, the other thread still sleeping.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(600);
+        loop {
+            let stat = read_stat(pid).unwrap().unwrap();
+            if stat.state == b'Z' {
+                assert_eq!(stat.threads, 2, "{stat:?}");
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the main thread never exited"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            !owner_is_gone(word),
+            "a zombie leader whose other thread runs is alive"
+        );
+        child.wait().unwrap();
+        assert!(owner_is_gone(word), "reaped: gone");
     }
 }
