@@ -40,7 +40,8 @@
 //! over them) for a free owner word and CAS it to ours. No system call, no liveness check.
 //!
 //! *Slow path* (no entry free): read every held entry and ask whether its owner is gone — no
-//! process with that pid, a zombie, or a pid now used by a process with another start time
+//! process with that pid, a zombie with no other thread left, or a pid now used by a process
+//! with another start time
 //! (see [`liveness`]) — or whether its lease expired; CAS the first such entry from exactly the
 //! word judged to a claim of ours. Concurrent acquirers race on that CAS; one wins, the others
 //! go on scanning. Nothing is locked and nobody waits for anybody.
@@ -53,7 +54,8 @@
 //!
 //! A permit is never freed behind the back of a live owner (without a lease). The permits of a
 //! process that died (exit, SIGKILL, crash, OOM kill) become available from the moment the
-//! kernel has made it a zombie (which happens before its parent is told), to:
+//! kernel has made it a zombie and its other threads have exited (which happens before its
+//! parent is told), to:
 //!
 //! 1. the next [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit) (or `acquire_permit_timeout`) in any
 //!    process that finds no free permit: it takes one over at once;
