@@ -93,29 +93,6 @@ pub(crate) fn aesenc_soft(s: [u8; 16], key: [u8; 16]) -> [u8; 16] {
     out
 }
 
-/// The 0 to 7 bytes `rest` as a little-endian word (at most two overlapping loads).
-#[inline(always)]
-fn word_of(rest: &[u8]) -> u64 {
-    let r = rest.len();
-    let u32_at = |i: usize| {
-        u64::from(u32::from_le_bytes([
-            rest[i],
-            rest[i + 1],
-            rest[i + 2],
-            rest[i + 3],
-        ]))
-    };
-    match r {
-        0 => 0,
-        1..=3 => {
-            u64::from(rest[0])
-                | u64::from(rest[r / 2]) << (8 * (r / 2))
-                | u64::from(rest[r - 1]) << (8 * (r - 1))
-        }
-        _ => u32_at(0) | u32_at(r - 4) << (8 * (r - 4)),
-    }
-}
-
 /// The 1 to 16 bytes `rest` padded with zeros to a block, as its two little-endian words.
 #[inline(always)]
 fn last_block(rest: &[u8]) -> [u64; 2] {
@@ -126,7 +103,7 @@ fn last_block(rest: &[u8]) -> [u64; 2] {
         // shift keeps the second below 64 when there are 8 of them.
         [u64_at(0), (u64_at(r - 8) >> 8) >> (8 * (16 - r) - 8)]
     } else {
-        [word_of(rest), 0]
+        [super::hash::tail(rest), 0]
     }
 }
 

@@ -75,7 +75,7 @@ pub(crate) fn siphash<const C: usize, const D: usize>(k0: u64, k1: u64, msg: &[u
 /// The 0 to 7 bytes `rest` as a little-endian word, read with at most two loads (overlapping
 /// reads of the same bytes OR to the same bits) instead of one load and shift per byte.
 #[inline(always)]
-fn tail(rest: &[u8]) -> u64 {
+pub(super) fn tail(rest: &[u8]) -> u64 {
     let r = rest.len();
     let u32_at = |i: usize| {
         u64::from(u32::from_le_bytes([
