@@ -18,6 +18,7 @@ const WORD_BOOT_ID: u64 = 12;
 const WORD_WALL_OFFSET: u64 = 16;
 const WORD_WALL_MAX: u64 = 21;
 const WORD_LAST_UNIX: u64 = 22;
+const WORD_TRANSLATING: u64 = 23;
 
 fn builder() -> shmlimit::Builder {
     Limiter::builder().keyed_limit("limits", Counters::new().moving_window(4), Keyed::new(64))
@@ -86,4 +87,51 @@ fn counts_and_logs_used_before_a_reboot_stay_used_for_the_rest_of_their_window()
         .is_allowed());
     new_clock.advance(2 << 21);
     assert_eq!(c.count(b"fixed").unwrap().0, 0);
+}
+
+/// A translation of this boot interrupted part way (its marker names this boot) may have moved
+/// a word already: run again, it must not move any time earlier a second time, or the rest of
+/// a window would be given back.
+#[test]
+fn an_interrupted_translation_never_moves_a_counter_earlier_twice() {
+    let dir = tempfile::tempdir_in("/var/tmp").expect("a directory under /var/tmp");
+    let path = dir.path().join("counters-interrupted.shm");
+    drop(builder().create_or_open(&path).unwrap());
+    let boot = (
+        read_word(&path, WORD_BOOT_ID),
+        read_word(&path, WORD_BOOT_ID + 1),
+    );
+    let clock = ManualClock::new(0);
+    let this = builder().clock(clock.clone()).open(&path).unwrap();
+    clock.set(read_word(&path, WORD_LAST_UNIX) - read_word(&path, WORD_WALL_OFFSET));
+    let c = this.counters("limits").unwrap();
+    let hour = Duration::from_secs(3_600);
+    assert_eq!(c.incr(b"fixed", hour, 3).unwrap(), 3);
+    assert!(c
+        .acquire_moving(b"moving", 2, hour, 2)
+        .unwrap()
+        .is_allowed());
+    drop((c, this));
+
+    // The marker names this boot and no limit is marked done: the words may have moved once
+    // already. The highest wall offset recorded is an hour below this boot's, so moving the
+    // times again would take an hour off them: the whole window.
+    write_word(&path, WORD_TRANSLATING, boot.0);
+    write_word(&path, WORD_TRANSLATING + 1, boot.1);
+    let offset = read_word(&path, WORD_WALL_OFFSET);
+    write_word(&path, WORD_WALL_MAX, offset - HOUR);
+    write_word(&path, WORD_BOOT_ID, boot.0 ^ 0x5A5A_5A5A);
+    let again = builder().clock(clock.clone()).open(&path).unwrap();
+    assert_eq!(again.reboot_info().translations, 1);
+    assert_eq!(again.reboot_info().failed_closed, vec![0], "under way");
+    let c = again.counters("limits").unwrap();
+    assert_eq!(
+        c.count(b"fixed").unwrap().0,
+        3,
+        "the fixed window still counts"
+    );
+    assert!(
+        c.acquire_moving(b"moving", 2, hour, 1).unwrap().is_denied(),
+        "the moving window's entries still count"
+    );
 }

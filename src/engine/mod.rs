@@ -17,6 +17,7 @@
 //! | [`permits`] (`Permits(site)`) | a concurrency limit's owner words (keyed: permit blocks per key), futex waits, reclaiming the dead's permits |
 //! | [`keyed`] (`Keyed(site)`) | a keyed limit's decisions, over [`keys`], the table of 16-byte key slots (lookup, claims, reclaim, retune) over any word algorithm |
 //! | [`counters`] (`Counters(site)`) | a counters limit's two key tables (fixed and sliding window counters; moving-window log deadlines) and its per-key logs: keyed counters whose window and limit come with each call |
+//! | [`reboot`] | the table of the engines' reboot hooks (each engine's `reboot` module), which opening a file passes down to `file::reboot` |
 //! | [`site`] | one limit's words, clock and counters as this process holds them, the file that replaced its file, and what every decision shares (the straight loop, the refund of a grant, then shadow mode, near-limit and counters) |
 //!
 //! Each engine is a view of the limit's site, one reference; the typed handles call the engine
@@ -62,7 +63,8 @@
 //!
 //! Its pure step under `algo/` (a function of `(now, word, parameters)`, with a reference model
 //! test and a loom model through the shared mutation loop), its engine here (a view of the
-//! site, `Engine(site)`, in a file or directory of its own, owning its words and decisions), a
+//! site, `Engine(site)`, in a file or directory of its own, owning its words and decisions,
+//! with a `reboot` module moving its stored times, one row in [`reboot`]'s table), a
 //! kind marker and its traits in `handle/kind.rs` (with a [`LimitKind`](crate::LimitKind)
 //! variant in `spec/kind.rs`), its arms in the binding dispatch (`handle/dispatch.rs`) for the
 //! calls untyped holders may make of it, its record in the file layout (`file/layout.rs`, with
@@ -101,6 +103,7 @@ pub(crate) mod keys;
 pub(crate) mod log;
 pub(crate) mod permits;
 pub(crate) mod rate;
+pub(crate) mod reboot;
 pub(crate) mod site;
 pub(crate) mod window;
 

@@ -10,7 +10,8 @@ use std::path::Path;
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::layout::{self, word, Geometry, DEF_SIZE, HEADER_SIZE, MAX_LIMITS};
-use super::{allocate_holes, corrupt, io_err, reboot, Access, Ident, Mapped};
+use super::reboot::{self, TranslateLimit};
+use super::{allocate_holes, corrupt, io_err, Access, Ident, Mapped};
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::spec::{validate_name, LimitDef};
@@ -68,7 +69,13 @@ pub(super) fn read_words(file: &File, path: &Path, offset: u64, len: usize) -> R
 }
 
 /// Validate an open file completely, then map it.
-pub(super) fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -> Result<Mapped> {
+pub(super) fn attach(
+    file: File,
+    path: &Path,
+    access: &Access,
+    snapshot: bool,
+    translate: TranslateLimit,
+) -> Result<Mapped> {
     let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
     if !meta.file_type().is_file() {
         return Err(Error::NotRegularFile(path.to_owned()));
@@ -249,6 +256,6 @@ pub(super) fn attach(file: File, path: &Path, access: &Access, snapshot: bool) -
         ident,
         access: access.clone(),
     };
-    reboot::on_open(&mapped)?;
+    reboot::on_open(&mapped, translate)?;
     Ok(mapped)
 }

@@ -54,6 +54,7 @@ use memmap2::MmapRaw;
 use crate::error::{Error, Result};
 use crate::spec::{validate_name, Algorithm, LimitDef};
 use layout::{word, Geometry, MAX_LIMITS};
+use reboot::TranslateLimit;
 
 /// Who may open a file, and how it is created.
 #[derive(Debug, Clone)]
@@ -195,36 +196,45 @@ fn open_existing(path: &Path) -> io::Result<File> {
 
 /// Create the file with `defs` unless it exists, then attach, taking an existing file's
 /// definitions as they are (the caller reconciles them with `defs`, see [`crate::reconcile`]).
-pub(crate) fn create_or_open(path: &Path, defs: &[LimitDef], access: &Access) -> Result<Mapped> {
+pub(crate) fn create_or_open(
+    path: &Path,
+    defs: &[LimitDef],
+    access: &Access,
+    translate: TranslateLimit,
+) -> Result<Mapped> {
     check_mode(access)?;
     check_defs(defs)?;
     check_directory(path, access)?;
     for _ in 0..64 {
         match open_existing(path) {
-            Ok(file) => return attach(file, path, access, false),
+            Ok(file) => return attach(file, path, access, false, translate),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("opening", path, e)),
         }
         if create_new(path, defs, access)? {
             let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-            return attach(file, path, access, false);
+            return attach(file, path, access, false, translate);
         }
     }
     Err(Error::NotInitialized(path.to_owned()))
 }
 
 /// Attach to an existing file, taking its definitions as they are.
-pub(crate) fn open(path: &Path, access: &Access) -> Result<Mapped> {
+pub(crate) fn open(path: &Path, access: &Access, translate: TranslateLimit) -> Result<Mapped> {
     check_mode(access)?;
     check_directory(path, access)?;
     let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, access, false)
+    attach(file, path, access, false, translate)
 }
 
 /// A private copy of an existing file, for reading its state: validated as [`open`] does,
 /// opened read-only, and copied with `pread` into anonymous memory, never mapped. Holes are not
 /// read (nor allocated); nothing written to the copy reaches the file.
-pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
+pub(crate) fn open_snapshot(
+    path: &Path,
+    access: &Access,
+    translate: TranslateLimit,
+) -> Result<Mapped> {
     check_mode(access)?;
     check_directory(path, access)?;
     let file = fs::OpenOptions::new()
@@ -232,7 +242,7 @@ pub(crate) fn open_snapshot(path: &Path, access: &Access) -> Result<Mapped> {
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, access, true)
+    attach(file, path, access, true, translate)
 }
 
 /// Replace the file at `path` with a new one holding `defs`: the new file is complete (written
@@ -253,6 +263,7 @@ pub(crate) fn replace(
     access: &Access,
     old: &Mapped,
     carry: &[(usize, usize)],
+    translate: TranslateLimit,
 ) -> Result<()> {
     check_defs(defs)?;
     let meta = old.file.metadata().map_err(|e| io_err("fstat", path, e))?;
@@ -278,7 +289,7 @@ pub(crate) fn replace(
         ));
     }
     if !carry.is_empty() {
-        if let Err(e) = carry_state(old, &tmp, access, carry) {
+        if let Err(e) = carry_state(old, &tmp, access, carry, translate) {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
@@ -294,8 +305,14 @@ pub(crate) fn replace(
 
 /// Copy the state lines of the `carry` limits from `old` into the unpublished file `tmp`, and
 /// the wall offset their window phases were computed with.
-fn carry_state(old: &Mapped, tmp: &Path, access: &Access, carry: &[(usize, usize)]) -> Result<()> {
-    let new = open(tmp, access)?;
+fn carry_state(
+    old: &Mapped,
+    tmp: &Path,
+    access: &Access,
+    carry: &[(usize, usize)],
+    translate: TranslateLimit,
+) -> Result<()> {
+    let new = open(tmp, access, translate)?;
     for &(from, to) in carry {
         let (src, len) = old.geometry.slots[from];
         let (dst, new_len) = new.geometry.slots[to];

@@ -38,6 +38,12 @@
 //!   a reference: the old boot's time of `max(Unix now, word 22)`.
 //! * Permits (concurrency limits, keyed or not) are released: their holders died with the boot.
 //!   Decision counters are kept.
+//! * Counters (keyed, window with each call): every counter word, log deadline and log entry
+//!   moves by `D`.
+//!
+//! What each kind's words become is its engine's: the `reboot` module of each engine, listed
+//! in one table by `engine::reboot::translate_limit`, which whoever opens a file passes down
+//! ([`TranslateLimit`]). This module keeps the protocol: the lock, the marker, the order.
 //!
 //! **What cannot be translated fails closed.** A TAT past 2^63 - 1 ns, a log time past the
 //! 48-bit unit range, or a window further ahead than its encoding tells from a stale read
@@ -59,12 +65,17 @@ use super::lock::FileLock;
 use super::{reset_limit, Mapped};
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
-use crate::spec::Algorithm;
 
-mod counters;
 mod shift;
 
-use shift::{ok, Moved, Shift};
+#[cfg(test)]
+pub(crate) use shift::tests;
+pub(crate) use shift::{ok, Moved, Shift};
+
+/// Each engine's translation of a limit's states (`engine::reboot::translate_limit`), passed
+/// down by whoever opens a file: limit `index` onto this boot's timeline by the shift; true if
+/// a state could not be translated and was stored failing closed.
+pub(crate) type TranslateLimit = fn(&Mapped, usize, &Shift) -> bool;
 
 /// What the first open after a reboot does with the stored state. Stored in the file at creation
 /// (header word 25); openers use the file's choice.
@@ -200,7 +211,7 @@ pub(crate) fn clear_failed(mapped: &Mapped, index: usize) {
 
 /// If the file's boot id is not this boot's, translate or reset its state, once, under an
 /// exclusive `flock`; then record this boot as alive.
-pub(crate) fn on_open(mapped: &Mapped) -> Result<()> {
+pub(crate) fn on_open(mapped: &Mapped, translate: TranslateLimit) -> Result<()> {
     let ours = boot_words();
     let current = || {
         [
@@ -220,7 +231,7 @@ pub(crate) fn on_open(mapped: &Mapped) -> Result<()> {
         let offset = clock::wall_offset_ns();
         match policy {
             OnReboot::Reset => reset_all(mapped),
-            OnReboot::Translate => translate_all(mapped, ours, offset),
+            OnReboot::Translate => translate_all(mapped, ours, offset, translate),
         }
         // Relaxed: published by the Release stores of the boot id below.
         mapped
@@ -261,7 +272,7 @@ fn reset_all(mapped: &Mapped) {
 }
 
 /// Every state onto this boot's timeline (see the module docs).
-fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64) {
+fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64, translate: TranslateLimit) {
     let interrupted = [
         mapped.header(word::TRANSLATING),
         mapped.header(word::TRANSLATING + 1),
@@ -308,7 +319,7 @@ fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64) {
             interrupted: ambiguous,
             ..shift
         };
-        if translate_limit(mapped, index, &this) || ambiguous {
+        if translate(mapped, index, &this) || ambiguous {
             let (w, bit) = failed_word(mapped, index);
             w.fetch_or(bit, Ordering::Relaxed);
         }
@@ -327,79 +338,4 @@ fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64) {
     mapped
         .word(word::TRANSLATIONS * 8)
         .fetch_add(1, Ordering::Relaxed);
-}
-
-/// Translate one limit's states; true if one of them failed closed.
-fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> bool {
-    let def = &mapped.defs[index];
-    let (offset, _) = mapped.geometry.slots[index];
-    let word_of = |w: u64| -> Moved {
-        match def.algorithm {
-            Algorithm::TokenBucket { .. } => shift.bucket(w),
-            Algorithm::FixedWindow {
-                limit,
-                window_ns,
-                alignment,
-            } => shift.fixed(w, limit, window_ns, alignment),
-            Algorithm::SlidingWindow {
-                limit,
-                window_ns,
-                alignment,
-            } => shift.sliding(w, limit, window_ns, alignment),
-            Algorithm::Counters { .. } => ok(crate::algo::counters::shift(w, shift.d)),
-            Algorithm::SlidingLog { .. }
-            | Algorithm::Concurrency { .. }
-            | Algorithm::AdaptiveConcurrency(_) => ok(w),
-        }
-    };
-    let mut failed = false;
-    let mut apply = |cell: &std::sync::atomic::AtomicU64, f: &dyn Fn(u64) -> Moved| {
-        // Relaxed: under the flock, before the Release store of the boot id publishes it.
-        let m = f(cell.load(Ordering::Relaxed));
-        failed |= m.failed;
-        cell.store(m.word, Ordering::Relaxed);
-    };
-    if let Algorithm::TokenBucket { .. } = def.algorithm {
-        // A fleet share's lease deadline is a time of the dead boot's clock: the share is fenced
-        // (the host's reserved minimum) until its agent renews the lease in this boot.
-        // Relaxed: as above.
-        mapped
-            .word(offset + layout::bucket::DEADLINE * 8)
-            .store(0, Ordering::Relaxed);
-    }
-    match (def.algorithm, def.keyed) {
-        (Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_), _) => {
-            // Permits die with their holders; an adaptive limit's window start is a time of
-            // the dead boot's clock, and it starts again from its initial limit.
-            reset_limit(mapped, index);
-        }
-        (Algorithm::Counters { log_entries }, Some(k)) => {
-            counters::translate(mapped, offset, k.slots() as usize, log_entries, shift);
-        }
-        (_, Some(k)) => {
-            let words = mapped.words(
-                offset + layout::LINE,
-                layout::key_table_words(k.slots() as usize),
-            );
-            for pair in words.chunks_exact(2) {
-                // Relaxed: as above.
-                let tag = pair[0].load(Ordering::Relaxed);
-                if tag != layout::KEY_EMPTY {
-                    apply(&pair[1], &word_of);
-                }
-            }
-        }
-        (Algorithm::SlidingLog { limit, window_ns }, None) => {
-            let entries = mapped.words(offset + layout::LINE, limit as usize);
-            for e in entries {
-                apply(e, &|w| shift.log_entry(w, window_ns));
-            }
-        }
-        (_, None) => {
-            for line in 0..def.split.max(1) as usize {
-                apply(mapped.word(offset + line * layout::LINE), &word_of);
-            }
-        }
-    }
-    failed
 }

@@ -58,6 +58,7 @@ use std::sync::atomic::Ordering;
 mod decide;
 mod fleet;
 pub(crate) mod hot;
+pub(crate) mod reboot;
 mod reserve;
 mod retune;
 mod split;

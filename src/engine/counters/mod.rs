@@ -30,6 +30,7 @@
 pub(crate) mod log;
 #[cfg(test)]
 mod loom_models;
+pub(crate) mod reboot;
 
 use crate::algo::counters::{self as algo, MAX_NOW_NS};
 use crate::algo::{Decision, Step};

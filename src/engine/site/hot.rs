@@ -2,7 +2,7 @@
 //! reads besides its state word, in one place that only this thread writes. The entry is the
 //! site's; what a bucket keeps in it (its slot's parameters, under the generation and tag) is
 //! read and filled by the bucket engine (`engine/bucket/hot.rs`), a window's live limit by the
-//! window engine (`engine/window.rs`).
+//! window engine (`engine/window/mod.rs`).
 //!
 //! An entry holds, for one handle: the parameters of the slot the last decision used (with the
 //! generation of the parameter slots it was read in, so a retune or reset is noticed) or, for a

@@ -6,6 +6,8 @@
 //! state word; a retune stores a new packed limit (a count means the same at any limit, so an
 //! admission never needs giving back).
 
+pub(crate) mod reboot;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::algo::fixed_window::FixedWindow;

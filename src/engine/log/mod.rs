@@ -1,6 +1,8 @@
 //! The sliding-log engine: the control line's first word (the log's head and count) and one
 //! timestamp word per admitted unit in the area after it (see [`crate::algo::sliding_log`]).
 
+pub(crate) mod reboot;
+
 use std::sync::atomic::AtomicU64;
 
 use crate::algo::sliding_log::SlidingLog;
