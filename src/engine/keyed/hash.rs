@@ -96,51 +96,10 @@ pub(super) fn tail(rest: &[u8]) -> u64 {
     }
 }
 
-/// SipHash-1-3 of `key` under the file's seed (in the experiment's builds, see [`EXPERIMENT`]).
+/// SipHash-1-3 of `key` under the file's seed: the format's key hash.
 #[inline]
 pub(crate) fn key_hash(seed: [u64; 2], key: &[u8]) -> u64 {
-    match EXPERIMENT {
-        Experiment::Aes => super::aes::aes_hash(seed, key),
-        Experiment::MultiplyBound => multiply_bound(seed, key),
-        Experiment::None => siphash::<1, 3>(seed[0], seed[1], key),
-    }
-}
-
-/// The key hash of an experiment's build, for the benchmark that compares them.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Experiment {
-    /// SipHash-1-3, the format's hash.
-    None,
-    /// The AES-round hash ([`super::aes`]).
-    Aes,
-    /// [`multiply_bound`]: what a keyed decision costs beyond a hash.
-    MultiplyBound,
-}
-
-/// The build's key hash, from the environment variable `SHMLIMIT_EXPERIMENT_AES_HASH` when the
-/// library is compiled: unset, SipHash-1-3; `aes`, the AES-round hash; `bound`, the multiply
-/// bound. The hash is part of the format and an experiment's is not recorded in the file, so
-/// an experiment's build reads no other build's keyed limits correctly.
-const EXPERIMENT: Experiment = match option_env!("SHMLIMIT_EXPERIMENT_AES_HASH") {
-    None => Experiment::None,
-    Some(v) => match v.as_bytes() {
-        b"aes" => Experiment::Aes,
-        b"bound" => Experiment::MultiplyBound,
-        _ => panic!("SHMLIMIT_EXPERIMENT_AES_HASH is `aes` or `bound`"),
-    },
-};
-
-/// A lower bound for the experiment, not a hash to keep: one 64 x 64 -> 128-bit multiply per
-/// 16-byte block of the key, the halves of the product XORed. It is not a keyed pseudo-random
-/// function (a caller who watches decisions can find colliding keys); the benchmark uses it to
-/// measure what a keyed decision costs beyond its hash.
-fn multiply_bound(seed: [u64; 2], key: &[u8]) -> u64 {
-    let mut h = seed[0] ^ key.len() as u64;
-    super::aes::for_each_block(key, |m| {
-        let p = u128::from(m[0] ^ h) * u128::from(m[1] ^ seed[1]);
-        h = p as u64 ^ (p >> 64) as u64;
-    });
-    h
+    siphash::<1, 3>(seed[0], seed[1], key)
 }
 
 #[cfg(test)]

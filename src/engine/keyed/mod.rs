@@ -35,7 +35,6 @@
 //! is keyed with the file's secret seed, so the probability holds for keys chosen by an adversary
 //! who cannot read the file.
 
-mod aes;
 pub(crate) mod hash;
 
 use crate::algo::{Decision, Step};
