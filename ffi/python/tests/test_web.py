@@ -1,5 +1,5 @@
 """The WSGI and ASGI middleware and the decorator: in-process through wsgiref and a bare ASGI
-call, then the examples under a real gunicorn (4 workers, the Flask app) and two real uvicorn
+call, then the examples under a real gunicorn and a real uWSGI (4 workers, the Flask app) and two real uvicorn
 servers (the FastAPI app), driven by real HTTP clients, with the admitted counts checked
 against the bounds the shared file enforces across the workers."""
 
@@ -20,7 +20,7 @@ from shmlimit import Keyed, Limiter, TokenBucket
 from shmlimit.web import (ASGIMiddleware, Check, Guard, RateLimited, Request, WSGIMiddleware,
                           client_ip, header)
 
-from ._support import FileTest, need
+from ._support import FileTest, need, need_program
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
 HOUR = 3600
@@ -434,6 +434,17 @@ class RealServers(FileTest):
                            "--bind", f"127.0.0.1:{port}", "--workers", "4", "flask_app:app"]],
                          [port])
 
+    def test_flask_under_uwsgi_with_four_processes(self) -> None:
+        """uWSGI imports the app in its master and forks the workers from it (no lazy-apps):
+        the guard made at import time attaches again in every worker (`limits()` compares the
+        pid; uWSGI may run no Python fork hook), and the bounds hold across them."""
+        uwsgi = need_program("uwsgi")
+        need("flask")
+        port = free_port()
+        self.run_servers([[uwsgi, "--http-socket", f"127.0.0.1:{port}", "--master",
+                           "--processes", "4", "--module", "flask_app:app", "--die-on-term",
+                           "--disable-logging", "--need-app"]], [port])
+
     def test_the_gunicorn_config_serves_an_app_of_any_name(self) -> None:
         """The example config with an app module of the user's own name (``my_site:app`` on
         the command line), in a directory holding only it, the config and the limits: the
@@ -528,19 +539,33 @@ class RealServers(FileTest):
         self.assertNotIn("Traceback", text)
 
     def test_a_gunicorn_worker_killed_holding_a_permit_leaks_nothing(self) -> None:
-        """Six clients keep /report busy (two permits on the host, held 100 ms each) on 4
-        gunicorn workers; a worker is SIGKILLed while it holds one. Never more than two are
-        held, the service goes on (gunicorn replaces the worker; the next acquirer takes the
-        dead worker's permit over), and afterwards both permits are free."""
         need("gunicorn")
         need("flask")
-        import signal
         port = free_port()
-        env = dict(self.env(), PER_CLIENT="100000", GLOBAL="100000", PER="1")
-        proc = subprocess.Popen(
+        self.kill_a_permit_holder(
             [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "--bind",
-             f"127.0.0.1:{port}", "--workers", "4", "--timeout", "30", "flask_app:app"],
-            cwd=EXAMPLES, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             f"127.0.0.1:{port}", "--workers", "4", "--timeout", "30", "flask_app:app"], port)
+
+    def test_a_uwsgi_worker_killed_holding_a_permit_leaks_nothing(self) -> None:
+        """As under gunicorn: a permit taken in a worker uWSGI forked is that worker's."""
+        uwsgi = need_program("uwsgi")
+        need("flask")
+        port = free_port()
+        self.kill_a_permit_holder(
+            [uwsgi, "--http-socket", f"127.0.0.1:{port}", "--master", "--processes", "4",
+             "--module", "flask_app:app", "--die-on-term", "--disable-logging", "--need-app"],
+            port)
+
+    def kill_a_permit_holder(self, command: List[str], port: int) -> None:
+        """Six clients keep /report busy (two permits on the host, held 100 ms each) on 4
+        workers of the server ``command`` starts; a worker is SIGKILLed while it holds one.
+        Never more than two are held, the service goes on (the server replaces the worker; the
+        next acquirer takes the dead worker's permit over), and afterwards both permits are
+        free."""
+        import signal
+        env = dict(self.env(), PER_CLIENT="100000", GLOBAL="100000", PER="1")
+        proc = subprocess.Popen(command, cwd=EXAMPLES, env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE)
         try:
             wait_listening(port, proc)
             reports = Limiter.open(self.path, mode=0o660).limit("reports")
