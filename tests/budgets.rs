@@ -50,7 +50,9 @@ fn set_rate_under_load_never_exceeds_the_larger_bound() {
             std::hint::spin_loop();
         }
         if index == 8 {
-            std::thread::sleep(Duration::from_nanos(start + 300 * MS - now_ns()));
+            std::thread::sleep(Duration::from_nanos(
+                (start + 300 * MS).saturating_sub(now_ns()),
+            ));
             api.set_rate(Rate::per_second(500).unwrap()).unwrap();
             let first = now_ns();
             std::thread::sleep(Duration::from_nanos(
