@@ -17,7 +17,7 @@
 //! | [`permits`] (`Permits(site)`) | a concurrency limit's owner words (keyed: permit blocks per key), futex waits, reclaiming the dead's permits |
 //! | [`keyed`] (`Keyed(site)`) | a keyed limit's decisions, over [`keys`], the table of 16-byte key slots (lookup, claims, reclaim, retune) over any word algorithm |
 //! | [`counters`] (`Counters(site)`) | a counters limit's two key tables (fixed and sliding window counters; moving-window log deadlines) and its per-key logs: keyed counters whose window and limit come with each call |
-//! | [`reboot`] | the table of the engines' reboot hooks (each engine's `reboot` module), which opening a file passes down to `file::reboot` |
+//! | [`reboot`] | the table of the engines' hooks (each engine's `reboot` module, and [`reset`]: a limit back to fresh), which opening a file passes down to `file::reboot` |
 //! | [`site`] | one limit's words, clock and counters as this process holds them, the file that replaced its file, and what every decision shares (the straight loop, the refund of a grant, then shadow mode, near-limit and counters) |
 //!
 //! Each engine is a view of the limit's site, one reference; the typed handles call the engine
@@ -104,6 +104,7 @@ pub(crate) mod log;
 pub(crate) mod permits;
 pub(crate) mod rate;
 pub(crate) mod reboot;
+pub(crate) mod reset;
 pub(crate) mod site;
 pub(crate) mod window;
 

@@ -1,8 +1,9 @@
-//! The engines' reboot hooks, as the table `file::reboot` calls: the first open after a boot-id
-//! change hands each limit to [`translate_limit`], which matches the limit's kind once and runs
-//! its engine's hook over the limit's words (see the module docs of `file::reboot` for the
-//! rules and the protocol around them). `file/` does not import the engines; a caller that
-//! opens a file passes this function down.
+//! The engines' reboot hooks, as the table `file::reboot` calls ([`HOOKS`]): the first open
+//! after a boot-id change hands each limit to [`translate_limit`], which matches the limit's
+//! kind once and runs its engine's hook over the limit's words (see the module docs of
+//! `file::reboot` for the rules and the protocol around them), or, for a file that resets at a
+//! reboot, to the engines' reset (`engine::reset`). `file/` does not import the engines; a
+//! caller that opens a file passes [`HOOKS`] down.
 //!
 //! | kind | hook |
 //! |---|---|
@@ -14,10 +15,17 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::reset::reset_limit;
 use super::{bucket, counters, log, window};
-use crate::file::reboot::{ok, Moved, Shift};
-use crate::file::{layout, reset_limit, Mapped};
+use crate::file::reboot::{ok, EngineHooks, Moved, Shift};
+use crate::file::{layout, Mapped};
 use crate::spec::Algorithm;
+
+/// The engines' hooks, as opening a file passes them to `file::reboot`.
+pub(crate) static HOOKS: EngineHooks = EngineHooks {
+    translate: translate_limit,
+    reset: reset_limit,
+};
 
 /// Translate limit `index`'s states onto this boot's timeline; true if one of them could not
 /// be translated and was stored failing closed. Runs under the file's exclusive lock, before

@@ -10,7 +10,7 @@ use std::path::Path;
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::layout::{self, word, Geometry, DEF_SIZE, HEADER_SIZE, MAX_LIMITS};
-use super::reboot::{self, TranslateLimit};
+use super::reboot::{self, EngineHooks};
 use super::{allocate_holes, corrupt, io_err, Access, Ident, Mapped};
 use crate::clock;
 use crate::error::{Error, Result};
@@ -74,7 +74,7 @@ pub(super) fn attach(
     path: &Path,
     access: &Access,
     snapshot: bool,
-    translate: TranslateLimit,
+    hooks: &EngineHooks,
 ) -> Result<Mapped> {
     let meta = file.metadata().map_err(|e| io_err("fstat", path, e))?;
     if !meta.file_type().is_file() {
@@ -256,6 +256,6 @@ pub(super) fn attach(
         ident,
         access: access.clone(),
     };
-    reboot::on_open(&mapped, translate)?;
+    reboot::on_open(&mapped, hooks)?;
     Ok(mapped)
 }

@@ -52,9 +52,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use memmap2::MmapRaw;
 
 use crate::error::{Error, Result};
-use crate::spec::{validate_name, Algorithm, LimitDef};
+use crate::spec::{validate_name, LimitDef};
 use layout::{word, Geometry, MAX_LIMITS};
-use reboot::TranslateLimit;
+use reboot::EngineHooks;
 
 /// Who may open a file, and how it is created.
 #[derive(Debug, Clone)]
@@ -200,41 +200,37 @@ pub(crate) fn create_or_open(
     path: &Path,
     defs: &[LimitDef],
     access: &Access,
-    translate: TranslateLimit,
+    hooks: &EngineHooks,
 ) -> Result<Mapped> {
     check_mode(access)?;
     check_defs(defs)?;
     check_directory(path, access)?;
     for _ in 0..64 {
         match open_existing(path) {
-            Ok(file) => return attach(file, path, access, false, translate),
+            Ok(file) => return attach(file, path, access, false, hooks),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err("opening", path, e)),
         }
         if create_new(path, defs, access)? {
             let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-            return attach(file, path, access, false, translate);
+            return attach(file, path, access, false, hooks);
         }
     }
     Err(Error::NotInitialized(path.to_owned()))
 }
 
 /// Attach to an existing file, taking its definitions as they are.
-pub(crate) fn open(path: &Path, access: &Access, translate: TranslateLimit) -> Result<Mapped> {
+pub(crate) fn open(path: &Path, access: &Access, hooks: &EngineHooks) -> Result<Mapped> {
     check_mode(access)?;
     check_directory(path, access)?;
     let file = open_existing(path).map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, access, false, translate)
+    attach(file, path, access, false, hooks)
 }
 
 /// A private copy of an existing file, for reading its state: validated as [`open`] does,
 /// opened read-only, and copied with `pread` into anonymous memory, never mapped. Holes are not
 /// read (nor allocated); nothing written to the copy reaches the file.
-pub(crate) fn open_snapshot(
-    path: &Path,
-    access: &Access,
-    translate: TranslateLimit,
-) -> Result<Mapped> {
+pub(crate) fn open_snapshot(path: &Path, access: &Access, hooks: &EngineHooks) -> Result<Mapped> {
     check_mode(access)?;
     check_directory(path, access)?;
     let file = fs::OpenOptions::new()
@@ -242,7 +238,7 @@ pub(crate) fn open_snapshot(
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| io_err("opening", path, e))?;
-    attach(file, path, access, true, translate)
+    attach(file, path, access, true, hooks)
 }
 
 /// Replace the file at `path` with a new one holding `defs`: the new file is complete (written
@@ -263,7 +259,7 @@ pub(crate) fn replace(
     access: &Access,
     old: &Mapped,
     carry: &[(usize, usize)],
-    translate: TranslateLimit,
+    hooks: &EngineHooks,
 ) -> Result<()> {
     check_defs(defs)?;
     let meta = old.file.metadata().map_err(|e| io_err("fstat", path, e))?;
@@ -289,7 +285,7 @@ pub(crate) fn replace(
         ));
     }
     if !carry.is_empty() {
-        if let Err(e) = carry_state(old, &tmp, access, carry, translate) {
+        if let Err(e) = carry_state(old, &tmp, access, carry, hooks) {
             let _ = fs::remove_file(&tmp);
             return Err(e);
         }
@@ -310,9 +306,9 @@ fn carry_state(
     tmp: &Path,
     access: &Access,
     carry: &[(usize, usize)],
-    translate: TranslateLimit,
+    hooks: &EngineHooks,
 ) -> Result<()> {
-    let new = open(tmp, access, translate)?;
+    let new = open(tmp, access, hooks)?;
     for &(from, to) in carry {
         let (src, len) = old.geometry.slots[from];
         let (dst, new_len) = new.geometry.slots[to];
@@ -362,58 +358,4 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> Error {
         path: path.to_owned(),
         reason: reason.into(),
     }
-}
-
-/// Return one limit's state to fresh: full bucket, empty windows, log and table, no permits. The
-/// live parameters are kept (a retuned rate survives), moved to parameter slot 0.
-pub(crate) fn reset_limit(mapped: &Mapped, index: usize) {
-    let def = &mapped.defs[index];
-    let (offset, len) = mapped.geometry.slots[index];
-    let line = |i: usize| mapped.word(offset + i * 8);
-    // A reset races with decisions by design (they retry on the new words); the boot-id path
-    // publishes it with a Release store afterwards. The state word is stored with Release
-    // (below), after the parameter slot it names: a decision that loads the new word (Acquire)
-    // sees the copied slot, never the slot's contents from before the last retune.
-    if let Algorithm::TokenBucket { .. } = def.algorithm {
-        let active = (line(layout::bucket::ACTIVE).load(Ordering::Relaxed) & 1) as usize;
-        if active == 1 {
-            // Copied as they are (a damaged slot stays damaged), in a retune's order: the check
-            // cleared first, so that a reader mid-copy fails its check and retries, and stored
-            // last.
-            let from = |k: usize| line(layout::bucket::PARAMS[1] + k).load(Ordering::Acquire);
-            let to = |k: usize| line(layout::bucket::PARAMS[0] + k);
-            let check = from(2);
-            to(2).store(0, Ordering::Relaxed);
-            to(0).store(from(0), Ordering::Relaxed);
-            to(1).store(from(1), Ordering::Relaxed);
-            to(2).store(check, Ordering::Release);
-        }
-        // Slot 0 active, in a new generation (`engine::bucket::bump`): a cached copy of slot 0
-        // from before the copy no longer matches, and a decision racing the reset that loaded
-        // a word equal to the fresh one gives its admission back. Release: after the copy;
-        // the state word below is stored after it.
-        let generation = line(layout::bucket::ACTIVE).load(Ordering::Relaxed) >> 1;
-        line(layout::bucket::ACTIVE).store(
-            (generation.wrapping_add(1) << 1) & !layout::bucket::PARAM_TAG,
-            Ordering::Release,
-        );
-        // A fleet share's deadline is on the monotonic clock of the boot that wrote it: a reset
-        // (a reboot, or an operator's) fences the share until its agent renews.
-        line(layout::bucket::DEADLINE).store(0, Ordering::Relaxed);
-    }
-    match def.algorithm {
-        Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_) => {
-            for w in mapped.words(offset, len / 8) {
-                w.store(0, Ordering::Relaxed);
-            }
-        }
-        _ => {
-            // Release: see above.
-            line(0).store(0, Ordering::Release);
-            for w in mapped.words(offset + layout::LINE, (len - layout::LINE) / 8) {
-                w.store(0, Ordering::Relaxed);
-            }
-        }
-    }
-    reboot::clear_failed(mapped, index);
 }

@@ -43,7 +43,8 @@
 //!
 //! What each kind's words become is its engine's: the `reboot` module of each engine, listed
 //! in one table by `engine::reboot::translate_limit`, which whoever opens a file passes down
-//! ([`TranslateLimit`]). This module keeps the protocol: the lock, the marker, the order.
+//! with the engines' reset ([`EngineHooks`]). This module keeps the protocol: the lock, the
+//! marker, the order.
 //!
 //! **What cannot be translated fails closed.** A TAT past 2^63 - 1 ns, a log time past the
 //! 48-bit unit range, or a window further ahead than its encoding tells from a stale read
@@ -62,7 +63,7 @@ use std::sync::atomic::Ordering;
 
 use super::layout::{self, word};
 use super::lock::FileLock;
-use super::{reset_limit, Mapped};
+use super::Mapped;
 use crate::clock::{self, Clock};
 use crate::error::{Error, Result};
 
@@ -72,10 +73,15 @@ mod shift;
 pub(crate) use shift::tests;
 pub(crate) use shift::{ok, Moved, Shift};
 
-/// Each engine's translation of a limit's states (`engine::reboot::translate_limit`), passed
-/// down by whoever opens a file: limit `index` onto this boot's timeline by the shift; true if
-/// a state could not be translated and was stored failing closed.
-pub(crate) type TranslateLimit = fn(&Mapped, usize, &Shift) -> bool;
+/// What the first open after a reboot needs from the engines (`engine::reboot::HOOKS`), passed
+/// down by whoever opens a file: `file/` imports no engine.
+pub(crate) struct EngineHooks {
+    /// Move limit `index`'s states onto this boot's timeline by the shift; true if a state
+    /// could not be translated and was stored failing closed.
+    pub translate: fn(&Mapped, usize, &Shift) -> bool,
+    /// Return limit `index`'s states to fresh, keeping its live parameters.
+    pub reset: fn(&Mapped, usize),
+}
 
 /// What the first open after a reboot does with the stored state. Stored in the file at creation
 /// (header word 25); openers use the file's choice.
@@ -211,7 +217,7 @@ pub(crate) fn clear_failed(mapped: &Mapped, index: usize) {
 
 /// If the file's boot id is not this boot's, translate or reset its state, once, under an
 /// exclusive `flock`; then record this boot as alive.
-pub(crate) fn on_open(mapped: &Mapped, translate: TranslateLimit) -> Result<()> {
+pub(crate) fn on_open(mapped: &Mapped, hooks: &EngineHooks) -> Result<()> {
     let ours = boot_words();
     let current = || {
         [
@@ -230,8 +236,8 @@ pub(crate) fn on_open(mapped: &Mapped, translate: TranslateLimit) -> Result<()> 
         // One reading of this boot's offset: the shift and the new windows' phase agree.
         let offset = clock::wall_offset_ns();
         match policy {
-            OnReboot::Reset => reset_all(mapped),
-            OnReboot::Translate => translate_all(mapped, ours, offset, translate),
+            OnReboot::Reset => reset_all(mapped, hooks),
+            OnReboot::Translate => translate_all(mapped, ours, offset, hooks),
         }
         // Relaxed: published by the Release stores of the boot id below.
         mapped
@@ -257,9 +263,9 @@ pub(crate) fn on_open(mapped: &Mapped, translate: TranslateLimit) -> Result<()> 
 }
 
 /// Today's reset: every state fresh, counters zero, `reset_count` + 1.
-fn reset_all(mapped: &Mapped) {
+fn reset_all(mapped: &Mapped, hooks: &EngineHooks) {
     for index in 0..mapped.defs.len() {
-        reset_limit(mapped, index);
+        (hooks.reset)(mapped, index);
     }
     let g = &mapped.geometry;
     for w in mapped.words(g.stats_offset, g.stats_len / 8) {
@@ -272,7 +278,7 @@ fn reset_all(mapped: &Mapped) {
 }
 
 /// Every state onto this boot's timeline (see the module docs).
-fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64, translate: TranslateLimit) {
+fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64, hooks: &EngineHooks) {
     let interrupted = [
         mapped.header(word::TRANSLATING),
         mapped.header(word::TRANSLATING + 1),
@@ -319,7 +325,7 @@ fn translate_all(mapped: &Mapped, ours: [u64; 2], p_new: u64, translate: Transla
             interrupted: ambiguous,
             ..shift
         };
-        if translate(mapped, index, &this) || ambiguous {
+        if (hooks.translate)(mapped, index, &this) || ambiguous {
             let (w, bit) = failed_word(mapped, index);
             w.fetch_or(bit, Ordering::Relaxed);
         }

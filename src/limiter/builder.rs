@@ -1,7 +1,7 @@
 //! [`Builder`]: defining limits, and creating, attaching to, adopting or snapshotting a file.
 
 use crate::engine::bucket::Bucket;
-use crate::engine::reboot::translate_limit;
+use crate::engine::reboot::HOOKS;
 use std::path::Path;
 use std::time::Duration;
 
@@ -186,7 +186,7 @@ impl<C: Clock> Builder<C> {
         }
         let path = path.as_ref();
         for _ in 0..64 {
-            let mapped = file::create_or_open(path, &self.defs, &self.access, translate_limit)?;
+            let mapped = file::create_or_open(path, &self.defs, &self.access, &HOOKS)?;
             let limiter = Limiter::from_mapped(mapped, self.clock.clone())?;
             let diff = reconcile::diff(&self.defs, &limiter.live_definitions());
             if diff.is_empty() {
@@ -268,7 +268,7 @@ impl<C: Clock> Builder<C> {
             &self.access,
             &limiter.shared.mapped,
             &carry,
-            translate_limit,
+            &HOOKS,
         )?;
         Ok(false)
     }
@@ -286,7 +286,7 @@ impl<C: Clock> Builder<C> {
         if !self.defs.is_empty() {
             file::check_defs(&self.defs)?;
         }
-        let mapped = file::open(path.as_ref(), &self.access, translate_limit)?;
+        let mapped = file::open(path.as_ref(), &self.access, &HOOKS)?;
         let limiter = Limiter::from_mapped(mapped, self.clock)?;
         if !self.defs.is_empty() {
             let diff = reconcile::diff(&self.defs, &limiter.live_definitions());
@@ -314,7 +314,7 @@ impl<C: Clock> Builder<C> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let mapped = file::open_snapshot(path.as_ref(), &self.access, translate_limit)?;
+        let mapped = file::open_snapshot(path.as_ref(), &self.access, &HOOKS)?;
         Limiter::from_mapped(mapped, self.clock)
     }
 }

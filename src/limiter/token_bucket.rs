@@ -10,7 +10,6 @@ use crate::engine::window::Window;
 use crate::clock::Clock;
 use crate::engine;
 use crate::error::Result;
-use crate::file;
 use crate::spec::{Algorithm, Rate};
 
 use super::RetuneGuard;
@@ -54,7 +53,7 @@ impl<C: Clock> Site<C> {
     /// [`Error::Io`](crate::Error::Io) if the retune lock cannot be taken.
     pub fn reset(&self) -> Result<()> {
         let _guard = self.retune_lock()?;
-        file::reset_limit(&self.shared.mapped, self.index);
+        crate::engine::reset::reset_limit(&self.shared.mapped, self.index);
         Ok(())
     }
 

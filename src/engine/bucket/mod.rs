@@ -200,6 +200,29 @@ pub(crate) fn bump<A: AtomicWord>(control: &[A], slot: usize) {
     control[bucket::ACTIVE].store(next | (slot as u64 & 1), Ordering::Release);
 }
 
+/// A reset's part of a bucket's control line (see `engine::reset`): the live parameter slot
+/// copied to slot 0 as it is (a damaged slot stays damaged), in a retune's order (its check
+/// cleared first, so that a reader mid-copy fails its check and retries, and stored last); slot
+/// 0 active in a new generation ([`bump`]: a cached copy of slot 0 from before the copy no
+/// longer matches, and a decision racing the reset that loaded a word equal to the fresh one
+/// gives its admission back); and a fleet share's lease deadline, a time of the monotonic
+/// clock of the boot that wrote it, forgotten (the share is fenced until its agent renews).
+/// The caller stores the fresh state word after this (Release).
+pub(crate) fn reset_params<A: AtomicWord>(control: &[A]) {
+    // Relaxed: only the holder of the retune lock (or the reboot's flock) writes these words.
+    if control[bucket::ACTIVE].load(Ordering::Relaxed) & 1 == 1 {
+        let from = |k: usize| control[bucket::PARAMS[1] + k].load(Ordering::Acquire);
+        let to = |k: usize| &control[bucket::PARAMS[0] + k];
+        let check = from(2);
+        to(2).store(0, Ordering::Relaxed);
+        to(0).store(from(0), Ordering::Relaxed);
+        to(1).store(from(1), Ordering::Relaxed);
+        to(2).store(check, Ordering::Release);
+    }
+    bump(control, 0);
+    control[bucket::DEADLINE].store(0, Ordering::Relaxed);
+}
+
 /// Give back an admission of `units_ns` nanoseconds of a tagged state word (its cost times the
 /// emission interval it was decided with): the theoretical arrival time moves back by as much,
 /// never below `now` (never fuller than full); the tag is kept.

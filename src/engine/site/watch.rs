@@ -16,7 +16,7 @@ use crate::file::lock::FileLock;
 use crate::file::{self, Mapped};
 use crate::tally::Region;
 
-use crate::engine::reboot::translate_limit;
+use crate::engine::reboot::HOOKS;
 use crate::engine::{params_of, Params};
 
 pub(crate) struct Shared {
@@ -141,8 +141,7 @@ impl Shared {
             );
             return Ok(None);
         }
-        match file::open(&self.mapped.anchor, &self.mapped.access, translate_limit).map(Shared::new)
-        {
+        match file::open(&self.mapped.anchor, &self.mapped.access, &HOOKS).map(Shared::new) {
             Ok(next) => {
                 *failure = None;
                 Ok(Some(Arc::clone(
