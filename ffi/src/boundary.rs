@@ -120,6 +120,29 @@ pub(crate) unsafe fn arg_ref<'a, T>(argument: &str, ptr: *const T) -> Result<&'a
     Ok(unsafe { ptr.as_ref() })
 }
 
+/// [`arg_ref`] with the argument's name made only when the pointer is refused: a composed
+/// check names `checks[i].limit`, and formatting that name on every call cost more than the
+/// decisions.
+///
+/// # Safety
+///
+/// As [`arg_ref`].
+#[inline]
+pub(crate) unsafe fn arg_ref_named<'a, T>(
+    argument: impl FnOnce() -> String,
+    ptr: *const T,
+) -> Result<&'a T, Failure> {
+    match NonNull::new(ptr.cast_mut()) {
+        // SAFETY: non-NULL and aligned (checked); validity for 'a is the caller's contract.
+        Some(p) if p.as_ptr().is_aligned() => Ok(unsafe { p.as_ref() }),
+        // The failure, named (cold).
+        _ => check(&argument(), ptr).map(|p| {
+            // SAFETY: as above (not reached: the pointer was just refused).
+            unsafe { p.as_ref() }
+        }),
+    }
+}
+
 /// Borrow an optional input (NULL means "use the defaults").
 ///
 /// # Safety

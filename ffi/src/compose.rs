@@ -1,6 +1,6 @@
 //! Composed checks from C: one request, several limits, all or nothing.
 
-use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
+use super::boundary::{arg_out, arg_ref, arg_ref_named, arg_slice, ffi_boundary};
 use super::keyed::key_arg;
 use super::shmlimit_status;
 use super::status::{shmlimit_status::*, Failure};
@@ -8,16 +8,22 @@ use super::types::{shmlimit_check, shmlimit_composed, shmlimit_decision, SHMLIMI
 use shmlimit::Limit;
 use shmlimit::{try_acquire_all, Check};
 
-/// A decision slot with nothing in it (see `shmlimit_composed.decisions`).
-const NONE: shmlimit_decision = shmlimit_decision {
-    allowed: false,
-    shadow_denied: false,
-    remaining: 0,
-    retry_after_ns: 0,
-    grant: [0; 2],
-    reserved: [0; 2],
-    reset_after_ns: 0,
-};
+/// The checks of a call, as the Rust API's: at most [`SHMLIMIT_MAX_CHECKS`], kept on the stack
+/// (a `Vec` per call was an allocation and a free on every composed check).
+struct RustChecks<'a> {
+    /// `checks[..len]` are the call's; the rest repeat the first (`None`: no checks).
+    checks: Option<[Check<'a>; SHMLIMIT_MAX_CHECKS]>,
+    len: usize,
+}
+
+impl<'a> RustChecks<'a> {
+    fn as_slice(&self) -> &[Check<'a>] {
+        match &self.checks {
+            Some(all) => &all[..self.len],
+            None => &[],
+        }
+    }
+}
 
 /// The checks of `checks` as the Rust API's: each limit checked (non-NULL, aligned), with its
 /// key when it has one (`Check::keyed`), else unkeyed (`Check::new`).
@@ -26,7 +32,7 @@ const NONE: shmlimit_decision = shmlimit_decision {
 ///
 /// Every `checks[i].limit` must be NULL or a live handle, and every `checks[i].key` NULL or
 /// `checks[i].key_len` readable bytes, for as long as `checks` is borrowed.
-unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failure> {
+unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<RustChecks<'_>, Failure> {
     if checks.len() > SHMLIMIT_MAX_CHECKS {
         return Err(Failure::new(
             SHMLIMIT_BAD_LENGTH,
@@ -36,26 +42,29 @@ unsafe fn rust_checks(checks: &[shmlimit_check]) -> Result<Vec<Check<'_>>, Failu
             ),
         ));
     }
-    checks
-        .iter()
-        .enumerate()
-        .map(|(i, check)| {
-            // SAFETY: NULL or a live handle (the caller's contract).
-            let limit: &Limit = unsafe { arg_ref(&format!("checks[{i}].limit"), check.limit) }?
-                .inner
-                .as_limit();
-            if check.key.is_null() && check.key_len == 0 {
-                return Ok(shmlimit::c_abi::check(limit, None, check.cost));
-            }
+    let mut out = RustChecks {
+        checks: None,
+        len: checks.len(),
+    };
+    for (i, check) in checks.iter().enumerate() {
+        // SAFETY: NULL or a live handle (the caller's contract).
+        let limit: &Limit = unsafe { arg_ref_named(|| format!("checks[{i}].limit"), check.limit) }?
+            .inner
+            .as_limit();
+        let rust = if check.key.is_null() && check.key_len == 0 {
+            shmlimit::c_abi::check(limit, None, check.cost)
+        } else {
             // SAFETY: `key` is NULL or points at `key_len` readable bytes (the caller's
             // contract); NULL with a length is refused there.
             let key = unsafe { key_arg(check.key, check.key_len) }.map_err(|mut f| {
                 f.message = format!("checks[{i}].{}", f.message);
                 f
             })?;
-            Ok(shmlimit::c_abi::check(limit, Some(key), check.cost))
-        })
-        .collect()
+            shmlimit::c_abi::check(limit, Some(key), check.cost)
+        };
+        out.checks.get_or_insert([rust; SHMLIMIT_MAX_CHECKS])[i] = rust;
+    }
+    Ok(out)
 }
 
 /// Admit a request on every limit of `checks`, or on none: the limits are acquired in order,
@@ -101,29 +110,32 @@ pub unsafe extern "C" fn shmlimit_acquire_all(
         // SAFETY: their limits are NULL or live handles, their keys NULL or readable (the
         // caller's contract).
         let rust = unsafe { rust_checks(checks) }?;
-        let composed = try_acquire_all(&rust)?;
-        let mut decisions = [NONE; SHMLIMIT_MAX_CHECKS];
-        for (i, slot) in decisions.iter_mut().enumerate().take(checks.len()) {
+        let composed = try_acquire_all(rust.as_slice())?;
+        let out = out.as_ptr();
+        // SAFETY: `composed_out` is valid for one write (the caller's contract). Written in
+        // place, field by field after zeroing (the decisions past `count` stay zero): built
+        // aside, the 552-byte outcome was copied into it whole on every call.
+        unsafe {
+            out.write_bytes(0, 1);
+            (*out).allowed = composed.is_allowed();
+            (*out).denied_by = composed.denied_by().map_or(-1, |i| i as i32);
+            (*out).count = checks.len() as u32;
+            (*out).retry_after_ns = composed.retry_after_ns();
+        }
+        for i in 0..checks.len() {
             if let Some(d) = composed.decision(i) {
                 let d = shmlimit_decision::from(*d);
                 // Only the grants of an allowed request can be refunded; peeks took nothing.
-                *slot = if composed.is_allowed() {
+                let d = if composed.is_allowed() {
                     d
                 } else {
                     d.without_grant()
                 };
+                // SAFETY: as above; `i` < `checks.len()` <= SHMLIMIT_MAX_CHECKS (checked by
+                // `rust_checks`).
+                unsafe { (*out).decisions[i] = d };
             }
         }
-        let result = shmlimit_composed {
-            allowed: composed.is_allowed(),
-            denied_by: composed.denied_by().map_or(-1, |i| i as i32),
-            count: checks.len() as u32,
-            retry_after_ns: composed.retry_after_ns(),
-            decisions,
-            reserved: [0; 2],
-        };
-        // SAFETY: `composed_out` is valid for one write (the caller's contract).
-        unsafe { out.write(result) };
         Ok(())
     })
 }
@@ -170,7 +182,7 @@ pub unsafe extern "C" fn shmlimit_refund_all(
             return Ok(());
         }
         let mut first = Ok(());
-        for (check, decision) in rust.iter().zip(&composed.decisions) {
+        for (check, decision) in rust.as_slice().iter().zip(&composed.decisions) {
             if let Err(e) = shmlimit::c_abi::give_back(check, &decision.to_grant()) {
                 first = first.and(Err(Failure::from(e)));
             }
