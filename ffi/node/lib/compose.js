@@ -2,6 +2,8 @@
 // Composed checks (all or nothing over up to 8 limits) and the client headers the library
 // renders for decisions.
 
+const { inspect } = require('node:util');
+
 const native = require('./native');
 const { Decision, readDecisionAt, writeDecision } = require('./decision');
 const { failure } = require('./errors');
@@ -32,33 +34,52 @@ function checksOf(checks) {
   return { limits, costs, keys };
 }
 
+// The addon writes each composed outcome (the C `shmlimit_composed`) into this one buffer, read
+// at once into a Composed; a refund writes its decisions back into it. Allocating a buffer per
+// call cost more than the composed decision itself.
+const scratch = new Uint8Array(COMPOSED_SIZE);
+const scratchWords = new Uint32Array(scratch.buffer, scratch.byteOffset, COMPOSED_SIZE >> 2);
+const DECISIONS_AT = COMPOSED_DECISIONS >> 2;
+
 /** The outcome of a composed check. */
 class Composed {
-  constructor(limits, costs, raw, keys) {
-    const words = new Uint32Array(raw.buffer, raw.byteOffset, raw.byteLength >> 2);
+  constructor(limits, costs, keys) {
     /** Every limit admitted. */
-    this.allowed = raw[0] === 1;
+    this.allowed = scratch[0] === 1;
     /** Index of the first limit that denied; -1 when allowed. */
-    this.deniedBy = words[1] | 0;
-    const retryNs = words[4] + words[5] * 4294967296;
+    this.deniedBy = scratchWords[1] | 0;
+    const retryNs = scratchWords[4] + scratchWords[5] * 4294967296;
     /** Milliseconds until the whole request could pass. */
     this.retryAfterMs = retryNs / 1e6;
     this.retryAfterNs = retryNs;
     /** Each limit's decision: its grant when allowed; the denial and peeks after it. */
     this.decisions = new Array(limits.length);
     for (let i = 0; i < limits.length; i++) {
-      this.decisions[i] = readDecisionAt(raw, words, (COMPOSED_DECISIONS >> 2) + 16 * i);
+      this.decisions[i] = readDecisionAt(scratch, scratchWords, DECISIONS_AT + 16 * i);
     }
     this.limits = limits;
-    Object.defineProperty(this, '_costs', { value: costs });
-    Object.defineProperty(this, '_raw', { value: raw });
-    Object.defineProperty(this, '_keys', { value: keys });
+    // What a refund passes again. (Plain fields, left out of `inspect`: defining them
+    // non-enumerable cost about as much as the composed decision.)
+    this._costs = costs;
+    this._keys = keys;
   }
 
   /** Give every grant back (the work was not done). */
   refund() {
-    const st = native.refundAll(this.limits.map((l) => l._h), this._costs, this._raw, this._keys);
+    // The outcome as the library wrote it, rebuilt from the decisions (each keeps its grant).
+    scratch.fill(0);
+    scratch[0] = this.allowed ? 1 : 0;
+    scratchWords[2] = this.decisions.length;
+    for (let i = 0; i < this.decisions.length; i++) {
+      writeDecision(this.decisions[i], scratch, scratchWords, DECISIONS_AT + 16 * i);
+    }
+    const st = native.refundAll(this.limits.map((l) => l._h), this._costs, scratch, this._keys);
     if (st !== 0) throw failure(st, 'refundAll');
+  }
+
+  [inspect.custom](depth, options, insp) {
+    const { _costs, _keys, ...shown } = this;
+    return `Composed ${insp(shown, options)}`;
   }
 }
 
@@ -67,10 +88,11 @@ class Composed {
  *  already taken are refunded there. */
 function tryAcquireAll(checks) {
   const { limits, costs, keys } = checksOf(checks);
-  const raw = new Uint8Array(COMPOSED_SIZE);
-  const st = native.acquireAll(limits.map((l) => l._h), costs, raw, keys);
+  const handles = new Array(limits.length);
+  for (let i = 0; i < limits.length; i++) handles[i] = limits[i]._h;
+  const st = native.acquireAll(handles, costs, scratch, keys);
   if (st !== 0) throw failure(st, 'tryAcquireAll');
-  return new Composed(limits, costs, raw, keys);
+  return new Composed(limits, costs, keys);
 }
 
 /** Wait on timers until every check admits at once (or the timeout passes). */
