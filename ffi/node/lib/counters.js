@@ -201,4 +201,12 @@ class Counters {
   }
 }
 
-module.exports = { Counters, MAX_COUNT };
+/** Throw the error a call would for a window of `ms`; counts nothing. */
+function checkWindowMs(ms, what) {
+  const ns = windowNs(ms, what);
+  if (ns < 1e6) {
+    throw makeError(INVALID_PARAMETER, `${what}: a window of ${ms} ms is shorter than the file's shortest (1 ms)`);
+  }
+}
+
+module.exports = { Counters, MAX_COUNT, MAX_WINDOW_MS: 2 ** 55 / 1e6, checkWindowMs };
