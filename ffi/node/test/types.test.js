@@ -12,11 +12,20 @@ const { test } = require('node:test');
 const tsc = require.resolve('typescript/bin/tsc');
 const typeRoots = [path.dirname(path.dirname(require.resolve('@types/node/package.json')))];
 
-function compile(file, t) {
+// The typings of a devDependency (found as `require` finds it), for `paths`.
+function typesOf(name) {
+  let dir = path.dirname(require.resolve(name));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) dir = path.dirname(dir);
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
+  return path.join(dir, pkg.types || pkg.typings);
+}
+
+function compile(file, t, paths = {}) {
   const dir = path.join(__dirname, 'types');
   const config = path.join(dir, `tsconfig.${path.basename(file, '.ts')}.json`);
   const base = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'));
-  fs.writeFileSync(config, JSON.stringify({ ...base, compilerOptions: { ...base.compilerOptions, typeRoots }, files: [file] }));
+  const compilerOptions = { ...base.compilerOptions, typeRoots, paths: { ...base.compilerOptions.paths, ...paths } };
+  fs.writeFileSync(config, JSON.stringify({ ...base, compilerOptions, files: [file] }));
   t.after(() => fs.rmSync(config, { force: true }));
   return spawnSync(process.execPath, [tsc, '-p', config], { encoding: 'utf8' });
 }
@@ -29,6 +38,16 @@ test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not
   assert.notEqual(bad.status, 0, 'tsc accepted misuse.ts');
   assert.match(bad.stdout, /misuse\.ts\(5,16\): error TS2345/);
   assert.match(bad.stdout, /misuse\.ts\(6,12\): error TS2345/);
+});
+
+test('the subpaths\' declarations fit express-rate-limit\'s Store and rate-limiter-flexible\'s classes under tsc --strict', (t) => {
+  const out = compile('stores.ts', t, {
+    'shmlimit/express-rate-limit': ['../../lib/express-rate-limit.d.ts'],
+    'shmlimit/rate-limiter-flexible': ['../../lib/rate-limiter-flexible.d.ts'],
+    'express-rate-limit': [typesOf('express-rate-limit')],
+    'rate-limiter-flexible': [typesOf('rate-limiter-flexible')],
+  });
+  assert.equal(out.status, 0, `tsc failed on stores.ts:\n${out.stdout}${out.stderr}`);
 });
 
 test('index.d.ts declares every export of the module, and nothing it does not export', () => {
