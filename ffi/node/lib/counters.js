@@ -209,4 +209,8 @@ function checkWindowMs(ms, what) {
   }
 }
 
-module.exports = { Counters, MAX_COUNT, MAX_WINDOW_MS: 2 ** 55 / 1e6, checkWindowMs };
+/** The unit a fixed window's end is kept in (2^21 ns, rounded up): a window lasts at most this
+ *  much longer than asked. */
+const WINDOW_UNIT_MS = 2 ** 21 / 1e6;
+
+module.exports = { Counters, MAX_COUNT, MAX_WINDOW_MS: 2 ** 55 / 1e6, WINDOW_UNIT_MS, checkWindowMs };

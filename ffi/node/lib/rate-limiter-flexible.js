@@ -13,7 +13,7 @@
 // window of `duration`, every consume adds its points (a rejected one too, as
 // RateLimiterMemory counts it), each one compare-and-swap in the shared file.
 
-const { Counters, MAX_COUNT, MAX_WINDOW_MS } = require('./counters');
+const { Counters, MAX_COUNT, MAX_WINDOW_MS, WINDOW_UNIT_MS } = require('./counters');
 
 function peer() {
   try {
@@ -74,9 +74,16 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
     return seconds === 0 ? MAX_WINDOW_MS : seconds * 1000;
   }
 
-  // msBeforeNext as rate-limiter-flexible reports it: -1 for a key that never expires.
+  // msBeforeNext as rate-limiter-flexible reports it: -1 for a key that never expires; else
+  // the end of the window as asked, to the file's unit: a window's end is kept rounded up to
+  // 2^21 ns, so what is left, less that unit, never exceeds the duration (as RateLimiterMemory
+  // reports it) and is at most 2.1 ms short of the true end.
   static _left(windowMs, resetMs) {
-    return windowMs === MAX_WINDOW_MS ? -1 : Math.max(0, Math.round(resetMs));
+    return windowMs === MAX_WINDOW_MS ? -1 : RateLimiterShmlimit._asked(resetMs);
+  }
+
+  static _asked(resetMs) {
+    return Math.max(0, Math.ceil(resetMs - WINDOW_UNIT_MS));
   }
 
   _res(consumed, windowMs, resetMs, first) {
@@ -89,7 +96,7 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
     const windowMs = RateLimiterShmlimit._ms(this._getKeySecDuration(options));
     const { count, resetMs } = this.counters.incrWithReset(this._key(key), windowMs, points);
     const consumed = count === Infinity ? this.points + points : count;
-    return this._res(consumed, windowMs, resetMs || windowMs, count === points);
+    return this._res(consumed, windowMs, resetMs || windowMs + WINDOW_UNIT_MS, count === points);
   }
 
   /** Consume `points` (default 1): resolves a RateLimiterRes, rejects one when the key has
@@ -153,7 +160,7 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
       const windowMs = RateLimiterShmlimit._ms(secDuration);
       const points = this.points + 1;
       this.counters.set(this._key(key), windowMs, points);
-      resolve(new RateLimiterRes(0, RateLimiterShmlimit._left(windowMs, windowMs), points));
+      resolve(new RateLimiterRes(0, RateLimiterShmlimit._left(windowMs, windowMs + WINDOW_UNIT_MS), points));
     });
   }
 
@@ -162,7 +169,7 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
     return new Promise((resolve) => {
       const windowMs = RateLimiterShmlimit._ms(secDuration >= 0 ? secDuration : this.duration);
       this.counters.set(this._key(key), windowMs, points);
-      resolve(new RateLimiterRes(0, RateLimiterShmlimit._left(windowMs, windowMs), points));
+      resolve(new RateLimiterRes(0, RateLimiterShmlimit._left(windowMs, windowMs + WINDOW_UNIT_MS), points));
     });
   }
 
@@ -170,7 +177,7 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
     const { count, resetMs } = this.counters.count(this._key(key));
     if (count === 0 && resetMs === 0) return null;
     const never = resetMs > MAX_WINDOW_MS / 2;
-    return new RateLimiterRes(Math.max(this.points - count, 0), never ? -1 : Math.round(resetMs), count, false);
+    return new RateLimiterRes(Math.max(this.points - count, 0), never ? -1 : RateLimiterShmlimit._asked(resetMs), count, false);
   }
 
   /** The key's RateLimiterRes, or null when it has consumed nothing in a window. */
