@@ -7,18 +7,12 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { test } = require('node:test');
 
+const { storePaths } = require('./helpers');
+
 // TypeScript and Node's typings: the package's devDependencies, found as `require` finds them
 // (NODE_PATH when the tests run inside the installed package).
 const tsc = require.resolve('typescript/bin/tsc');
 const typeRoots = [path.dirname(path.dirname(require.resolve('@types/node/package.json')))];
-
-// The typings of a devDependency (found as `require` finds it), for `paths`.
-function typesOf(name) {
-  let dir = path.dirname(require.resolve(name));
-  while (!fs.existsSync(path.join(dir, 'package.json'))) dir = path.dirname(dir);
-  const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
-  return path.join(dir, pkg.types || pkg.typings);
-}
 
 function compile(file, t, paths = {}) {
   const dir = path.join(__dirname, 'types');
@@ -41,12 +35,7 @@ test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not
 });
 
 test('the subpaths\' declarations fit express-rate-limit\'s Store and rate-limiter-flexible\'s classes under tsc --strict', (t) => {
-  const out = compile('stores.ts', t, {
-    'shmlimit/express-rate-limit': ['../../lib/express-rate-limit.d.ts'],
-    'shmlimit/rate-limiter-flexible': ['../../lib/rate-limiter-flexible.d.ts'],
-    'express-rate-limit': [typesOf('express-rate-limit')],
-    'rate-limiter-flexible': [typesOf('rate-limiter-flexible')],
-  });
+  const out = compile('stores.ts', t, storePaths(path.join(__dirname, '..')));
   assert.equal(out.status, 0, `tsc failed on stores.ts:\n${out.stdout}${out.stderr}`);
 });
 
