@@ -123,3 +123,36 @@ test('a file opened by path alone is attached as it is; the definition reads bac
   assert.deepEqual(b.limiter.definitions().x, { kind: 'counters', movingWindow: 4, keyed: { capacity: 32, onFull: 'deny' } });
   assert.throws(() => Counters.open(file, { name: 'x', keys: 64 }), shmlimit.DefinitionConflictError);
 });
+
+test('a full table answers by its policy, in the counters and in both stores', async (t) => {
+  const dir = tmpdir(t);
+  const results = {};
+  for (const onFull of ['deny', 'allow', 'error']) {
+    const c = Counters.open(path.join(dir, `${onFull}.shm`), { keys: 2, movingWindow: 0, onFull });
+    results[onFull] = Array.from({ length: 8 }, (_, i) => {
+      try {
+        return c.incr(`k${i}`, 60_000);
+      } catch (err) {
+        return err.name;
+      }
+    });
+  }
+  // Two slots (a probe window of two): the third key finds none.
+  assert.deepEqual(results.deny.slice(0, 3), [1, 1, Infinity]);
+  assert.ok(results.deny.slice(2).every((n) => n === Infinity));
+  assert.ok(results.allow.slice(2).every((n) => n === 0));
+  assert.ok(results.error.slice(2).every((n) => n === 'TableFullError'));
+
+  const { ShmlimitStore } = require('shmlimit/express-rate-limit');
+  const store = new ShmlimitStore({ path: path.join(dir, 'erl.shm'), keys: 2 });
+  store.init({ windowMs: 60_000 });
+  const hits = Array.from({ length: 4 }, (_, i) => store.increment(`k${i}`).totalHits);
+  assert.deepEqual(hits, [1, 1, Infinity, Infinity], 'denied: above any limit');
+  const { RateLimiterShmlimit } = require('shmlimit/rate-limiter-flexible');
+  const { RateLimiterRes } = require('rate-limiter-flexible');
+  const rlf = new RateLimiterShmlimit({ path: path.join(dir, 'rlf.shm'), keys: 2, points: 5, duration: 60 });
+  await rlf.consume('a');
+  await rlf.consume('b');
+  const rej = await rlf.consume('c').then(() => null, (r) => r);
+  assert.ok(rej instanceof RateLimiterRes && rej.consumedPoints === 6 && rej.remainingPoints === 0, `${rej}`);
+});
