@@ -490,6 +490,7 @@ export interface CountersOpenOptions {
 /** The calls of a counters limit; windows in ms, every call exact per key across processes. */
 export class Counters {
   constructor(limit: Limit);
+  /** Attach an existing file as it is (no sizing options), or create / check it with them. */
   static open(path: string, options?: CountersOpenOptions): Counters;
   readonly name: string;
   /** The largest moving-window limit of the file. */

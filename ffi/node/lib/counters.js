@@ -77,18 +77,24 @@ class Counters {
   }
 
   /**
-   * The counters limit `name` of the file at `path`, created with `keys` key slots (default
-   * 16384), `movingWindow` log entries per key (default 128), `onFull` and `mode` when the file
-   * does not exist; an existing file is attached as it is when only `path` (and `name`) is
-   * given, else its definition must match.
+   * The counters limit `name` (default 'counters') of the file at `path`. Given none of `keys`
+   * (default 16384), `movingWindow` (default 128), `onFull` (default 'deny') and `mode`
+   * (default 0o600), an existing file is attached as it is, and a missing one created with the
+   * defaults; given any, the file is created with them or must have been
+   * (DefinitionConflictError otherwise). `defaults` replaces the defaults (the stores create
+   * files without moving windows).
    */
-  static open(path, { name = 'counters', keys, movingWindow, onFull, mode } = {}) {
+  static open(path, { name = 'counters', keys, movingWindow, onFull, mode } = {}, defaults = {}) {
     const fs = require('node:fs');
     let limiter;
-    if (keys === undefined && movingWindow === undefined && onFull === undefined && fs.existsSync(path)) {
+    if (keys === undefined && movingWindow === undefined && onFull === undefined && mode === undefined && fs.existsSync(path)) {
       limiter = Limiter.open(path);
     } else {
-      const def = countersDef({ movingWindow: movingWindow === undefined ? 128 : movingWindow, keyed: { capacity: keys === undefined ? 16384 : keys, onFull: onFull || 'deny' } });
+      const d = { keys: 16384, movingWindow: 128, onFull: 'deny', ...defaults };
+      const def = countersDef({
+        movingWindow: movingWindow === undefined ? d.movingWindow : movingWindow,
+        keyed: { capacity: keys === undefined ? d.keys : keys, onFull: onFull || d.onFull },
+      });
       limiter = Limiter.createOrOpen(path, { [name]: def }, mode === undefined ? {} : { mode });
     }
     const c = new Counters(limiter.limit(name));

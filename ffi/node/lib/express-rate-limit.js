@@ -9,8 +9,6 @@
 // express-rate-limit itself is not required here: the store is the shape its Store interface
 // asks for (init, get, increment, decrement, resetKey, resetAll, shutdown, localKeys, prefix).
 
-const fs = require('node:fs');
-
 const { Counters, checkWindowMs } = require('./counters');
 
 /** A store for express-rate-limit in a shmlimit file (see docs/node-stores.md). */
@@ -33,8 +31,7 @@ class ShmlimitStore {
         throw new TypeError('ShmlimitStore: options.path must name the shmlimit file, as in new ShmlimitStore({ path: \'/dev/shm/app.shmlimit\' })');
       }
       // No moving windows: 32 bytes a key (512 KiB for the default 16384 keys).
-      const sized = keys !== undefined || onFull !== undefined || mode !== undefined;
-      this.counters = Counters.open(path, sized || !fs.existsSync(path) ? { name, keys, onFull, mode, movingWindow: 0 } : { name });
+      this.counters = Counters.open(path, { name, keys, onFull, mode }, { movingWindow: 0 });
     }
     /** Keys counted here are counted for every worker that maps the file. */
     this.localKeys = false;

@@ -57,10 +57,7 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
         throw new TypeError('RateLimiterShmlimit: options.path must name the shmlimit file, as in new RateLimiterShmlimit({ path: \'/dev/shm/app.shmlimit\', points: 10, duration: 1 })');
       }
       const name = opts.storeName === undefined ? 'rate-limiter-flexible' : opts.storeName;
-      const sized = opts.keys !== undefined || opts.onFull !== undefined || opts.mode !== undefined;
-      this.counters = Counters.open(opts.path, sized || !require('node:fs').existsSync(opts.path)
-        ? { name, keys: opts.keys, onFull: opts.onFull, mode: opts.mode, movingWindow: 0 }
-        : { name });
+      this.counters = Counters.open(opts.path, { name, keys: opts.keys, onFull: opts.onFull, mode: opts.mode }, { movingWindow: 0 });
     }
   }
 
