@@ -242,3 +242,46 @@ fn a_counters_limit_must_be_keyed_and_bounded() {
     let (_d, c, _clock) = store(4, FullPolicy::Deny, 0);
     let _ = c;
 }
+
+#[test]
+fn decr_takes_from_the_window_without_moving_it_and_stops_at_zero() {
+    let (_d, c, clock) = store(64, FullPolicy::Deny, 8);
+    assert_eq!(c.decr(b"k", 1).unwrap(), 0);
+    assert_eq!(c.count(b"k").unwrap(), (0, Duration::ZERO));
+    assert_eq!(c.incr(b"k", secs(10), 5).unwrap(), 5);
+    let (_, left) = c.count(b"k").unwrap();
+    clock.advance(S);
+    assert_eq!(c.decr(b"k", 2).unwrap(), 3);
+    let (count, left_after) = c.count(b"k").unwrap();
+    assert_eq!((count, left - left_after), (3, secs(1)));
+    assert_eq!(c.decr(b"k", 99).unwrap(), 0);
+    assert!(matches!(c.decr(b"k", 0), Err(Error::ZeroCost)));
+    // The window still ends where it did: the next increment counts in it.
+    assert_eq!(c.incr(b"k", secs(10), 1).unwrap(), 1);
+    assert_eq!(c.count(b"k").unwrap().1, left_after);
+}
+
+#[test]
+fn set_replaces_the_count_and_starts_its_window_now() {
+    let (_d, c, clock) = store(64, FullPolicy::Deny, 8);
+    assert_eq!(c.incr(b"k", secs(100), 5).unwrap(), 5);
+    clock.advance(S);
+    assert_eq!(c.set(b"k", secs(3), 9).unwrap(), 9);
+    let (count, left) = c.count(b"k").unwrap();
+    assert_eq!(count, 9);
+    assert!(
+        left >= secs(3) && left <= secs(3) + Duration::from_nanos(1 << 21),
+        "{left:?}"
+    );
+    clock.advance(3 * S + (1 << 21));
+    assert_eq!(c.count(b"k").unwrap().0, 0);
+    assert!(matches!(
+        c.set(b"k", Duration::ZERO, 1),
+        Err(Error::InvalidParameter { .. })
+    ));
+    assert!(matches!(
+        c.set(b"k", secs(1), 1 << 24),
+        Err(Error::CostExceedsCapacity { .. })
+    ));
+    assert_eq!(c.count(b"k").unwrap().0, 0);
+}

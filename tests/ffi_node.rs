@@ -11,7 +11,7 @@
 //! without running); with `SHMLIMIT_REQUIRE_NODE=1` (set by `.ci/run`) their absence is a
 //! failure instead. This binary has its own harness (libtest-mimic), as tests/full_fs.rs, to
 //! decide that at run time. The first run downloads the package's development dependencies
-//! (Express, Fastify, TypeScript, rate-limiter-flexible) from the npm registry into
+//! (Express, express-rate-limit, Fastify, TypeScript, rate-limiter-flexible) from the npm registry into
 //! `ffi/node/node_modules`; the tests find them there through `NODE_PATH`.
 
 mod common;

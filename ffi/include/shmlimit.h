@@ -985,6 +985,44 @@ shmlimit_status shmlimit_counters_incr(const struct shmlimit_limit *limit,
                                        uint64_t amount,
                                        uint64_t *count_out);
 
+// Take `amount` from the key's fixed-window counter and write its count to `count_out`:
+// never below zero, and the window keeps its end. A key that counts nothing stays so (0).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_ZERO_COST`, `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_incr`.
+shmlimit_status shmlimit_counters_decr(const struct shmlimit_limit *limit,
+                                       const uint8_t *key,
+                                       size_t key_len,
+                                       uint64_t amount,
+                                       uint64_t *count_out);
+
+// Make the key's fixed-window counter hold `count` in a window of `window_ns` that starts
+// now, whatever it held, and write the count to `count_out` (or the table-full policy's
+// answer, as `shmlimit_counters_incr` writes it).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_INVALID_PARAMETER` (a window outside 1 ms to 2^55 ns),
+// `SHMLIMIT_COST_EXCEEDS_CAPACITY` (a count above 2^24 - 1), `SHMLIMIT_TABLE_FULL`,
+// `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: as `shmlimit_acquire`.
+//
+// # Safety
+//
+// As `shmlimit_counters_incr`.
+shmlimit_status shmlimit_counters_set(const struct shmlimit_limit *limit,
+                                      const uint8_t *key,
+                                      size_t key_len,
+                                      uint64_t window_ns,
+                                      uint64_t count,
+                                      uint64_t *count_out);
+
 // The key's fixed-window count and the nanoseconds until its window ends (0 and 0 when it
 // has none).
 //

@@ -99,7 +99,8 @@ export type Definition =
   | SlidingWindowDefinition
   | SlidingLogDefinition
   | ConcurrencyDefinition
-  | AdaptiveConcurrencyDefinition;
+  | AdaptiveConcurrencyDefinition
+  | CountersDefinition;
 
 export function tokenBucket(options: TokenBucketOptions): TokenBucketDefinition;
 export function fixedWindow(options: WindowOptions): FixedWindowDefinition;
@@ -456,4 +457,63 @@ declare module 'node:http' {
     /** Set by the shmlimit middleware. */
     rateLimit?: RequestDecision;
   }
+}
+
+// Keyed counters (lib/counters.js): the window and the limit come with each call.
+
+export interface CountersOptions {
+  /** Key slots (required). */
+  keyed: number | KeyedOptions;
+  /** Log entries per key: the largest moving-window limit the file holds (default 128). */
+  movingWindow?: number;
+}
+export interface CountersDefinition {
+  kind: 'counters';
+  movingWindow: number;
+  keyed: KeyedOptions;
+}
+/** Keyed counters whose window and limit come with each call (`Counters`). */
+export function counters(options: CountersOptions): CountersDefinition;
+
+export interface CountersOpenOptions {
+  /** The limit's name in the file (default 'counters'). */
+  name?: string;
+  /** Key slots of a created file (default 16384). */
+  keys?: number;
+  /** Log entries per key of a created file (default 128). */
+  movingWindow?: number;
+  onFull?: 'deny' | 'allow' | 'error';
+  /** Permission bits of a created file (default 0o600). */
+  mode?: number;
+}
+
+/** The calls of a counters limit; windows in ms, every call exact per key across processes. */
+export class Counters {
+  constructor(limit: Limit);
+  /** Attach an existing file as it is (no sizing options), or create / check it with them. */
+  static open(path: string, options?: CountersOpenOptions): Counters;
+  readonly name: string;
+  /** The largest moving-window limit of the file. */
+  readonly maxMovingLimit: number;
+  /** Key slots of the file. */
+  readonly keys: number;
+  /** The limiter `open` attached (undefined for `new Counters(limit)`). */
+  limiter?: Limiter;
+  /** Add `amount` to the key's fixed-window counter; returns its count (Infinity: a full table denies). */
+  incr(key: Key, windowMs: number, amount?: number): number;
+  /** `incr`, and the ms until the key's window ends as read right after it (0 when it ended in between). */
+  incrWithReset(key: Key, windowMs: number, amount?: number): { count: number; resetMs: number };
+  /** Take `amount` from the key's fixed-window counter (never below zero); returns its count. */
+  decr(key: Key, amount?: number): number;
+  /** The key's counter holds `count` in a window of `windowMs` from now. */
+  set(key: Key, windowMs: number, count: number): number;
+  count(key: Key): { count: number; resetMs: number };
+  fixed(key: Key, limit: number, windowMs: number, cost?: number): Decision;
+  sliding(key: Key, limit: number, windowMs: number, cost?: number): Decision;
+  moving(key: Key, limit: number, windowMs: number, cost?: number): Decision;
+  slidingCounts(key: Key, windowMs: number): { previous: number; previousWeighsMs: number; current: number; currentExpiresMs: number };
+  movingCounts(key: Key, limit: number, windowMs: number): { count: number; oldestAgeMs: number };
+  clear(key: Key): void;
+  /** Forget every key; returns how many held something. */
+  clearAll(): number;
 }

@@ -107,6 +107,72 @@ pub unsafe extern "C" fn shmlimit_counters_incr(
     })
 }
 
+/// Take `amount` from the key's fixed-window counter and write its count to `count_out`:
+/// never below zero, and the window keeps its end. A key that counts nothing stays so (0).
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+/// `SHMLIMIT_ZERO_COST`, `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_WRONG_KIND`.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_counters_incr`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_counters_decr(
+    limit: *const shmlimit_limit,
+    key: *const u8,
+    key_len: usize,
+    amount: u64,
+    count_out: *mut u64,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_counters_decr", {
+        let out = arg_out("count_out", count_out)?;
+        // SAFETY: forwarded contract.
+        let (limit, key) = unsafe { args(limit, key, key_len) }?;
+        let count = limit.counters()?.decr(key, amount)?;
+        // SAFETY: valid for one write (the caller's contract).
+        unsafe { out.write(count) };
+        Ok(())
+    })
+}
+
+/// Make the key's fixed-window counter hold `count` in a window of `window_ns` that starts
+/// now, whatever it held, and write the count to `count_out` (or the table-full policy's
+/// answer, as `shmlimit_counters_incr` writes it).
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+/// `SHMLIMIT_INVALID_PARAMETER` (a window outside 1 ms to 2^55 ns),
+/// `SHMLIMIT_COST_EXCEEDS_CAPACITY` (a count above 2^24 - 1), `SHMLIMIT_TABLE_FULL`,
+/// `SHMLIMIT_CORRUPT_STATE`, `SHMLIMIT_WRONG_KIND`.
+///
+/// Thread-safety: as `shmlimit_acquire`.
+///
+/// # Safety
+///
+/// As `shmlimit_counters_incr`.
+#[no_mangle]
+pub unsafe extern "C" fn shmlimit_counters_set(
+    limit: *const shmlimit_limit,
+    key: *const u8,
+    key_len: usize,
+    window_ns: u64,
+    count: u64,
+    count_out: *mut u64,
+) -> shmlimit_status {
+    ffi_boundary!("shmlimit_counters_set", {
+        let out = arg_out("count_out", count_out)?;
+        // SAFETY: forwarded contract.
+        let (limit, key) = unsafe { args(limit, key, key_len) }?;
+        let n = limit
+            .counters()?
+            .set(key, Duration::from_nanos(window_ns), count)?;
+        // SAFETY: valid for one write (the caller's contract).
+        unsafe { out.write(n) };
+        Ok(())
+    })
+}
+
 /// The key's fixed-window count and the nanoseconds until its window ends (0 and 0 when it
 /// has none).
 ///

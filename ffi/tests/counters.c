@@ -84,6 +84,17 @@ static void errors(shmlimit_limit *c, shmlimit_limit *bucket) {
     CHECK(shmlimit_counters_incr(c, k, 1, HOUR, UINT64_MAX, &n) ==
           SHMLIMIT_COST_EXCEEDS_CAPACITY);
     CHECK(shmlimit_counters_count(c, k, 1, &n, &age) == SHMLIMIT_OK && n == 5);
+    /* decr: never below zero, the window kept; set: a count in a window from now. */
+    CHECK(shmlimit_counters_decr(c, k, 1, 2, &n) == SHMLIMIT_OK && n == 3);
+    CHECK(shmlimit_counters_decr(c, k, 1, 0, &n) == SHMLIMIT_ZERO_COST);
+    CHECK(shmlimit_counters_decr(c, k, 1, 9, &n) == SHMLIMIT_OK && n == 0);
+    CHECK(shmlimit_counters_count(c, k, 1, &n, &age) == SHMLIMIT_OK && n == 0 && age > 0);
+    CHECK(shmlimit_counters_set(c, k, 1, HOUR, 5, &n) == SHMLIMIT_OK && n == 5);
+    CHECK(shmlimit_counters_set(c, k, 1, 0, 5, &n) == SHMLIMIT_INVALID_PARAMETER);
+    CHECK(shmlimit_counters_set(c, k, 1, HOUR, 1 << 24, &n) == SHMLIMIT_COST_EXCEEDS_CAPACITY);
+    CHECK(shmlimit_counters_set(bucket, k, 1, HOUR, 1, &n) == SHMLIMIT_WRONG_KIND);
+    CHECK(shmlimit_counters_decr(c, k, 1, 1, NULL) == SHMLIMIT_NULL_POINTER);
+    CHECK(shmlimit_counters_count(c, k, 1, &n, &age) == SHMLIMIT_OK && n == 5);
     CHECK(shmlimit_counters_incr(c, NULL, 1, HOUR, 1, &n) == SHMLIMIT_NULL_POINTER);
     CHECK(shmlimit_counters_incr(c, k, 0, HOUR, 1, &n) == SHMLIMIT_INVALID_KEY);
     CHECK(shmlimit_counters_incr(c, k, 1, HOUR, 1, NULL) == SHMLIMIT_NULL_POINTER);

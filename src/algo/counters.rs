@@ -141,6 +141,36 @@ pub(crate) fn incr(now: u64, word: u64, window_ns: u64, amount: u64) -> Result<(
     Ok((fixed_word(deadline, new), new))
 }
 
+/// The word after taking `amount` at `now` from a fixed window (never below zero; the window
+/// keeps its deadline), and the count it holds then; `None` when the window counts nothing
+/// (a fresh word stays as it is).
+#[inline]
+pub(crate) fn decr(now: u64, word: u64, amount: u64) -> Result<Option<(u64, u64)>> {
+    let (count, deadline) = fixed_view(now, word)?;
+    if deadline == 0 {
+        return Ok(None);
+    }
+    let new = count.saturating_sub(amount);
+    Ok(Some((fixed_word(deadline, new), new)))
+}
+
+/// A fixed-window word holding `count` in a window of `window_ns` that starts at `now`,
+/// whatever the word held before.
+///
+/// # Errors
+///
+/// [`Error::CostExceedsCapacity`] when `count` passes [`MAX_COUNT`].
+#[inline]
+pub(crate) fn set(now: u64, window_ns: u64, count: u64) -> Result<u64> {
+    if count > MAX_COUNT {
+        return Err(Error::CostExceedsCapacity {
+            cost: count,
+            capacity: MAX_COUNT,
+        });
+    }
+    Ok(fixed_word(now + window_ns, count))
+}
+
 /// The elapsed time in the Unix-aligned window of `window_ns` holding `now`, and its index.
 #[inline]
 pub(crate) fn sliding_position(now: u64, wall: u64, window_ns: u64) -> (u64, u64) {
@@ -263,6 +293,30 @@ mod tests {
         ));
         assert!(incr(S, 0, S, MAX_COUNT + 1).is_err());
         assert!(incr(S, 0, S, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn a_decrement_keeps_the_window_and_stops_at_zero() {
+        let w = 10 * S;
+        assert_eq!(decr(S, 0, 1).unwrap(), None);
+        let (word, _) = incr(S, 0, w, 5).unwrap();
+        let (word2, c) = decr(2 * S, word, 2).unwrap().unwrap();
+        assert_eq!(c, 3);
+        assert_eq!(fixed_deadline(word2), fixed_deadline(word));
+        let (word3, c) = decr(2 * S, word2, 9).unwrap().unwrap();
+        assert_eq!((c, fixed_deadline(word3)), (0, fixed_deadline(word)));
+        // Past the deadline nothing is counted: nothing to take.
+        assert_eq!(decr(fixed_deadline(word), word, 1).unwrap(), None);
+    }
+
+    #[test]
+    fn a_set_starts_a_window_now() {
+        let (word, _) = incr(S, 0, 100 * S, 5).unwrap();
+        let set_word = set(2 * S, 3 * S, 9).unwrap();
+        assert_eq!(fixed_view(2 * S, set_word).unwrap().0, 9);
+        assert!((5 * S..5 * S + (1 << 21)).contains(&fixed_deadline(set_word)));
+        assert!(fixed_deadline(set_word) < fixed_deadline(word));
+        assert!(set(S, S, MAX_COUNT + 1).is_err());
     }
 
     /// The sliding counter against a direct model: two maps of Unix window index to count.

@@ -94,6 +94,30 @@ impl<C: Clock> Handle<kind::Counters, C> {
         self.engine()?.incr(key, nanos(window)?, amount)
     }
 
+    /// Take `amount` from the key's fixed-window counter and return its count: never below
+    /// zero, and the window keeps its end (what express-rate-limit's `decrement` and
+    /// rate-limiter-flexible's `reward` do). A key that counts nothing stays so: `0`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ZeroCost`]; [`Error::InvalidKey`]; [`Error::CorruptState`] for a damaged word.
+    pub fn decr(&self, key: &[u8], amount: u64) -> Result<u64> {
+        self.engine()?.decr(key, amount)
+    }
+
+    /// Make the key's fixed-window counter hold `count` in a window of `window` that starts
+    /// now, whatever it held (rate-limiter-flexible's `set` and `block`); returns `count`, or
+    /// the table-full policy's answer as [`Self::incr`] gives it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidParameter`] for a window outside 1 ms to 2^55 ns;
+    /// [`Error::CostExceedsCapacity`] for a count above 2^24 - 1; [`Error::InvalidKey`];
+    /// [`Error::TableFull`] by the policy; [`Error::ClockOutOfRange`].
+    pub fn set(&self, key: &[u8], window: Duration, count: u64) -> Result<u64> {
+        self.engine()?.set(key, nanos(window)?, count)
+    }
+
     /// The key's fixed-window count and how long until its window ends (`(0, ZERO)` when it
     /// has none).
     ///

@@ -3,7 +3,7 @@
 // raw form the addon takes and the form a stored definition reads back in. Durations are
 // milliseconds (fractions allowed), stored as nanoseconds.
 
-const KIND = { tokenBucket: 1, fixedWindow: 2, slidingWindow: 3, slidingLog: 4, concurrency: 5, adaptiveConcurrency: 8 };
+const KIND = { tokenBucket: 1, fixedWindow: 2, slidingWindow: 3, slidingLog: 4, concurrency: 5, adaptiveConcurrency: 8, counters: 6 };
 const KIND_NAME = Object.fromEntries(Object.entries(KIND).map(([k, v]) => [v, k]));
 const ON_FULL = { deny: 0, allow: 1, error: 2 };
 const ON_FULL_NAME = ['deny', 'allow', 'error'];
@@ -104,6 +104,19 @@ function adaptiveConcurrency({ min, max, lease, ...o } = {}) {
   return options({ kind: 'adaptiveConcurrency', min, max, lease: lease === undefined ? null : lease }, o);
 }
 
+/** Keyed counters whose window and limit come with each call (lib/counters.js): `keyed`
+ *  (key slots, required) and `movingWindow` log entries per key (default 128; 0: no moving
+ *  windows), the largest moving-window limit the file holds. */
+function counters({ movingWindow = 128, ...o } = {}) {
+  if (!Number.isSafeInteger(movingWindow) || movingWindow < 0) {
+    throw new RangeError(`movingWindow must be a non-negative integer, not ${String(movingWindow)}`);
+  }
+  if (o.keyed === undefined || o.keyed === null || o.keyed === false) {
+    throw new RangeError('counters() needs keyed: the number of key slots');
+  }
+  return options({ kind: 'counters', movingWindow }, o);
+}
+
 function rawDef(name, spec) {
   if (typeof spec !== 'object' || spec === null || !(spec.kind in KIND)) {
     throw new TypeError(`limit '${name}': expected a definition from tokenBucket(), fixedWindow(), slidingWindow(), slidingLog() or concurrency()`);
@@ -122,6 +135,9 @@ function rawDef(name, spec) {
       break;
     case 'slidingLog':
       d.limit = spec.limit; d.periodNs = msToNs(spec.window, 'window');
+      break;
+    case 'counters':
+      d.limit = spec.movingWindow;
       break;
     case 'adaptiveConcurrency':
       d.limit = spec.max; d.rate = spec.min; d.periodNs = spec.lease ? msToNs(spec.lease, 'lease') : 0;
@@ -183,6 +199,9 @@ function specOf(d) {
     case 'concurrency':
       spec = { kind, permits: d.limit, lease: d.periodNs ? d.periodNs / 1e6 : null };
       break;
+    case 'counters':
+      spec = { kind, movingWindow: d.limit };
+      break;
     case 'adaptiveConcurrency':
       spec = { kind, min: d.rate, max: d.limit, lease: d.periodNs ? d.periodNs / 1e6 : null };
       break;
@@ -199,5 +218,5 @@ function specOf(d) {
 }
 
 module.exports = {
-  tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, adaptiveConcurrency, rawDef, specOf, count, msToNs,
+  tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, adaptiveConcurrency, counters, rawDef, specOf, count, msToNs,
 };

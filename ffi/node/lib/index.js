@@ -8,12 +8,13 @@
 const native = require('./native');
 const { Decision } = require('./decision');
 const { errors } = require('./errors');
-const { tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, adaptiveConcurrency } = require('./definitions');
+const { tokenBucket, fixedWindow, slidingWindow, slidingLog, concurrency, adaptiveConcurrency, counters } = require('./definitions');
 const { Permit, AdaptivePermit } = require('./permits');
 const { Reservation } = require('./reservation');
 const { Limit } = require('./limit');
 const { Limiter } = require('./limiter');
 const { GuardedLimiter, GuardedLimit } = require('./guarded');
+const { Counters } = require('./counters');
 const { Composed, tryAcquireAll, acquireAll, rateLimitHeaders } = require('./compose');
 
 /** The library's version. */
@@ -35,6 +36,8 @@ module.exports = {
   slidingLog,
   concurrency,
   adaptiveConcurrency,
+  counters,
+  Counters,
   tryAcquireAll,
   acquireAll,
   rateLimitHeaders,

@@ -18,6 +18,8 @@ export const {
   slidingLog,
   concurrency,
   adaptiveConcurrency,
+  counters,
+  Counters,
   tryAcquireAll,
   acquireAll,
   rateLimitHeaders,

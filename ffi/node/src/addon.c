@@ -66,6 +66,15 @@ NAPI_MODULE_INIT() {
         {"guardedDecide", js_guarded_decide},
         {"reservationWait", js_reservation_wait},
         {"reservationCancel", js_reservation_cancel},
+        {"countersIncr", js_counters_incr},
+        {"countersDecr", js_counters_decr},
+        {"countersSet", js_counters_set},
+        {"countersCount", js_counters_count},
+        {"countersAcquire", js_counters_acquire},
+        {"countersSliding", js_counters_sliding},
+        {"countersMoving", js_counters_moving},
+        {"countersClear", js_counters_clear},
+        {"countersClearAll", js_counters_clear_all},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         napi_value fn;

@@ -1,7 +1,7 @@
 /*
  * The Node-API addon of the `shmlimit` package: a thin C layer over ffi/include/shmlimit.h.
  * This header is what its files share: addon.c (registration), handles.c, limiter.c,
- * decide.c, permits.c, reserve.c and guarded.c, one concern each.
+ * decide.c, permits.c, reserve.c, guarded.c and counters.c, one concern each.
  *
  * Only Node-API (no V8 or libuv headers), so one build works on every Node version with
  * Node-API 8. The JavaScript side (lib/) owns the API; these files convert arguments,
@@ -141,6 +141,15 @@ napi_value js_guarded_decide(napi_env env, napi_callback_info info);
 napi_value js_adaptive_try(napi_env env, napi_callback_info info);
 napi_value js_adaptive_release(napi_env env, napi_callback_info info);
 napi_value js_adaptive_status(napi_env env, napi_callback_info info);
+napi_value js_counters_incr(napi_env env, napi_callback_info info);
+napi_value js_counters_decr(napi_env env, napi_callback_info info);
+napi_value js_counters_set(napi_env env, napi_callback_info info);
+napi_value js_counters_count(napi_env env, napi_callback_info info);
+napi_value js_counters_acquire(napi_env env, napi_callback_info info);
+napi_value js_counters_sliding(napi_env env, napi_callback_info info);
+napi_value js_counters_moving(napi_env env, napi_callback_info info);
+napi_value js_counters_clear(napi_env env, napi_callback_info info);
+napi_value js_counters_clear_all(napi_env env, napi_callback_info info);
 
 
 int get_cstring(napi_env env, napi_value v, char **out);

@@ -85,4 +85,23 @@ function checkSlidingLog(adm, limit, windowNs) {
   return worst;
 }
 
-module.exports = { info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog };
+/** The typings of a development dependency, found as `require` finds it (NODE_PATH when the
+ *  tests run inside the installed package): for tsconfig `paths`. */
+function typesOf(name) {
+  let dir = path.dirname(require.resolve(name));
+  while (!fs.existsSync(path.join(dir, 'package.json'))) dir = path.dirname(dir);
+  const pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
+  return path.join(dir, pkg.types || pkg.typings);
+}
+
+/** tsconfig `paths` for the package's subpaths and the libraries they adapt. */
+function storePaths(pkg) {
+  return {
+    'shmlimit/express-rate-limit': [path.join(pkg, 'lib', 'express-rate-limit.d.ts')],
+    'shmlimit/rate-limiter-flexible': [path.join(pkg, 'lib', 'rate-limiter-flexible.d.ts')],
+    'express-rate-limit': [typesOf('express-rate-limit')],
+    'rate-limiter-flexible': [typesOf('rate-limiter-flexible')],
+  };
+}
+
+module.exports = { info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog, storePaths };

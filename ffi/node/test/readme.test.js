@@ -11,7 +11,7 @@ const path = require('node:path');
 const { test } = require('node:test');
 const vm = require('node:vm');
 
-const { tmpdir } = require('./helpers');
+const { tmpdir, storePaths } = require('./helpers');
 
 const pkg = path.join(__dirname, '..');
 const tsc = require.resolve('typescript/bin/tsc');
@@ -58,7 +58,7 @@ test('the README examples type-check under tsc --strict', (t) => {
     compilerOptions: {
       strict: true, noEmit: true, allowJs: true, checkJs: true, target: 'es2022', module: 'commonjs',
       moduleResolution: 'node', lib: ['es2022'], types: ['node'], typeRoots, baseUrl: dir,
-      paths: { shmlimit: [path.join(pkg, 'index.d.ts')] },
+      paths: { shmlimit: [path.join(pkg, 'index.d.ts')], ...storePaths(pkg) },
     },
     files: [path.join(dir, 'globals.d.ts'), ...files],
   }));

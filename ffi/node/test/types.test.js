@@ -7,16 +7,19 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { test } = require('node:test');
 
+const { storePaths } = require('./helpers');
+
 // TypeScript and Node's typings: the package's devDependencies, found as `require` finds them
 // (NODE_PATH when the tests run inside the installed package).
 const tsc = require.resolve('typescript/bin/tsc');
 const typeRoots = [path.dirname(path.dirname(require.resolve('@types/node/package.json')))];
 
-function compile(file, t) {
+function compile(file, t, paths = {}) {
   const dir = path.join(__dirname, 'types');
   const config = path.join(dir, `tsconfig.${path.basename(file, '.ts')}.json`);
   const base = JSON.parse(fs.readFileSync(path.join(dir, 'tsconfig.json'), 'utf8'));
-  fs.writeFileSync(config, JSON.stringify({ ...base, compilerOptions: { ...base.compilerOptions, typeRoots }, files: [file] }));
+  const compilerOptions = { ...base.compilerOptions, typeRoots, paths: { ...base.compilerOptions.paths, ...paths } };
+  fs.writeFileSync(config, JSON.stringify({ ...base, compilerOptions, files: [file] }));
   t.after(() => fs.rmSync(config, { force: true }));
   return spawnSync(process.execPath, [tsc, '-p', config], { encoding: 'utf8' });
 }
@@ -29,6 +32,11 @@ test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not
   assert.notEqual(bad.status, 0, 'tsc accepted misuse.ts');
   assert.match(bad.stdout, /misuse\.ts\(5,16\): error TS2345/);
   assert.match(bad.stdout, /misuse\.ts\(6,12\): error TS2345/);
+});
+
+test('the subpaths\' declarations fit express-rate-limit\'s Store and rate-limiter-flexible\'s classes under tsc --strict', (t) => {
+  const out = compile('stores.ts', t, storePaths(path.join(__dirname, '..')));
+  assert.equal(out.status, 0, `tsc failed on stores.ts:\n${out.stdout}${out.stderr}`);
 });
 
 test('index.d.ts declares every export of the module, and nothing it does not export', () => {

@@ -324,6 +324,42 @@ impl<C: Clock> Counters<'_, C> {
         }
     }
 
+    /// Take `amount` from the key's fixed-window counter (never below zero; its window keeps
+    /// its end) and return its count: 0 when the key counts nothing (no slot is claimed).
+    pub(crate) fn decr(&self, key: &[u8], amount: u64) -> Result<u64> {
+        if amount == 0 {
+            return Err(Error::ZeroCost);
+        }
+        let out = self.on_counter(FIXED, key, false, |t, w| {
+            Ok(match algo::decr(t, w, amount)? {
+                Some((new, count)) if new != w => Change::Write(new, count),
+                Some((_, count)) => Change::Keep(count),
+                None => Change::Keep(0),
+            })
+        })?;
+        Ok(match out {
+            Updated::Done(count, _) => count,
+            Updated::Full { .. } => 0,
+        })
+    }
+
+    /// Make the key's fixed-window counter hold `count` in a window of `window_ns` starting
+    /// now, whatever it held; returns `count`. A full table answers as for [`Self::incr`].
+    pub(crate) fn set(&self, key: &[u8], window_ns: u64, count: u64) -> Result<u64> {
+        self.check_window(window_ns, algo::MIN_WINDOW_NS)?;
+        algo::set(0, window_ns, count)?;
+        let out = self.on_counter(FIXED, key, true, |t, _| {
+            Ok(Change::Write(algo::set(t, window_ns, count)?, count))
+        })?;
+        match out {
+            Updated::Done(count, _) => Ok(count),
+            Updated::Full { fresh_in_ns } => {
+                self.full(fresh_in_ns)
+                    .map(|d| if d.is_allowed() { 0 } else { u64::MAX })
+            }
+        }
+    }
+
     /// Admit `cost` of `limit` in the key's fixed window of `window_ns` (started by its first
     /// admission): nothing is counted when denied.
     pub(crate) fn acquire_fixed(

@@ -5,6 +5,14 @@ import * as shmlimit from 'shmlimit';
 import { Limiter, tokenBucket, slidingLog, concurrency, fixedWindow, type Decision } from 'shmlimit';
 
 async function main(): Promise<void> {
+  const ctr: shmlimit.Counters = shmlimit.Counters.open('/tmp/c.shm', { keys: 1024, movingWindow: 16 });
+  const hits: number = ctr.incr('ip', 60_000) + ctr.decr('ip') + ctr.set(Buffer.from('ip'), 1000, 3);
+  const seen: { count: number; resetMs: number } = ctr.count('ip');
+  const cd: Decision = ctr.fixed('ip', 10, 1000);
+  ctr.moving('ip', 10, 1000, 2);
+  ctr.sliding('ip', 10, 1000);
+  ctr.clear('ip');
+  void [hits, seen, cd, ctr.clearAll(), Limiter.createOrOpen('/tmp/d.shm', { c: shmlimit.counters({ keyed: 64 }) })];
   const limiter: Limiter = Limiter.createOrOpen('/tmp/x.shm', {
     api: tokenBucket({ rate: 100, per: 1000, burst: 20 }),
     search: slidingLog({ limit: 100, window: 60_000 }),
