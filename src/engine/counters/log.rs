@@ -226,6 +226,8 @@ pub(crate) fn acquire<P: PairWord>(
     let mut many: Vec<(usize, (u64, u64))> = Vec::new();
     let mut claimed = 0u64;
     let mut seen = 0u64;
+    // The oldest live entry met: the retry-after of a denial that needs one to expire.
+    let mut oldest = u64::MAX;
     let start = head(entries, tag);
     for i in 0..len {
         let j = if start + i >= len {
@@ -238,6 +240,7 @@ pub(crate) fn acquire<P: PairWord>(
         loop {
             if live(e, tag, t, window_ns) {
                 seen += 1;
+                oldest = oldest.min(e.1);
                 break;
             }
             // A free entry is claimed; a CAS lost to another decision looks again at what won.
@@ -269,7 +272,11 @@ pub(crate) fn acquire<P: PairWord>(
         let _ = entries[i].cas(mine, was);
     }
     Taken::Denied {
-        retry_after_ns: wait_for(entries, tag, t, window_ns, (seen + n).saturating_sub(limit)),
+        retry_after_ns: match (seen + n).saturating_sub(limit) {
+            // The pass went round: `oldest` is the oldest live entry of the whole log.
+            1 => oldest.saturating_add(window_ns).saturating_sub(t).max(1),
+            need => wait_for(entries, tag, t, window_ns, need),
+        },
         live: seen,
     }
 }
