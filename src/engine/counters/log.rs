@@ -19,24 +19,24 @@
 //! found there, and denies (the retry-after is the time until enough live entries expire): for
 //! an instant those entries looked live to others (transiently strict), never admitted.
 //!
-//! **Ring order.** Any free entry may be claimed (the bound needs nothing more), so the pass
-//! claims them in an order that keeps the key's entries sorted by time around the block: it starts
-//! at the *head*, the oldest entry, and goes round. Admissions then write `head, head + 1, ...`
-//! with rising times, so the block reads as one rotated sorted sequence (an entry free for the key
+//! **Ring order.** Any free entry may be claimed (the bound needs nothing more), so the pass claims
+//! them in an order that keeps the key's entries sorted by time around the block: it starts at the
+//! *head*, the oldest entry, and goes round. Admissions then write `head, head + 1, ...` with
+//! rising times, so the block reads as one rotated sorted sequence (an entry free for the key
 //! counting as time 0, older than all): the head is where the times drop, found by a binary search
 //! ([`head`]), and the entries that expired come first from the head, so the first live one is
 //! found by a binary search too ([`expired_from`]). An admission reads `O(log L)` entries and
-//! claims from the head; a read of the window ([`window`]) reads `O(log L)` entries. Only a
-//! denial (the head entry is live: so, in order, every entry) reads the whole log, which also
-//! makes its retry-after exact.
+//! claims from the head; a read of the window ([`window`]) reads `O(log L)` entries. Only a denial
+//! (the head entry is live: so, in order, every entry) reads the whole log, which also makes its
+//! retry-after exact.
 //!
 //! Order is what the searches *assume*, not what the bound rests on. Decisions racing on one key
 //! can land their times out of order by the width of the race (two processes read the same head;
-//! the later clock reading may claim the earlier entry), and a file written by a build that
-//! claimed the first free entry has no order at all: then the head found is some entry, the
-//! claim pass still goes round the whole block if it must (so admissions and denials stay
-//! exact), and only the counts the searches return (the `remaining` of an admission, the count
-//! of a read) are estimates, off by the entries out of place.
+//! the later clock reading may claim the earlier entry), and a file written by a build that claimed
+//! the first free entry has no order at all: then the head found is some entry, the claim pass
+//! still goes round the whole block if it must (so admissions and denials stay exact), and only the
+//! counts the searches return (the `remaining` of an admission, the count of a read) are estimates,
+//! off by the entries out of place.
 //!
 //! **Crashes.** A process killed before its first claim wrote nothing. One killed between the
 //! claims of a multi-unit admission leaves the entries it claimed live until they expire (at
