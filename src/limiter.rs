@@ -2,6 +2,7 @@
 
 use crate::clock::{Clock, MonotonicClock};
 use crate::engine::bucket::Bucket;
+use crate::engine::counters::Counters;
 use crate::engine::keyed::Keyed;
 use crate::engine::permits::{PermitHolder, Permits};
 use crate::engine::site::Site;
@@ -185,13 +186,25 @@ impl<C: Clock> Limit<C> {
     }
 
     /// A keyed limit's table occupancy: (keys in use, key slots); `(0, 0)` when unkeyed.
+    ///
+    /// A counters limit has two tables of its key capacity (one for fixed and sliding
+    /// windows, one for moving-window logs): both are counted, a key used with both strategies
+    /// twice.
     pub fn key_occupancy(&self) -> (usize, usize) {
-        Keyed(self.here()).key_occupancy()
+        match self.here().params() {
+            Params::Counters { .. } => Counters(self.here()).key_occupancy(),
+            _ => Keyed(self.here()).key_occupancy(),
+        }
     }
 
     /// Free the slots of keys idle long enough to be back at their fresh state; how many were
     /// freed (0 when unkeyed).
+    /// A counters limit's keys are retired from both its tables (see
+    /// [`CountersLimit::reclaim_idle_keys`](crate::CountersLimit::reclaim_idle_keys)).
     pub fn reclaim_idle_keys(&self) -> usize {
-        Keyed(self.here()).reclaim_idle_keys()
+        match self.here().params() {
+            Params::Counters { .. } => Counters(self.here()).reclaim_idle_keys(),
+            _ => Keyed(self.here()).reclaim_idle_keys(),
+        }
     }
 }

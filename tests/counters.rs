@@ -285,3 +285,34 @@ fn set_replaces_the_count_and_starts_its_window_now() {
     ));
     assert_eq!(c.count(b"k").unwrap().0, 0);
 }
+
+#[test]
+fn occupancy_and_gc_cover_both_key_tables() {
+    let (_d, c, clock) = store(16, FullPolicy::Deny, 4);
+    // Fixed and sliding windows hold slots of the counter table; moving windows of the log
+    // table ("a" holds one of each).
+    assert_eq!(c.incr(b"a", secs(1), 1).unwrap(), 1);
+    assert_eq!(c.incr(b"b", secs(10), 1).unwrap(), 1);
+    assert!(c.acquire_sliding(b"c", 5, secs(1), 1).unwrap().is_allowed());
+    assert!(c.acquire_moving(b"d", 4, secs(1), 1).unwrap().is_allowed());
+    assert!(c.acquire_moving(b"e", 4, secs(10), 2).unwrap().is_allowed());
+    assert!(c.acquire_moving(b"a", 4, secs(1), 1).unwrap().is_allowed());
+    assert_eq!(c.key_occupancy(), (6, 32));
+    // The untyped view (what the CLI's inspect and gc, the C ABI and Python call) agrees.
+    assert_eq!(c.as_limit().key_occupancy(), (6, 32));
+    assert_eq!(c.reclaim_idle_keys(), 0, "every key still counts");
+    clock.advance(3 * S);
+    // a (fixed), c (both sliding windows over), d and a (every log entry expired).
+    assert_eq!(c.as_limit().reclaim_idle_keys(), 4);
+    assert_eq!(c.key_occupancy(), (2, 32));
+    // What was kept still counts in full.
+    assert_eq!(c.count(b"b").unwrap().0, 1);
+    assert_eq!(c.moving_window(b"e", 4, secs(10)).unwrap().0, 2);
+    assert!(c.acquire_moving(b"e", 4, secs(10), 3).unwrap().is_denied());
+    // A retired key comes back fresh, its whole log free.
+    assert!(c.acquire_moving(b"d", 4, secs(1), 4).unwrap().is_allowed());
+    assert_eq!(c.incr(b"a", secs(1), 1).unwrap(), 1);
+    clock.advance(10 * S);
+    assert_eq!(c.reclaim_idle_keys(), 4);
+    assert_eq!(c.key_occupancy(), (0, 32));
+}

@@ -1,6 +1,8 @@
 //! A counters limit (keyed counters whose window comes with each call) shared by forked
 //! processes on one mapped file: each strategy's bound holds per key exactly, every increment
-//! is counted once, and workers killed mid-storm leave no key over its bound or stuck.
+//! is counted once, workers killed mid-storm leave no key over its bound or stuck, and a gc
+//! pass in another process retires the keys of both tables that count nothing, never one that
+//! still counts.
 
 mod common;
 
@@ -148,4 +150,72 @@ fn workers_killed_mid_storm_leave_no_key_over_its_bound_or_stuck() {
         .acquire_fixed(&key(0), LIMIT, LONG, LIMIT)
         .unwrap()
         .is_allowed());
+}
+
+#[test]
+fn a_gc_process_retires_idle_keys_of_both_tables_and_never_a_live_one() {
+    let _guard = fork_lock();
+    let (_dir, path) = temp_path("counters_gc");
+    let c = open(&path);
+    const SHORT: Duration = Duration::from_millis(2);
+    // Workers decide on KEYS keys with hour-long windows in every strategy (each key holds a
+    // slot of both tables throughout) and on keys of 2 ms windows that turn idle at once,
+    // while one more process runs gc passes: it must retire idle keys of both tables, and
+    // never a key that still counts (which would then be admitted past its bound).
+    let gc = {
+        let path = path.clone();
+        spawn(move || {
+            let own = open(&path);
+            let (mut retired, mut passes) = (0, 0);
+            let start = std::time::Instant::now();
+            while passes < 400 || (retired == 0 && start.elapsed() < Duration::from_secs(10)) {
+                retired += own.reclaim_idle_keys() as u64;
+                passes += 1;
+            }
+            vec![retired]
+        })
+    };
+    let results = fork_workers(WORKERS, |w| {
+        let own = open(&path);
+        let mut out = vec![0u64; 2 * KEYS];
+        for round in 0..ROUNDS {
+            for i in 0..KEYS {
+                let at = (i + w * 37 + round) % KEYS;
+                let k = key(at);
+                out[2 * at] += own.acquire_fixed(&k, LIMIT, LONG, 1).unwrap().is_allowed() as u64;
+                out[2 * at + 1] +=
+                    own.acquire_moving(&k, LIMIT, LONG, 1).unwrap().is_allowed() as u64;
+                if i % 8 == 0 {
+                    let idle = format!("idle/{w}/{round}/{i}").into_bytes();
+                    own.incr(&idle, SHORT, 1).unwrap();
+                    assert!(own.acquire_moving(&idle, 1, SHORT, 1).unwrap().is_allowed());
+                }
+            }
+        }
+        out
+    });
+    let retired_by_gc = gc.wait().1[0];
+    for i in 0..KEYS {
+        let sum = |s: usize| results.iter().map(|r| r[2 * i + s]).sum::<u64>();
+        assert_eq!(sum(0), LIMIT, "fixed window, key {i}");
+        assert_eq!(sum(1), LIMIT, "moving window, key {i}");
+    }
+    std::thread::sleep(Duration::from_millis(10));
+    let retired_here = c.reclaim_idle_keys();
+    // The idle keys were retired, by the gc process or this pass (or reclaimed on demand by a
+    // later claim); the long-window keys are all there, once in each table.
+    assert!(retired_by_gc > 0, "the gc process retired nothing");
+    assert_eq!(
+        c.key_occupancy(),
+        (2 * KEYS, 2 * (4 * KEYS).next_power_of_two())
+    );
+    assert_eq!(
+        c.reclaim_idle_keys(),
+        0,
+        "{retired_here} retired, then nothing left"
+    );
+    for i in 0..KEYS {
+        assert_eq!(c.count(&key(i)).unwrap().0, LIMIT);
+        assert_eq!(c.moving_window(&key(i), LIMIT, LONG).unwrap().0, LIMIT);
+    }
 }

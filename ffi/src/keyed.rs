@@ -202,7 +202,8 @@ pub unsafe extern "C" fn shmlimit_refund_key(
 }
 
 /// How many of a keyed limit's slots hold a key (`used_out`) and how many slots it has
-/// (`slots_out`: its key capacity rounded up to a power of two).
+/// (`slots_out`: its key capacity rounded up to a power of two). A counters limit has two
+/// tables of that size (fixed and sliding windows; moving-window logs): both are counted.
 ///
 /// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
 /// keyed).
@@ -238,9 +239,9 @@ pub unsafe extern "C" fn shmlimit_limit_key_occupancy(
 }
 
 /// Retire every key whose state is back to fresh (and any pending claim a killed process
-/// left); `*reclaimed_out` receives how many keys were retired. Decisions reclaim idle slots on
-/// demand, so this is never needed for correctness: it is an explicit cleanup pass that reads
-/// the whole table.
+/// left); `*reclaimed_out` receives how many keys were retired (from both tables of a counters
+/// limit). Decisions reclaim idle slots on demand, so this is never needed for correctness: it
+/// is an explicit cleanup pass that reads the whole table.
 ///
 /// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
 ///

@@ -171,6 +171,7 @@ int main(int argc, char **argv) {
     shmlimit_sliding_counts sc;
     uint64_t totals[3 * KEYS], counts[3 * KEYS];
     int fds[WORKERS][2], w, i, status, boundary = 0;
+    size_t used = 0, slots = 0;
     pid_t pids[WORKERS];
 
     if (argc != 2) {
@@ -214,6 +215,13 @@ int main(int argc, char **argv) {
         CHECK(totals[3 * i + 1] == LIMIT);
         CHECK(boundary || totals[3 * i + 2] == LIMIT);
     }
+    /* Both key tables count: each worker key holds a fixed and a sliding slot in the counter
+       table and a log slot in the other; the three words "k" holds after its clear count
+       nothing and are retired, the workers' keys stay. */
+    CHECK(shmlimit_limit_key_occupancy(c, &used, &slots) == SHMLIMIT_OK &&
+          used == 3 * KEYS + 3 && slots == 2 * 256);
+    CHECK(shmlimit_limit_reclaim_idle_keys(c, &used) == SHMLIMIT_OK && used == 3);
+    CHECK(shmlimit_limit_key_occupancy(c, &used, &slots) == SHMLIMIT_OK && used == 3 * KEYS);
     shmlimit_limit_free(bucket);
     shmlimit_limit_free(c);
     shmlimit_limiter_free(limiter);

@@ -223,6 +223,48 @@ impl<C: Clock> Handle<kind::Counters, C> {
         }
     }
 
+    /// How many slots of the limit's two key tables hold a key, and how many slots both
+    /// have: `(used, slots)`, `slots` twice the key capacity (rounded up to a power of two).
+    /// A key used with a fixed or sliding window holds a slot of the counter table; one used
+    /// with a moving window a slot of the log table; a key used with both holds one of each.
+    pub fn key_occupancy(&self) -> (usize, usize) {
+        self.limit.key_occupancy()
+    }
+
+    /// Retire every key, in both tables, whose state counts nothing any more (a fixed window
+    /// ended, a sliding counter's two windows over, every entry of a moving log expired), and
+    /// any pending claim a killed process left; returns how many keys were retired.
+    ///
+    /// Decisions reclaim idle slots on demand, so this is never needed for correctness: it is
+    /// the explicit pass of the CLI's `gc`, after which [`Self::key_occupancy`] counts only keys
+    /// that still hold something. It reads every slot, while decisions go on.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// # fn main() -> Result<(), shmlimit::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let path = dir.path().join("gc.shm");
+    /// use std::time::Duration;
+    /// use shmlimit::{Counters, Keyed, Limiter, ManualClock};
+    /// let limiter = Limiter::builder()
+    ///     .keyed_limit("limits", Counters::new().moving_window(8), Keyed::new(64))
+    ///     .clock(ManualClock::new(1_000_000_000_000))
+    ///     .create_or_open(&path)?;
+    /// let store = limiter.counters("limits")?;
+    /// store.incr(b"a", Duration::from_secs(1), 1)?;
+    /// store.acquire_moving(b"b", 8, Duration::from_secs(1), 1)?;
+    /// store.acquire_moving(b"c", 8, Duration::from_secs(5), 1)?;
+    /// assert_eq!(store.key_occupancy(), (3, 128)); // two tables of 64
+    /// limiter.clock().advance(2_000_000_000);
+    /// assert_eq!(store.reclaim_idle_keys(), 2); // "a" and "b"; "c" counts for 3 s more
+    /// assert_eq!(store.key_occupancy(), (1, 128));
+    /// # Ok(()) }
+    /// ```
+    pub fn reclaim_idle_keys(&self) -> usize {
+        self.limit.reclaim_idle_keys()
+    }
+
     /// Forget the key: its fixed-window count, its sliding window counter and its moving log.
     ///
     /// # Errors

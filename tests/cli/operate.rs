@@ -499,3 +499,42 @@ fn gc_reclaims_the_permits_of_a_killed_holder() {
         3
     );
 }
+
+#[test]
+fn inspect_and_gc_see_both_tables_of_a_counters_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("limits.shm");
+    // This process is the worker (as a flask-limiter app's storage would be): keys of fixed
+    // windows in the counter table, of moving windows in the log table.
+    let limiter = Limiter::builder()
+        .keyed_limit(
+            "limits",
+            shmlimit::Counters::new().moving_window(8),
+            shmlimit::Keyed::new(64),
+        )
+        .create_or_open(&path)
+        .unwrap();
+    let store = limiter.counters("limits").unwrap();
+    let short = Duration::from_millis(50);
+    for i in 0..5 {
+        store
+            .incr(format!("fixed/{i}").as_bytes(), short, 1)
+            .unwrap();
+    }
+    for i in 0..3 {
+        assert!(store
+            .acquire_moving(format!("moving/{i}").as_bytes(), 8, short, 2)
+            .unwrap()
+            .is_allowed());
+    }
+    let keys = |v: &Value| (v["keys"]["used"].clone(), v["keys"]["slots"].clone());
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(keys(&j["limits"][0]), (8.into(), 128.into()), "{j}");
+    std::thread::sleep(short * 2);
+    let v = json(&["gc", s(&path), "--json"]);
+    assert_eq!(v["limits"][0]["reclaims"], "keys", "{v}");
+    assert_eq!(v["limits"][0]["keys"], 8, "{v}");
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(keys(&j["limits"][0]), (0.into(), 128.into()), "{j}");
+    assert_eq!(store.key_occupancy(), (0, 128));
+}

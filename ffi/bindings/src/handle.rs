@@ -227,6 +227,7 @@ impl AnyHandle {
             KeyedTokenBucket(h) => Some(h.key_occupancy()),
             KeyedWindow(h) => Some(h.key_occupancy()),
             KeyedConcurrency(h) => Some(h.key_occupancy()),
+            Counters(h) => Some(h.key_occupancy()),
             _ => None,
         }
     }
@@ -237,6 +238,7 @@ impl AnyHandle {
             KeyedTokenBucket(h) => Some(h.reclaim_idle_keys()),
             KeyedWindow(h) => Some(h.reclaim_idle_keys()),
             KeyedConcurrency(h) => Some(h.reclaim_idle_keys()),
+            Counters(h) => Some(h.reclaim_idle_keys()),
             _ => None,
         }
     }

@@ -1,6 +1,8 @@
 """flask-limiter's requests per second under gunicorn (4 sync workers), side by side in one
-run: no limiter, ``storage_uri="shmlimit://..."``, ``"memory://"`` (per worker: 4 times the
-budget) and, when ``SHMLIMIT_REDIS_URL`` names a reachable redis-server, ``redis://``.
+run: no limiter, a null storage (one that does nothing and admits everything: flask-limiter's
+own cost, the ceiling any storage can reach), ``storage_uri="shmlimit://..."``, ``"memory://"``
+(per worker: 4 times the budget) and, when ``SHMLIMIT_REDIS_URL`` names a reachable
+redis-server, ``redis://``.
 
 Usage: python bench/flask_limiter.py [--quick]
 
@@ -28,11 +30,55 @@ from typing import Dict, List, Optional
 
 APP = '''
 import os
+import time
 
 from flask import Flask
 
 app = Flask(__name__)
 uri = os.environ.get("STORAGE_URI")
+if uri == "null://":
+    # A storage that does nothing and admits everything: flask-limiter's own cost alone.
+    from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+
+    class NullStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport):
+        STORAGE_SCHEME = ["null"]
+
+        @property
+        def base_exceptions(self):
+            return Exception
+
+        def incr(self, key, expiry, amount=1):
+            return amount
+
+        def get(self, key):
+            return 0
+
+        def get_expiry(self, key):
+            return time.time()
+
+        def check(self):
+            return True
+
+        def reset(self):
+            return 0
+
+        def clear(self, key):
+            pass
+
+        def acquire_entry(self, key, limit, expiry, amount=1):
+            return True
+
+        def get_moving_window(self, key, limit, expiry):
+            return time.time(), 0
+
+        def acquire_sliding_window_entry(self, key, limit, expiry, amount=1):
+            return True
+
+        def get_sliding_window(self, key, expiry):
+            return 0, 0.0, 0, 0.0
+
+        def clear_sliding_window(self, key, expiry):
+            pass
 if uri:
     from flask_limiter import Limiter
     import shmlimit.limits  # noqa: F401
@@ -125,6 +171,7 @@ def main() -> None:
             f.write(APP)
         configs: Dict[str, Optional[str]] = {
             "no limiter": None,
+            "null storage": "null://",
             "shmlimit://": f"shmlimit://{site}/bench.shmlimit?keys=64&moving_window=8192",
             "memory://": "memory://",
         }
@@ -145,9 +192,11 @@ def main() -> None:
         print(f"flask-limiter ({strategy}) under gunicorn -w 4, requests/s (median of "
               f"{rounds} rounds of {seconds:.0f} s)")
         bare = statistics.median(results["no limiter"])
+        redis = statistics.median(results["redis://"]) if "redis://" in results else None
         for name, rates in results.items():
             m = statistics.median(rates)
-            print(f"  {name:<14}{m:>9.0f}  ({m / bare:.2f}x no limiter; rounds "
+            vs_redis = f", {m / redis:.2f}x redis://" if redis else ""
+            print(f"  {name:<14}{m:>9.0f}  ({m / bare:.2f}x no limiter{vs_redis}; rounds "
                   f"{', '.join(f'{r:.0f}' for r in rates)})")
 
 

@@ -172,6 +172,16 @@ impl Counters {
             .or_raise("shmlimit_counters_clear_all")
     }
 
+    /// `(used, slots)` of both key tables (counters and moving-window logs).
+    fn key_occupancy(&self) -> (usize, usize) {
+        self.limit().key_occupancy()
+    }
+
+    /// Retire the keys of both tables that count nothing any more; how many were.
+    fn reclaim_idle_keys(&self) -> usize {
+        self.limit().reclaim_idle_keys()
+    }
+
     /// The largest moving-window limit of the file (its log entries per key).
     #[getter]
     fn max_moving_limit(&self) -> u64 {

@@ -116,6 +116,44 @@ class LimitsStorageTest(FileTest):
             wrapped.incr("k", 0)
 
 
+def _hit_keys(uri: str, worker: int, out: "multiprocessing.Queue[int]") -> None:
+    import limits
+    import shmlimit.limits  # noqa: F401  (registers the scheme)
+    storage = limits.storage.storage_from_string(uri)
+    fixed = limits.strategies.FixedWindowRateLimiter(storage)
+    moving = limits.strategies.MovingWindowRateLimiter(storage)
+    short, long = limits.parse("5/second"), limits.parse("5/hour")
+    for i in range(10):
+        fixed.hit(short, f"w{worker}-{i}")
+        moving.hit(short, f"w{worker}-{i}")
+    out.put(int(moving.hit(long, f"w{worker}-long")))
+
+
+class CounterStoreTest(FileTest):
+    def test_gc_retires_idle_keys_of_every_strategy_left_by_other_processes(self) -> None:
+        limits = need("limits")
+        import shmlimit.limits  # noqa: F401
+        uri = f"shmlimit://{self.path}?moving_window=8&keys=256"
+        ctx = multiprocessing.get_context("fork")
+        out: "multiprocessing.Queue[int]" = ctx.Queue()
+        procs = [ctx.Process(target=_hit_keys, args=(uri, w, out)) for w in range(3)]
+        for p in procs:
+            p.start()
+        self.assertEqual(sum(out.get(timeout=60) for _ in procs), 3)
+        for p in procs:
+            p.join(60)
+            self.assertEqual(p.exitcode, 0)
+        store = CounterStore(Limiter.open(self.path).limit("limits"))
+        # 3 workers x 10 keys in the counter table and 11 logs each in the log table.
+        self.assertEqual(store.key_occupancy(), (63, 512))
+        import time
+        time.sleep(1.2)
+        self.assertEqual(store.reclaim_idle_keys(), 60)
+        self.assertEqual(store.key_occupancy(), (3, 512))
+        self.assertEqual(Limiter.open(self.path).limit("limits").key_occupancy(), (3, 512))
+        moving = limits.strategies.MovingWindowRateLimiter(limits.storage.storage_from_string(uri))
+        self.assertEqual(moving.get_window_stats(limits.parse("5/hour"), "w0-long").remaining, 4)
+
 class CounterStoreTest(FileTest):
     def test_counter_store(self) -> None:
         limiter = Limiter.create_or_open(

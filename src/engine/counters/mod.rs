@@ -579,6 +579,33 @@ impl<C: Clock> Counters<'_, C> {
         Ok(())
     }
 
+    /// The slots of both key tables that hold a key, and how many slots both have: `(used,
+    /// slots)`. A key used with a fixed or sliding window holds a slot of the counter table, one
+    /// used with a moving window a slot of the log table: a key used with both holds two.
+    pub(crate) fn key_occupancy(&self) -> (usize, usize) {
+        match self.parts() {
+            Ok(p) => (
+                Table::new(p.counters).occupancy() + Table::new(p.logs).occupancy(),
+                p.counters.len() + p.logs.len(),
+            ),
+            Err(_) => (0, 2 * self.key_slots),
+        }
+    }
+
+    /// Retire every key of both tables whose word counts nothing any more (a fixed window
+    /// ended, a sliding counter's windows both over, a log whose deadline passed: each of its
+    /// entries expired), and any pending claim a killed process left; returns how many keys
+    /// were retired. A retired log slot's entries stay in its block, foreign to the next key
+    /// that claims the slot (see [`log`]), so nothing is written to them.
+    pub(crate) fn reclaim_idle_keys(&self) -> usize {
+        let Ok(p) = self.parts() else {
+            return 0;
+        };
+        let mut now = || self.clock.now_ns();
+        Table::new(p.counters).reclaim_idle(&CounterWords, &mut now)
+            + Table::new(p.logs).reclaim_idle(&LogDeadlines, &mut now)
+    }
+
     /// Forget every key (their slots stay theirs, with fresh words); returns how many keys
     /// held something.
     pub(crate) fn clear_all(&self) -> Result<usize> {

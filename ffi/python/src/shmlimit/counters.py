@@ -69,6 +69,18 @@ class CounterStore:
         """Forget every key; returns how many held something."""
         return self._c.clear_all()
 
+    def key_occupancy(self) -> Tuple[int, int]:
+        """``(used, slots)`` of the limit's two key tables: a key used with a fixed or sliding
+        window holds a slot of one, a key used with a moving window a slot of the other;
+        ``slots`` is twice the key capacity (rounded up to a power of two)."""
+        return self._c.key_occupancy()
+
+    def reclaim_idle_keys(self) -> int:
+        """Retire every key, in both tables, that counts nothing any more (its windows over,
+        every entry of its log expired); returns how many were. Never needed for correctness
+        (decisions reclaim idle slots on demand): the explicit pass of ``shmlimit gc``."""
+        return self._c.reclaim_idle_keys()
+
     @property
     def max_moving_limit(self) -> int:
         """The largest moving-window limit of the file: its log entries per key."""

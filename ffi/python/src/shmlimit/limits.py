@@ -41,6 +41,7 @@ from limits.aio.storage import MovingWindowSupport as AsyncMovingWindowSupport
 from limits.aio.storage import SlidingWindowCounterSupport as AsyncSlidingWindowCounterSupport
 from limits.aio.storage import Storage as AsyncStorage
 from limits.storage import MovingWindowSupport, SlidingWindowCounterSupport, Storage
+from limits.errors import StorageError
 from limits.storage.base import TimestampedSlidingWindow
 
 from . import _native
@@ -92,18 +93,40 @@ class _Calls:
 
     _c: _native.Counters
 
-    def _incr(self, key: str, expiry: Union[int, float], amount: int) -> int:
-        return self._c.incr(key, _window(expiry), amount)
+    wrap_exceptions: bool
+
+    def _incr(self, key: str, expiry: int, amount: int = 1) -> int:
+        try:
+            if type(expiry) is int and expiry > 0:
+                return self._c.incr(key, expiry * 1_000_000_000, amount)
+            return self._c.incr(key, _ns(expiry, "expiry"), amount)
+        except ShmlimitError as e:
+            if self.wrap_exceptions:
+                raise StorageError(e) from e
+            raise
+
+    def _get(self, key: str) -> int:
+        try:
+            return self._c.count(key)[0]
+        except ShmlimitError as e:
+            if self.wrap_exceptions:
+                raise StorageError(e) from e
+            raise
 
     def _get_expiry(self, key: str) -> float:
-        _n, left = self._c.count(key)
-        return time.time() + _s(left)
+        try:
+            _n, left = self._c.count(key)
+        except ShmlimitError as e:
+            if self.wrap_exceptions:
+                raise StorageError(e) from e
+            raise
+        return time.time() + left / 1e9
 
-    def _moving(self, key: str, limit: int, expiry: Union[int, float]) -> Tuple[float, int]:
+    def _moving(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
         n, age = self._c.moving(key, limit, _window(expiry))
         return time.time() - _s(age), n
 
-    def _sliding(self, key: str, expiry: Union[int, float]) -> Tuple[int, float, int, float]:
+    def _sliding(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
         prev, weighs, cur, expires = self._c.sliding(key, _window(expiry))
         return prev, _s(weighs), cur, _s(expires)
 
@@ -122,14 +145,9 @@ class ShmlimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
     def base_exceptions(self) -> Union[Type[Exception], Tuple[Type[Exception], ...]]:
         return ShmlimitError
 
-    def incr(self, key: str, expiry: int, amount: int = 1) -> int:
-        return self._incr(key, expiry, amount)
-
-    def get(self, key: str) -> int:
-        return self._c.count(key)[0]
-
-    def get_expiry(self, key: str) -> float:
-        return self._get_expiry(key)
+    incr = _Calls._incr
+    get = _Calls._get
+    get_expiry = _Calls._get_expiry
 
     def check(self) -> bool:
         return True
@@ -143,22 +161,31 @@ class ShmlimitStorage(Storage, MovingWindowSupport, SlidingWindowCounterSupport,
     def acquire_entry(self, key: str, limit: int, expiry: int, amount: int = 1) -> bool:
         if amount > limit:
             return False
-        return self._c.acquire_moving(key, limit, _window(expiry), amount)
+        if type(expiry) is int and expiry > 0:
+            return self._c.acquire_moving(key, limit, expiry * 1_000_000_000, amount)
+        return self._c.acquire_moving(key, limit, _ns(expiry, "expiry"), amount)
 
-    def get_moving_window(self, key: str, limit: int, expiry: int) -> Tuple[float, int]:
-        return self._moving(key, limit, expiry)
+    get_moving_window = _Calls._moving
 
     def acquire_sliding_window_entry(self, key: str, limit: int, expiry: int,
                                      amount: int = 1) -> bool:
         if amount > limit:
             return False
-        return self._c.acquire_sliding(key, limit, _window(expiry), amount)
+        if type(expiry) is int and expiry > 0:
+            return self._c.acquire_sliding(key, limit, expiry * 1_000_000_000, amount)
+        return self._c.acquire_sliding(key, limit, _ns(expiry, "expiry"), amount)
 
-    def get_sliding_window(self, key: str, expiry: int) -> Tuple[int, float, int, float]:
-        return self._sliding(key, expiry)
+    get_sliding_window = _Calls._sliding
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         self._c.clear_key(key)
+
+
+# `limits` wraps these methods of every storage class in a function that turns the storage's
+# errors into StorageError under `wrap_exceptions`: the methods above do that themselves, so
+# the class keeps them as they are (one Python call less on each request's path).
+for _name in ("incr", "get", "get_expiry"):
+    setattr(ShmlimitStorage, _name, getattr(_Calls, "_" + _name))
 
 
 class AsyncShmlimitStorage(AsyncStorage, AsyncMovingWindowSupport,
