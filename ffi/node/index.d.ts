@@ -236,8 +236,8 @@ export class Limit {
   reclaimIdleKeys(): number;
   keyTag(key: Key): bigint;
   tryAcquireAdaptive(): AdaptivePermit | null;
-  acquireAdaptive(options?: { timeout?: number; every?: number }): Promise<AdaptivePermit | null>;
-  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; every?: number }): Promise<T>;
+  acquireAdaptive(options?: { timeout?: number; signal?: AbortSignal }): Promise<AdaptivePermit | null>;
+  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; signal?: AbortSignal }): Promise<T>;
   adaptiveStatus(): AdaptiveStatus;
   tryAcquirePermit(): Permit | null;
   tryAcquireKeyPermit(key: Key): Permit | null;

@@ -16,6 +16,25 @@ static void adaptive_finalize(napi_env env, void *data, void *hint) {
     free(b);
 }
 
+/* The external of a held permit (it owns the permit from now on), or NULL with an exception
+ * pending (the permit released as dropped). */
+napi_value adaptive_external(napi_env env, shmlimit_adaptive_permit *p) {
+    adaptive_box_t *b = (adaptive_box_t *)malloc(sizeof *b);
+    if (b == NULL) {
+        shmlimit_adaptive_release(p, SHMLIMIT_OUTCOME_DROPPED);
+        napi_throw_error(env, NULL, "shmlimit addon: out of memory");
+        return NULL;
+    }
+    b->permit = p;
+    napi_value out;
+    if (napi_create_external(env, b, adaptive_finalize, NULL, &out) != napi_ok) {
+        adaptive_finalize(env, b, NULL);
+        throw_napi(env, "napi_create_external");
+        return NULL;
+    }
+    return out;
+}
+
 /* adaptiveTry(limit) -> [status, permit external | null (the limit is reached)]. */
 napi_value js_adaptive_try(napi_env env, napi_callback_info info) {
     ARGS(1);
@@ -28,14 +47,10 @@ napi_value js_adaptive_try(napi_env env, napi_callback_info info) {
         shmlimit_adaptive_permit *p = NULL;
         st = shmlimit_adaptive_acquire(l, 0, &p);
         if (st == SHMLIMIT_OK && p != NULL) {
-            adaptive_box_t *b = (adaptive_box_t *)malloc(sizeof *b);
-            if (b == NULL) {
-                shmlimit_adaptive_release(p, SHMLIMIT_OUTCOME_DROPPED);
-                napi_throw_error(env, NULL, "shmlimit addon: out of memory");
+            permit_v = adaptive_external(env, p);
+            if (permit_v == NULL) {
                 return NULL;
             }
-            b->permit = p;
-            NAPI(napi_create_external(env, b, adaptive_finalize, NULL, &permit_v));
         }
     }
     NAPI(napi_create_int32(env, st, &st_v));

@@ -141,6 +141,8 @@ napi_value js_guarded_decide(napi_env env, napi_callback_info info);
 napi_value js_adaptive_try(napi_env env, napi_callback_info info);
 napi_value js_adaptive_release(napi_env env, napi_callback_info info);
 napi_value js_adaptive_status(napi_env env, napi_callback_info info);
+napi_value js_adaptive_wait(napi_env env, napi_callback_info info);
+napi_value adaptive_external(napi_env env, shmlimit_adaptive_permit *p);
 
 
 int get_cstring(napi_env env, napi_value v, char **out);
