@@ -384,3 +384,51 @@ fn an_adaptive_limit_resolved_as_another_kind_names_its_own_accessor() {
          resolve it with Limiter::adaptive_concurrency"
     );
 }
+
+/// The headers of a request holding an adaptive permit: `qu="concurrent-requests"` with the
+/// current permits as the quota and the permits left as `r`, beside a rate limit's items; a
+/// refused permit sets `Retry-After`.
+#[test]
+fn headers_state_the_permits_as_concurrent_requests() {
+    let (_dir, path) = temp_path("headers.shm");
+    let limiter = Limiter::builder()
+        .limit("api", shmlimit::TokenBucket::per_second(10).burst(10))
+        .limit("dep", AdaptiveConcurrency::new(3, 8))
+        .create_or_open(&path)
+        .unwrap();
+    let (api, dep) = (
+        limiter.token_bucket("api").unwrap(),
+        limiter.adaptive_concurrency("dep").unwrap(),
+    );
+    let granted = shmlimit::c_abi::view(true, 0, 0, 0);
+    let d = api.try_acquire(1).unwrap();
+    let _held = dep.try_acquire().unwrap().unwrap();
+    let h = shmlimit::RateLimitHeaders::for_decisions(&[
+        (api.as_limit(), &d),
+        (dep.as_limit(), &granted),
+    ])
+    .unwrap();
+    assert_eq!(
+        h.rate_limit_policy,
+        r#""api";q=10;w=1, "dep";q=3;qu="concurrent-requests""#
+    );
+    assert_eq!(h.rate_limit, r#""api";r=9;t=1, "dep";r=2"#);
+    assert_eq!(h.retry_after, None);
+    let refused = shmlimit::c_abi::view(false, 0, 5_000_000, 0);
+    let mut h = shmlimit::RateLimitHeaders::new();
+    h.add_limit(dep.as_limit(), &refused, false).unwrap();
+    assert_eq!(
+        (h.rate_limit.as_str(), h.rate_limit_policy.as_str()),
+        (r#""dep";r=2"#, "")
+    );
+    assert_eq!(h.retry_after.as_deref(), Some("1"));
+    // Only an adaptive limit has a concurrent quota.
+    assert_eq!(
+        dep.as_limit()
+            .concurrent_quota()
+            .unwrap()
+            .map(|q| q.permits),
+        Some(3)
+    );
+    assert_eq!(api.as_limit().concurrent_quota().unwrap(), None);
+}

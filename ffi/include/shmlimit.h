@@ -1296,8 +1296,9 @@ shmlimit_status shmlimit_limit_policy(const struct shmlimit_limit *limit,
 // Render the `RateLimit`, `RateLimit-Policy` and `Retry-After` header values for `count`
 // decisions, `decisions[i]` made on `limits[i]` (for example the checks of a composed
 // decision, or a single `shmlimit_acquire`). Each limit appears under its name with its live
-// policy; concurrency limits add nothing to the two `RateLimit` fields but a denial of theirs
-// sets `Retry-After`.
+// policy; an adaptive concurrency limit as `"name";q=PERMITS;qu="concurrent-requests"` and
+// `"name";r=PERMITS-IN_FLIGHT` (its current permits, read now); fixed concurrency limits add
+// nothing to the two `RateLimit` fields but a denial of theirs sets `Retry-After`.
 //
 // Errors: `SHMLIMIT_NULL_POINTER`; `SHMLIMIT_INVALID_PARAMETER` for `count` 0 or above
 // `SHMLIMIT_MAX_CHECKS`; `SHMLIMIT_CORRUPT_STATE` if a limit's live parameters are damaged.
