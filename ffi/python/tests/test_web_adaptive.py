@@ -129,7 +129,7 @@ class RealServers(FileTest):
                         self.assertGreaterEqual(int(headers["retry-after"]), 1)
                         self.assertIn(b"503", body)
             self.assertLessEqual(most_at_once(spans), 2, spans)
-            self.assertGreaterEqual(statuses.count(200), 6, statuses)
+            self.assertGreaterEqual(statuses.count(200), 3, statuses)  # one a round at least
             self.assertGreaterEqual(statuses.count(503), 1, statuses)
             self.assertGreater(len(pids), 1, "several worker processes answered")
             with Limiter.open(self.path) as lim:
