@@ -112,7 +112,14 @@ class Limit {
   definition() {
     const d = native.definition(this._h, false);
     if (typeof d === 'number') throw failure(d, `definition of '${this.name}'`);
-    return specOf(d);
+    return specOf(d, d.kind === 8 ? this._tuning() : undefined);
+  }
+
+  /** An adaptive limit's stored tuning, raw (lib/definitions.js reads it). */
+  _tuning() {
+    const t = native.adaptiveTuning(this._h);
+    if (typeof t === 'number') throw failure(t, `tuning of '${this.name}'`);
+    return t;
   }
 
   /** The definition with its live parameters (after any retune, by any process). A token
@@ -120,7 +127,7 @@ class Limit {
   liveDefinition() {
     const d = native.definition(this._h, true);
     if (typeof d === 'number') throw failure(d, `liveDefinition of '${this.name}'`);
-    return specOf(d);
+    return specOf(d, d.kind === 8 ? this._tuning() : undefined);
   }
 
   /** The quota per window this limit states to clients (`RateLimit-Policy`). */

@@ -143,6 +143,8 @@ napi_value js_adaptive_release(napi_env env, napi_callback_info info);
 napi_value js_adaptive_status(napi_env env, napi_callback_info info);
 napi_value js_adaptive_wait(napi_env env, napi_callback_info info);
 napi_value adaptive_external(napi_env env, shmlimit_adaptive_permit *p);
+napi_value js_adaptive_tuning(napi_env env, napi_callback_info info);
+int read_tuning(napi_env env, napi_value obj, shmlimit_adaptive_tuning *t, int *present);
 
 
 int get_cstring(napi_env env, napi_value v, char **out);
