@@ -86,7 +86,26 @@ pub(super) fn run(args: &ScenarioArgs) -> Result<(), Failure> {
             );
         }
         unloaded_ms.get_or_insert(unloaded);
-        results.push((arm, measure::phases(&phases, &calls)));
+        // The adaptive arms' re-measures of the RTT (the same schedule for every limit here).
+        let probe = match arm {
+            Arm::Fixed => None,
+            _ => Some(
+                Limiter::open(dir.path().join(format!("adaptive-{}.shm", arm.key())))
+                    .and_then(|l| {
+                        let name = l.definitions()[0].name.clone();
+                        l.adaptive_concurrency(&name)
+                    })
+                    .map_err(|e| Failure::library(e, dir.path()))?,
+            ),
+        };
+        let remeasure = |a: u64, b: u64| {
+            probe.as_ref().is_some_and(|p| {
+                (a..b)
+                    .step_by(5_000_000)
+                    .any(|t| p.remeasuring_at(t).unwrap_or(false))
+            })
+        };
+        results.push((arm, measure::phases(&phases, &calls, &remeasure)));
     }
     if python_workers > 0 {
         println!();
