@@ -153,7 +153,8 @@ impl<C: Clock> std::fmt::Debug for AdaptivePermit<C> {
 pub struct AdaptiveStatus {
     /// The current limit, fractional (the permits granted at once are its floor).
     pub limit: f64,
-    /// Permits granted at once now: `floor(limit)`.
+    /// Permits granted at once now: `floor(limit)` (at most `min` are granted during a
+    /// re-measure of the RTT, see `remeasuring_at`).
     pub permits: u64,
     /// The smallest the limit may become.
     pub min: u64,
