@@ -175,6 +175,13 @@ function merged(a, b) {
   return out;
 }
 
+/** The header fields of a request: the decided limits' (`result`, or null), the held ones'
+ *  (`holding`, or null), merged. */
+function headersOf(result, holding) {
+  if (holding === null) return result.headers;
+  return result === null ? holding.headers : merged(result.headers, holding.headers);
+}
+
 /** How a request under an adaptive permit ended, from its response: a 504 is 'timeout', any
  *  other 5xx 'error', a response not sent whole (the client went away) 'dropped'. */
 function outcomeOf(res, finished) {
@@ -256,8 +263,8 @@ function middleware(opts = {}) {
       return;
     }
     if (result !== null) req.rateLimit = result;
-    const headers = holding === null ? result.headers
-      : result === null ? holding.headers : merged(result.headers, holding.headers);
+    // Rendered only when sent (or for a denial's Retry-After): RequestDecision renders lazily.
+    const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
       if (headers['RateLimit']) res.setHeader('RateLimit', headers['RateLimit']);
       if (headers['RateLimit-Policy']) res.setHeader('RateLimit-Policy', headers['RateLimit-Policy']);
@@ -317,8 +324,7 @@ function fastifyPlugin(fastify, opts, done) {
       return;
     }
     if (result !== null) request.rateLimit = result;
-    const headers = holding === null ? result.headers
-      : result === null ? holding.headers : merged(result.headers, holding.headers);
+    const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
       if (headers['RateLimit']) reply.header('RateLimit', headers['RateLimit']);
       if (headers['RateLimit-Policy']) reply.header('RateLimit-Policy', headers['RateLimit-Policy']);
