@@ -258,10 +258,13 @@ impl<C: Clock> Adaptive<'_, C> {
             // Acquire: pairs with the AcqRel CAS of the window that set the limit. In a
             // re-measure of the RTT, `min` (see `algo::adaptive`).
             let word = self.control(words::LIMIT).load(Ordering::Acquire);
-            let allowed = t.allowed(word, self.now_ms());
+            // One clock read for the schedule and the claim's stamp (a read per grant is
+            // most of a grant's cost).
+            let now_ns = self.clock().now_ns();
+            let allowed = t.allowed(word, now_ns / 1_000_000);
             // A given-back claim wakes nobody: a waiter it refused retries at the next
             // release, or within `PERMIT_RECHECK`.
-            gate::admit(table, start, me, allowed as usize, || self.clock().now_ns())
+            gate::admit(table, start, me, allowed as usize, || now_ns)
         };
         if let Admit::Granted(index, word) = attempt() {
             return Some((index, word));
