@@ -25,6 +25,11 @@
 //!   the limit is whole again.
 //! * `Retry-After` is the largest [`Decision::retry_after_secs_ceil`] of the denials (at least
 //!   one second: a denial has something to wait for), absent when every limit admitted.
+//! * An adaptive concurrency limit ([`ConcurrentQuota`]) bounds requests in flight, not a rate:
+//!   `"name";q=LIMIT;qu="concurrent-requests"` in `RateLimit-Policy` (the draft's quota unit;
+//!   no `w`, there is no window) and `"name";r=LIMIT-IN_FLIGHT` in `RateLimit` (no `t`: a
+//!   permit comes back when a request ends, not at a time), `LIMIT` its current permits.
+//!   A fixed concurrency limit stays out of both fields.
 
 use crate::limiter::Limit;
 
@@ -98,7 +103,35 @@ impl Policy {
     }
 }
 
+/// What an adaptive concurrency limit tells a client: its current permits (`q`) and the
+/// permits held now (`r = q - in_flight`), with `qu="concurrent-requests"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConcurrentQuota {
+    /// The permits granted at once now (the current limit, rounded down).
+    pub permits: u64,
+    /// The permits held now.
+    pub in_flight: u64,
+}
+
 impl<C: Clock> Limit<C> {
+    /// An adaptive concurrency limit's current permits and permits in flight, for the
+    /// `RateLimit` fields with `qu="concurrent-requests"`; `None` for any other kind.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::WrongKind`] if the file was replaced by one where this name is another
+    /// kind.
+    pub fn concurrent_quota(&self) -> Result<Option<ConcurrentQuota>> {
+        if self.kind() != crate::spec::LimitKind::AdaptiveConcurrency {
+            return Ok(None);
+        }
+        let s = crate::engine::adaptive::Adaptive(self.site().current()?).status()?;
+        Ok(Some(ConcurrentQuota {
+            permits: s.permits,
+            in_flight: s.in_flight,
+        }))
+    }
+
     /// This limit's quota per window from its live parameters (a retuned rate shows), for the
     /// `RateLimit-Policy` header; `None` for a concurrency limit.
     ///
@@ -242,6 +275,74 @@ impl RateLimitHeaders {
         self
     }
 
+    /// Add one adaptive concurrency limit's items (`qu="concurrent-requests"`, see the module
+    /// docs; `RateLimit-Policy` only when `with_policy`) and fold `decision`'s retry-after into
+    /// `Retry-After` when it denied (a request refused a permit).
+    ///
+    /// ```
+    /// use shmlimit::{ConcurrentQuota, RateLimitHeaders};
+    /// // What the caller was told: a permit granted (any allowed decision), or refused with
+    /// // a wait of 30 ms (rounded up to whole seconds in `Retry-After`).
+    /// let granted = shmlimit::c_abi::view(true, 0, 0, 0);
+    /// let refused = shmlimit::c_abi::view(false, 0, 30_000_000, 0);
+    /// let mut h = RateLimitHeaders::new();
+    /// h.add_concurrent("db", ConcurrentQuota { permits: 12, in_flight: 5 }, &granted, true);
+    /// assert_eq!(h.rate_limit_policy, "\"db\";q=12;qu=\"concurrent-requests\"");
+    /// assert_eq!(h.rate_limit, "\"db\";r=7");
+    /// assert_eq!(h.retry_after, None);
+    /// let mut h = RateLimitHeaders::new();
+    /// h.add_concurrent("db", ConcurrentQuota { permits: 12, in_flight: 12 }, &refused, false);
+    /// assert_eq!((h.rate_limit.as_str(), h.rate_limit_policy.as_str()), ("\"db\";r=0", ""));
+    /// assert_eq!(h.retry_after.as_deref(), Some("1"));
+    /// ```
+    pub fn add_concurrent(
+        &mut self,
+        name: &str,
+        quota: ConcurrentQuota,
+        decision: &Decision,
+        with_policy: bool,
+    ) -> &mut Self {
+        let out = &mut self.rate_limit;
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        push_sf_string(out, name);
+        out.push_str(";r=");
+        push_decimal(out, quota.permits.saturating_sub(quota.in_flight));
+        if with_policy {
+            let out = &mut self.rate_limit_policy;
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            push_sf_string(out, name);
+            out.push_str(";q=");
+            push_decimal(out, quota.permits);
+            out.push_str(";qu=\"concurrent-requests\"");
+        }
+        self.push("", None, decision, false)
+    }
+
+    /// Add `limit`'s items for `decision` whatever its kind: a rate policy's
+    /// ([`RateLimitHeaders::add`], or [`RateLimitHeaders::add_state`] without `with_policy`),
+    /// an adaptive concurrency limit's ([`RateLimitHeaders::add_concurrent`]), none for a
+    /// fixed concurrency limit (whose denial still sets `Retry-After`).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::CorruptState`] if the limit's live parameters are damaged.
+    pub fn add_limit<C: Clock>(
+        &mut self,
+        limit: &Limit<C>,
+        decision: &Decision,
+        with_policy: bool,
+    ) -> Result<&mut Self> {
+        if let Some(quota) = limit.concurrent_quota()? {
+            return Ok(self.add_concurrent(limit.name(), quota, decision, with_policy));
+        }
+        let policy = limit.policy()?;
+        Ok(self.push(limit.name(), policy, decision, with_policy))
+    }
+
     /// The headers for decisions made on these limits (for example the checks of a composed
     /// decision, with [`crate::Composed::decision`]), each limit under its own name and live
     /// policy.
@@ -254,7 +355,7 @@ impl RateLimitHeaders {
     ) -> Result<RateLimitHeaders> {
         let mut headers = RateLimitHeaders::new();
         for (limit, decision) in decisions {
-            headers.add(limit.name(), limit.policy()?, decision);
+            headers.add_limit(limit, decision, true)?;
         }
         Ok(headers)
     }

@@ -93,7 +93,7 @@ pub use handle::{
     KeyedRateLimit, KeyedTokenBucketLimit, KeyedWindowLimit, LimitKind, RateLimit, SlidingCounts,
     SlidingLogLimit, TokenBucketLimit, TypedLimit, WindowLimit,
 };
-pub use headers::{Policy, RateLimitHeaders};
+pub use headers::{ConcurrentQuota, Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
 pub use reconcile::OnConflict;
 // The definitions a program names to define its limits, documented in `spec`.

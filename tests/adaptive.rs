@@ -384,3 +384,117 @@ fn an_adaptive_limit_resolved_as_another_kind_names_its_own_accessor() {
          resolve it with Limiter::adaptive_concurrency"
     );
 }
+
+/// The headers of a request holding an adaptive permit: `qu="concurrent-requests"` with the
+/// current permits as the quota and the permits left as `r`, beside a rate limit's items; a
+/// refused permit sets `Retry-After`.
+#[test]
+fn headers_state_the_permits_as_concurrent_requests() {
+    let (_dir, path) = temp_path("headers.shm");
+    let limiter = Limiter::builder()
+        .limit("api", shmlimit::TokenBucket::per_second(10).burst(10))
+        .limit("dep", AdaptiveConcurrency::new(3, 8))
+        .create_or_open(&path)
+        .unwrap();
+    let (api, dep) = (
+        limiter.token_bucket("api").unwrap(),
+        limiter.adaptive_concurrency("dep").unwrap(),
+    );
+    let granted = shmlimit::c_abi::view(true, 0, 0, 0);
+    let d = api.try_acquire(1).unwrap();
+    let _held = dep.try_acquire().unwrap().unwrap();
+    let h = shmlimit::RateLimitHeaders::for_decisions(&[
+        (api.as_limit(), &d),
+        (dep.as_limit(), &granted),
+    ])
+    .unwrap();
+    assert_eq!(
+        h.rate_limit_policy,
+        r#""api";q=10;w=1, "dep";q=3;qu="concurrent-requests""#
+    );
+    assert_eq!(h.rate_limit, r#""api";r=9;t=1, "dep";r=2"#);
+    assert_eq!(h.retry_after, None);
+    let refused = shmlimit::c_abi::view(false, 0, 5_000_000, 0);
+    let mut h = shmlimit::RateLimitHeaders::new();
+    h.add_limit(dep.as_limit(), &refused, false).unwrap();
+    assert_eq!(
+        (h.rate_limit.as_str(), h.rate_limit_policy.as_str()),
+        (r#""dep";r=2"#, "")
+    );
+    assert_eq!(h.retry_after.as_deref(), Some("1"));
+    // Only an adaptive limit has a concurrent quota.
+    assert_eq!(
+        dep.as_limit()
+            .concurrent_quota()
+            .unwrap()
+            .map(|q| q.permits),
+        Some(3)
+    );
+    assert_eq!(api.as_limit().concurrent_quota().unwrap(), None);
+}
+
+/// A dependency that becomes slower for good (1 ms to 2 ms, flat up to a knee of 30, queueing
+/// past it): the gradient drives the limit down, and the periodic re-measure (8 windows at the
+/// minimum in every 1000) learns the new latency, after which the limit climbs back near the
+/// knee. Without the re-measure the long RTT learns the new latency over minutes and the
+/// limit stays near 2 meanwhile.
+#[test]
+fn the_limit_recovers_after_a_permanent_latency_shift() {
+    let (_dir, path) = temp_path("shift.shm");
+    let window = 10 * MS;
+    let spec = AdaptiveConcurrency::new(1, 100)
+        .initial(10)
+        .window(Duration::from_millis(10));
+    let limiter = manual(&path, spec);
+    let clock = limiter.clock().clone();
+    let dep = limiter.adaptive_concurrency("dep").unwrap();
+    // One window: every permit granted taken, held for the dependency's latency at that
+    // concurrency, released with it.
+    let step = |flat_us: u64| {
+        let mut held = Vec::new();
+        while let Some(p) = dep.try_acquire().unwrap() {
+            held.push(p);
+        }
+        let n = held.len() as u64;
+        let latency = Duration::from_micros(flat_us * n.max(30) / 30);
+        clock.advance(window);
+        for p in held {
+            assert!(p.release_measured(Outcome::Ok, latency));
+        }
+        n
+    };
+    for _ in 0..400 {
+        step(1000);
+    }
+    let before = dep.status().unwrap();
+    assert!(before.limit > 28.0, "settled near the knee: {before:?}");
+    // Slower for good: down to the bottom within a few hundred windows.
+    for _ in 0..300 {
+        step(2000);
+    }
+    let low = dep.status().unwrap();
+    assert!(low.limit < 5.0, "{low:?}");
+    // The re-measure comes within 1000 windows of the last; then the limit climbs back.
+    let mut windows = 0;
+    let mut at_min = 0;
+    while dep.status().unwrap().limit < 28.0 && windows < 1400 {
+        if step(2000) <= 1 {
+            at_min += 1;
+        }
+        windows += 1;
+    }
+    let after = dep.status().unwrap();
+    assert!(
+        after.limit >= 28.0,
+        "still {after:?} after {windows} windows at 2 ms"
+    );
+    assert!(
+        after.rtt_long_us.unwrap() > 1900.0,
+        "the new latency learnt: {after:?}"
+    );
+    assert!(at_min >= 8, "the re-measure granted the minimum: {at_min}");
+    eprintln!(
+        "recovered to {:.1} in {windows} windows of 10 ms",
+        after.limit
+    );
+}

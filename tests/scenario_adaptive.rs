@@ -30,6 +30,27 @@ fn adaptive_scenario_writes_every_phase_and_arm() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(stdout.contains("shared arm targets"), "{stdout}");
+    // Two of the eight workers are Python processes (the package's compiled module built with
+    // this binary, or the installed package), each making calls in every arm; a machine
+    // without them says so.
+    if stdout.contains("Rust workers only (") {
+        eprintln!("no Python workers here: {stdout}");
+    } else {
+        assert!(stdout.contains("2 of them Python"), "{stdout}");
+        for arm in ["shared", "per_process", "fixed"] {
+            let line = stdout
+                .lines()
+                .find(|l| l.starts_with(&format!("{arm} arm: ")))
+                .unwrap_or_else(|| panic!("no {arm} line: {stdout}"));
+            let by_python: u64 = line
+                .split(" of them by the Python workers")
+                .next()
+                .and_then(|l| l.rsplit(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("{line}"));
+            assert!(by_python > 0, "{line}");
+        }
+    }
     let text = std::fs::read_to_string(&json).expect("--json written");
     let value: serde_json::Value = serde_json::from_str(&text).expect("JSON");
     let phases = value["phases"].as_array().expect("phases");

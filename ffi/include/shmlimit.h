@@ -460,6 +460,29 @@ typedef struct shmlimit_adaptive_info {
     double rtt_recent_us;
 } shmlimit_adaptive_info;
 
+// The tuning of an adaptive concurrency limit (see docs/adaptive.md for the formulas). Fill it
+// with `shmlimit_adaptive_tuning_default`, then change what you need; every field is checked
+// when the file is created or opened (`SHMLIMIT_INVALID_PARAMETER` naming the field: NaN,
+// out of range).
+typedef struct shmlimit_adaptive_tuning {
+    // The limit of a fresh state, within [min, max]; 0: the minimum.
+    uint64_t initial;
+    // The update window in nanoseconds, a whole number of milliseconds from 1 ms to
+    // 16,777,215 ms (default 20 ms): the limit changes at most once per window.
+    uint64_t window_ns;
+    // Smoothing `s` of each update, in [0.0001, 0.9999] (default 0.2).
+    double smoothing;
+    // Tolerance `t` of the latency gradient, in [1, 15] (default 1.0).
+    double tolerance;
+    // Headroom `h`, the queue the gradient adds as a fraction of the limit, 0 or in
+    // [0, 0.9999] (default 0.1).
+    double headroom;
+    // Backoff `b` after a window with errors or timeouts, in [0.0001, 0.9999] (default 0.9).
+    double backoff;
+    // Must be zero (room for later fields).
+    uint64_t reserved[4];
+} shmlimit_adaptive_tuning;
+
 // One limit (and cost) of a composed check (`shmlimit_acquire_all`).
 typedef struct shmlimit_check {
     // The limit (a live handle).
@@ -910,6 +933,53 @@ shmlimit_status shmlimit_adaptive_release_measured(struct shmlimit_adaptive_perm
 shmlimit_status shmlimit_adaptive_status(const struct shmlimit_limit *limit,
                                          struct shmlimit_adaptive_info *status_out);
 
+// Fill `*tuning_out` with the default tuning (initial 0, the minimum; window 20 ms; smoothing
+// 0.2; tolerance 1.0; headroom 0.1; backoff 0.9).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`.
+//
+// Thread-safety: any thread.
+//
+// # Safety
+//
+// `tuning_out` must be NULL or valid for one write.
+shmlimit_status shmlimit_adaptive_tuning_default(struct shmlimit_adaptive_tuning *tuning_out);
+
+// `shmlimit_limiter_create_or_open` with a tuning per definition: `tunings` is NULL (every
+// limit with the default tuning) or points at `defs_len` pointers, `tunings[i]` the tuning of
+// `defs[i]` (an adaptive concurrency limit) or NULL (the default tuning, and the only value a
+// definition of another kind may have). A file that exists must hold exactly these tunings
+// (else `SHMLIMIT_DEFINITION_CONFLICT`, or a retune with `SHMLIMIT_ON_CONFLICT_ADOPT`).
+//
+// Errors: those of `shmlimit_limiter_create_or_open`; `SHMLIMIT_INVALID_PARAMETER` for a bad
+// tuning (naming the limit and the field) or a tuning given to another kind of limit.
+//
+// Thread-safety: may be called from any thread.
+//
+// # Safety
+//
+// As `shmlimit_limiter_create_or_open`; `tunings` NULL or `defs_len` pointers, each NULL or
+// a valid `shmlimit_adaptive_tuning`, all only for the call.
+shmlimit_status shmlimit_limiter_create_or_open_tuned(const char *path,
+                                                      const struct shmlimit_def *defs,
+                                                      size_t defs_len,
+                                                      const struct shmlimit_adaptive_tuning *const *tunings,
+                                                      const struct shmlimit_options *options,
+                                                      struct shmlimit_limiter **limiter_out);
+
+// The tuning `limit` was created with (its live definition), into `*tuning_out`.
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
+// an adaptive concurrency limit).
+//
+// Thread-safety: any thread.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `tuning_out` NULL or valid for one write.
+shmlimit_status shmlimit_adaptive_tuning_of(const struct shmlimit_limit *limit,
+                                            struct shmlimit_adaptive_tuning *tuning_out);
+
 // Admit a request on every limit of `checks`, or on none: the limits are acquired in order,
 // and when one denies, the grants already taken are refunded and the later limits peeked, so
 // a denied request consumes nothing anywhere and `retry_after_ns` is the largest of all the
@@ -1334,8 +1404,9 @@ shmlimit_status shmlimit_limit_policy(const struct shmlimit_limit *limit,
 // Render the `RateLimit`, `RateLimit-Policy` and `Retry-After` header values for `count`
 // decisions, `decisions[i]` made on `limits[i]` (for example the checks of a composed
 // decision, or a single `shmlimit_acquire`). Each limit appears under its name with its live
-// policy; concurrency limits add nothing to the two `RateLimit` fields but a denial of theirs
-// sets `Retry-After`.
+// policy; an adaptive concurrency limit as `"name";q=PERMITS;qu="concurrent-requests"` and
+// `"name";r=PERMITS-IN_FLIGHT` (its current permits, read now); fixed concurrency limits add
+// nothing to the two `RateLimit` fields but a denial of theirs sets `Retry-After`.
 //
 // Errors: `SHMLIMIT_NULL_POINTER`; `SHMLIMIT_INVALID_PARAMETER` for `count` 0 or above
 // `SHMLIMIT_MAX_CHECKS`; `SHMLIMIT_CORRUPT_STATE` if a limit's live parameters are damaged.

@@ -88,6 +88,18 @@ export interface AdaptiveConcurrencyOptions {
   max: number;
   /** Milliseconds after which a held permit becomes reclaimable (default: no lease). */
   lease?: number | null;
+  /** The limit of a fresh state, within [min, max] (default: min). */
+  initial?: number;
+  /** The update window, whole milliseconds (default 20): the limit moves at most once per window. */
+  window?: number;
+  /** Smoothing of each update, in [0.0001, 0.9999] (default 0.2). */
+  smoothing?: number;
+  /** Tolerance of the latency gradient, in [1, 15] (default 1.0). */
+  tolerance?: number;
+  /** Headroom, the queue the gradient adds as a fraction of the limit, in [0, 0.9999] (default 0.1). */
+  headroom?: number;
+  /** Backoff after a window with errors or timeouts, in [0.0001, 0.9999] (default 0.9). */
+  backoff?: number;
 }
 export interface AdaptiveConcurrencyDefinition extends AdaptiveConcurrencyOptions {
   kind: 'adaptiveConcurrency';
@@ -237,8 +249,8 @@ export class Limit {
   reclaimIdleKeys(): number;
   keyTag(key: Key): bigint;
   tryAcquireAdaptive(): AdaptivePermit | null;
-  acquireAdaptive(options?: { timeout?: number; every?: number }): Promise<AdaptivePermit | null>;
-  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; every?: number }): Promise<T>;
+  acquireAdaptive(options?: { timeout?: number; signal?: AbortSignal }): Promise<AdaptivePermit | null>;
+  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; signal?: AbortSignal }): Promise<T>;
   adaptiveStatus(): AdaptiveStatus;
   tryAcquirePermit(): Permit | null;
   tryAcquireKeyPermit(key: Key): Permit | null;

@@ -8,7 +8,7 @@ use super::boundary::{arg_out, arg_ref, arg_slice, ffi_boundary};
 use super::shmlimit_limit;
 use super::status::{shmlimit_status, shmlimit_status::*, Failure};
 use super::types::{shmlimit_decision, SHMLIMIT_MAX_CHECKS};
-use shmlimit::{Policy, RateLimitHeaders};
+use shmlimit::RateLimitHeaders;
 
 /// Size of each header value buffer of `shmlimit_headers`, with its NUL: room for
 /// `SHMLIMIT_MAX_CHECKS` items of the longest name and the largest numbers.
@@ -42,9 +42,14 @@ pub struct shmlimit_headers {
 }
 
 // The longest item: a quoted name (limit names never need escaping: letters, digits and
-// `_ - . : /`), two 20-digit numbers, `;r=;t=` and the `, ` separator.
+// `_ - . : /`), two 20-digit numbers, `;r=;t=` and the `, ` separator; or an adaptive limit's
+// one number with `;q=` and `;qu="concurrent-requests"`.
 const _: () = assert!(
     SHMLIMIT_MAX_CHECKS * (super::SHMLIMIT_MAX_NAME_LEN + 2 + 6 + 2 * 20 + 2)
+        < SHMLIMIT_HEADER_VALUE_LEN
+);
+const _: () = assert!(
+    SHMLIMIT_MAX_CHECKS * (super::SHMLIMIT_MAX_NAME_LEN + 2 + 3 + 20 + 24 + 2)
         < SHMLIMIT_HEADER_VALUE_LEN
 );
 
@@ -90,8 +95,9 @@ pub unsafe extern "C" fn shmlimit_limit_policy(
 /// Render the `RateLimit`, `RateLimit-Policy` and `Retry-After` header values for `count`
 /// decisions, `decisions[i]` made on `limits[i]` (for example the checks of a composed
 /// decision, or a single `shmlimit_acquire`). Each limit appears under its name with its live
-/// policy; concurrency limits add nothing to the two `RateLimit` fields but a denial of theirs
-/// sets `Retry-After`.
+/// policy; an adaptive concurrency limit as `"name";q=PERMITS;qu="concurrent-requests"` and
+/// `"name";r=PERMITS-IN_FLIGHT` (its current permits, read now); fixed concurrency limits add
+/// nothing to the two `RateLimit` fields but a denial of theirs sets `Retry-After`.
 ///
 /// Errors: `SHMLIMIT_NULL_POINTER`; `SHMLIMIT_INVALID_PARAMETER` for `count` 0 or above
 /// `SHMLIMIT_MAX_CHECKS`; `SHMLIMIT_CORRUPT_STATE` if a limit's live parameters are damaged.
@@ -125,9 +131,7 @@ pub unsafe extern "C" fn shmlimit_ratelimit_headers(
         for (&limit, d) in limits.iter().zip(decisions) {
             // SAFETY: each element is a live handle (the caller's contract).
             let limit = unsafe { arg_ref("limits[i]", limit) }?;
-            let view = limit.inner.as_limit();
-            let policy: Option<Policy> = view.policy()?;
-            headers.add(view.name(), policy, &d.to_view());
+            headers.add_limit(limit.inner.as_limit(), &d.to_view(), true)?;
         }
         let mut rendered = shmlimit_headers {
             rate_limit: [0; SHMLIMIT_HEADER_VALUE_LEN],

@@ -39,6 +39,7 @@
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 pub mod adaptive;
+pub mod adaptive_tuning;
 pub(crate) mod boundary;
 pub mod compose;
 pub mod counters;

@@ -2,13 +2,15 @@
  * The C ABI's adaptive concurrency calls, success and error paths, from C (and compiled as
  * C++ too): permits within a limit that starts at its minimum, releases with outcomes and
  * latencies, the status, bad outcomes and latencies refused without a change, the permits of
- * a process that died taken over, refused definitions.
+ * a process that died taken over, refused definitions, the tuning (set, read back, bad values
+ * refused).
  *
  * Usage: adaptive DIR   (DIR: an empty, writable directory)
  * Exit status 0 when every check passes; each failed check is printed.
  */
 #include <math.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "feature_helpers.h"
 
@@ -131,6 +133,99 @@ static void wrong_kinds_and_refusals(const char *dir) {
     refused(dir, &def, "alignment");
 }
 
+/* Creating `def` with `tuning` must fail with INVALID_PARAMETER naming `needle`, and leave no
+ * file behind. */
+static void tuning_refused(const char *dir, const shmlimit_def *def,
+                           const shmlimit_adaptive_tuning *tuning, const char *needle) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tuning-refused.shm", dir);
+    shmlimit_limiter *sentinel = (shmlimit_limiter *)(uintptr_t)0x5a5a5a50;
+    shmlimit_limiter *limiter = sentinel;
+    const shmlimit_adaptive_tuning *tunings[1] = {tuning};
+    EXPECT_CODE(SHMLIMIT_INVALID_PARAMETER, "shmlimit_limiter_create_or_open_tuned",
+                shmlimit_limiter_create_or_open_tuned(path, def, 1, tunings, NULL, &limiter));
+    if (!contains(shmlimit_last_error(), needle)) {
+        failures++;
+        fprintf(stderr, "refused tuning does not mention \"%s\": %s\n", needle,
+                shmlimit_last_error());
+    }
+    CHECK(limiter == sentinel);
+    CHECK(access(path, F_OK) != 0);
+}
+
+/* The tuning beyond min, max and lease: defaults, a tuned file read back (and by a second
+ * opener with the same tuning; another tuning conflicts), bad values refused. */
+static void tuning(const char *dir) {
+    shmlimit_def defs[2];
+    shmlimit_adaptive_tuning t, back, bad;
+    shmlimit_limiter *limiter = NULL, *again = NULL, *other = NULL;
+    shmlimit_limit *dep = NULL, *bucket = NULL;
+    shmlimit_adaptive_info status;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tuned.shm", dir);
+
+    OK(shmlimit_adaptive_tuning_default(&t));
+    CHECK(t.initial == 0 && t.window_ns == 20000000 && t.smoothing == 0.2);
+    CHECK(t.tolerance == 1.0 && t.headroom == 0.1 && t.backoff == 0.9);
+    EXPECT_CODE(SHMLIMIT_NULL_POINTER, "shmlimit_adaptive_tuning_default",
+                shmlimit_adaptive_tuning_default(NULL));
+
+    zero_def(&defs[0], "dep", SHMLIMIT_ADAPTIVE_CONCURRENCY, 40, 0, 2);
+    zero_def(&defs[1], "bucket", SHMLIMIT_TOKEN_BUCKET, 1, HOUR, 1);
+    t.initial = 6;
+    t.window_ns = 50000000;
+    t.smoothing = 0.5;
+    t.tolerance = 2.0;
+    t.headroom = 0.0;
+    t.backoff = 0.5;
+    const shmlimit_adaptive_tuning *tunings[2] = {&t, NULL};
+    OK(shmlimit_limiter_create_or_open_tuned(path, defs, 2, tunings, NULL, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "dep", &dep));
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.permits == 6 && status.min == 2 && status.max == 40);
+    OK(shmlimit_adaptive_tuning_of(dep, &back));
+    CHECK(back.initial == 6 && back.window_ns == 50000000 && back.smoothing == 0.5);
+    CHECK(back.tolerance == 2.0 && back.headroom == 0.0 && back.backoff == 0.5);
+    OK(shmlimit_limiter_limit(limiter, "bucket", &bucket));
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_adaptive_tuning_of",
+                shmlimit_adaptive_tuning_of(bucket, &back));
+    /* The same tuning attaches; the default one conflicts. */
+    OK(shmlimit_limiter_create_or_open_tuned(path, defs, 2, tunings, NULL, &again));
+    EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_create_or_open_tuned",
+                shmlimit_limiter_create_or_open_tuned(path, defs, 2, NULL, NULL, &other));
+    shmlimit_limiter_free(again);
+    shmlimit_limit_free(bucket);
+    shmlimit_limit_free(dep);
+    shmlimit_limiter_free(limiter);
+
+    /* Bad tunings: refused with the field named, no file created. */
+    bad = t;
+    bad.smoothing = NAN;
+    tuning_refused(dir, &defs[0], &bad, "smoothing");
+    bad = t;
+    bad.tolerance = 0.5;
+    tuning_refused(dir, &defs[0], &bad, "tolerance");
+    bad = t;
+    bad.backoff = 1.0;
+    tuning_refused(dir, &defs[0], &bad, "backoff");
+    bad = t;
+    bad.headroom = -0.1;
+    tuning_refused(dir, &defs[0], &bad, "headroom");
+    bad = t;
+    bad.initial = 41;
+    tuning_refused(dir, &defs[0], &bad, "initial limit 41");
+    bad = t;
+    bad.window_ns = 0;
+    tuning_refused(dir, &defs[0], &bad, "window 0 ms");
+    bad = t;
+    bad.window_ns = 1500000;
+    tuning_refused(dir, &defs[0], &bad, "whole number of milliseconds");
+    bad = t;
+    bad.reserved[2] = 1;
+    tuning_refused(dir, &defs[0], &bad, "reserved");
+    tuning_refused(dir, &defs[1], &t, "not an adaptive concurrency limit");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s DIR\n", argv[0]);
@@ -138,6 +233,7 @@ int main(int argc, char **argv) {
     }
     permits(argv[1]);
     wrong_kinds_and_refusals(argv[1]);
+    tuning(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;
 }

@@ -26,8 +26,9 @@
 //!
 //! - a window with an error or a timeout (AIMD): `L' = b x L`;
 //! - else a window with ok samples (Gradient2): `g = max(0.5, min(1, t x R / r))`,
-//!   `q = max(1, h x L)`, `target = L x g + q` (no growth while in flight `< L / 2`: the
-//!   limit is not what holds the callers back), `L' = (1 - s) x L + s x target`;
+//!   `q = max(1, h x L)`, `target = L x g + q` (no growth while in flight `< L / 2`, the
+//!   request whose release closes the window counted: the limit is not what holds the callers
+//!   back), `L' = (1 - s) x L + s x target`;
 //! - else (no samples): `L' = L`;
 //!
 //! then `L' = clamp(L', min, max)`. Defaults `s = 0.2`, `t = 1.0`, `h = 0.1`, `b = 0.9`,
@@ -38,6 +39,19 @@
 //! `R + (r - R) / 16`, so a dependency that became slower for good (which drives the limit to
 //! its minimum, the gradient staying at 0.5) has its new latency learnt within about 16
 //! windows there. A damaged or absent `R` takes `r`.
+//!
+//! **Re-measuring the long RTT.** The long RTT only learns a higher latency slowly (above),
+//! so a dependency that became slower for good would hold the limit near its minimum for
+//! minutes. So the RTT is re-measured on a schedule every process reads from the shared
+//! clock: window number `k = floor(now_ms / W)`, and in each run of `E = 1000` windows the
+//! last `M = 8` (`k mod E >= E - M`) grant at most `min` permits; the windows that close in
+//! the last `S = 4` of them (`k mod E >= E - S`, after `M - S` windows for the requests of
+//! before to drain) set the long RTT from their mean: `R' = r` for the first of them in a
+//! re-measure, `R' = min(R, r)` for the next. A window that closes anywhere in the re-measure
+//! leaves the limit as it was (`L' = L`). With `W = 20 ms`: 160 ms at the minimum every 20 s
+//! (0.8% of the time), and a dependency that became slower for good has its new latency learnt
+//! within 20 s, after which the gradient is about 1 again and the limit grows back at its
+//! usual pace.
 //!
 //! **Bound.** Whatever the samples (any RTT, any count, a lying or stopped process) and
 //! whatever the three words hold, one update moves the limit from `L` to within
@@ -89,6 +103,12 @@ pub(crate) const LIMIT_ONE: f64 = 256.0;
 const LIMIT_BITS: u32 = 25;
 const LIMIT_MASK: u64 = (1 << LIMIT_BITS) - 1;
 const AT_MASK: u64 = (1 << (64 - LIMIT_BITS)) - 1;
+
+/// The re-measure schedule (see the module docs): `E` windows a run, the last `M` at the
+/// minimum, the last `S` of those sampled.
+pub(crate) const REMEASURE_EVERY: u64 = 1000;
+pub(crate) const REMEASURE_WINDOWS: u64 = 8;
+pub(crate) const REMEASURE_SAMPLED: u64 = 4;
 
 /// How fast the long RTT follows a window mean below it, above it, and above it while the
 /// limit is at its minimum.
@@ -181,6 +201,43 @@ impl Tuning {
     /// The permits the limit word grants at once: its limit rounded down (at least `min`).
     pub(crate) fn permits_of(&self, word: u64) -> u64 {
         (self.limit_of(word).floor() as u64).max(self.min as u64)
+    }
+
+    /// Where `now_ms` is in the re-measure schedule: `k mod E`.
+    fn phase(&self, now_ms: u64) -> u64 {
+        (now_ms / self.window_ms.max(1)) % REMEASURE_EVERY
+    }
+
+    /// Whether `now_ms` is in a re-measure (at most `min` granted, the limit kept).
+    pub(crate) fn remeasuring(&self, now_ms: u64) -> bool {
+        self.phase(now_ms) >= REMEASURE_EVERY - REMEASURE_WINDOWS
+    }
+
+    /// Whether a window closing at `now_ms` sets the long RTT (the re-measure's last windows).
+    pub(crate) fn sampling(&self, now_ms: u64) -> bool {
+        self.phase(now_ms) >= REMEASURE_EVERY - REMEASURE_SAMPLED
+    }
+
+    /// Whether a window closing at `now_ms`, started at `started_ms`, is the first of its
+    /// re-measure to set the long RTT (the one before it started outside the sampled windows,
+    /// or in another run of `E`).
+    pub(crate) fn first_sample(&self, started_ms: u64, now_ms: u64) -> bool {
+        let run = |ms: u64| ms / self.window_ms.max(1) / REMEASURE_EVERY;
+        !self.sampling(started_ms) || run(started_ms) != run(now_ms)
+    }
+
+    /// The permits granted at once at `now_ms`: `min` in a re-measure, else the limit word's.
+    pub(crate) fn allowed(&self, word: u64, now_ms: u64) -> u64 {
+        if self.remeasuring(now_ms) {
+            self.min as u64
+        } else {
+            self.permits_of(word)
+        }
+    }
+
+    /// When the window of a limit word started, ms of the limit's clock (its low 39 bits).
+    pub(crate) fn started_ms(&self, word: u64) -> u64 {
+        word >> LIMIT_BITS
     }
 
     /// The next limit after one window (see the module docs).
@@ -285,6 +342,26 @@ impl Rtt {
             Some(r) if short < r => r + (short - r) * LONG_DOWN,
             Some(r) if at_min => r + (short - r) * LONG_UP_AT_MIN,
             Some(r) => r + (short - r) * LONG_UP,
+        };
+        Rtt {
+            long_us: Some(long),
+            short_us: Some(short),
+        }
+        .word()
+    }
+}
+
+impl Rtt {
+    /// The RTT word after a re-measure's window whose mean ok RTT was `short_us`: the long RTT
+    /// is that mean for the first such window, the smaller of the two after.
+    pub(crate) fn remeasured(word: u64, short_us: f64, first: bool) -> u64 {
+        if !(short_us.is_finite() && short_us >= 0.0) {
+            return word;
+        }
+        let short = short_us.max(f32::MIN_POSITIVE as f64);
+        let long = match Rtt::of(word).long_us {
+            Some(r) if !first => r.min(short),
+            _ => short,
         };
         Rtt {
             long_us: Some(long),
@@ -434,7 +511,57 @@ mod tests {
         assert_eq!(Rtt::of(Rtt::next(r, 2600.0, true)).long_us, Some(1100.0));
     }
 
+    #[test]
+    fn the_remeasure_schedule() {
+        let t = tuning(); // W = 20 ms: runs of 20 s, the last 160 ms at min, 80 ms sampled
+        let run = 20_000 * 50;
+        assert!(!t.remeasuring(run) && !t.remeasuring(run + 19_839));
+        assert!(t.remeasuring(run + 19_840) && !t.sampling(run + 19_919));
+        assert!(t.sampling(run + 19_920) && t.sampling(run + 19_999));
+        assert!(!t.remeasuring(run + 20_000));
+        let word = t.limit_word(33.0, 5);
+        assert_eq!(
+            (t.allowed(word, run), t.allowed(word, run + 19_850)),
+            (33, 2)
+        );
+        assert!(t.first_sample(run + 19_900, run + 19_925));
+        assert!(!t.first_sample(run + 19_925, run + 19_945));
+        assert!(
+            t.first_sample(run + 19_925 - 20_000, run + 19_925),
+            "another run"
+        );
+        let r = Rtt::next(0, 1000.0, false);
+        let first = Rtt::remeasured(r, 2500.0, true);
+        assert_eq!(Rtt::of(first).long_us, Some(2500.0));
+        assert_eq!(
+            Rtt::of(Rtt::remeasured(first, 2100.0, false)).long_us,
+            Some(2100.0)
+        );
+        assert_eq!(
+            Rtt::of(Rtt::remeasured(first, 2900.0, false)).long_us,
+            Some(2500.0)
+        );
+        assert_eq!(Rtt::remeasured(first, f64::NAN, true), first);
+    }
+
     proptest! {
+        /// A re-measure's sample: the long RTT becomes the mean (first) or no more than it was
+        /// and the mean (after); never NaN, never zero.
+        #[test]
+        fn a_remeasure_sets_the_long_rtt_from_its_samples(
+            rtt in any::<u64>(), short in 0.0f64..1e9, first in any::<bool>(),
+        ) {
+            let next = Rtt::of(Rtt::remeasured(rtt, short, first)).long_us.unwrap();
+            let expect = (short as f32 as f64).max(f32::MIN_POSITIVE as f64);
+            if first || Rtt::of(rtt).long_us.is_none() {
+                prop_assert!((next - expect).abs() <= expect * 1e-6);
+            } else {
+                prop_assert!(next <= Rtt::of(rtt).long_us.unwrap() + 1e-9);
+                prop_assert!(next <= expect * (1.0 + 1e-6));
+            }
+            prop_assert!(next > 0.0 && next.is_finite());
+        }
+
         /// Any words, any samples: the next limit is within the bound of one update and in
         /// `[min, max]`.
         #[test]

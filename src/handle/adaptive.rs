@@ -29,8 +29,12 @@ use crate::error::Result;
 ///   `L' = (1 - s) x L + s x (L x gradient + max(1, h x L))` (smoothing `s` 0.2, tolerance `t`
 ///   1.0, headroom `h` 0.1; no growth while fewer than `L / 2` are in flight);
 /// - `L'` is clamped to `[min, max]`; the long RTT follows the window means, down by half the
-///   gap, up by 1/8192 of it per window (by 1/16 at the minimum limit, where a dependency
-///   that became slower for good drives it).
+///   gap, up by 1/8192 of it per window (by 1/16 at the minimum limit);
+/// - the long RTT is re-measured on a schedule every process reads from the clock: in each run
+///   of 1000 windows the last 8 grant at most `min` permits and keep the limit, and the windows
+///   closing in the last 4 set the long RTT from their mean (the first of them alone, then the
+///   smaller): a dependency that became slower for good has its new latency learnt within
+///   1000 windows (20 s), and the limit grows back.
 ///
 /// One window moves the limit by at most `-(1 - min(b, 1 - s/2))` and `+s x max(1, h x L)`:
 /// -10% and +2% (+0.2 under 10 permits) with the defaults, whatever any process reports. A
@@ -90,6 +94,17 @@ impl<C: Clock> Handle<kind::AdaptiveConcurrency, C> {
     /// [`Error::WrongKind`] if the file was replaced by one where this name is another kind.
     pub fn status(&self) -> Result<AdaptiveStatus> {
         Adaptive(self.limit.site().current()?).status()
+    }
+
+    /// Whether `now_ns` (on the limit's clock) falls in a re-measure of the RTT, when at most
+    /// `min` permits are granted: the last 8 windows of every 1000 (160 ms every 20 s with the
+    /// default window; see the type's docs).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if the file was replaced by one where this name is another kind.
+    pub fn remeasuring_at(&self, now_ns: u64) -> Result<bool> {
+        Adaptive(self.limit.site().current()?).remeasuring_at(now_ns)
     }
 
     /// Release the permit `id` ([`AdaptivePermit::id`] of a permit kept with

@@ -41,6 +41,34 @@ pub struct Adaptive {
 }
 
 impl Adaptive {
+    /// The builder these stored parameters read back as: the fractions as stored (a value
+    /// given to the builder comes back rounded to its unit, 1/65536 or 1/4096), the window in
+    /// whole milliseconds. Its [`into_algorithm`](super::IntoAlgorithm::into_algorithm) gives
+    /// these parameters again.
+    ///
+    /// ```
+    /// use shmlimit::{AdaptiveConcurrency, Algorithm, IntoAlgorithm};
+    /// let spec = AdaptiveConcurrency::new(2, 50).initial(9).smoothing(0.5).tolerance(2.0);
+    /// let Algorithm::AdaptiveConcurrency(a) = spec.into_algorithm("db")? else { unreachable!() };
+    /// let back = a.spec();
+    /// assert_eq!((back.initial, back.smoothing, back.tolerance), (Some(9), 0.5, 2.0));
+    /// assert_eq!(back.into_algorithm("db")?, Algorithm::AdaptiveConcurrency(a));
+    /// # Ok::<(), shmlimit::Error>(())
+    /// ```
+    pub fn spec(&self) -> AdaptiveConcurrency {
+        AdaptiveConcurrency {
+            min: self.min,
+            max: self.max,
+            initial: Some(self.initial),
+            lease: (self.lease_ns > 0).then(|| Duration::from_nanos(self.lease_ns)),
+            window: Duration::from_millis(self.window_ms),
+            smoothing: self.smoothing as f64 / 65536.0,
+            tolerance: self.tolerance as f64 / 4096.0,
+            headroom: self.headroom as f64 / 65536.0,
+            backoff: self.backoff as f64 / 65536.0,
+        }
+    }
+
     /// Check every parameter; `limit` names the limit in the error.
     pub(crate) fn validate(&self, limit: &str) -> Result<()> {
         if self.min == 0 {

@@ -4,8 +4,9 @@
 //!
 //! A stand-in dependency (`demo-dependency --knee K`, its own process) serves 20 ms calls, at
 //! most `K` at once: its latency is flat up to `K` calls in flight and grows with the queue
-//! past it. Eight worker processes (`demo-adaptive-worker`, 24 callers each) call it as fast as
-//! their limit permits. The knee moves 32 -> 12 -> 48, one phase each; three arms run one after
+//! past it. Eight worker processes (`demo-adaptive-worker`, 24 callers each; with `--python N`,
+//! workers 0 to N-1 are Python processes, cli/src/adaptive_worker.py over the package
+//! ffi/python) call it as fast as their limit permits. The knee moves 32 -> 12 -> 48, one phase each; three arms run one after
 //! the other, each with its own dependency and file:
 //!
 //! - `shared`: one [`AdaptiveConcurrency`] limit in the file, every worker's samples pooled;
@@ -55,10 +56,59 @@ pub(super) fn run(args: &ScenarioArgs) -> Result<(), Failure> {
     let stop = shmlimit_fleet::cli::stop_on_signals();
     let mut unloaded_ms = None;
     let mut results: Vec<(Arm, Vec<PhaseResult>)> = Vec::new();
+    let python = match args.python {
+        0 => None,
+        _ => match python_setup(dir.path()) {
+            Ok(p) => Some(p),
+            Err(why) => {
+                println!("note: Rust workers only ({why})\n");
+                None
+            }
+        },
+    };
+    let python_workers = python.as_ref().map_or(0, |_| args.python.min(WORKERS));
+    match &python {
+        Some(p) => println!(
+            "workers: {WORKERS} processes, {python_workers} of them Python ({}), {CALLERS} callers each\n",
+            p.package
+        ),
+        None => println!("workers: {WORKERS} Rust processes, {CALLERS} callers each\n"),
+    }
+    let python = python.as_ref().map(|p| (p, python_workers));
     for arm in [Arm::Shared, Arm::PerProcess, Arm::Fixed] {
-        let (phases, calls, unloaded) = run_arm(&exe, dir.path(), arm, phase_ns, stop)?;
+        let (phases, calls, unloaded, by_python) =
+            run_arm(&exe, dir.path(), arm, phase_ns, python, stop)?;
+        if python_workers > 0 {
+            println!(
+                "{} arm: {} calls, {by_python} of them by the Python workers",
+                arm.key(),
+                calls.len()
+            );
+        }
         unloaded_ms.get_or_insert(unloaded);
-        results.push((arm, measure::phases(&phases, &calls)));
+        // The adaptive arms' re-measures of the RTT (the same schedule for every limit here).
+        let probe = match arm {
+            Arm::Fixed => None,
+            _ => Some(
+                Limiter::open(dir.path().join(format!("adaptive-{}.shm", arm.key())))
+                    .and_then(|l| {
+                        let name = l.definitions()[0].name.clone();
+                        l.adaptive_concurrency(&name)
+                    })
+                    .map_err(|e| Failure::library(e, dir.path()))?,
+            ),
+        };
+        let remeasure = |a: u64, b: u64| {
+            probe.as_ref().is_some_and(|p| {
+                (a..b)
+                    .step_by(5_000_000)
+                    .any(|t| p.remeasuring_at(t).unwrap_or(false))
+            })
+        };
+        results.push((arm, measure::phases(&phases, &calls, &remeasure)));
+    }
+    if python_workers > 0 {
+        println!();
     }
     let unloaded_ms = unloaded_ms.unwrap_or(SERVICE_MS as f64);
     let (text, missed) = measure::report(&results, unloaded_ms, args.phase_seconds);
@@ -91,8 +141,9 @@ pub(super) fn run(args: &ScenarioArgs) -> Result<(), Failure> {
     }
 }
 
-/// One arm as it ran: each phase's start and end (ns), every call, the unloaded latency (ms).
-type ArmRun = (Vec<(u64, u64)>, Vec<Call>, f64);
+/// One arm as it ran: each phase's start and end (ns), every call, the unloaded latency (ms),
+/// the calls the Python workers made.
+type ArmRun = (Vec<(u64, u64)>, Vec<Call>, f64, usize);
 
 /// One arm through the three phases.
 fn run_arm(
@@ -100,6 +151,7 @@ fn run_arm(
     dir: &Path,
     arm: Arm,
     phase_ns: u64,
+    python: Option<(&setup::PythonSetup, u32)>,
     stop: &std::sync::atomic::AtomicBool,
 ) -> Result<ArmRun, Failure> {
     let tag = arm.key();
@@ -132,8 +184,20 @@ fn run_arm(
             Arm::PerProcess => format!("dep-{w}"),
             _ => "dep".to_owned(),
         };
-        let child = Command::new(exe)
-            .arg("demo-adaptive-worker")
+        let mut command = match python {
+            Some((p, n)) if w < n => {
+                let mut c = Command::new("python3");
+                // The package sits next to the script (sys.path[0]), unless installed.
+                c.arg(&p.adaptive_script);
+                c
+            }
+            _ => {
+                let mut c = Command::new(exe);
+                c.arg("demo-adaptive-worker");
+                c
+            }
+        };
+        let child = command
             .arg("--file")
             .arg(&file)
             .args(["--limit", &limit])
@@ -169,18 +233,23 @@ fn run_arm(
         phases.push((start, MonotonicClock.now_ns()));
     }
     let mut calls = Vec::new();
+    let mut by_python = 0;
     for (w, mut child) in workers.into_iter().enumerate() {
         drop(child.stdin.take());
         let _ = child.wait();
         let path = dir.join(format!("calls-{tag}-{w}.txt"));
-        calls.extend(measure::read_calls(&path).map_err(Failure::file)?);
+        let these = measure::read_calls(&path).map_err(Failure::file)?;
+        if python.is_some_and(|(_, n)| (w as u32) < n) {
+            by_python += these.len();
+        }
+        calls.extend(these);
     }
     drop(dep_in.take());
     let _ = dep.wait();
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         return Err(Failure::file("interrupted"));
     }
-    Ok((phases, calls, unloaded))
+    Ok((phases, calls, unloaded, by_python))
 }
 
 /// The median of 20 calls made one at a time, ms: the dependency's latency with nothing queued.

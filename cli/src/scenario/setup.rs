@@ -9,6 +9,10 @@ use super::*;
 /// when this build has no compiled module.
 pub(super) struct PythonSetup {
     pub(super) script: PathBuf,
+    /// The adaptive scenario's worker.
+    pub(super) adaptive_script: PathBuf,
+    /// Where the package comes from: laid out next to the scripts, or installed.
+    pub(super) package: &'static str,
 }
 
 /// The Python modules of the package (ffi/python/src/shmlimit).
@@ -49,6 +53,10 @@ const PACKAGE: &[(&str, &str)] = &[
         "web.py",
         include_str!("../../../ffi/python/src/shmlimit/web.py"),
     ),
+    (
+        "_webhold.py",
+        include_str!("../../../ffi/python/src/shmlimit/_webhold.py"),
+    ),
 ];
 
 /// The compiled module built with this binary: `lib_native.so` (`cargo build -p
@@ -77,7 +85,7 @@ pub(super) fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
     let write = |path: PathBuf, text: &str| {
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))
     };
-    match compiled_module() {
+    let package = match compiled_module() {
         Some(module) => {
             let package = dir.join("shmlimit");
             std::fs::create_dir_all(&package).map_err(|e| format!("{}: {e}", package.display()))?;
@@ -86,8 +94,9 @@ pub(super) fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
             }
             let to = package.join(format!("_native{suffix}"));
             std::fs::copy(&module, &to).map_err(|e| format!("{}: {e}", module.display()))?;
+            "the package's modules with the compiled module built with this binary"
         }
-        None if python("import shmlimit._native").is_some() => {}
+        None if python("import shmlimit._native").is_some() => "the installed shmlimit package",
         None => {
             return Err(
                 "the Python package's compiled module was not found next to libshmlimit.so \
@@ -96,13 +105,19 @@ pub(super) fn python_setup(dir: &Path) -> Result<PythonSetup, String> {
                     .into(),
             )
         }
-    }
+    };
     write(
         dir.join("scenario_worker.py"),
         include_str!("../scenario_worker.py"),
     )?;
+    write(
+        dir.join("adaptive_worker.py"),
+        include_str!("../adaptive_worker.py"),
+    )?;
     Ok(PythonSetup {
         script: dir.join("scenario_worker.py"),
+        adaptive_script: dir.join("adaptive_worker.py"),
+        package,
     })
 }
 

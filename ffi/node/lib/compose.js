@@ -136,7 +136,9 @@ function ceilSecs(ns) {
  * `{'RateLimit': ..., 'RateLimit-Policy': ..., 'Retry-After'?: ...}` (empty fields omitted), as
  * the library renders them (`RateLimitHeaders` in Rust, `shmlimit_ratelimit_headers` in C):
  * `"name";r=REMAINING;t=RESET_SECONDS` per limit with a rate policy, `"name";q=QUOTA;w=WINDOW`
- * from its live policy (read again at most once a second), and the largest denial's
+ * from its live policy (read again at most once a second), `"name";r=LEFT` and
+ * `"name";q=PERMITS;qu="concurrent-requests"` for an adaptive concurrency limit (its current
+ * permits and those left, read at each call), and the largest denial's
  * retry-after in whole seconds (at least 1). Rendered here, without a call into the addon per
  * request; test/api.test.js checks it against the library's rendering.
  */
@@ -152,6 +154,20 @@ function rateLimitHeaders(pairs) {
     const [limit, decision] = pairs[i];
     if (!(limit instanceof Limit)) throw new TypeError('each pair starts with a Limit');
     if (!(decision instanceof Decision)) throw new TypeError('expected a Decision returned by this module');
+    if (limit._adaptive === undefined) limit._adaptive = limit.definition().kind === 'adaptiveConcurrency';
+    if (limit._adaptive) {
+      // What the library renders for an adaptive concurrency limit: its current permits as a
+      // quota of concurrent requests, and the permits left, read now.
+      const s = limit.adaptiveStatus();
+      if (rateLimit !== '') {
+        rateLimit += ', ';
+        policy += ', ';
+      }
+      rateLimit += `"${limit.name}";r=${Math.max(s.permits - s.inFlight, 0)}`;
+      policy += `"${limit.name}";q=${s.permits};qu="concurrent-requests"`;
+      if (!decision.allowed) retry = Math.max(retry, ceilSecs(decision.retryAfterNs), 1);
+      continue;
+    }
     const item = policyItem(limit, now);
     if (item !== null) {
       if (rateLimit !== '') {

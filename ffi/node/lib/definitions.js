@@ -94,14 +94,65 @@ function concurrency({ permits, lease, ...o } = {}) {
   return options({ kind: 'concurrency', permits, lease: lease === undefined ? null : lease }, o);
 }
 
+// An adaptive limit's tuning: its defaults, and the units the file stores each fraction in.
+const TUNING = {
+  smoothing: { default: 0.2, units: 65536 },
+  tolerance: { default: 1.0, units: 4096 },
+  headroom: { default: 0.1, units: 65536 },
+  backoff: { default: 0.9, units: 65536 },
+};
+const DEFAULT_WINDOW_NS = 20e6;
+
 /** At most `L` permits held at once across every process, `L` moving within [`min`, `max`]
- *  (starting at `min`) with the latency and outcome every release reports (the library's
- *  default tuning; see docs/adaptive.md); `lease` ms as concurrency()'s. */
-function adaptiveConcurrency({ min, max, lease, ...o } = {}) {
+ *  with the latency and outcome every release reports (see docs/adaptive.md); `lease` ms as
+ *  concurrency()'s. The tuning, each optional (the library checks the values when the file is
+ *  created or opened, throwing InvalidParameterError naming the field): `initial` limit
+ *  (default `min`), update `window` ms, whole milliseconds (20), `smoothing` (0.2),
+ *  `tolerance` (1.0), `headroom` (0.1), `backoff` (0.9). */
+function adaptiveConcurrency({ min, max, lease, initial, window, smoothing, tolerance, headroom, backoff, ...o } = {}) {
   count(min, 'min');
   count(max, 'max');
   if (lease !== undefined && lease !== null) msToNs(lease, 'lease');
-  return options({ kind: 'adaptiveConcurrency', min, max, lease: lease === undefined ? null : lease }, o);
+  const spec = { kind: 'adaptiveConcurrency', min, max, lease: lease === undefined ? null : lease };
+  if (initial !== undefined) spec.initial = count(initial, 'initial');
+  if (window !== undefined) {
+    msToNs(window, 'window');
+    spec.window = window;
+  }
+  for (const [name, value] of Object.entries({ smoothing, tolerance, headroom, backoff })) {
+    if (value === undefined) continue;
+    if (typeof value !== 'number') throw new TypeError(`${name} must be a number, not ${typeof value}`);
+    spec[name] = value;
+  }
+  return options(spec, o);
+}
+
+/** The raw tuning of an adaptive definition (what the addon gives the library). */
+function rawTuning(spec) {
+  const t = { initial: spec.initial || 0, windowNs: spec.window !== undefined ? msToNs(spec.window, 'window') : DEFAULT_WINDOW_NS };
+  for (const [name, { default: d }] of Object.entries(TUNING)) t[name] = spec[name] !== undefined ? spec[name] : d;
+  return t;
+}
+
+/** The shortest decimal that stores as `x` does in `units` per 1. */
+function stored(x, units) {
+  const n = Math.round(x * units);
+  for (let digits = 1; digits < 18; digits++) {
+    const short = Number(x.toPrecision(digits));
+    if (Math.round(short * units) === n) return short;
+  }
+  return x;
+}
+
+/** The tuning fields of an adaptive spec read back from the file: those that differ from the
+ *  defaults, as written (a definition with the default tuning reads back without any). */
+function tuningOf(spec, t) {
+  if (t.initial !== 0 && t.initial !== spec.min) spec.initial = t.initial;
+  if (t.windowNs !== DEFAULT_WINDOW_NS) spec.window = t.windowNs / 1e6;
+  for (const [name, { default: d, units }] of Object.entries(TUNING)) {
+    if (Math.round(t[name] * units) !== Math.round(d * units)) spec[name] = stored(t[name], units);
+  }
+  return spec;
 }
 
 /** Keyed counters whose window and limit come with each call (lib/counters.js): `keyed`
@@ -141,6 +192,7 @@ function rawDef(name, spec) {
       break;
     case 'adaptiveConcurrency':
       d.limit = spec.max; d.rate = spec.min; d.periodNs = spec.lease ? msToNs(spec.lease, 'lease') : 0;
+      d.tuning = rawTuning(spec);
       break;
     default:
       d.limit = spec.permits; d.periodNs = spec.lease ? msToNs(spec.lease, 'lease') : 0;
@@ -179,7 +231,9 @@ function bucketForm(emissionNs) {
   return { rate: 1, periodNs: emissionNs };
 }
 
-function specOf(d) {
+/** The spec of a raw stored definition; `tuning` (an adaptive limit's, from the addon's
+ *  adaptiveTuning) adds the tuning fields that differ from the defaults. */
+function specOf(d, tuning) {
   const kind = KIND_NAME[d.kind];
   let spec;
   switch (kind) {
@@ -204,6 +258,7 @@ function specOf(d) {
       break;
     case 'adaptiveConcurrency':
       spec = { kind, min: d.rate, max: d.limit, lease: d.periodNs ? d.periodNs / 1e6 : null };
+      if (tuning) tuningOf(spec, tuning);
       break;
     default:
       spec = { kind: `unknown(${d.kind})`, limit: d.limit, periodNs: d.periodNs };

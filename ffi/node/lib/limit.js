@@ -7,7 +7,7 @@ const { readDecision, writeDecision, u8, u32 } = require('./decision');
 const { failure, PermitUnavailableError } = require('./errors');
 const { count, msToNs, specOf } = require('./definitions');
 const { waitFor } = require('./waiting');
-const { Permit, AdaptivePermit, waitPermit } = require('./permits');
+const { Permit, AdaptivePermit, waitPermit, waitAdaptive } = require('./permits');
 const { Reservation } = require('./reservation');
 
 const RETUNE = { setRate: 0, setTokenBucket: 1, setLimit: 2, reset: 3 };
@@ -112,7 +112,14 @@ class Limit {
   definition() {
     const d = native.definition(this._h, false);
     if (typeof d === 'number') throw failure(d, `definition of '${this.name}'`);
-    return specOf(d);
+    return specOf(d, d.kind === 8 ? this._tuning() : undefined);
+  }
+
+  /** An adaptive limit's stored tuning, raw (lib/definitions.js reads it). */
+  _tuning() {
+    const t = native.adaptiveTuning(this._h);
+    if (typeof t === 'number') throw failure(t, `tuning of '${this.name}'`);
+    return t;
   }
 
   /** The definition with its live parameters (after any retune, by any process). A token
@@ -120,7 +127,7 @@ class Limit {
   liveDefinition() {
     const d = native.definition(this._h, true);
     if (typeof d === 'number') throw failure(d, `liveDefinition of '${this.name}'`);
-    return specOf(d);
+    return specOf(d, d.kind === 8 ? this._tuning() : undefined);
   }
 
   /** The quota per window this limit states to clients (`RateLimit-Policy`). */
@@ -192,15 +199,12 @@ class Limit {
     return handle === null ? null : new AdaptivePermit(this, handle);
   }
 
-  /** Wait up to `timeout` ms (default 1000) for an adaptive permit, retrying every `every` ms
-   *  (default 2) without blocking the event loop. Resolves the permit, or null. */
-  async acquireAdaptive({ timeout = 1000, every = 2 } = {}) {
-    const deadline = Date.now() + timeout;
-    for (;;) {
-      const p = this.tryAcquireAdaptive();
-      if (p || Date.now() >= deadline) return p;
-      await new Promise((resolve) => setTimeout(resolve, every));
-    }
+  /** Wait up to `timeout` ms (default 1000; `Infinity`: no deadline) for an adaptive permit,
+   *  on the addon's wait thread blocked in the library's futex wait (woken by each release and
+   *  each window that raises the limit), without blocking the event loop. Resolves the permit,
+   *  or null at the deadline; an AbortSignal (`signal`) rejects with its reason. */
+  acquireAdaptive({ timeout = 1000, signal } = {}) {
+    return waitAdaptive(this, { timeout, signal }, `acquireAdaptive on '${this.name}'`);
   }
 
   /** Run `fn` holding an adaptive permit: released 'ok' when it resolves, 'timeout' when it

@@ -4,6 +4,8 @@
 const native = require('./native');
 const { failure } = require('./errors');
 const { rawDef, specOf } = require('./definitions');
+
+const ADAPTIVE = 8; // the kind number of an adaptive concurrency limit
 const { Limit } = require('./limit');
 const { GuardedLimiter } = require('./guarded');
 
@@ -79,7 +81,7 @@ class Limiter {
   definitions() {
     const ds = native.definitions(this._h);
     if (typeof ds === 'number') throw failure(ds, `definitions of ${this.path}`);
-    return Object.fromEntries(ds.map((d) => [d.name, specOf(d)]));
+    return Object.fromEntries(ds.map((d) => [d.name, specOf(d, d.kind === ADAPTIVE ? this.limit(d.name)._tuning() : undefined)]));
   }
 
   /** Release the file's handle (limits already resolved stay usable until closed). */

@@ -7,6 +7,7 @@ const index = require('./index');
 const native = require('./native');
 const { readDecisionAt } = require('./decision');
 const { failure } = require('./errors');
+const { Decision } = require('./decision');
 
 function defaultKey(req) {
   return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
@@ -31,6 +32,10 @@ function entriesOf(opts) {
     if (!(entry.limit instanceof index.Limit)) throw new TypeError('middleware: each entry is a Limit or {limit, key?, cost?}');
     const def = entry.limit.definition();
     if (def.kind === 'concurrency') throw new TypeError(`middleware: '${entry.limit.name}' is a concurrency limit; use withPermit around the handler`);
+    if (def.kind === 'adaptiveConcurrency') {
+      if (entry.key !== undefined || entry.cost !== undefined) throw new TypeError(`middleware: '${entry.limit.name}' is an adaptive concurrency limit: a permit per request, no key or cost`);
+      return { limit: entry.limit, adaptive: true };
+    }
     entry.keyed = Boolean(def.keyed);
     entry.key = entry.keyed ? entry.key || opts.key || defaultKey : null;
     entry.cost = entry.cost !== undefined ? entry.cost : opts.cost !== undefined ? opts.cost : 1;
@@ -128,6 +133,89 @@ function denialBody(opts) {
   return opts.message !== undefined ? opts.message : 'Too Many Requests\n';
 }
 
+const ADMITTED = new Decision(true, false, 0, 0, 0, null);
+
+/**
+ * The entries of `opts`, split: `decided` (rate limits, one all-or-nothing decision) and `held`
+ * (adaptive concurrency limits, a permit held for the request).
+ */
+function planOf(opts) {
+  const entries = entriesOf(opts);
+  return { decided: entries.filter((e) => !e.adaptive), held: entries.filter((e) => e.adaptive) };
+}
+
+/**
+ * A permit of every held limit for the request, and their header fields; when one has none
+ * free, `{permits: null, headers}` (the permits taken given back unused, `Retry-After` about
+ * one request's time, at least a second).
+ */
+function hold(held) {
+  const permits = [];
+  for (const e of held) {
+    const p = e.limit.tryAcquireAdaptive();
+    if (p === null) {
+      for (const q of permits) q.release('dropped');
+      const rttUs = e.limit.adaptiveStatus().rttRecentUs || 1e6;
+      const refused = new Decision(false, false, 0, Math.round(rttUs * 1e3), 0, null);
+      return { permits: null, headers: index.rateLimitHeaders([[e.limit, refused]]) };
+    }
+    permits.push(p);
+  }
+  return { permits, headers: index.rateLimitHeaders(held.map((e) => [e.limit, ADMITTED])) };
+}
+
+/** `a` with the fields of `b` added (one list per field; the larger Retry-After). */
+function merged(a, b) {
+  const out = { ...a };
+  for (const [name, value] of Object.entries(b)) {
+    if (out[name] === undefined) out[name] = value;
+    else if (name === 'Retry-After') out[name] = String(Math.max(Number(out[name]), Number(value)));
+    else out[name] = `${out[name]}, ${value}`;
+  }
+  return out;
+}
+
+/** The header fields of a request: the decided limits' (`result`, or null), the held ones'
+ *  (`holding`, or null), merged. */
+function headersOf(result, holding) {
+  if (holding === null) return result.headers;
+  return result === null ? holding.headers : merged(result.headers, holding.headers);
+}
+
+/** How a request under an adaptive permit ended, from its response: a 504 is 'timeout', any
+ *  other 5xx 'error', a response not sent whole (the client went away) 'dropped'. */
+function outcomeOf(res, finished) {
+  if (!finished) return 'dropped';
+  if (res.statusCode === 504) return 'timeout';
+  return res.statusCode >= 500 ? 'error' : 'ok';
+}
+
+/** Release `permits` with the outcome of `res` once it is sent (or abandoned). */
+function releaseOnEnd(res, permits) {
+  let done = false;
+  const end = (finished) => {
+    if (done) return;
+    done = true;
+    const outcome = outcomeOf(res, finished);
+    for (const p of permits) p.release(outcome);
+  };
+  res.once('finish', () => end(true));
+  res.once('close', () => end(res.writableFinished));
+}
+
+/** Answer a request that got no adaptive permit: 503 Service Unavailable (the server is at
+ *  capacity; a 429 would say the client sent too much) with Retry-After and, unless headers
+ *  are off, the RateLimit fields. */
+function refuse(res, headers, sendHeaders, send) {
+  const set = res.header ? (k, v) => res.header(k, v) : (k, v) => res.setHeader(k, v);
+  if (sendHeaders) {
+    if (headers['RateLimit']) set('RateLimit', headers['RateLimit']);
+    if (headers['RateLimit-Policy']) set('RateLimit-Policy', headers['RateLimit-Policy']);
+  }
+  set('Retry-After', headers['Retry-After'] || '1');
+  send(503, 'text/plain; charset=utf-8', 'Service Unavailable: at capacity, retry later\n');
+}
+
 /**
  * `(req, res, next)` middleware for node:http, Express and Connect.
  *
@@ -136,9 +224,16 @@ function denialBody(opts) {
  * `cost(req)`); `headers` (default true: `RateLimit` and `RateLimit-Policy` on every
  * response); `statusCode` (default 429); `message` (the denial's body); `skip(req)`;
  * `onLimited(req, res, result)` to answer a denial yourself.
+ *
+ * An adaptive concurrency limit among `limits` is held, not decided: a permit is taken for the
+ * request before the other limits decide (none free: 503 with Retry-After) and released when
+ * the response is sent, reporting its outcome ('error' for a 5xx, 'timeout' for a 504,
+ * 'dropped' for a response never sent whole, else 'ok') and the time since the grant; a
+ * request another limit denies gives it back unused. Its RateLimit items are
+ * `"name";r=LEFT` and `"name";q=PERMITS;qu="concurrent-requests"`.
  */
 function middleware(opts = {}) {
-  const entries = entriesOf(opts);
+  const { decided: entries, held } = planOf(opts);
   const statusCode = opts.statusCode || 429;
   const sendHeaders = opts.headers !== false;
   return function shmlimitMiddleware(req, res, next) {
@@ -147,23 +242,40 @@ function middleware(opts = {}) {
       return;
     }
     let result;
+    let holding = null;
     try {
-      result = decide(entries, req);
+      if (held.length > 0) {
+        holding = hold(held);
+        if (holding.permits === null) {
+          refuse(res, holding.headers, sendHeaders, (code, type, body) => {
+            res.statusCode = code;
+            res.setHeader('Content-Type', type);
+            res.end(body);
+          });
+          return;
+        }
+      }
+      result = entries.length > 0 ? decide(entries, req) : null;
     } catch (err) {
+      if (holding && holding.permits) for (const p of holding.permits) p.release('dropped');
       if (next) next(err);
       else throw err;
       return;
     }
-    req.rateLimit = result;
+    if (result !== null) req.rateLimit = result;
+    // Rendered only when sent (or for a denial's Retry-After): RequestDecision renders lazily.
+    const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
-      if (result.headers['RateLimit']) res.setHeader('RateLimit', result.headers['RateLimit']);
-      if (result.headers['RateLimit-Policy']) res.setHeader('RateLimit-Policy', result.headers['RateLimit-Policy']);
+      if (headers['RateLimit']) res.setHeader('RateLimit', headers['RateLimit']);
+      if (headers['RateLimit-Policy']) res.setHeader('RateLimit-Policy', headers['RateLimit-Policy']);
     }
-    if (result.allowed) {
+    if (result === null || result.allowed) {
+      if (holding !== null) releaseOnEnd(res, holding.permits);
       if (next) next();
       return;
     }
-    if (result.headers['Retry-After']) res.setHeader('Retry-After', result.headers['Retry-After']);
+    if (holding !== null) for (const p of holding.permits) p.release('dropped');
+    if (headers['Retry-After']) res.setHeader('Retry-After', headers['Retry-After']);
     if (opts.onLimited) {
       opts.onLimited(req, res, result);
       return;
@@ -181,8 +293,9 @@ function middleware(opts = {}) {
  */
 function fastifyPlugin(fastify, opts, done) {
   let entries;
+  let held;
   try {
-    entries = entriesOf(opts);
+    ({ decided: entries, held } = planOf(opts));
   } catch (err) {
     done(err);
     return;
@@ -195,22 +308,34 @@ function fastifyPlugin(fastify, opts, done) {
       return;
     }
     let result;
+    let holding = null;
     try {
-      result = decide(entries, request);
+      if (held.length > 0) {
+        holding = hold(held);
+        if (holding.permits === null) {
+          refuse(reply, holding.headers, sendHeaders, (code, type, body) => reply.code(code).type(type).send(body));
+          return;
+        }
+      }
+      result = entries.length > 0 ? decide(entries, request) : null;
     } catch (err) {
+      if (holding && holding.permits) for (const p of holding.permits) p.release('dropped');
       hookDone(err);
       return;
     }
-    request.rateLimit = result;
+    if (result !== null) request.rateLimit = result;
+    const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
-      if (result.headers['RateLimit']) reply.header('RateLimit', result.headers['RateLimit']);
-      if (result.headers['RateLimit-Policy']) reply.header('RateLimit-Policy', result.headers['RateLimit-Policy']);
+      if (headers['RateLimit']) reply.header('RateLimit', headers['RateLimit']);
+      if (headers['RateLimit-Policy']) reply.header('RateLimit-Policy', headers['RateLimit-Policy']);
     }
-    if (result.allowed) {
+    if (result === null || result.allowed) {
+      if (holding !== null) releaseOnEnd(reply.raw, holding.permits);
       hookDone();
       return;
     }
-    if (result.headers['Retry-After']) reply.header('Retry-After', result.headers['Retry-After']);
+    if (holding !== null) for (const p of holding.permits) p.release('dropped');
+    if (headers['Retry-After']) reply.header('Retry-After', headers['Retry-After']);
     reply.code(statusCode).type('text/plain; charset=utf-8').send(denialBody(opts));
   });
   done();
@@ -228,6 +353,7 @@ function decideRequest(opts, req) {
   let entries = compiled.get(opts);
   if (entries === undefined) {
     entries = entriesOf(opts);
+    if (entries.some((e) => e.adaptive)) throw new TypeError('decideRequest: an adaptive concurrency limit holds a permit for the whole request; use middleware or fastifyPlugin');
     compiled.set(opts, entries);
   }
   return decide(entries, req);

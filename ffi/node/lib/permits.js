@@ -36,7 +36,26 @@ if (typeof Symbol.dispose === 'symbol') {
   };
 }
 
+/** Wait for a permit of `limit` (of a key, or unkeyed) on the addon's wait thread. */
 function waitPermit(limit, key, opts, what) {
+  return waitOn(limit, opts, what, (timeoutNs, done) => native.permitWait(limit._h, key, timeoutNs, done), {
+    none: 0n,
+    wrap: (permit) => new Permit(limit, permit, key),
+    giveBack: (permit) => new Permit(limit, permit, key).release(),
+  });
+}
+
+/** Wait for a permit of the adaptive limit `limit`, blocked in the library's futex wait as a
+ *  fixed permit's wait is (woken by each release, and by each window that raises the limit). */
+function waitAdaptive(limit, opts, what) {
+  return waitOn(limit, opts, what, (timeoutNs, done) => native.adaptiveWait(limit._h, timeoutNs, done), {
+    none: null,
+    wrap: (handle) => new AdaptivePermit(limit, handle),
+    giveBack: (handle) => new AdaptivePermit(limit, handle).release('dropped'),
+  });
+}
+
+function waitOn(limit, opts, what, start, { none, wrap, giveBack }) {
   const timeout = opts && opts.timeout;
   let timeoutNs = -1;
   if (timeout !== undefined && timeout !== null && timeout !== Infinity) {
@@ -49,14 +68,14 @@ function waitPermit(limit, key, opts, what) {
   if (signal && signal.aborted) return Promise.reject(abortError(signal));
   return new Promise((resolve, reject) => {
     let onAbort = null;
-    const id = native.permitWait(limit._h, key, timeoutNs, (status, permit, message, osError) => {
+    const id = start(timeoutNs, (status, permit, message, osError) => {
       if (signal) signal.removeEventListener('abort', onAbort);
       if (status === 0 && signal && signal.aborted) {
         // Aborted while the permit was being taken: give it back.
-        if (permit !== 0n) new Permit(limit, permit, key).release();
+        if (permit !== none) giveBack(permit);
         reject(abortError(signal));
       } else if (status === 0) {
-        resolve(permit === 0n ? null : new Permit(limit, permit, key));
+        resolve(permit === none ? null : wrap(permit));
       } else if (status === CLOSED && signal && signal.aborted) {
         reject(abortError(signal));
       } else if (status === CLOSED) {
@@ -113,4 +132,4 @@ class AdaptivePermit {
   }
 }
 
-module.exports = { Permit, AdaptivePermit, waitPermit };
+module.exports = { Permit, AdaptivePermit, waitPermit, waitAdaptive };

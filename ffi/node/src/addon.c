@@ -54,6 +54,8 @@ NAPI_MODULE_INIT() {
         {"adaptiveTry", js_adaptive_try},
         {"adaptiveRelease", js_adaptive_release},
         {"adaptiveStatus", js_adaptive_status},
+        {"adaptiveWait", js_adaptive_wait},
+        {"adaptiveTuning", js_adaptive_tuning},
         {"permitRelease", js_permit_release},
         {"permitHolders", js_permit_holders},
         {"permitWait", js_permit_wait},

@@ -132,26 +132,38 @@ napi_value js_open(napi_env env, napi_callback_info info) {
         }
         shmlimit_def *defs = (shmlimit_def *)calloc(n, sizeof *defs);
         char(*names)[SHMLIMIT_MAX_NAME_LEN + 2] = calloc(n, sizeof *names);
-        if (defs == NULL || names == NULL) {
+        /* An adaptive limit's tuning (lib/definitions.js gives each its `tuning`). */
+        shmlimit_adaptive_tuning *tuning = calloc(n, sizeof *tuning);
+        const shmlimit_adaptive_tuning **tunings = calloc(n, sizeof *tunings);
+        if (defs == NULL || names == NULL || tuning == NULL || tunings == NULL) {
             free(defs);
             free(names);
+            free(tuning);
+            free(tunings);
             free(path);
             napi_throw_error(env, NULL, "shmlimit addon: out of memory");
             return NULL;
         }
         for (uint32_t i = 0; i < n; i++) {
             napi_value e;
+            int tuned = 0;
             if (napi_get_element(env, argv[1], i, &e) != napi_ok ||
-                !read_def(env, e, &defs[i], names[i], sizeof names[i])) {
+                !read_def(env, e, &defs[i], names[i], sizeof names[i]) ||
+                !read_tuning(env, e, &tuning[i], &tuned)) {
                 free(defs);
                 free(names);
+                free(tuning);
+                free(tunings);
                 free(path);
                 return int32_value(env, BAD_ARG);
             }
+            tunings[i] = tuned ? &tuning[i] : NULL;
         }
-        st = shmlimit_limiter_create_or_open(path, defs, n, &opts, &lim);
+        st = shmlimit_limiter_create_or_open_tuned(path, defs, n, tunings, &opts, &lim);
         free(defs);
         free(names);
+        free(tuning);
+        free(tunings);
     }
     free(path);
     if (st != SHMLIMIT_OK) {

@@ -156,12 +156,14 @@ typedef struct wait_job {
     uint8_t *key;         /* NULL: unkeyed */
     size_t key_len;
     uint64_t timeout_ns;  /* UINT64_MAX: no timeout */
+    bool adaptive;        /* a permit of an adaptive limit (delivered as its external) */
     napi_threadsafe_function tsfn;
     pthread_t thread;
     bool started;
     /* Written by the thread before it queues the result, read by wait_deliver. */
     int32_t status;
     uint64_t permit;      /* 0 once delivered or given back */
+    shmlimit_adaptive_permit *adaptive_permit; /* NULL once delivered or given back */
     char message[512];
     int os_error;
 } wait_job;
@@ -179,6 +181,10 @@ static uint64_t now_ns(void) {
 }
 
 static void give_back(wait_job *job) {
+    if (job->adaptive_permit != NULL) {
+        shmlimit_adaptive_release(job->adaptive_permit, SHMLIMIT_OUTCOME_DROPPED);
+        job->adaptive_permit = NULL;
+    }
     if (job->permit != 0) {
         bool released;
         shmlimit_permit_release((const shmlimit_limit *)job->box->ptr, job->permit, &released);
@@ -192,6 +198,7 @@ static void *wait_thread(void *arg) {
     uint64_t start = now_ns();
     int32_t st = SHMLIMIT_OK;
     uint64_t permit = 0;
+    shmlimit_adaptive_permit *adaptive = NULL;
     for (;;) {
         if (atomic_load(&job->cancel)) {
             st = CLOSED;
@@ -203,9 +210,14 @@ static void *wait_thread(void *arg) {
             uint64_t left = spent >= job->timeout_ns ? 0 : job->timeout_ns - spent;
             slice = left < slice ? left : slice;
         }
-        st = job->key ? shmlimit_permit_acquire_key_timeout(l, job->key, job->key_len, slice, &permit)
-                      : shmlimit_permit_acquire_timeout(l, slice, &permit);
-        if (st != SHMLIMIT_OK || permit != 0) {
+        if (job->adaptive) {
+            st = shmlimit_adaptive_acquire(l, slice, &adaptive);
+        } else if (job->key) {
+            st = shmlimit_permit_acquire_key_timeout(l, job->key, job->key_len, slice, &permit);
+        } else {
+            st = shmlimit_permit_acquire_timeout(l, slice, &permit);
+        }
+        if (st != SHMLIMIT_OK || permit != 0 || adaptive != NULL) {
             break;
         }
         if (job->timeout_ns != UINT64_MAX && now_ns() - start >= job->timeout_ns) {
@@ -218,6 +230,7 @@ static void *wait_thread(void *arg) {
     }
     job->status = st;
     job->permit = permit;
+    job->adaptive_permit = adaptive;
     if (napi_call_threadsafe_function(job->tsfn, job, napi_tsfn_blocking) != napi_ok) {
         /* The environment is going away: nobody will take this permit. */
         give_back(job);
@@ -226,7 +239,8 @@ static void *wait_thread(void *arg) {
     return NULL;
 }
 
-/* On the event loop: callback(status, permit, message, osError). */
+/* On the event loop: callback(status, permit, message, osError); `permit` is a BigInt (0n:
+ * none), or for an adaptive wait the permit's external (null: none). */
 static void wait_deliver(napi_env env, napi_value callback, void *context, void *data) {
     (void)context;
     wait_job *job = (wait_job *)data;
@@ -237,7 +251,19 @@ static void wait_deliver(napi_env env, napi_value callback, void *context, void 
     napi_value argv[4], undefined;
     napi_get_undefined(env, &undefined);
     napi_create_int32(env, job->status, &argv[0]);
-    napi_create_bigint_uint64(env, job->permit, &argv[1]);
+    if (!job->adaptive) {
+        napi_create_bigint_uint64(env, job->permit, &argv[1]);
+    } else if (job->adaptive_permit == NULL) {
+        napi_get_null(env, &argv[1]);
+    } else {
+        /* The external owns the permit from here on (its finalizer reports it dropped if
+         * the callback never takes it); on failure it was released already. */
+        argv[1] = adaptive_external(env, job->adaptive_permit);
+        job->adaptive_permit = NULL;
+        if (argv[1] == NULL) {
+            return;
+        }
+    }
     napi_create_string_utf8(env, job->message, NAPI_AUTO_LENGTH, &argv[2]);
     napi_create_int32(env, job->os_error, &argv[3]);
     if (napi_call_function(env, undefined, callback, 4, argv, NULL) != napi_ok) {
@@ -245,6 +271,7 @@ static void wait_deliver(napi_env env, napi_value callback, void *context, void 
         give_back(job);
     }
     job->permit = 0; /* delivered: the JavaScript Permit owns it */
+    job->adaptive_permit = NULL;
 }
 
 static void wait_finalize(napi_env env, void *data, void *hint) {
@@ -269,10 +296,9 @@ static void wait_finalize(napi_env env, void *data, void *hint) {
     free(job);
 }
 
-/* permitWait(limit, key | undefined, timeoutNs | -1, callback) -> a wait id (> 0), or a status
- * (< 0) when the wait could not start. */
-napi_value js_permit_wait(napi_env env, napi_callback_info info) {
-    ARGS(4);
+/* A wait for a permit of argv[0] (key argv[1], timeout argv[2], callback argv[3]); an adaptive
+ * wait has no key. */
+static napi_value start_wait(napi_env env, napi_value *argv, bool adaptive) {
     box_t *b = get_box(env, argv[0]);
     if (b == NULL || b->is_limiter != BOX_LIMIT || atomic_load(&b->closed)) {
         return int32_value(env, CLOSED);
@@ -302,6 +328,7 @@ napi_value js_permit_wait(napi_env env, napi_callback_info info) {
         return NULL;
     }
     job->timeout_ns = t < 0 ? UINT64_MAX : (t >= 1.8e19 ? UINT64_MAX - 1 : (uint64_t)t);
+    job->adaptive = adaptive;
     atomic_init(&job->cancel, false);
     job->env = env;
     job->box = b;
@@ -344,6 +371,26 @@ napi_value js_permit_wait(napi_env env, napi_callback_info info) {
     napi_value out;
     NAPI(napi_create_uint32(env, id, &out));
     return out;
+}
+
+/* permitWait(limit, key | undefined, timeoutNs | -1, callback) -> a wait id (> 0), or a status
+ * (< 0) when the wait could not start. */
+napi_value js_permit_wait(napi_env env, napi_callback_info info) {
+    ARGS(4);
+    return start_wait(env, argv, false);
+}
+
+/* adaptiveWait(limit, timeoutNs | -1, callback) -> a wait id (> 0), or a status (< 0): the
+ * wait of permitWait for a permit of an adaptive limit, blocked in the library's futex wait
+ * (woken by every release and by every window that raises the limit). */
+napi_value js_adaptive_wait(napi_env env, napi_callback_info info) {
+    ARGS(3);
+    napi_value args4[4];
+    args4[0] = argv[0];
+    NAPI(napi_get_undefined(env, &args4[1]));
+    args4[2] = argv[1];
+    args4[3] = argv[2];
+    return start_wait(env, args4, true);
 }
 
 /* Cancel the waits of `env` (all of them), or the wait `id` of `env`. */

@@ -51,3 +51,35 @@ test('adaptive permits within the limit, with their outcomes and the status', as
     dep: shmlimit.adaptiveConcurrency({ min: 9, max: 8 }),
   }), shmlimit.InvalidParameterError);
 });
+
+test('the tuning is stored, read back and checked by the library', (t) => {
+  const dir = tmpdir(t);
+  const tuned = shmlimit.adaptiveConcurrency({ min: 2, max: 40, initial: 6, window: 50, smoothing: 0.5, tolerance: 2, headroom: 0, backoff: 0.5 });
+  const limiter = shmlimit.Limiter.createOrOpen(path.join(dir, 'tuned.shm'), { dep: tuned });
+  t.after(() => limiter.close());
+  const expected = { kind: 'adaptiveConcurrency', min: 2, max: 40, lease: null, initial: 6, window: 50, smoothing: 0.5, tolerance: 2, headroom: 0, backoff: 0.5 };
+  assert.deepEqual(limiter.definitions().dep, expected);
+  assert.deepEqual(limiter.limit('dep').definition(), expected);
+  assert.equal(limiter.limit('dep').adaptiveStatus().permits, 6);
+  // Another tuning conflicts with the file's; the same one attaches.
+  assert.throws(() => shmlimit.Limiter.createOrOpen(path.join(dir, 'tuned.shm'), {
+    dep: shmlimit.adaptiveConcurrency({ min: 2, max: 40 }),
+  }), shmlimit.DefinitionConflictError);
+  shmlimit.Limiter.createOrOpen(path.join(dir, 'tuned.shm'), { dep: tuned }).close();
+
+  const fs = require('node:fs');
+  const fresh = path.join(dir, 'refused.shm');
+  for (const [options, field] of [
+    [{ smoothing: NaN }, /smoothing/], [{ smoothing: 1 }, /smoothing/], [{ tolerance: 0.5 }, /tolerance/],
+    [{ tolerance: Infinity }, /tolerance/], [{ headroom: -0.1 }, /headroom/], [{ backoff: 0 }, /backoff/],
+    [{ initial: 41 }, /initial limit 41/], [{ window: 1.5 }, /whole number of milliseconds/],
+  ]) {
+    assert.throws(() => shmlimit.Limiter.createOrOpen(fresh, {
+      dep: shmlimit.adaptiveConcurrency({ min: 2, max: 40, ...options }),
+    }), (e) => e instanceof shmlimit.InvalidParameterError && field.test(e.message), JSON.stringify(options));
+    assert.equal(fs.existsSync(fresh), false, 'a refused tuning created the file');
+  }
+  assert.throws(() => shmlimit.adaptiveConcurrency({ min: 2, max: 40, smoothing: '0.5' }), TypeError);
+  assert.throws(() => shmlimit.adaptiveConcurrency({ min: 2, max: 40, window: 0 }), RangeError);
+  assert.throws(() => shmlimit.adaptiveConcurrency({ min: 2, max: 40, initial: 0 }), RangeError);
+});

@@ -171,12 +171,9 @@ fn render(
     let op = "shmlimit_ratelimit_headers";
     let mut headers = RateLimitHeaders::new();
     for (view, d) in limits.iter().zip(decisions) {
-        let policy = view.policy().or_raise(op)?;
-        if with_policy {
-            headers.add(view.name(), policy, &d.to_view());
-        } else {
-            headers.add_state(view.name(), policy, &d.to_view());
-        }
+        headers
+            .add_limit(view, &d.to_view(), with_policy)
+            .or_raise(op)?;
     }
     Ok((
         headers.rate_limit,

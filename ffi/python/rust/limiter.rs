@@ -27,7 +27,12 @@ pub(crate) type DefTuple = (
     String,
     (u32, u32, u64, u64, u64),
     (u64, u32, u32, u16, u16, u32, u64),
+    Option<Tuning>,
 );
+
+/// An adaptive limit's tuning as Python's `_Def.adaptive_tuning` carries it: initial limit
+/// (0: the minimum), window ns, smoothing, tolerance, headroom, backoff.
+pub(crate) type Tuning = (u64, u64, f64, f64, f64, f64);
 
 const TOKEN_BUCKET: u32 = 1;
 const FIXED_WINDOW: u32 = 2;
@@ -72,6 +77,7 @@ struct RawDef {
     split: u16,
     fleet_weight: u32,
     fleet_emission_ns: u64,
+    adaptive_tuning: Option<Tuning>,
 }
 
 impl RawDef {
@@ -95,6 +101,10 @@ impl RawDef {
             split: field!(split),
             fleet_weight: field!(fleet_weight),
             fleet_emission_ns: field!(fleet_emission_ns),
+            adaptive_tuning: match obj.getattr("adaptive_tuning") {
+                Ok(t) => t.extract()?,
+                Err(_) => None,
+            },
         })
     }
 
@@ -188,6 +198,20 @@ impl RawDef {
                 if self.period_ns > 0 {
                     spec = spec.lease(Duration::from_nanos(self.period_ns));
                 }
+                if let Some((initial, window_ns, s, t, h, b)) = self.adaptive_tuning {
+                    if window_ns % 1_000_000 != 0 {
+                        return Err(invalid(
+                            name,
+                            format!(
+                                "window {} s: must be a whole number of milliseconds",
+                                window_ns as f64 / 1e9
+                            ),
+                        ));
+                    }
+                    spec.initial = (initial != 0).then_some(initial);
+                    spec.window = Duration::from_nanos(window_ns);
+                    (spec.smoothing, spec.tolerance, spec.headroom, spec.backoff) = (s, t, h, b);
+                }
                 return spec.into_algorithm(name);
             }
             COUNTERS => Algorithm::Counters {
@@ -242,6 +266,20 @@ pub(crate) fn def_tuple(def: &LimitDef, algorithm: &Algorithm) -> DefTuple {
         .fleet
         .map_or((0, 0), |f| (f.weight, f.total.emission_ns()));
     let flags = DEF_NEAR_LIMIT | if def.shadow { DEF_SHADOW } else { 0 };
+    let tuning = match algorithm {
+        Algorithm::AdaptiveConcurrency(a) => {
+            let spec = a.spec();
+            Some((
+                a.initial,
+                a.window_ms.saturating_mul(1_000_000),
+                spec.smoothing,
+                spec.tolerance,
+                spec.headroom,
+                spec.backoff,
+            ))
+        }
+        _ => None,
+    };
     (
         def.name.clone(),
         (kind, alignment, limit, period_ns, rate),
@@ -254,6 +292,7 @@ pub(crate) fn def_tuple(def: &LimitDef, algorithm: &Algorithm) -> DefTuple {
             fleet_weight,
             fleet_emission_ns,
         ),
+        tuning,
     )
 }
 

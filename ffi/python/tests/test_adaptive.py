@@ -87,3 +87,37 @@ class AdaptiveTest(FileTest):
         with Limiter.create_or_open(self.path, {"pool": shmlimit.Concurrency(1)}) as lim:
             with self.assertRaises(shmlimit.WrongKindError):
                 lim.limit("pool").try_acquire_adaptive()
+
+    def test_the_tuning_is_stored_read_back_and_checked(self) -> None:
+        tuned = AdaptiveConcurrency(2, 40, initial=6, window=0.05, smoothing=0.5, tolerance=2,
+                                    headroom=0, backoff=0.5)
+        with Limiter.create_or_open(self.path, {"dep": tuned}) as lim:
+            back = lim.definitions()["dep"]
+            self.assertEqual(back, tuned)
+            self.assertEqual((back.initial, back.window, back.smoothing, back.tolerance,
+                              back.headroom, back.backoff), (6, 0.05, 0.5, 2.0, 0.0, 0.5))
+            self.assertEqual(lim.limit("dep").adaptive_status().permits, 6)
+            # Defaults read back as written (0.2 is stored as 13107/65536).
+            self.assertEqual(repr(lim.definitions()["dep"]), repr(tuned))
+        with self.assertRaises(shmlimit.DefinitionConflictError):
+            Limiter.create_or_open(self.path, {"dep": AdaptiveConcurrency(2, 40)})
+        self.assertEqual(Limiter.open(self.path).definitions()["dep"], tuned)
+
+        fresh = os.path.join(self.dir, "refused.shm")
+        for options, field in [({"smoothing": math.nan}, "smoothing"),
+                               ({"smoothing": 1.0}, "smoothing"),
+                               ({"tolerance": 0.5}, "tolerance"),
+                               ({"tolerance": math.inf}, "tolerance"),
+                               ({"headroom": -0.1}, "headroom"),
+                               ({"backoff": 0.0}, "backoff"),
+                               ({"initial": 41}, "initial limit 41"),
+                               ({"window": 0}, "window=0"),
+                               ({"window": 0.0015}, "whole number of milliseconds")]:
+            with self.subTest(options=options):
+                with self.assertRaisesRegex(shmlimit.InvalidParameterError, field):
+                    Limiter.create_or_open(fresh, {"dep": AdaptiveConcurrency(2, 40, **options)})
+                self.assertFalse(os.path.exists(fresh), "a refused tuning created the file")
+        with self.assertRaises(TypeError):
+            AdaptiveConcurrency(2, 40, smoothing="0.5")  # type: ignore[arg-type]
+        with self.assertRaises(TypeError):
+            AdaptiveConcurrency(2, 40, backoff=True)

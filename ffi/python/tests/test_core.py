@@ -30,9 +30,12 @@ class WrapperTest(unittest.TestCase):
 
     def test_a_definition_crosses_as_the_fields_of_shmlimit_def(self):
         # What the compiled module reads from a definition: the fields of C's shmlimit_def
-        # (ffi/include/shmlimit.h), by the same names; a field it does not know is an error.
+        # (ffi/include/shmlimit.h), by the same names, then an adaptive limit's tuning (C's
+        # shmlimit_adaptive_tuning, given beside the definition); a field it does not know is
+        # an error.
         fields = ("name", "kind", "alignment", "limit", "period_ns", "rate", "key_capacity",
-                  "on_full", "flags", "near_limit", "split", "fleet_weight", "fleet_emission_ns")
+                  "on_full", "flags", "near_limit", "split", "fleet_weight", "fleet_emission_ns",
+                  "adaptive_tuning")
         self.assertEqual(shmlimit._Def.__slots__, fields)
         d = shmlimit._Def("x")
         TokenBucket(rate=5, burst=7)._fill(d)

@@ -22,6 +22,8 @@
 //! **Closing a window.** See [`crate::algo::adaptive`]: take the accumulator (swap to zero),
 //! then the limit word's update in the mutation loop from a word still due; the winner of that
 //! CAS alone moves the RTT word, a loser adds what it took back (each in the mutation loop).
+//! In a re-measure the winner's CAS keeps the limit (it restarts the window) and, in the
+//! re-measure's last windows, sets the long RTT from the samples it took.
 
 use std::sync::atomic::Ordering;
 
@@ -106,12 +108,25 @@ pub(crate) struct Words<'a, A> {
     pub rtt: &'a A,
 }
 
-/// A window this process closed: the limit before and after, and the samples it used.
+/// Where a window closed in the re-measure schedule ([`crate::algo::adaptive`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Remeasure {
+    /// Outside a re-measure: the usual update.
+    No,
+    /// In a re-measure's first windows: the limit kept, the samples unused.
+    Settling,
+    /// In its last windows: the limit kept, the long RTT set (`first` of its re-measure).
+    Sampled { first: bool },
+}
+
+/// A window this process closed: the limit before and after, the samples it used, and where
+/// it closed in the re-measure schedule.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Closed {
     pub old: f64,
     pub new: f64,
     pub taken: Window,
+    pub remeasure: Remeasure,
 }
 
 /// Close the window if it is over at `now_ms()`: what the process whose CAS closed it did,
@@ -132,16 +147,35 @@ pub(crate) fn close_window<A: AtomicWord>(
     let taken = taken.ok()?;
     // Acquire: pairs with the AcqRel CAS of the RTT word.
     let long = Rtt::of(words.rtt.load(Ordering::Acquire)).long_us;
-    let closed: Result<Option<(f64, f64)>, ()> = mutate(words.limit, now_ms, |now, word| {
+    type Outcome = Option<(f64, f64, Remeasure)>;
+    let closed: Result<Outcome, ()> = mutate(words.limit, now_ms, |now, word| {
         // No longer due: another process closed this window first.
         if !t.due(word, now) {
             return Ok(Change::Keep(None));
         }
         let old = t.limit_of(word);
+        // In a re-measure the limit is kept (the window restarts); its last windows set the
+        // long RTT.
+        if t.remeasuring(now) {
+            let phase = if t.sampling(now) {
+                Remeasure::Sampled {
+                    first: t.first_sample(t.started_ms(word), now),
+                }
+            } else {
+                Remeasure::Settling
+            };
+            return Ok(Change::Write(
+                t.limit_word(old, now),
+                Some((old, old, phase)),
+            ));
+        }
         let new = t.next_limit(old, taken, long, in_flight());
-        Ok(Change::Write(t.limit_word(new, now), Some((old, new))))
+        Ok(Change::Write(
+            t.limit_word(new, now),
+            Some((old, new, Remeasure::No)),
+        ))
     });
-    let Some((old, new)) = closed.ok().flatten() else {
+    let Some((old, new, remeasure)) = closed.ok().flatten() else {
         // Lost the race: the samples go back for the next window.
         let _: Result<(), ()> = mutate(
             words.acc,
@@ -152,11 +186,18 @@ pub(crate) fn close_window<A: AtomicWord>(
     };
     if let Some(mean) = taken.mean_us() {
         let at_min = old <= t.min;
-        let _: Result<(), ()> = mutate(
-            words.rtt,
-            || 0,
-            |_, w| Ok(Change::Write(Rtt::next(w, mean, at_min), ())),
-        );
+        let next = |w: u64| match remeasure {
+            Remeasure::Sampled { first } => Rtt::remeasured(w, mean, first),
+            // Its samples mix requests granted before the re-measure: unused.
+            Remeasure::Settling => w,
+            Remeasure::No => Rtt::next(w, mean, at_min),
+        };
+        let _: Result<(), ()> = mutate(words.rtt, || 0, |_, w| Ok(Change::Write(next(w), ())));
     }
-    Some(Closed { old, new, taken })
+    Some(Closed {
+        old,
+        new,
+        taken,
+        remeasure,
+    })
 }

@@ -8,7 +8,7 @@ use loom::sync::atomic::AtomicU64;
 use loom::sync::Arc;
 use loom::thread;
 
-use super::gate::{self, Admit, Closed, Words};
+use super::gate::{self, Admit, Closed, Remeasure, Words};
 use crate::algo::adaptive::{Outcome, Tuning, Window};
 use crate::engine::permits::slot::Table;
 use crate::owner::owner;
@@ -71,10 +71,22 @@ fn grants_never_exceed_the_limit() {
 /// limit stays within its range and within one update's bound of the limit it came from.
 #[test]
 fn pooled_update_races_acquires_and_releases() {
-    model("pooled_update_races_acquires_and_releases", 2, || {
+    pooled_update_at("pooled_update_races_acquires_and_releases", [10, 20]);
+}
+
+/// The same race inside a re-measure of the RTT (its sampled windows: `k mod 1000 >= 996`
+/// with a window of 1 ms): grants within `min`, no sample lost or used twice, and every close
+/// keeps the limit and sets the long RTT.
+#[test]
+fn pooled_update_races_in_a_remeasure() {
+    pooled_update_at("pooled_update_races_in_a_remeasure", [996, 998]);
+}
+
+fn pooled_update_at(name: &'static str, clocks: [u64; 2]) {
+    model(name, 2, move || {
         let table = words(4);
         let pooled = words(3);
-        let handles: Vec<_> = [(1u32, 10u64), (2, 20)]
+        let handles: Vec<_> = [(1u32, clocks[0]), (2, clocks[1])]
             .into_iter()
             .map(|(pid, now_ms)| {
                 let (table, pooled) = (Arc::clone(&table), Arc::clone(&pooled));
@@ -86,7 +98,7 @@ fn pooled_update_races_acquires_and_releases() {
                         limit: &pooled[1],
                         rtt: &pooled[2],
                     };
-                    let allowed = t.permits_of(w.limit.load(Ordering::Acquire)) as usize;
+                    let allowed = t.allowed(w.limit.load(Ordering::Acquire), now_ms) as usize;
                     let mut closed = None;
                     let granted = gate::admit(&entries, 0, owner(pid, 1), allowed, || 1);
                     if let Admit::Granted(i, word) = granted {
@@ -117,6 +129,15 @@ fn pooled_update_races_acquires_and_releases() {
         for c in &closes {
             let (lo, hi) = t.step_bound(c.old);
             assert!(c.new >= lo && c.new <= hi, "{c:?}");
+            if t.remeasuring(clocks[0]) {
+                assert!(c.new == c.old, "a re-measure moved the limit: {c:?}");
+                assert!(matches!(c.remeasure, Remeasure::Sampled { .. }), "{c:?}");
+            }
+        }
+        // (A close may have taken no sample: the other's waits in the accumulator.)
+        if t.remeasuring(clocks[0]) && closes.iter().any(|c| c.taken.ok > 0) {
+            let rtt = crate::algo::adaptive::Rtt::of(pooled[2].load(Ordering::Acquire));
+            assert_eq!(rtt.long_us, Some(1000.0), "the re-measure set the long RTT");
         }
         let final_limit = t.limit_of(pooled[1].load(Ordering::Acquire));
         assert!((t.min..=t.max).contains(&final_limit));

@@ -29,7 +29,8 @@
 //! the same single CASes, with the same futex waits. What this engine adds:
 //!
 //! - a grant is kept only while at most `floor(L)` entries are held ([`gate`]: claim, fence,
-//!   count, give back), `L` the current limit from the limit word;
+//!   count, give back), `L` the current limit from the limit word (`min` during the periodic
+//!   re-measure of the RTT, 8 windows in every 1000, see [`crate::algo::adaptive`]);
 //! - a release reports its outcome and its latency (measured by the guard, from its grant to
 //!   its release, on the limit's clock) into the pooled accumulator, and the first release
 //!   after a window closes it: the update of [`crate::algo::adaptive`] (Gradient2's latency
@@ -152,7 +153,8 @@ impl<C: Clock> std::fmt::Debug for AdaptivePermit<C> {
 pub struct AdaptiveStatus {
     /// The current limit, fractional (the permits granted at once are its floor).
     pub limit: f64,
-    /// Permits granted at once now: `floor(limit)`.
+    /// Permits granted at once now: `floor(limit)` (at most `min` are granted during a
+    /// re-measure of the RTT, see `remeasuring_at`).
     pub permits: u64,
     /// The smallest the limit may become.
     pub min: u64,
@@ -253,11 +255,16 @@ impl<C: Clock> Adaptive<'_, C> {
     ) -> Option<(usize, OwnerWord)> {
         let start = Permits::<C>::scan_start(me, table.permits());
         let attempt = || {
-            // Acquire: pairs with the AcqRel CAS of the window that set the limit.
-            let allowed = t.permits_of(self.control(words::LIMIT).load(Ordering::Acquire));
+            // Acquire: pairs with the AcqRel CAS of the window that set the limit. In a
+            // re-measure of the RTT, `min` (see `algo::adaptive`).
+            let word = self.control(words::LIMIT).load(Ordering::Acquire);
+            // One clock read for the schedule and the claim's stamp (a read per grant is
+            // most of a grant's cost).
+            let now_ns = self.clock().now_ns();
+            let allowed = t.allowed(word, now_ns / 1_000_000);
             // A given-back claim wakes nobody: a waiter it refused retries at the next
             // release, or within `PERMIT_RECHECK`.
-            gate::admit(table, start, me, allowed as usize, || self.clock().now_ns())
+            gate::admit(table, start, me, allowed as usize, || now_ns)
         };
         if let Admit::Granted(index, word) = attempt() {
             return Some((index, word));
@@ -311,13 +318,19 @@ impl<C: Clock> Adaptive<'_, C> {
         let t = tuning(&spec);
         let words = self.words();
         gate::record(words.acc, outcome, rtt_ns.saturating_add(500) / 1000);
-        let closed = gate::close_window(&words, &t, || self.now_ms(), || self.in_flight());
+        // The request being released was in flight through the window: it counts.
+        let closed = gate::close_window(&words, &t, || self.now_ms(), || self.in_flight() + 1);
         if let Some(closed) = closed {
             let more = closed.new.floor() as i64 - closed.old.floor() as i64;
             if more > 0 {
                 self.wake(more.min(i32::MAX as i64) as i32);
             }
         }
+    }
+
+    /// Whether `now_ns` falls in a re-measure of the RTT.
+    pub(crate) fn remeasuring_at(&self, now_ns: u64) -> Result<bool> {
+        Ok(tuning(&self.spec()?).remeasuring(now_ns / 1_000_000))
     }
 
     /// Permits held now.

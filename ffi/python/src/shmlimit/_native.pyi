@@ -8,7 +8,8 @@ MAX_KEY_LEN: int
 STATUSES: Tuple[Tuple[int, str, str, str, str], ...]
 
 _Key = Union[str, bytes]
-_DefTuple = Tuple[str, Tuple[int, int, int, int, int], Tuple[int, int, int, int, int, int, int]]
+_DefTuple = Tuple[str, Tuple[int, int, int, int, int], Tuple[int, int, int, int, int, int, int],
+                  Optional[Tuple[int, int, float, float, float, float]]]
 
 def version() -> str: ...
 def _configure(

@@ -33,20 +33,25 @@ class _Def:
     """The fields of one definition, as ``shmlimit_def`` has them (zero: unset)."""
 
     __slots__ = ("name", "kind", "alignment", "limit", "period_ns", "rate", "key_capacity",
-                 "on_full", "flags", "near_limit", "split", "fleet_weight", "fleet_emission_ns")
+                 "on_full", "flags", "near_limit", "split", "fleet_weight", "fleet_emission_ns",
+                 "adaptive_tuning")
 
     def __init__(self, name: str = "") -> None:
         self.name = name
         self.kind = self.alignment = self.on_full = self.flags = 0
         self.limit = self.period_ns = self.rate = self.key_capacity = 0
         self.near_limit = self.split = self.fleet_weight = self.fleet_emission_ns = 0
+        #: An adaptive limit's (initial, window ns, smoothing, tolerance, headroom, backoff).
+        self.adaptive_tuning: Optional[Tuple[int, int, float, float, float, float]] = None
 
     @classmethod
     def _of(cls, fields: Tuple[str, Tuple[int, int, int, int, int],
-                                Tuple[int, int, int, int, int, int, int]]) -> "_Def":
+                                Tuple[int, int, int, int, int, int, int],
+                                Optional[Tuple[int, int, float, float, float, float]]]) -> "_Def":
         """A definition the compiled module read from a file."""
-        name, (kind, alignment, limit, period_ns, rate), options = fields
+        name, (kind, alignment, limit, period_ns, rate), options, tuning = fields
         d = cls(name)
+        d.adaptive_tuning = tuning
         d.kind, d.alignment, d.limit, d.period_ns, d.rate = kind, alignment, limit, period_ns, rate
         (d.key_capacity, d.on_full, d.flags, d.near_limit, d.split, d.fleet_weight,
          d.fleet_emission_ns) = options
@@ -463,32 +468,77 @@ class Concurrency(Spec):
 
 class AdaptiveConcurrency(Spec):
     """At most ``L`` permits held at once across every process, where ``L`` moves within
-    ``[min, max]`` (starting at ``min``) with the latency and outcome every release reports,
-    pooled from every process (the library's default tuning: Gradient2 latency gradient, AIMD
-    on errors and timeouts; see docs/adaptive.md). Take permits with ``Limit.adaptive()`` (a
-    context manager that measures the latency itself) or ``Limit.acquire_adaptive()``."""
+    ``[min, max]`` with the latency and outcome every release reports, pooled from every
+    process (Gradient2 latency gradient, AIMD on errors and timeouts; see docs/adaptive.md).
+    Take permits with ``Limit.adaptive()`` (a context manager that measures the latency
+    itself) or ``Limit.acquire_adaptive()``.
+
+    The tuning (the library checks it when the file is created or opened, raising
+    InvalidParameterError naming the field; a file that exists must hold the same): ``initial``
+    limit (default ``min``), update ``window`` in seconds, whole milliseconds (default 0.02),
+    ``smoothing`` in [0.0001, 0.9999] (0.2), gradient ``tolerance`` in [1, 15] (1.0),
+    ``headroom`` 0 or in [0, 0.9999] (0.1), ``backoff`` in [0.0001, 0.9999] (0.9). Fractions
+    are stored in 1/65536 (tolerance 1/4096) and read back as the shortest decimal that stores
+    the same."""
 
     _kind = _ADAPTIVE_CONCURRENCY
 
-    def __init__(self, min: int, max: int, lease: Optional[Seconds] = None, **options: Any):
+    def __init__(self, min: int, max: int, lease: Optional[Seconds] = None, *,
+                 initial: Optional[int] = None, window: Seconds = 0.02,
+                 smoothing: float = 0.2, tolerance: float = 1.0, headroom: float = 0.1,
+                 backoff: float = 0.9, **options: Any):
         self.min = _u64(min, "min", low=1)
         self.max = _u64(max, "max", low=1)
         self.lease_ns = 0 if lease is None else _ns(lease, "lease")
+        self.initial = None if initial is None else _u64(initial, "initial", low=1)
+        self.window_ns = _ns(window, "window")
+        self.smoothing = _real(smoothing, "smoothing")
+        self.tolerance = _real(tolerance, "tolerance")
+        self.headroom = _real(headroom, "headroom")
+        self.backoff = _real(backoff, "backoff")
         self._set_options(**options)
 
     @property
     def lease(self) -> Optional[float]:
         return self.lease_ns / 1e9 if self.lease_ns else None
 
+    @property
+    def window(self) -> float:
+        return self.window_ns / 1e9
+
     def _fill(self, d: _Def) -> None:
         d.limit, d.rate, d.period_ns = self.max, self.min, self.lease_ns
+        d.adaptive_tuning = (self.initial or 0, self.window_ns, self.smoothing, self.tolerance,
+                             self.headroom, self.backoff)
 
     def _key(self) -> Tuple[object, ...]:
-        return (self.min, self.max, self.lease_ns)
+        # As stored: two tunings that store the same are the same definition.
+        return (self.min, self.max, self.lease_ns, self.initial or self.min, self.window_ns,
+                round(self.smoothing * 65536), round(self.tolerance * 4096),
+                round(self.headroom * 65536), round(self.backoff * 65536))
 
     def __repr__(self) -> str:
-        return (f"AdaptiveConcurrency(min={self.min}, max={self.max}, lease={self.lease!r}"
-                f"{self._options_repr()})")
+        return (f"AdaptiveConcurrency(min={self.min}, max={self.max}, lease={self.lease!r}, "
+                f"initial={self.initial!r}, window={self.window!r}, "
+                f"smoothing={self.smoothing!r}, tolerance={self.tolerance!r}, "
+                f"headroom={self.headroom!r}, backoff={self.backoff!r}{self._options_repr()})")
+
+
+def _real(x: Any, what: str) -> float:
+    """A tuning fraction: any real number (its range is the library's to check)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(f"{what} must be a number, not {type(x).__name__}")
+    return float(x)
+
+
+def _stored(x: float, units: int) -> float:
+    """The shortest decimal that stores as ``x`` does in ``units`` per 1."""
+    n = round(x * units)
+    for digits in range(1, 18):
+        short = float(f"{x:.{digits}g}")
+        if round(short * units) == n:
+            return short
+    return x
 
 
 class Counters(Spec):
@@ -542,6 +592,11 @@ def _spec_of(d: _Def) -> Spec:
     elif d.kind == _ADAPTIVE_CONCURRENCY:
         adaptive = AdaptiveConcurrency.__new__(AdaptiveConcurrency)
         adaptive.min, adaptive.max, adaptive.lease_ns = d.rate, d.limit, d.period_ns
+        initial, window_ns, s, t, h, b = d.adaptive_tuning or (0, 20_000_000, 0.2, 1.0, 0.1, 0.9)
+        adaptive.initial = None if initial in (0, d.rate) else initial
+        adaptive.window_ns = window_ns
+        adaptive.smoothing, adaptive.tolerance = _stored(s, 65536), _stored(t, 4096)
+        adaptive.headroom, adaptive.backoff = _stored(h, 65536), _stored(b, 65536)
         spec = adaptive
     elif d.kind == _COUNTERS:
         counters = Counters.__new__(Counters)

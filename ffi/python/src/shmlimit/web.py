@@ -22,6 +22,19 @@ from its decisions and the limits' live parameters: nothing is computed here.
 ``Retry-After``), ``policy_header=False`` just ``RateLimit-Policy``; what is left out is never
 rendered.
 
+An adaptive concurrency limit (``shmlimit.AdaptiveConcurrency``) named by a check is held, not
+decided: the middleware takes one of its permits for the request (without waiting) before the
+rate checks, and releases it when the response is done with the request's outcome and the time
+since the grant as its latency: ``"error"`` for a 5xx response or an exception of the app,
+``"timeout"`` for a 504 or a TimeoutError, ``"dropped"`` when the request was cancelled (ASGI)
+or its response not sent whole (a client gone), else ``"ok"``. A request that gets no permit
+is refused with ``503 Service Unavailable`` (the server is at capacity; 429 says the client
+sent too much, which it did not) and ``Retry-After``; a request a rate check denies gives its
+permit back unused. The ``RateLimit`` fields carry the limit as
+``"name";q=PERMITS;qu="concurrent-requests"`` and ``"name";r=PERMITS_LEFT``, rendered by the
+core. Adaptive checks take no key (an adaptive limit is never keyed) and need the middleware:
+``Guard.decide`` and ``Guard.limit`` refuse them.
+
 Cost: the middleware reads keys straight from the environ or scope (``header`` and
 ``client_ip`` keys; a custom key function gets a ``Request`` whose headers are read lazily),
 renders ``RateLimit-Policy`` once per set of limits (again at most once a second, so a retune
@@ -46,8 +59,10 @@ from dataclasses import dataclass, field
 from typing import (Any, Awaitable, Callable, Dict, Iterable, Iterator, List, Mapping,
                     MutableMapping, Optional, Sequence, Tuple, TypeVar, Union, cast)
 
-from . import (Composed, Decision, Key, Limit, Limiter, PathArg, Spec, _native,
-               try_acquire_all)
+from . import (AdaptiveConcurrency, Composed, Decision, Key, Limit, Limiter, PathArg, Spec,
+               _native, try_acquire_all)
+from ._webhold import (_BODY, _DENIED, _DENIED_ENCODED, asgi_holding, wsgi_holding)
+from .permits import AdaptivePermit
 
 __all__ = [
     "Request", "Check", "Guard", "Verdict", "RateLimited", "WSGIMiddleware", "ASGIMiddleware",
@@ -262,6 +277,10 @@ class Guard:
                            for c in self.checks)
         self._wsgi_plan: List[_Step] = []
         self._asgi_plan: List[_Step] = []
+        # The adaptive concurrency checks' limits (held for the request, not decided) and the
+        # bits of the checks that are decided.
+        self._adaptive: List[Limit] = []
+        self._decided = 0
         self._policies: Dict[int, Tuple[Tuple[str, str], Tuple[bytes, bytes]]] = {}
         self._policies_at = 0.0
         # The child of a fork attaches again (its first decision reads the new pid); a weak
@@ -282,11 +301,56 @@ class Guard:
                                                          on_conflict=self.on_conflict)
                     with limiter:
                         self._limits = [limiter.limit(c.limit) for c in self.checks]
+                    self._adaptive_checks()
                     self._wsgi_plan = self._plan(wsgi=True)
                     self._asgi_plan = self._plan(wsgi=False)
                     self._policies = {}
                     self._pid = os.getpid()
         return self._limits
+
+    def _adaptive_checks(self) -> None:
+        """Sort the attached checks: adaptive concurrency limits are held per request (no key,
+        no cost), the others decided."""
+        self._adaptive, self._decided = [], 0
+        for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
+            if isinstance(limit.definition, AdaptiveConcurrency):
+                if check.key is not None:
+                    raise ValueError(f"check {check.limit!r}: an adaptive concurrency limit "
+                                     "takes no key (it is never keyed)")
+                self._adaptive.append(limit)
+            else:
+                self._decided |= 1 << bit
+
+    def _hold(self) -> Tuple[Optional[List[AdaptivePermit]], List[Tuple[str, str]]]:
+        """A permit of every adaptive check, and their header fields; (None, the refusal's
+        fields, Retry-After among them) when one has no permit free (those taken are given
+        back unused)."""
+        held: List[AdaptivePermit] = []
+        for limit in self._adaptive:
+            permit = limit.try_acquire_adaptive()
+            if permit is None:
+                for p in held:
+                    p.release("dropped")
+                # Retry after about one request's time (the core rounds it up to whole
+                # seconds, at least one).
+                rtt = limit.adaptive_status().rtt_recent_us or 1e6
+                refused = Decision(False, retry_after_ns=int(rtt * 1000))
+                return None, self._adaptive_fields([(limit, refused)])
+            held.append(permit)
+        return held, self._adaptive_fields([(limit, _ADMITTED) for limit in self._adaptive])
+
+    def _adaptive_fields(self, pairs: List[Tuple[Limit, Decision]]) -> List[Tuple[str, str]]:
+        """The core's RateLimit fields of adaptive limits (qu="concurrent-requests"), as the
+        options ask for them; Retry-After for a refusal."""
+        rate_limit, policy, retry_after = _native.header_values(*pairs)
+        fields = []
+        if self.rate_limit_headers:
+            fields.append(("RateLimit", rate_limit))
+            if self.policy_header:
+                fields.append(("RateLimit-Policy", policy))
+        if retry_after:
+            fields.append(("Retry-After", retry_after))
+        return fields
 
     def _plan(self, wsgi: bool) -> List["_Step"]:
         """What the middleware does per check, decided once: the item itself for an unkeyed
@@ -294,6 +358,8 @@ class Guard:
         or the scope (a header name, or None for the peer's address)."""
         plan: List[_Step] = []
         for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
+            if not self._decided >> bit & 1:
+                continue
             cost = cast(int, check.cost)
             if check.key is None:
                 plan.append((1 << bit, (limit, cost), limit, None, cost))
@@ -306,7 +372,11 @@ class Guard:
 
     def decide(self, request: Request) -> Verdict:
         """Decide for one request: every check (those whose key function gave a key, and the
-        unkeyed ones) in one all-or-nothing call."""
+        unkeyed ones) in one all-or-nothing call. A guard with an adaptive concurrency check
+        raises TypeError: its permit is held for the request, which only the middleware can."""
+        if self.limits() and self._adaptive:
+            raise TypeError("Guard.decide: an adaptive concurrency check holds a permit for the "
+                            "whole request; use WSGIMiddleware or ASGIMiddleware")
         items, mask = self._items_of(request)
         if not items:
             return Verdict(True, {}, None)
@@ -428,6 +498,8 @@ class Guard:
         mask = 0
         limits = self._limits if self._pid != -1 else self.limits()
         for bit, (check, limit) in enumerate(zip(self.checks, limits)):
+            if not self._decided >> bit & 1:
+                continue
             cost = check.cost(request) if callable(check.cost) else check.cost
             if check.key is None:
                 items.append((limit, cost))
@@ -516,12 +588,6 @@ def _forget(ref: "weakref.ref[Guard]") -> None:
         guard._pid = -1
 
 
-_BODY = b"429 Too Many Requests: rate limited, retry later\n"
-_DENIED: List[Tuple[str, str]] = [("Content-Type", "text/plain; charset=utf-8"),
-                                  ("Content-Length", str(len(_BODY)))]
-_DENIED_ENCODED: List[Tuple[bytes, bytes]] = [(k.lower().encode(), v.encode())
-                                              for k, v in _DENIED]
-
 WSGIApp = Callable[[Dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
@@ -535,7 +601,12 @@ class WSGIMiddleware:
 
     def __call__(self, environ: Dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
-        allowed, fields = self.guard._wsgi_verdict(environ)
+        guard = self.guard
+        if guard._pid != os.getpid():
+            guard.limits()
+        if guard._adaptive:
+            return wsgi_holding(self.app, guard, environ, start_response)
+        allowed, fields = guard._wsgi_verdict(environ)
         if not allowed:
             start_response("429 Too Many Requests", _DENIED + fields)
             return [_BODY]
@@ -546,7 +617,6 @@ class WSGIMiddleware:
             return start_response(status, [*headers, *fields], exc_info)
 
         return self.app(environ, start)
-
 
 ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]],
                     Callable[[MutableMapping[str, Any]], Awaitable[None]]], Awaitable[None]]
@@ -566,7 +636,13 @@ class ASGIMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        allowed, fields = self.guard._asgi_verdict(scope)
+        guard = self.guard
+        if guard._pid != os.getpid():
+            guard.limits()
+        if guard._adaptive:
+            await asgi_holding(self.app, guard, scope, receive, send)
+            return
+        allowed, fields = guard._asgi_verdict(scope)
         if not allowed:
             await send({"type": "http.response.start", "status": 429,
                         "headers": _DENIED_ENCODED + fields})
