@@ -602,7 +602,7 @@ class WSGIMiddleware:
     def __call__(self, environ: Dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         guard = self.guard
-        if guard._pid != os.getpid():
+        if guard._pid == -1:  # not attached in this process yet (or forked since): no getpid
             guard.limits()
         if guard._adaptive:
             return wsgi_holding(self.app, guard, environ, start_response)
@@ -637,7 +637,7 @@ class ASGIMiddleware:
             await self.app(scope, receive, send)
             return
         guard = self.guard
-        if guard._pid != os.getpid():
+        if guard._pid == -1:  # not attached in this process yet (or forked since): no getpid
             guard.limits()
         if guard._adaptive:
             await asgi_holding(self.app, guard, scope, receive, send)
