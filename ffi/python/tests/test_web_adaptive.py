@@ -1,5 +1,5 @@
 """The middleware holding an adaptive concurrency permit per request: under a real gunicorn
-(4 sync workers, WSGI) and a real uvicorn (2 workers, ASGI) never more requests in the app at
+(4 sync workers, WSGI) and two real uvicorn servers (ASGI) never more requests in the app at
 once than the shared limit, 503 with Retry-After for the rest, the RateLimit fields with
 qu="concurrent-requests"; and, through a real threaded WSGI server and an ASGI call, each
 request's outcome (5xx: error, a denied rate check: nothing, a cancelled request: dropped)
@@ -100,18 +100,23 @@ class RealServers(FileTest):
     """A limit of 2 permits shared by every worker of a real server, 8 requests of 0.3 s at
     once, three rounds."""
 
-    def serve(self, command: List[str], ports: List[int]) -> None:
+    def serve(self, commands: List[List[str]], ports: List[int]) -> None:
+        """One server process per command, listening on the port of the same index."""
         site = self.dir
         with open(os.path.join(site, "adaptive_app.py"), "w") as f:
             f.write(APP)
         env = dict(os.environ, SHMLIMIT_FILE=self.path,
                    PYTHONPATH=site + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.Popen(command, cwd=site, env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE)
+        procs = [subprocess.Popen(command, cwd=site, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE) for command in commands]
         try:
-            for port in ports:
-                wait_listening(port, proc)
             spans, pids, statuses = [], set(), []
+            for port, proc in zip(ports, procs):
+                wait_listening(port, proc)
+                # One request alone on each server first: every server process answers.
+                status, _, body = get(port, "/")
+                self.assertEqual(status, 200, body)
+                pids.add(json.loads(body)["pid"])
             for _ in range(3):
                 for status, headers, body in at_once(ports, 8, "/?0.3"):
                     statuses.append(status)
@@ -144,20 +149,24 @@ class RealServers(FileTest):
                 self.assertGreaterEqual(final.rtt_recent_us or 0, 300_000,
                                         "the requests' latency was reported")
         finally:
-            err = stop_server(proc)
-            self.assertNotIn(b"Traceback", err, err.decode()[-3000:])
+            for proc in procs:
+                err = stop_server(proc)
+                self.assertNotIn(b"Traceback", err, err.decode()[-3000:])
 
     def test_gunicorn_workers_share_one_adaptive_limit(self) -> None:
         need("gunicorn")
         port = free_port()
-        self.serve([sys.executable, "-m", "gunicorn", "-w", "4", "--bind", f"127.0.0.1:{port}",
-                    "adaptive_app:wsgi"], [port])
+        self.serve([[sys.executable, "-m", "gunicorn", "-w", "4", "--bind",
+                     f"127.0.0.1:{port}", "adaptive_app:wsgi"]], [port])
 
-    def test_uvicorn_workers_share_one_adaptive_limit(self) -> None:
+    def test_uvicorn_servers_share_one_adaptive_limit(self) -> None:
+        """Two uvicorn servers (processes with an event loop each) on two ports, the requests
+        alternating between them: which process accepts is not left to the kernel (with
+        `--workers 2` on one port, one worker could take every connection)."""
         need("uvicorn")
-        port = free_port()
-        self.serve([sys.executable, "-m", "uvicorn", "--workers", "2", "--port", str(port),
-                    "--log-level", "warning", "adaptive_app:asgi"], [port])
+        ports = [free_port(), free_port()]
+        self.serve([[sys.executable, "-m", "uvicorn", "--port", str(port), "--log-level",
+                     "warning", "adaptive_app:asgi"] for port in ports], ports)
 
 
 class _Threading(ThreadingMixIn, WSGIServer):
