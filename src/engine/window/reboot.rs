@@ -19,19 +19,27 @@ pub(crate) fn fixed(
     alignment: Alignment,
 ) -> Moved {
     let moved = fixed_translated(shift, w, window_ns, alignment);
+    stricter(shift, w, moved, |word| {
+        FixedWindow {
+            limit,
+            window_ns: if alignment.is_months(window_ns) {
+                fixed_window::MONTHS
+            } else {
+                window_ns
+            },
+            phase_ns: shift.phase(false, window_ns, alignment),
+        }
+        .fresh_in(shift.now, word)
+    })
+}
+
+/// `moved`, or after an interrupted translation the stored word `w` when it leaves fewer
+/// admissions now (`fresh_in`: when the word is fresh again, later is stricter).
+fn stricter(shift: &Shift, w: u64, moved: Moved, fresh_in: impl Fn(u64) -> u64) -> Moved {
     if !shift.interrupted || moved.failed {
         return moved;
     }
-    let fw = FixedWindow {
-        limit,
-        window_ns: if alignment.is_months(window_ns) {
-            fixed_window::MONTHS
-        } else {
-            window_ns
-        },
-        phase_ns: shift.phase(false, window_ns, alignment),
-    };
-    if fw.fresh_in(shift.now, w) > fw.fresh_in(shift.now, moved.word) {
+    if fresh_in(w) > fresh_in(moved.word) {
         ok(w)
     } else {
         moved
@@ -70,19 +78,14 @@ pub(crate) fn sliding(
     alignment: Alignment,
 ) -> Moved {
     let moved = sliding_translated(shift, w, window_ns, alignment);
-    if !shift.interrupted || moved.failed {
-        return moved;
-    }
-    let sw = SlidingWindow {
-        limit,
-        window_ns,
-        phase_ns: shift.phase(false, window_ns, alignment),
-    };
-    if sw.fresh_in(shift.now, w) > sw.fresh_in(shift.now, moved.word) {
-        ok(w)
-    } else {
-        moved
-    }
+    stricter(shift, w, moved, |word| {
+        SlidingWindow {
+            limit,
+            window_ns,
+            phase_ns: shift.phase(false, window_ns, alignment),
+        }
+        .fresh_in(shift.now, word)
+    })
 }
 
 fn sliding_translated(shift: &Shift, w: u64, window_ns: u64, alignment: Alignment) -> Moved {
