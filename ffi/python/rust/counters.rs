@@ -69,6 +69,26 @@ impl Counters {
         })
     }
 
+    /// Take `amount` from the key's fixed-window counter (never below zero; the window keeps
+    /// its end); its count after.
+    fn decr(&self, key: &Bound<'_, PyAny>, amount: u64) -> PyResult<u64> {
+        with_key(key, |k| {
+            self.limit()
+                .decr(k, amount)
+                .or_raise("shmlimit_counters_decr")
+        })
+    }
+
+    /// Set the key's fixed-window counter to `count` in a window of `window_ns` starting now;
+    /// `count`.
+    fn set(&self, key: &Bound<'_, PyAny>, window_ns: u64, count: u64) -> PyResult<u64> {
+        with_key(key, |k| {
+            self.limit()
+                .set(k, Duration::from_nanos(window_ns), count)
+                .or_raise("shmlimit_counters_set")
+        })
+    }
+
     /// `(count, ns until the window ends)` of the key's fixed window.
     fn count(&self, key: &Bound<'_, PyAny>) -> PyResult<(u64, u64)> {
         with_key(key, |k| {

@@ -129,7 +129,7 @@ def _hit_keys(uri: str, worker: int, out: "multiprocessing.Queue[int]") -> None:
     out.put(int(moving.hit(long, f"w{worker}-long")))
 
 
-class CounterStoreTest(FileTest):
+class CounterStoreGcTest(FileTest):
     def test_gc_retires_idle_keys_of_every_strategy_left_by_other_processes(self) -> None:
         limits = need("limits")
         import shmlimit.limits  # noqa: F401
@@ -154,6 +154,7 @@ class CounterStoreTest(FileTest):
         moving = limits.strategies.MovingWindowRateLimiter(limits.storage.storage_from_string(uri))
         self.assertEqual(moving.get_window_stats(limits.parse("5/hour"), "w0-long").remaining, 4)
 
+
 class CounterStoreTest(FileTest):
     def test_counter_store(self) -> None:
         limiter = Limiter.create_or_open(
@@ -172,6 +173,27 @@ class CounterStoreTest(FileTest):
         store.clear("m")
         self.assertEqual(store.moving(b"m", 2, 60)[0], 0)
         self.assertEqual(limiter.definitions()["c"].moving_window, 4)
+
+    def test_decr_and_set(self) -> None:
+        limiter = Limiter.create_or_open(self.path, {"c": Counters(keyed=Keyed(64))})
+        store = CounterStore(limiter.limit("c"))
+        self.assertEqual(store.decr("k"), 0, "a key that counts nothing stays at zero")
+        self.assertEqual(store.incr("k", 60, 5), 5)
+        left = store.count("k")[1]
+        self.assertEqual(store.decr("k", 2), 3)
+        count, left_after = store.count("k")
+        self.assertEqual(count, 3)
+        self.assertLessEqual(left_after, left, "the window keeps its end")
+        self.assertEqual(store.decr("k", 99), 0)
+        self.assertEqual(store.set("k", 3, 9), 9)
+        count, left = store.count("k")
+        self.assertEqual(count, 9)
+        self.assertTrue(2.9 < left <= 3.01, left)
+        with self.assertRaises(ZeroCostError):
+            store.decr("k", 0)
+        with self.assertRaises(ValueError):
+            store.set("k", 3, -1)
+        self.assertEqual(store.count("k")[0], 9, "a refused call changes nothing")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,16 @@ class CounterStore:
         ``window`` starts at the first increment after the previous one ended."""
         return self._c.incr(key, _ns(window, "window"), _u64(amount, "amount"))
 
+    def decr(self, key: Key, amount: int = 1) -> int:
+        """Take ``amount`` from the key's fixed-window counter and return its count: never below
+        zero, and the window keeps its end (express-rate-limit's ``decrement``)."""
+        return self._c.decr(key, _u64(amount, "amount"))
+
+    def set(self, key: Key, window: Seconds, count: int) -> int:
+        """Set the key's fixed-window count to ``count`` in a window of ``window`` starting now
+        (rate-limiter-flexible's ``set`` and ``block``); returns ``count``."""
+        return self._c.set(key, _ns(window, "window"), _u64(count, "count"))
+
     def count(self, key: Key) -> Tuple[int, float]:
         """The key's fixed-window count and the seconds until its window ends."""
         n, left = self._c.count(key)
