@@ -7,7 +7,7 @@
 //!
 //! | kind | hook |
 //! |---|---|
-//! | token bucket (split, keyed) | [`bucket::reboot`](super::bucket::reboot): each state `tat + D`, the fleet lease forgotten |
+//! | token bucket (split, keyed) | [`bucket::reboot`](super::bucket::reboot): each state `tat + D`; the fleet lease forgotten ([`bucket::forget_lease`](super::bucket::forget_lease)) |
 //! | fixed, sliding window (keyed) | [`window::reboot`](super::window::reboot): the window holding its last instant |
 //! | sliding log | [`log::reboot`](super::log::reboot): each entry's time, expired ones freed |
 //! | counters | [`counters::reboot`](super::counters::reboot): counter words, deadlines and log times |
@@ -59,7 +59,7 @@ pub(crate) fn translate_limit(mapped: &Mapped, index: usize, shift: &Shift) -> b
         cell.store(m.word, Ordering::Relaxed);
     };
     if let Algorithm::TokenBucket { .. } = def.algorithm {
-        bucket::reboot::forget_lease(mapped, offset);
+        bucket::forget_lease(mapped.words(offset, layout::LINE / 8));
     }
     match (def.algorithm, def.keyed) {
         (Algorithm::Concurrency { .. } | Algorithm::AdaptiveConcurrency(_), _) => {

@@ -205,9 +205,8 @@ pub(crate) fn bump<A: AtomicWord>(control: &[A], slot: usize) {
 /// cleared first, so that a reader mid-copy fails its check and retries, and stored last); slot
 /// 0 active in a new generation ([`bump`]: a cached copy of slot 0 from before the copy no
 /// longer matches, and a decision racing the reset that loaded a word equal to the fresh one
-/// gives its admission back); and a fleet share's lease deadline, a time of the monotonic
-/// clock of the boot that wrote it, forgotten (the share is fenced until its agent renews).
-/// The caller stores the fresh state word after this (Release).
+/// gives its admission back); and the fleet lease forgotten ([`forget_lease`]). The caller
+/// stores the fresh state word after this (Release).
 pub(crate) fn reset_params<A: AtomicWord>(control: &[A]) {
     // Relaxed: only the holder of the retune lock (or the reboot's flock) writes these words.
     if control[bucket::ACTIVE].load(Ordering::Relaxed) & 1 == 1 {
@@ -220,6 +219,15 @@ pub(crate) fn reset_params<A: AtomicWord>(control: &[A]) {
         to(2).store(check, Ordering::Release);
     }
     bump(control, 0);
+    forget_lease(control);
+}
+
+/// Forget a fleet share's lease deadline, a time of the monotonic clock of the boot that wrote
+/// it: the share is fenced (the host's reserved minimum) until its agent renews the lease. A
+/// reset and a reboot's translation both do.
+pub(crate) fn forget_lease<A: AtomicWord>(control: &[A]) {
+    // Relaxed: only the holder of the retune lock (or the reboot's flock) writes this word;
+    // the state word stored after it publishes it.
     control[bucket::DEADLINE].store(0, Ordering::Relaxed);
 }
 

@@ -1,11 +1,8 @@
 //! The token bucket's reboot hook: its state words (and a split bucket's sub-buckets, and the
 //! states of a keyed bucket) move by the shift, keeping their parameter-slot tag.
 
-use std::sync::atomic::Ordering;
-
-use crate::file::layout::{self, bucket::PARAM_TAG};
+use crate::file::layout::bucket::PARAM_TAG;
 use crate::file::reboot::{ok, Moved, Shift};
-use crate::file::Mapped;
 
 /// The largest TAT a state word holds.
 const TAT_MAX: u64 = (1 << 63) - 1;
@@ -30,16 +27,6 @@ pub(crate) fn state(shift: &Shift, w: u64) -> Moved {
         word: tag | new,
         failed,
     }
-}
-
-/// What a bucket keeps besides its states: a fleet share's lease deadline is a time of the dead
-/// boot's clock, so the share is fenced (the host's reserved minimum) until its agent renews the
-/// lease in this boot.
-pub(crate) fn forget_lease(mapped: &Mapped, offset: usize) {
-    // Relaxed: under the flock, before the Release store of the boot id publishes it.
-    mapped
-        .word(offset + layout::bucket::DEADLINE * 8)
-        .store(0, Ordering::Relaxed);
 }
 
 #[cfg(test)]
