@@ -162,19 +162,35 @@ test('the Fastify plugin holds an adaptive permit per request', { timeout: 30000
   const dep = limiter.limit('dep');
   const fastify = require('fastify')();
   await fastify.register(shmlimit.fastifyPlugin, { limits: [dep] });
+  // The first request holds the only permit until the second has been refused: no timing decides
+  // which of the two arrives first on a loaded machine.
+  let entered;
+  const inside = new Promise((resolve) => { entered = resolve; });
+  let leave;
+  const mayLeave = new Promise((resolve) => { leave = resolve; });
   fastify.get('/', async () => {
+    const inFlight = dep.adaptiveStatus().inFlight;
+    entered();
+    await mayLeave;
     await sleep(200);
-    return { inFlight: dep.adaptiveStatus().inFlight };
+    return { inFlight };
   });
   await fastify.listen({ port: 0, host: '127.0.0.1' });
   t.after(() => fastify.close());
   const { port } = fastify.server.address();
-  const [a, b] = await Promise.all([get(port, '/'), sleep(50).then(() => get(port, '/'))]);
+  const first = get(port, '/');
+  await inside;
+  const b = await get(port, '/');
+  leave();
+  const a = await first;
   assert.equal(a.status, 200);
   assert.deepEqual(JSON.parse(a.body), { inFlight: 1 });
   assert.equal(a.headers['ratelimit-policy'], '"dep";q=1;qu="concurrent-requests"');
   assert.equal(b.status, 503);
   assert.ok(Number(b.headers['retry-after']) >= 1);
+  // The permit is released on the response's 'finish', which the client may see a moment after
+  // it has read the body.
+  for (let i = 0; i < 1000 && dep.adaptiveStatus().inFlight > 0; i++) await sleep(10);
   assert.equal(dep.adaptiveStatus().inFlight, 0);
   assert.ok(dep.adaptiveStatus().rttRecentUs >= 200000);
 });
