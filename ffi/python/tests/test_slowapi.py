@@ -1,9 +1,13 @@
-"""slowapi under a real uvicorn with four worker processes, its storage ``shmlimit://``: one
-limit of 30 per hour shared by every client, for each strategy slowapi takes (fixed window,
-moving window, sliding window counter). Ten requests one after another, then 110 sent at once
-over many connections: exactly 30 are admitted across all the workers (with ``memory://``
-each worker would admit its own 30), and the rate-limit headers slowapi writes
-(``headers_enabled=True``) count down the one shared budget."""
+"""slowapi under real uvicorn servers, four worker processes in all, its storage
+``shmlimit://``: one limit of 30 per hour shared by every client, for each strategy slowapi
+takes (fixed window, moving window, sliding window counter). Ten requests one after another,
+then 110 sent at once over many connections: exactly 30 are admitted across all the workers
+(with ``memory://`` each worker would admit its own 30), and the rate-limit headers slowapi
+writes (``headers_enabled=True``) count down the one shared budget.
+
+The workers are two uvicorn servers of ``--workers 2`` on two ports, the requests alternating
+between them: the kernel may hand every connection of one port to one worker, and the test
+must see more than one process decide."""
 
 import http.client
 import os
@@ -63,18 +67,18 @@ def get(port: int) -> Reply:
 class SlowapiUnderUvicorn(FileTest):
     SEQUENTIAL, CONCURRENT, THREADS, LIMIT = 10, 110, 6, 30
 
-    def concurrent(self, port: int) -> List[Reply]:
+    def concurrent(self, ports: List[int]) -> List[Reply]:
         replies: List[Reply] = []
         lock = threading.Lock()
 
-        def client() -> None:
-            for _ in range(self.CONCURRENT // self.THREADS + 1):
-                reply = get(port)
+        def client(first: int) -> None:
+            for i in range(self.CONCURRENT // self.THREADS + 1):
+                reply = get(ports[(first + i) % len(ports)])
                 with lock:
                     if len(replies) < self.CONCURRENT:
                         replies.append(reply)
 
-        threads = [threading.Thread(target=client) for _ in range(self.THREADS)]
+        threads = [threading.Thread(target=client, args=(n,)) for n in range(self.THREADS)]
         for t in threads:
             t.start()
         for t in threads:
@@ -105,22 +109,31 @@ class SlowapiUnderUvicorn(FileTest):
             f.write(APP)
         for strategy in ("fixed-window", "moving-window", "sliding-window-counter"):
             path = os.path.join(self.dir, f"{strategy}.shmlimit")
-            port = free_port()
             env = dict(os.environ, STORAGE_URI=f"shmlimit://{path}", STRATEGY=strategy,
                        PYTHONPATH=self.dir + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "uvicorn", "app:app", "--workers", "4", "--host",
-                 "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level", "warning"],
-                cwd=self.dir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            servers: List[Tuple[int, "subprocess.Popen[bytes]"]] = []
+            errors: List[bytes] = []
             try:
-                wait_listening(port, proc)
+                for _ in range(2):
+                    port = free_port()
+                    servers.append((port, subprocess.Popen(
+                        [sys.executable, "-m", "uvicorn", "app:app", "--workers", "2", "--host",
+                         "127.0.0.1", "--port", str(port), "--no-access-log", "--log-level",
+                         "warning"],
+                        cwd=self.dir, env=env, stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE)))
+                for port, proc in servers:
+                    wait_listening(port, proc)
                 time.sleep(1)  # every worker booted
+                ports = [port for port, _ in servers]
                 # One after another: each reply's Remaining is the budget left after it, the
                 # same whichever worker answered.
-                first = [get(port) for _ in range(self.SEQUENTIAL)]
-                rest = self.concurrent(port)
+                first = [get(ports[i % 2]) for i in range(self.SEQUENTIAL)]
+                rest = self.concurrent(ports)
             finally:
-                err = stop_server(proc)
+                for _, proc in servers:
+                    errors.append(stop_server(proc))
+            err = b"".join(errors)
             replies = first + rest
             statuses = [s for s, _ in replies]
             self.assertEqual(statuses.count(200), self.LIMIT, (strategy, err[-2000:]))
