@@ -90,11 +90,11 @@ test('4 cluster workers and 2 C processes share one token bucket and one sliding
   const bucket = collect([...perProcess(0), cBucket]);
   const log = collect([...perProcess(1), cLog]);
 
-  // Everyone took part: each worker decided many times, and the admissions of each limit went
-  // to several processes. (Not all: on a loaded machine a process may sleep through every
-  // moment a token or a log slot was free.)
+  // Everyone took part: each worker decided many times (thousands on a quiet machine, 926 once
+  // at a load of 12), and the admissions of each limit went to several processes. (Not all: on
+  // a loaded machine a process may sleep through every moment a token or a log slot was free.)
   for (const r of reports) {
-    assert.ok(r.attempts > 1000, `worker ${r.pid} made only ${r.attempts} attempts`);
+    assert.ok(r.attempts > 100, `worker ${r.pid} made only ${r.attempts} attempts`);
   }
   for (const [i, c] of [[0, cBucket], [1, cLog]]) {
     const admitted = [...reports.map((r) => r.logs[i].t0s.length), c.t0s.length].filter((n) => n > 0).length;
