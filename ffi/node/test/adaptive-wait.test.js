@@ -3,13 +3,12 @@
 // fixed permit's wait is: a release in another process wakes it, the event loop runs meanwhile
 // and JavaScript does not poll; an AbortSignal ends it.
 const assert = require('node:assert/strict');
-const cluster = require('node:cluster');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const shmlimit = require('..');
 const native = require('../lib/native');
-const { tmpdir } = require('./helpers');
+const { forkFixtureWorker, tmpdir } = require('./helpers');
 
 test('a release in another process wakes an adaptive waiter', { timeout: 60000 }, async (t) => {
   const file = path.join(tmpdir(t), 'adaptive-wait.shm');
@@ -17,18 +16,7 @@ test('a release in another process wakes an adaptive waiter', { timeout: 60000 }
   t.after(() => limiter.close());
   const dep = limiter.limit('dep');
 
-  cluster.setupPrimary({ exec: path.join(__dirname, 'fixtures', 'worker.js') });
-  const worker = cluster.fork({ SHMLIMIT_TEST_PATH: file, SHMLIMIT_TEST_LIMITS: 'dep' });
-  t.after(() => worker.isDead() || worker.kill('SIGKILL'));
-  const next = (type) => new Promise((resolve) => {
-    const on = (msg) => {
-      if (msg.type === type) {
-        worker.off('message', on);
-        resolve(msg);
-      }
-    };
-    worker.on('message', on);
-  });
+  const { worker, next } = forkFixtureWorker(t, file, 'dep');
   await next('ready');
 
   // Count the tries JavaScript makes while it waits: a wait on the futex makes none.

@@ -104,4 +104,28 @@ function storePaths(pkg) {
   };
 }
 
-module.exports = { info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog, storePaths };
+/**
+ * Fork test/fixtures/worker.js as a cluster worker over `file` and `limits` (a comma-separated
+ * list of limit names), killed when the test ends. Returns the worker and `next(type)`, which
+ * resolves with the worker's next message of that type.
+ */
+function forkFixtureWorker(t, file, limits) {
+  const cluster = require('node:cluster');
+  cluster.setupPrimary({ exec: path.join(__dirname, 'fixtures', 'worker.js') });
+  const worker = cluster.fork({ SHMLIMIT_TEST_PATH: file, SHMLIMIT_TEST_LIMITS: limits });
+  t.after(() => worker.isDead() || worker.kill('SIGKILL'));
+  const next = (type) => new Promise((resolve) => {
+    const on = (msg) => {
+      if (msg.type === type) {
+        worker.off('message', on);
+        resolve(msg);
+      }
+    };
+    worker.on('message', on);
+  });
+  return { worker, next };
+}
+
+module.exports = {
+  info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog, storePaths, forkFixtureWorker,
+};

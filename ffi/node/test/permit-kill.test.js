@@ -2,14 +2,13 @@
 // A cluster worker SIGKILLed while holding the only permit: the primary, already waiting for it
 // on its wait thread (the event loop running meanwhile), gets it.
 const assert = require('node:assert/strict');
-const cluster = require('node:cluster');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const monotonicMs = () => Number(process.hrtime.bigint()) / 1e6;
 
 const shmlimit = require('..');
-const { tmpdir } = require('./helpers');
+const { forkFixtureWorker, tmpdir } = require('./helpers');
 
 test('a worker SIGKILLed holding a permit gives it back to a waiting primary', { timeout: 30000 }, async (t) => {
   const dir = tmpdir(t);
@@ -17,18 +16,7 @@ test('a worker SIGKILLed holding a permit gives it back to a waiting primary', {
   const limiter = shmlimit.Limiter.createOrOpen(file, { db: shmlimit.concurrency({ permits: 1 }) });
   const db = limiter.limit('db');
 
-  cluster.setupPrimary({ exec: path.join(__dirname, 'fixtures', 'worker.js') });
-  const worker = cluster.fork({ SHMLIMIT_TEST_PATH: file, SHMLIMIT_TEST_LIMITS: 'db' });
-  t.after(() => worker.isDead() || worker.kill('SIGKILL'));
-  const next = (type) => new Promise((resolve) => {
-    const on = (msg) => {
-      if (msg.type === type) {
-        worker.off('message', on);
-        resolve(msg);
-      }
-    };
-    worker.on('message', on);
-  });
+  const { worker, next } = forkFixtureWorker(t, file, 'db');
   await next('ready');
   worker.send({ type: 'hold' });
   const held = await next('holding');
