@@ -126,6 +126,37 @@ function forkFixtureWorker(t, file, limits) {
   return { worker, next };
 }
 
+/**
+ * One GET on a fresh connection (so that a cluster spreads them): {status, headers, body}.
+ * With `abortAfterMs`, the client gives up after that long and it resolves {status: 0, aborted}.
+ */
+function httpGet(port, pathname = '/', { headers = {}, abortAfterMs } = {}) {
+  const http = require('node:http');
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, path: pathname, agent: false, headers }, (res) => {
+      let body = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { body += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
+    });
+    req.on('error', (e) => (abortAfterMs !== undefined ? resolve({ status: 0, aborted: true }) : reject(e)));
+    if (abortAfterMs !== undefined) setTimeout(() => req.destroy(), abortAfterMs);
+    req.end();
+  });
+}
+
+/** A TCP port free on the loopback interface a moment ago. */
+function freePort() {
+  const net = require('node:net');
+  return new Promise((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 module.exports = {
   info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog, storePaths, forkFixtureWorker,
+  httpGet, freePort,
 };

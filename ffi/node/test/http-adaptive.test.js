@@ -7,35 +7,13 @@
 const assert = require('node:assert/strict');
 const cluster = require('node:cluster');
 const http = require('node:http');
-const net = require('node:net');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const shmlimit = require('..');
-const { tmpdir } = require('./helpers');
+const { freePort, httpGet, tmpdir } = require('./helpers');
 
-function get(port, pathname, { abortAfterMs } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: pathname, agent: false }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { body += c; });
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
-    });
-    req.on('error', (e) => (abortAfterMs !== undefined ? resolve({ status: 0, aborted: true }) : reject(e)));
-    if (abortAfterMs !== undefined) setTimeout(() => req.destroy(), abortAfterMs);
-    req.end();
-  });
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+const get = httpGet;
 
 function mostAtOnce(spans) {
   const events = spans.flatMap(([t0, t1]) => [[t0, 1], [t1, -1]]).sort((a, b) => a[0] - b[0] || a[1] - b[1]);

@@ -3,37 +3,17 @@
 // Fastify) and real clients: admitted counts across workers and the headers clients are told.
 const assert = require('node:assert/strict');
 const cluster = require('node:cluster');
-const http = require('node:http');
-const net = require('node:net');
 const path = require('node:path');
 const { test } = require('node:test');
 
 const shmlimit = require('..');
-const { tmpdir } = require('./helpers');
+const { freePort, httpGet, tmpdir } = require('./helpers');
 
 const HOUR = 3600 * 1000;
 
-// One request on a fresh connection (so the cluster spreads them): {status, headers, body}.
+// One request of `user` (the x-user header).
 function get(port, user, pathname = '/') {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: pathname, agent: false, headers: user ? { 'x-user': user } : {} }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { body += c; });
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body }));
-    });
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
+  return httpGet(port, pathname, { headers: user ? { 'x-user': user } : {} });
 }
 
 function limits(t) {
