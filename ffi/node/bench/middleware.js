@@ -146,11 +146,20 @@ function alone(file) {
   const handles = [global._h, perUser._h];
   const costs = [1, 1];
   const keys = [undefined, 'user-0'];
+  const prepared = native.prepareAll(handles, costs, [false, true]);
   const rows = [
     ['decision: tryAcquire() on one limit', time(() => global.tryAcquire())],
     ['decision: the composed check of two limits, one keyed (the addon call alone)', time((i) => {
       keys[1] = reqs[i % 100].headers['x-user'];
       native.acquireAll(handles, costs, raw, keys);
+    })],
+    ['decision: tryAcquireKey() on the keyed limit', time((i) => perUser.tryAcquireKey(reqs[i % 100].headers['x-user']))],
+    ['decision: tryAcquire() and tryAcquireKey(), not composed', time((i) => {
+      global.tryAcquire();
+      perUser.tryAcquireKey(reqs[i % 100].headers['x-user']);
+    })],
+    ['decision: the same composed check prepared (prepareAll; the addon call alone)', time((i) => {
+      native.preparedAcquire(prepared, reqs[i % 100].headers['x-user']);
     })],
   ];
   for (const [limits, name] of [[[global], 'one limit'], [[global, perUser], 'two limits, one keyed']]) {
@@ -164,10 +173,26 @@ function alone(file) {
   for (const [name, ns] of rows) console.log(`| ${name} | ${ns.toFixed(0)} ns |`);
 }
 
+// `--alone`: only the table of the middleware function alone (for profiling it).
+function aloneOnly() {
+  const shmlimit = require('..');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shmlimit-mw-'));
+  const file = path.join(dir, 'bench.shm');
+  shmlimit.Limiter.createOrOpen(file, {
+    global: shmlimit.tokenBucket({ rate: 1e9, burst: 1e9 }),
+    per_user: shmlimit.tokenBucket({ rate: 1e9, burst: 1e9, keyed: { capacity: 1024 } }),
+  }).close();
+  try {
+    alone(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 if (process.env.SHMLIMIT_BENCH_MODE) {
   server();
 } else {
-  main().catch((err) => {
+  (process.argv.includes('--alone') ? Promise.resolve(aloneOnly()) : main()).catch((err) => {
     console.error(err);
     process.exit(1);
   });
