@@ -206,4 +206,4 @@ function libraryRateLimitHeaders(pairs) {
   return out;
 }
 
-module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders };
+module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders, policyItem, ceilSecs };

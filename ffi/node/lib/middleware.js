@@ -8,6 +8,7 @@ const native = require('./native');
 const { readDecisionAt } = require('./decision');
 const { failure } = require('./errors');
 const prepared = require('./prepared');
+const { policyItem, ceilSecs } = require('./compose');
 const { acquirePrepared, preparedFailure } = prepared;
 const { Decision } = require('./decision');
 
@@ -161,6 +162,42 @@ class RequestDecision {
   }
 }
 
+/**
+ * The `RateLimit` and `RateLimit-Policy` fields of an admitted request over `entries` (rate
+ * limits only), set on `res` through `set`: the values rateLimitHeaders renders (the test of
+ * the middleware's headers compares them), from pieces kept per set of entries: each limit's
+ * `"name";r=` and the policy list, joined again only when a limit's item changes (read at
+ * most once a second per limit).
+ */
+function setAdmittedHeaders(entries, decisions, res, set) {
+  let r = rendered.get(entries);
+  if (r === undefined) {
+    r = { prefixes: entries.map((e) => `"${e.limit.name}";r=`), items: entries.map(() => undefined), policy: '' };
+    rendered.set(entries, r);
+  }
+  const now = Date.now();
+  let changed = false;
+  for (let i = 0; i < entries.length; i++) {
+    const item = policyItem(entries[i].limit, now);
+    if (item !== r.items[i]) {
+      r.items[i] = item;
+      changed = true;
+    }
+  }
+  if (changed) r.policy = r.items.filter((x) => x !== null).join(', ');
+  let rateLimit = '';
+  for (let i = 0; i < entries.length; i++) {
+    if (r.items[i] === null) continue;
+    if (rateLimit !== '') rateLimit += ', ';
+    rateLimit += r.prefixes[i] + decisions[i].remaining + ';t=' + ceilSecs(decisions[i].resetAfterNs);
+  }
+  if (rateLimit !== '') set(res, 'RateLimit', rateLimit);
+  if (r.policy !== '') set(res, 'RateLimit-Policy', r.policy);
+}
+const rendered = new WeakMap();
+const setHeader = (res, k, v) => res.setHeader(k, v);
+const replyHeader = (reply, k, v) => reply.header(k, v);
+
 function denialBody(opts) {
   return opts.message !== undefined ? opts.message : 'Too Many Requests\n';
 }
@@ -295,6 +332,12 @@ function middleware(opts = {}) {
       return;
     }
     if (result !== null) req.rateLimit = result;
+    if (sendHeaders && holding === null && result !== null && result.allowed) {
+      // The common case (rate limits only, admitted): the fields set from kept pieces.
+      setAdmittedHeaders(entries, result.decisions, res, setHeader);
+      if (next) next();
+      return;
+    }
     // Rendered only when sent (or for a denial's Retry-After): RequestDecision renders lazily.
     const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
@@ -356,6 +399,11 @@ function fastifyPlugin(fastify, opts, done) {
       return;
     }
     if (result !== null) request.rateLimit = result;
+    if (sendHeaders && holding === null && result !== null && result.allowed) {
+      setAdmittedHeaders(entries, result.decisions, reply, replyHeader);
+      hookDone();
+      return;
+    }
     const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
       if (headers['RateLimit']) reply.header('RateLimit', headers['RateLimit']);
