@@ -235,3 +235,25 @@ test('prepared checks in several processes share one budget exactly', { timeout:
   assert.equal(limiter.limit('user').peekKey('alice').remaining, 0);
   assert.equal(limiter.limit('user').peekKey('bob').remaining, 0);
 });
+
+test('a prepared check keeps its limits: collecting the limiter and the Limits given closes nothing', { timeout: 30000 }, async (t) => {
+  const { file } = open(t, { api: shmlimit.tokenBucket({ rate: 1, per: HOUR, burst: 50 }) });
+  const code = `
+    const shmlimit = require(${JSON.stringify(path.join(__dirname, '..'))});
+    let p = (() => {
+      const l = shmlimit.Limiter.open(${JSON.stringify(file)});
+      return shmlimit.prepareAll([{ limit: l.limit('api'), cost: 2 }]);
+    })();
+    (async () => {
+      for (let i = 0; i < 5; i++) {
+        global.gc();
+        await new Promise((r) => setImmediate(r));
+      }
+      process.stdout.write(String(p.tryAcquire().decisions[0].remaining));
+    })();
+  `;
+  const out = await new Promise((resolve, reject) => {
+    execFile(process.execPath, ['--expose-gc', '-e', code], (err, stdout) => (err ? reject(err) : resolve(stdout)));
+  });
+  assert.equal(out, '48');
+});
