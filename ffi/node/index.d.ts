@@ -343,6 +343,27 @@ export class Composed {
 export function tryAcquireAll(checks: Check[]): Composed;
 export function acquireAll(checks: Check[], options?: WaitOptions): Promise<Composed>;
 
+/** A check of a prepared composition: a limit (cost 1, unkeyed), or its cost and whether it is
+ *  keyed (each decision then passes its key). */
+export type PreparedCheck = Limit | { limit: Limit; cost?: number; keyed?: boolean };
+
+/** A composed check prepared once (`prepareAll`): its limits and costs are fixed, and each
+ *  decision passes only the keys of its keyed checks. Every outcome is tryAcquireAll's. */
+export class PreparedAll {
+  private constructor();
+  readonly limits: readonly Limit[];
+  readonly costs: readonly number[];
+  /** The indices of the keyed checks: `tryAcquire` takes one key for each, in this order. */
+  readonly keyedAt: readonly number[];
+  /** All or nothing over the prepared checks, one key per keyed check in order. Throws a
+   *  TypeError for a wrong number of keys or a key that is not a string or bytes, a
+   *  ClosedError naming a limit closed since (nothing consumed either way). */
+  tryAcquire(...keys: Key[]): Composed;
+}
+
+/** Prepare a composed check of 1 to 8 limits once. */
+export function prepareAll(checks: PreparedCheck[]): PreparedAll;
+
 export interface RateLimitHeaders {
   RateLimit?: string;
   'RateLimit-Policy'?: string;

@@ -2,7 +2,8 @@
 'use strict';
 // The middleware's own cost per request, with a real node:http server at full admission: the
 // same app (answers "ok") without limits, behind `middleware()` over two limits (a global token
-// bucket and a keyed per-user one: one composed check), and the same with `headers: false`.
+// bucket and a keyed per-user one: one composed check), the same with `headers: false`, and the
+// app without limits setting two fields of the same length itself (node:http's part).
 // The server runs in a child process; a keep-alive client in this process sends REQUESTS
 // requests, 16 at a time, per round. Measured in the server: its CPU time per request
 // (process.cpuUsage, user + system), and the requests per second the client saw. The
@@ -18,13 +19,25 @@ const QUICK = process.argv.includes('--quick');
 const REQUESTS = QUICK ? 5000 : 20000;
 const ROUNDS = QUICK ? 3 : 7;
 const CONCURRENCY = 16;
-const MODES = ['no limits', 'middleware, headers on', 'middleware, headers: false'];
+const MODES = ['no limits', 'middleware, headers on', 'middleware, headers: false', 'no limits, two such fields set by the app'];
+// The fields of 'middleware, headers on' as the app would set them itself (node:http's own cost
+// of two more header fields in every response).
+const FIELDS = [
+  ['RateLimit', '"global";r=999999999;t=1, "per_user";r=999999999;t=1'],
+  ['RateLimit-Policy', '"global";q=1000000000;w=1, "per_user";q=1000000000;w=1'],
+];
 
 function server() {
   const shmlimit = require('..');
   const mode = process.env.SHMLIMIT_BENCH_MODE;
   let handle = (req, res) => res.end('ok');
-  if (mode !== 'no limits') {
+  if (mode === 'no limits, two such fields set by the app') {
+    handle = (req, res) => {
+      res.setHeader(FIELDS[0][0], FIELDS[0][1]);
+      res.setHeader(FIELDS[1][0], FIELDS[1][1]);
+      res.end('ok');
+    };
+  } else if (mode !== 'no limits') {
     const limiter = shmlimit.Limiter.open(process.env.SHMLIMIT_BENCH_PATH);
     const limit = shmlimit.middleware({
       limits: [limiter.limit('global'), limiter.limit('per_user')],
@@ -146,11 +159,20 @@ function alone(file) {
   const handles = [global._h, perUser._h];
   const costs = [1, 1];
   const keys = [undefined, 'user-0'];
+  const prepared = native.prepareAll(handles, costs, [false, true]);
   const rows = [
     ['decision: tryAcquire() on one limit', time(() => global.tryAcquire())],
     ['decision: the composed check of two limits, one keyed (the addon call alone)', time((i) => {
       keys[1] = reqs[i % 100].headers['x-user'];
       native.acquireAll(handles, costs, raw, keys);
+    })],
+    ['decision: tryAcquireKey() on the keyed limit', time((i) => perUser.tryAcquireKey(reqs[i % 100].headers['x-user']))],
+    ['decision: tryAcquire() and tryAcquireKey(), not composed', time((i) => {
+      global.tryAcquire();
+      perUser.tryAcquireKey(reqs[i % 100].headers['x-user']);
+    })],
+    ['decision: the same composed check prepared (prepareAll; the addon call alone)', time((i) => {
+      native.preparedAcquire(prepared, reqs[i % 100].headers['x-user']);
     })],
   ];
   for (const [limits, name] of [[[global], 'one limit'], [[global, perUser], 'two limits, one keyed']]) {
@@ -164,10 +186,26 @@ function alone(file) {
   for (const [name, ns] of rows) console.log(`| ${name} | ${ns.toFixed(0)} ns |`);
 }
 
+// `--alone`: only the table of the middleware function alone (for profiling it).
+function aloneOnly() {
+  const shmlimit = require('..');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'shmlimit-mw-'));
+  const file = path.join(dir, 'bench.shm');
+  shmlimit.Limiter.createOrOpen(file, {
+    global: shmlimit.tokenBucket({ rate: 1e9, burst: 1e9 }),
+    per_user: shmlimit.tokenBucket({ rate: 1e9, burst: 1e9, keyed: { capacity: 1024 } }),
+  }).close();
+  try {
+    alone(file);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 if (process.env.SHMLIMIT_BENCH_MODE) {
   server();
 } else {
-  main().catch((err) => {
+  (process.argv.includes('--alone') ? Promise.resolve(aloneOnly()) : main()).catch((err) => {
     console.error(err);
     process.exit(1);
   });

@@ -43,19 +43,21 @@ const DECISIONS_AT = COMPOSED_DECISIONS >> 2;
 
 /** The outcome of a composed check. */
 class Composed {
-  constructor(limits, costs, keys) {
+  // Read from `bytes` / `words`, views of a C `shmlimit_composed` (the scratch buffer of
+  // tryAcquireAll, or the addon's composed buffer of a prepared composition).
+  constructor(limits, costs, keys, bytes = scratch, words = scratchWords) {
     /** Every limit admitted. */
-    this.allowed = scratch[0] === 1;
+    this.allowed = bytes[0] === 1;
     /** Index of the first limit that denied; -1 when allowed. */
-    this.deniedBy = scratchWords[1] | 0;
-    const retryNs = scratchWords[4] + scratchWords[5] * 4294967296;
+    this.deniedBy = words[1] | 0;
+    const retryNs = words[4] + words[5] * 4294967296;
     /** Milliseconds until the whole request could pass. */
     this.retryAfterMs = retryNs / 1e6;
     this.retryAfterNs = retryNs;
     /** Each limit's decision: its grant when allowed; the denial and peeks after it. */
     this.decisions = new Array(limits.length);
     for (let i = 0; i < limits.length; i++) {
-      this.decisions[i] = readDecisionAt(scratch, scratchWords, DECISIONS_AT + 16 * i);
+      this.decisions[i] = readDecisionAt(bytes, words, DECISIONS_AT + 16 * i);
     }
     this.limits = limits;
     // What a refund passes again. (Plain fields, left out of `inspect`: defining them
@@ -204,4 +206,4 @@ function libraryRateLimitHeaders(pairs) {
   return out;
 }
 
-module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders };
+module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders, policyItem, ceilSecs };

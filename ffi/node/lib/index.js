@@ -16,6 +16,7 @@ const { Limiter } = require('./limiter');
 const { GuardedLimiter, GuardedLimit } = require('./guarded');
 const { Counters } = require('./counters');
 const { Composed, tryAcquireAll, acquireAll, rateLimitHeaders } = require('./compose');
+const { PreparedAll, prepareAll } = require('./prepared');
 
 /** The library's version. */
 const version = native.version();
@@ -25,6 +26,7 @@ module.exports = {
   Limit,
   Decision,
   Composed,
+  PreparedAll,
   Permit,
   AdaptivePermit,
   Reservation,
@@ -40,6 +42,7 @@ module.exports = {
   Counters,
   tryAcquireAll,
   acquireAll,
+  prepareAll,
   rateLimitHeaders,
   version,
   ...errors,

@@ -7,6 +7,9 @@ const index = require('./index');
 const native = require('./native');
 const { readDecisionAt } = require('./decision');
 const { failure } = require('./errors');
+const prepared = require('./prepared');
+const { policyItem, ceilSecs } = require('./compose');
+const { acquirePrepared, preparedFailure } = prepared;
 const { Decision } = require('./decision');
 
 function defaultKey(req) {
@@ -57,18 +60,35 @@ function decide(entries, req) {
     const d = e.keyed ? e.limit.tryAcquireKey(keyOf(e.key, req), cost) : e.limit.tryAcquire(cost);
     return new RequestDecision(d.allowed, [d], entries);
   }
-  // One composed check through the addon, into the scratch buffers of these entries (used
-  // during this call only: the decisions are read out before it returns).
   const scratch = scratchOf(entries);
-  for (let i = 0; i < n; i++) {
-    const e = entries[i];
-    scratch.costs[i] = typeof e.cost === 'function' ? e.cost(req) : e.cost;
-    if (e.keyed) scratch.keys[i] = keyOf(e.key, req);
+  let raw;
+  let words;
+  let st;
+  if (scratch.prepared !== null) {
+    // The composition prepared once (limits and costs): only the keys are passed.
+    let m = 0;
+    for (let i = 0; i < n; i++) {
+      const e = entries[i];
+      if (e.keyed) scratch.keyed[m++] = scratch.keys[i] = keyOf(e.key, req);
+    }
+    st = acquirePrepared(scratch.prepared, scratch.keyed, m);
+    if (st !== 0) throw preparedFailure(st, 'middleware', scratch.limits);
+    raw = prepared.bytes;
+    words = prepared.words;
+  } else {
+    // A cost computed per request: the arrays of this call, into these entries' buffer.
+    for (let i = 0; i < n; i++) {
+      const e = entries[i];
+      scratch.costs[i] = typeof e.cost === 'function' ? e.cost(req) : e.cost;
+      if (e.keyed) scratch.keys[i] = keyOf(e.key, req);
+    }
+    st = native.acquireAll(scratch.handles, scratch.costs, scratch.raw, scratch.anyKeyed ? scratch.keys : undefined);
+    if (st !== 0) throw failure(st, 'middleware');
+    raw = scratch.raw;
+    words = scratch.words;
   }
-  const st = native.acquireAll(scratch.handles, scratch.costs, scratch.raw, scratch.keyed ? scratch.keys : undefined);
-  if (st !== 0) throw failure(st, 'middleware');
-  const allowed = scratch.raw[0] === 1;
-  const deniedBy = allowed ? 0 : scratch.words[1] | 0;
+  const allowed = raw[0] === 1;
+  const deniedBy = allowed ? 0 : words[1] | 0;
   const decisions = new Array(n);
   for (let i = 0; i < n; i++) {
     const e = entries[i];
@@ -76,25 +96,38 @@ function decide(entries, req) {
     // client is told of those limits is what they hold now (a peek).
     decisions[i] = i < deniedBy
       ? (e.keyed ? e.limit.peekKey(scratch.keys[i], scratch.costs[i]) : e.limit.peek(scratch.costs[i]))
-      : readDecisionAt(scratch.raw, scratch.words, scratch.first + 16 * i);
+      : readDecisionAt(raw, words, DECISIONS_AT + 16 * i);
   }
   return new RequestDecision(allowed, decisions, entries);
 }
 
-// The arrays and the composed result buffer of one set of entries, made once.
+const DECISIONS_AT = native.composedDecisionsOffset >> 2;
+
+// What the composed checks of one set of entries use, made once: with fixed costs, the
+// composition prepared in the addon; with a cost computed per request, the arrays passed
+// each call and the buffer the outcome is written into.
 const scratches = new WeakMap();
 function scratchOf(entries) {
   let s = scratches.get(entries);
   if (s === undefined) {
-    const raw = new Uint8Array(native.composedSize);
+    const fixed = entries.every((e) => typeof e.cost !== 'function');
+    const limits = entries.map((e) => e.limit);
+    let h = null;
+    if (fixed) {
+      h = native.prepareAll(limits.map((l) => l._h), entries.map((e) => e.cost), entries.map((e) => e.keyed));
+      if (typeof h === 'number') throw preparedFailure(h, 'middleware', limits);
+    }
+    const raw = fixed ? null : new Uint8Array(native.composedSize);
     s = {
+      prepared: h,
+      limits,
+      keyed: [],
       raw,
-      words: new Uint32Array(raw.buffer),
-      first: native.composedDecisionsOffset >> 2,
-      handles: entries.map((e) => e.limit._h),
-      costs: new Array(entries.length).fill(1),
+      words: raw && new Uint32Array(raw.buffer),
+      handles: limits.map((l) => l._h),
+      costs: entries.map((e) => (typeof e.cost === 'function' ? 1 : e.cost)),
       keys: new Array(entries.length).fill(undefined),
-      keyed: entries.some((e) => e.keyed),
+      anyKeyed: entries.some((e) => e.keyed),
     };
     scratches.set(entries, s);
   }
@@ -128,6 +161,42 @@ class RequestDecision {
     return this[RENDERED];
   }
 }
+
+/**
+ * The `RateLimit` and `RateLimit-Policy` fields of an admitted request over `entries` (rate
+ * limits only), set on `res` through `set`: the values rateLimitHeaders renders (the test of
+ * the middleware's headers compares them), from pieces kept per set of entries: each limit's
+ * `"name";r=` and the policy list, joined again only when a limit's item changes (read at
+ * most once a second per limit).
+ */
+function setAdmittedHeaders(entries, decisions, res, set) {
+  let r = rendered.get(entries);
+  if (r === undefined) {
+    r = { prefixes: entries.map((e) => `"${e.limit.name}";r=`), items: entries.map(() => undefined), policy: '' };
+    rendered.set(entries, r);
+  }
+  const now = Date.now();
+  let changed = false;
+  for (let i = 0; i < entries.length; i++) {
+    const item = policyItem(entries[i].limit, now);
+    if (item !== r.items[i]) {
+      r.items[i] = item;
+      changed = true;
+    }
+  }
+  if (changed) r.policy = r.items.filter((x) => x !== null).join(', ');
+  let rateLimit = '';
+  for (let i = 0; i < entries.length; i++) {
+    if (r.items[i] === null) continue;
+    if (rateLimit !== '') rateLimit += ', ';
+    rateLimit += r.prefixes[i] + decisions[i].remaining + ';t=' + ceilSecs(decisions[i].resetAfterNs);
+  }
+  if (rateLimit !== '') set(res, 'RateLimit', rateLimit);
+  if (r.policy !== '') set(res, 'RateLimit-Policy', r.policy);
+}
+const rendered = new WeakMap();
+const setHeader = (res, k, v) => res.setHeader(k, v);
+const replyHeader = (reply, k, v) => reply.header(k, v);
 
 function denialBody(opts) {
   return opts.message !== undefined ? opts.message : 'Too Many Requests\n';
@@ -263,6 +332,12 @@ function middleware(opts = {}) {
       return;
     }
     if (result !== null) req.rateLimit = result;
+    if (sendHeaders && holding === null && result !== null && result.allowed) {
+      // The common case (rate limits only, admitted): the fields set from kept pieces.
+      setAdmittedHeaders(entries, result.decisions, res, setHeader);
+      if (next) next();
+      return;
+    }
     // Rendered only when sent (or for a denial's Retry-After): RequestDecision renders lazily.
     const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
@@ -324,6 +399,11 @@ function fastifyPlugin(fastify, opts, done) {
       return;
     }
     if (result !== null) request.rateLimit = result;
+    if (sendHeaders && holding === null && result !== null && result.allowed) {
+      setAdmittedHeaders(entries, result.decisions, reply, replyHeader);
+      hookDone();
+      return;
+    }
     const headers = sendHeaders || (result !== null && !result.allowed) ? headersOf(result, holding) : null;
     if (sendHeaders) {
       if (headers['RateLimit']) reply.header('RateLimit', headers['RateLimit']);

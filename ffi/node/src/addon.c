@@ -1,8 +1,8 @@
 /* The Node-API addon of the `shmlimit` package (see addon.h): module registration. */
 #include "addon.h"
 
-/* Module registration: one instance (the decision buffer) per environment, and the functions
- * lib/ calls. */
+/* Module registration: one instance (the decision and composed buffers) per environment, and
+ * the functions lib/ calls. */
 
 NAPI_MODULE_INIT() {
     inst_t *in = (inst_t *)calloc(1, sizeof *in);
@@ -21,6 +21,18 @@ NAPI_MODULE_INIT() {
         return NULL;
     }
     in->decision = (shmlimit_decision *)data;
+    napi_value composed_buffer, composed;
+    if (napi_create_arraybuffer(env, sizeof(shmlimit_composed), &data, &composed_buffer) !=
+            napi_ok ||
+        napi_create_typedarray(env, napi_uint8_array, sizeof(shmlimit_composed), composed_buffer,
+                               0, &composed) != napi_ok ||
+        napi_create_reference(env, composed_buffer, 1, &in->composed_ref) != napi_ok) {
+        napi_delete_reference(env, in->decision_ref);
+        free(in);
+        throw_napi(env, "creating the composed buffer");
+        return NULL;
+    }
+    in->composed = (shmlimit_composed *)data;
     if (napi_set_instance_data(env, in, inst_finalize, NULL) != napi_ok) {
         throw_napi(env, "napi_set_instance_data");
         return NULL;
@@ -46,6 +58,8 @@ NAPI_MODULE_INIT() {
         {"stats", js_stats},
         {"acquireAll", js_acquire_all},
         {"refundAll", js_refund_all},
+        {"prepareAll", js_prepare_all},
+        {"preparedAcquire", js_prepared_acquire},
         {"headers", js_headers},
         {"policy", js_policy},
         {"retune", js_retune},
@@ -84,6 +98,7 @@ NAPI_MODULE_INIT() {
         NAPI(napi_set_named_property(env, exports, fns[i].name, fn));
     }
     NAPI(napi_set_named_property(env, exports, "decision", bytes));
+    NAPI(napi_set_named_property(env, exports, "composed", composed));
     napi_value v;
     NAPI(napi_create_uint32(env, (uint32_t)sizeof(shmlimit_composed), &v));
     NAPI(napi_set_named_property(env, exports, "composedSize", v));

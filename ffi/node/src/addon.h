@@ -1,7 +1,7 @@
 /*
  * The Node-API addon of the `shmlimit` package: a thin C layer over ffi/include/shmlimit.h.
  * This header is what its files share: addon.c (registration), handles.c, limiter.c,
- * decide.c, permits.c, reserve.c, guarded.c and counters.c, one concern each.
+ * decide.c, prepared.c, permits.c, reserve.c, guarded.c and counters.c, one concern each.
  *
  * Only Node-API (no V8 or libuv headers), so one build works on every Node version with
  * Node-API 8. The JavaScript side (lib/) owns the API; these files convert arguments,
@@ -10,7 +10,8 @@
  *
  * The hot path (acquire, acquire_key, peek) writes the C decision into one 64-byte buffer per
  * Node environment that JavaScript reads through typed arrays, and returns only the status:
- * no object is built in C.
+ * no object is built in C. A prepared composition (prepared.c) writes its composed outcome
+ * into a second such buffer.
  *
  * Permit waits run on a thread of their own (not the libuv pool, which a few long waits would
  * starve of its 4 threads), blocked on the library's futex wait in slices of at most 100 ms,
@@ -69,6 +70,8 @@ enum box_kind { BOX_LIMIT = 0, BOX_LIMITER = 1, BOX_GUARDED_LIMITER = 2, BOX_GUA
 typedef struct {
     shmlimit_decision *decision; /* the shared decision buffer's memory */
     napi_ref decision_ref;
+    shmlimit_composed *composed; /* the shared composed buffer's (prepared compositions) */
+    napi_ref composed_ref;
 } inst_t;
 
 #define NAPI(call)                                                                          \
@@ -120,6 +123,8 @@ napi_value js_refund(napi_env env, napi_callback_info info);
 napi_value js_stats(napi_env env, napi_callback_info info);
 napi_value js_acquire_all(napi_env env, napi_callback_info info);
 napi_value js_refund_all(napi_env env, napi_callback_info info);
+napi_value js_prepare_all(napi_env env, napi_callback_info info);
+napi_value js_prepared_acquire(napi_env env, napi_callback_info info);
 napi_value js_headers(napi_env env, napi_callback_info info);
 napi_value js_policy(napi_env env, napi_callback_info info);
 napi_value js_retune(napi_env env, napi_callback_info info);

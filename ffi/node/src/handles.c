@@ -46,6 +46,7 @@ void inst_finalize(napi_env env, void *data, void *hint) {
     (void)hint;
     inst_t *in = (inst_t *)data;
     napi_delete_reference(env, in->decision_ref);
+    napi_delete_reference(env, in->composed_ref);
     free(in);
 }
 

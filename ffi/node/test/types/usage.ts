@@ -2,7 +2,7 @@
 // API as the tests use it.
 import * as http from 'node:http';
 import * as shmlimit from 'shmlimit';
-import { Limiter, tokenBucket, slidingLog, concurrency, fixedWindow, type Decision } from 'shmlimit';
+import { Limiter, tokenBucket, slidingLog, concurrency, fixedWindow, type Decision, type Composed, type PreparedAll } from 'shmlimit';
 
 async function main(): Promise<void> {
   const ctr: shmlimit.Counters = shmlimit.Counters.open('/tmp/c.shm', { keys: 1024, movingWindow: 16 });
@@ -32,6 +32,10 @@ async function main(): Promise<void> {
   const c = shmlimit.tryAcquireAll([[api, 1], limiter.limit('search')]);
   if (!c.allowed) console.log(c.deniedBy, c.retryAfterMs, c.decisions[0]?.remaining);
   c.refund();
+  const prepared: PreparedAll = shmlimit.prepareAll([api, { limit: limiter.limit('per_user'), cost: 2, keyed: true }]);
+  const pc: Composed = prepared.tryAcquire(Buffer.from('u1'));
+  if (pc.allowed) pc.refund();
+  console.log(prepared.keyedAt[0] ?? -1, pc.deniedBy);
   const permit = await limiter.limit('db').acquirePermit({ timeout: 50 });
   permit?.release();
   const r: number = await limiter.limit('db').withPermit(async (p) => (p.id > 0n ? 1 : 0), { timeout: 10 });
