@@ -252,9 +252,11 @@ function headersOf(result, holding) {
 }
 
 /** How a request under an adaptive permit ended, from its response: a 504 is 'timeout', any
- *  other 5xx 'error', a response not sent whole (the client went away) 'dropped'. */
-function outcomeOf(res, finished) {
-  if (!finished) return 'dropped';
+ *  other 5xx 'error', a response not sent whole 'timeout' when the server's socket timed out
+ *  (`server.setTimeout`, Fastify's `connectionTimeout`) and 'dropped' when the client went
+ *  away. */
+function outcomeOf(res, finished, timedOut) {
+  if (!finished) return timedOut ? 'timeout' : 'dropped';
   if (res.statusCode === 504) return 'timeout';
   return res.statusCode >= 500 ? 'error' : 'ok';
 }
@@ -262,10 +264,17 @@ function outcomeOf(res, finished) {
 /** Release `permits` with the outcome of `res` once it is sent (or abandoned). */
 function releaseOnEnd(res, permits) {
   let done = false;
+  let timedOut = false;
+  // The server's own listener (registered first) destroys a socket that timed out, and the
+  // response's 'close' follows on a later tick: this listener has run by then.
+  const socket = res.socket;
+  const onTimeout = () => { timedOut = true; };
+  if (socket) socket.on('timeout', onTimeout);
   const end = (finished) => {
     if (done) return;
     done = true;
-    const outcome = outcomeOf(res, finished);
+    if (socket) socket.off('timeout', onTimeout); // a kept-alive socket serves other requests
+    const outcome = outcomeOf(res, finished, timedOut);
     for (const p of permits) p.release(outcome);
   };
   res.once('finish', () => end(true));

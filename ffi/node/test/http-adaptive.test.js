@@ -133,6 +133,45 @@ test('each request reports its outcome and latency; a denied one gives its permi
   assert.deepEqual(shmlimit.rateLimitHeaders([[dep, admitted]]), libraryRateLimitHeaders([[dep, admitted]]));
 });
 
+test('a request the server times out reports a timeout', { timeout: 30000 }, async (t) => {
+  const file = path.join(tmpdir(t), 'server-timeout.shm');
+  const limiter = shmlimit.Limiter.createOrOpen(file, { dep: shmlimit.adaptiveConcurrency({ min: 2, max: 8 }) });
+  t.after(() => limiter.close());
+  const dep = limiter.limit('dep');
+  // The outcome each permit is released with.
+  const outcomes = [];
+  const tryAcquireAdaptive = dep.tryAcquireAdaptive.bind(dep);
+  dep.tryAcquireAdaptive = () => {
+    const permit = tryAcquireAdaptive();
+    if (permit) {
+      const release = permit.release.bind(permit);
+      permit.release = (outcome, opts) => {
+        outcomes.push(outcome);
+        return release(outcome, opts);
+      };
+    }
+    return permit;
+  };
+  const limit = shmlimit.middleware({ limits: [dep] });
+  const server = http.createServer((req, res) => limit(req, res, () => {
+    if (req.url === '/hang') return; // never answered: the server's socket timeout ends it
+    res.end('done');
+  }));
+  server.setTimeout(150);
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => server.close());
+  const { port } = server.address();
+
+  assert.equal((await get(port, '/')).status, 200);
+  assert.equal((await get(port, '/hang', { abortAfterMs: 10000 })).aborted, true);
+  for (let i = 0; i < 500 && dep.adaptiveStatus().inFlight > 0; i++) await sleep(10);
+  assert.equal(dep.adaptiveStatus().inFlight, 0);
+  // An abandoned request (the client leaving) is still a drop.
+  assert.equal((await get(port, '/hang', { abortAfterMs: 50 })).aborted, true);
+  for (let i = 0; i < 500 && outcomes.length < 3; i++) await sleep(10);
+  assert.deepEqual(outcomes, ['ok', 'timeout', 'dropped']);
+});
+
 test('the Fastify plugin holds an adaptive permit per request', { timeout: 30000 }, async (t) => {
   const file = path.join(tmpdir(t), 'fastify-adaptive.shm');
   const limiter = shmlimit.Limiter.createOrOpen(file, { dep: shmlimit.adaptiveConcurrency({ min: 1, max: 4 }) });
