@@ -3,10 +3,14 @@
 //! `adaptive/acquire_release_sample/<max>` one `AdaptiveConcurrencyLimit::try_acquire` and the
 //! permit's `release(Outcome::Ok)` (its latency measured and pooled, the window closed when due)
 //! on a limit at 16 of `max` entries (the grant counts the held entries: its cost grows with
-//! `max`). Every acquisition succeeds.
+//! `max`). `adaptive/keyed_fixed_acquire_release` is one
+//! `KeyedConcurrencyLimit::try_acquire_key_permit` and the permit's drop (16 permits per key);
+//! `adaptive/keyed_acquire_release_sample/<max>` one `KeyedAdaptiveConcurrencyLimit::try_acquire`
+//! and `release(Outcome::Ok)` on a key at 16 of `max` entries (the cap is the key's bitmap: its
+//! cost does not grow with `max`). One key, already in its table. Every acquisition succeeds.
 
 use criterion::{Criterion, Throughput};
-use shmlimit::{AdaptiveConcurrency, Concurrency, Limiter, Outcome};
+use shmlimit::{AdaptiveConcurrency, Concurrency, Keyed, Limiter, Outcome};
 
 use crate::peers::{file_in, scratch_dir};
 
@@ -18,6 +22,17 @@ pub fn bench(c: &mut Criterion) {
         .limit("fixed", Concurrency::new(16))
         .limit("adaptive16", AdaptiveConcurrency::new(16, 16))
         .limit("adaptive64", AdaptiveConcurrency::new(16, 64).initial(16))
+        .keyed_limit("keyed_fixed", Concurrency::new(16), Keyed::new(1024))
+        .keyed_limit(
+            "keyed16",
+            AdaptiveConcurrency::new(16, 16),
+            Keyed::new(1024),
+        )
+        .keyed_limit(
+            "keyed64",
+            AdaptiveConcurrency::new(16, 64).initial(16),
+            Keyed::new(1024),
+        )
         .create_or_open(file_in(&dir, "adaptive"))
         .expect("create the limiter file");
     let fixed = limiter.concurrency("fixed").expect("fixed");
@@ -31,6 +46,28 @@ pub fn bench(c: &mut Criterion) {
         group.bench_function(format!("acquire_release_sample/{max}"), |b| {
             b.iter(|| {
                 let permit = adaptive.try_acquire().unwrap().expect("a free permit");
+                permit.release(Outcome::Ok)
+            })
+        });
+    }
+    let keyed_fixed = limiter.keyed_concurrency("keyed_fixed").expect("keyed");
+    group.bench_function("keyed_fixed_acquire_release", |b| {
+        b.iter(|| {
+            drop(
+                keyed_fixed
+                    .try_acquire_key_permit(b"db-1")
+                    .unwrap()
+                    .expect("a free permit"),
+            )
+        })
+    });
+    for max in [16, 64] {
+        let keyed = limiter
+            .keyed_adaptive_concurrency(&format!("keyed{max}"))
+            .expect("keyed adaptive");
+        group.bench_function(format!("keyed_acquire_release_sample/{max}"), |b| {
+            b.iter(|| {
+                let permit = keyed.try_acquire(b"db-1").unwrap().expect("a free permit");
                 permit.release(Outcome::Ok)
             })
         });

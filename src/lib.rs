@@ -89,9 +89,10 @@ pub use engine::permits::{Permit, PermitHolder};
 pub use error::{Error, Result};
 pub use file::reboot::{OnReboot, RebootInfo};
 pub use handle::{
-    kind, AdaptiveConcurrencyLimit, ConcurrencyLimit, CountersLimit, Handle, KeyedConcurrencyLimit,
-    KeyedRateLimit, KeyedTokenBucketLimit, KeyedWindowLimit, LimitKind, RateLimit, SlidingCounts,
-    SlidingLogLimit, TokenBucketLimit, TypedLimit, WindowLimit,
+    kind, AdaptiveConcurrencyLimit, ConcurrencyLimit, CountersLimit, Handle,
+    KeyedAdaptiveConcurrencyLimit, KeyedConcurrencyLimit, KeyedRateLimit, KeyedTokenBucketLimit,
+    KeyedWindowLimit, LimitKind, RateLimit, SlidingCounts, SlidingLogLimit, TokenBucketLimit,
+    TypedLimit, WindowLimit,
 };
 pub use headers::{ConcurrentQuota, Policy, RateLimitHeaders};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};

@@ -352,11 +352,12 @@ fn bad_definitions_are_refused_and_create_nothing() {
         );
         assert!(!path.exists(), "{spec:?}");
     }
+    // Keyed, at most 64 permits per key (tests/keyed_adaptive.rs has the rest).
     let keyed = Limiter::builder()
-        .keyed_limit("dep", AdaptiveConcurrency::new(2, 8), Keyed::new(16))
+        .keyed_limit("dep", AdaptiveConcurrency::new(2, 65), Keyed::new(16))
         .create_or_open(&path)
         .expect_err("keyed");
-    assert!(keyed.to_string().contains("keyed adaptive"), "{keyed}");
+    assert!(keyed.to_string().contains("at most 64"), "{keyed}");
     assert_eq!(Outcome::from_code(4), None);
     assert_eq!(Outcome::from_code(2), Some(Outcome::Timeout));
     // The other kinds' handles refuse it, and its permits are not a concurrency limit's.

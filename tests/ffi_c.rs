@@ -118,7 +118,13 @@ fn c_error_paths_are_clean_under_sanitizers() {
 
 /// The programs of the C ABI's later calls (ffi/tests/NAME.c, with feature_helpers.h): rate
 /// limits, concurrency, and what comes around decisions.
-const FEATURES: [&str; 4] = ["features", "concurrency", "lifecycle", "adaptive"];
+const FEATURES: [&str; 5] = [
+    "features",
+    "concurrency",
+    "lifecycle",
+    "adaptive",
+    "keyed_adaptive",
+];
 
 #[test]
 fn c_later_calls_succeed_and_fail_with_their_codes() {

@@ -41,8 +41,8 @@ use common::words::{read_word, write_word};
 use common::{fork_lock, keyed_rate, now_ns, rate, spawn, temp_path, MS};
 use proptest::prelude::*;
 use shmlimit::{
-    Alignment, Concurrency, Error, FixedWindow, Keyed, Limit, Limiter, MonotonicClock, Rate,
-    RateLimit, SlidingLog, SlidingWindow, TokenBucket,
+    AdaptiveConcurrency, Alignment, Concurrency, Error, FixedWindow, Keyed, Limit, Limiter,
+    MonotonicClock, Rate, RateLimit, SlidingLog, SlidingWindow, TokenBucket,
 };
 
 /// Header words of format version 7 (see the layout table of the file format): 0..=28 (word 28
@@ -68,6 +68,11 @@ fn create(path: &Path) -> Limiter {
         .limit("conc", Concurrency::new(PERMITS))
         .keyed_limit("keyed", TokenBucket::new(KEY_CAP, slow), Keyed::new(16))
         .keyed_limit("keyed_conc", Concurrency::new(PERMITS), Keyed::new(8))
+        .keyed_limit(
+            "keyed_adaptive",
+            AdaptiveConcurrency::new(1, PERMITS).initial(PERMITS),
+            Keyed::new(8),
+        )
         .create_or_open(path)
         .expect("creating the test file")
 }
@@ -96,6 +101,9 @@ const LOG: u64 = 3;
 const CONC: u64 = 4;
 const KEYED: u64 = 5;
 const KEYED_CONC: u64 = 6;
+const KEYED_ADAPTIVE: u64 = 7;
+/// Definitions in the test file.
+const LIMITS: u64 = 8;
 
 /// Run `n` decisions of cost 1 on every limit at one instant (permits are held, not released)
 /// and check that none admits more than its capacity; errors must be `CorruptState` (or a clock
@@ -110,6 +118,7 @@ fn decide_at_one_instant(limiter: &Limiter, n: usize) -> Vec<u64> {
     for l in limiter.limits() {
         let mut admitted = 0u64;
         let mut permits = Vec::new();
+        let mut adaptive = Vec::new();
         for _ in 0..n {
             match l.name() {
                 "conc" => match limiter
@@ -129,6 +138,15 @@ fn decide_at_one_instant(limiter: &Limiter, n: usize) -> Vec<u64> {
                     Ok(None) => {}
                     Err(e) => fail_closed(e, &l),
                 },
+                // One key's adaptive permits: at most its maximum, whatever its words hold.
+                "keyed_adaptive" => match limiter
+                    .keyed_adaptive_concurrency("keyed_adaptive")
+                    .and_then(|c| c.try_acquire(b"k"))
+                {
+                    Ok(Some(p)) => adaptive.push(p),
+                    Ok(None) => {}
+                    Err(e) => fail_closed(e, &l),
+                },
                 "keyed" => match keyed_rate(limiter, "keyed")
                     .and_then(|k| k.try_acquire_key_at(b"k", 1, now))
                 {
@@ -143,7 +161,7 @@ fn decide_at_one_instant(limiter: &Limiter, n: usize) -> Vec<u64> {
                 },
             }
         }
-        admitted += permits.len() as u64;
+        admitted += (permits.len() + adaptive.len()) as u64;
         let cap = l.algorithm().capacity();
         assert!(
             admitted <= cap,

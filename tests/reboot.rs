@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use common::words::{read_word, write_word};
-use common::{fork_lock, spawn, use_up, SEC};
+use common::{fork_lock, spawn, use_up, MS, SEC};
 use shmlimit::{
     Alignment, Clock, Concurrency, FixedWindow, Keyed, Limiter, ManualClock, OnReboot, Rate,
     SlidingLog, SlidingWindow, TokenBucket,

@@ -274,7 +274,8 @@ enum shmlimit_status
 typedef int32_t shmlimit_status;
 #endif // __cplusplus
 
-// A held permit of an adaptive concurrency limit (opaque), made by `shmlimit_adaptive_acquire`;
+// A held permit of an adaptive concurrency limit (opaque), made by `shmlimit_adaptive_acquire`
+// (or, for a key, `shmlimit_keyed_adaptive_acquire`);
 // released and freed by `shmlimit_adaptive_release` (or `_release_measured`). It measures its
 // own latency, from its grant to its release.
 typedef struct shmlimit_adaptive_permit shmlimit_adaptive_permit;
@@ -346,7 +347,8 @@ typedef struct shmlimit_def {
     uint64_t rate;
     // Keyed limits: key slots (1 to `SHMLIMIT_MAX_KEYS`, rounded up to a power of two; the
     // library reports the rounded value). 0: not keyed. Token buckets, fixed and sliding
-    // windows and concurrency limits (at most `SHMLIMIT_MAX_KEY_PERMITS` per key) can be keyed.
+    // windows and concurrency limits, adaptive or not (at most `SHMLIMIT_MAX_KEY_PERMITS` per
+    // key, the maximum of an adaptive one), can be keyed.
     uint64_t key_capacity;
     // Keyed limits: a `shmlimit_full_policy`. Unkeyed limits: 0.
     uint32_t on_full;
@@ -1545,6 +1547,48 @@ shmlimit_status shmlimit_key_tag(const struct shmlimit_limit *limit,
                                  const uint8_t *key,
                                  size_t key_len,
                                  uint64_t *tag_out);
+
+// Take a permit of `key` (`key_len` bytes, 1 to `SHMLIMIT_MAX_KEY_LEN`) of a keyed adaptive
+// concurrency limit, waiting up to `timeout_ns` (0: not at all; `UINT64_MAX`: as long as it
+// takes) for fewer than the key's current limit to be held. `*permit_out` receives the
+// permit, or NULL when the time ran out: like a denial, that is not an error. Release it with
+// `shmlimit_adaptive_release`, whose outcome and latency teach the key's limit alone. A key
+// seen for the first time starts at the initial limit; when the key table has no slot for a
+// new key, the limit's `on_full` policy decides (`SHMLIMIT_FULL_ALLOW`: a permit that holds
+// nothing).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_WRONG_KIND` (not a keyed adaptive concurrency limit), `SHMLIMIT_TABLE_FULL`,
+// `SHMLIMIT_IO`.
+//
+// Thread-safety: any number of threads and processes may acquire and release at once.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes;
+// `permit_out` NULL or valid for one write.
+shmlimit_status shmlimit_keyed_adaptive_acquire(const struct shmlimit_limit *limit,
+                                                const uint8_t *key,
+                                                size_t key_len,
+                                                uint64_t timeout_ns,
+                                                struct shmlimit_adaptive_permit **permit_out);
+
+// The current limit of `key`, its range, its round trips and its permits held now (a key
+// without a slot: the initial limit, none held, round trips 0).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_INVALID_KEY`,
+// `SHMLIMIT_WRONG_KIND`.
+//
+// Thread-safety: any thread, any time.
+//
+// # Safety
+//
+// `limit` must be NULL or a live handle; `key` NULL or `key_len` readable bytes;
+// `status_out` NULL or valid for one write.
+shmlimit_status shmlimit_keyed_adaptive_status(const struct shmlimit_limit *limit,
+                                               const uint8_t *key,
+                                               size_t key_len,
+                                               struct shmlimit_adaptive_info *status_out);
 
 // Take a permit of a concurrency limit if one is free (or held by a process that died, or
 // past its lease), without waiting. `*permit_out` receives its id (never 0), or 0 when all

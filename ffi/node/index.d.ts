@@ -84,8 +84,11 @@ export interface ConcurrencyDefinition extends Omit<ConcurrencyOptions, 'keyed'>
 export interface AdaptiveConcurrencyOptions {
   /** The smallest limit (and the starting one). */
   min: number;
-  /** The largest limit (at most 65535). */
+  /** The largest limit (at most 65535; at most 64 for a keyed limit). */
   max: number;
+  /** One adaptive limit per key, each learning from its own releases, in a table of this
+   *  many slots (or the full options); permits are then taken with a key. */
+  keyed?: number | KeyedOptions;
   /** Milliseconds after which a held permit becomes reclaimable (default: no lease). */
   lease?: number | null;
   /** The limit of a fresh state, within [min, max] (default: min). */
@@ -248,10 +251,11 @@ export class Limit {
   keyOccupancy(): { used: number; slots: number };
   reclaimIdleKeys(): number;
   keyTag(key: Key): bigint;
-  tryAcquireAdaptive(): AdaptivePermit | null;
-  acquireAdaptive(options?: { timeout?: number; signal?: AbortSignal }): Promise<AdaptivePermit | null>;
-  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; signal?: AbortSignal }): Promise<T>;
-  adaptiveStatus(): AdaptiveStatus;
+  /** `key`: for a keyed adaptive limit, the key whose own limit decides. */
+  tryAcquireAdaptive(key?: Key): AdaptivePermit | null;
+  acquireAdaptive(options?: { timeout?: number; signal?: AbortSignal; key?: Key }): Promise<AdaptivePermit | null>;
+  withAdaptive<T>(fn: () => T | Promise<T>, options?: { timeout?: number; signal?: AbortSignal; key?: Key }): Promise<T>;
+  adaptiveStatus(key?: Key): AdaptiveStatus;
   tryAcquirePermit(): Permit | null;
   tryAcquireKeyPermit(key: Key): Permit | null;
   /** Resolves null when the timeout passed with every permit held. */

@@ -6,9 +6,10 @@ use std::time::Duration;
 use super::boundary::{arg_out, arg_ref, ffi_boundary};
 use super::status::Failure;
 use super::{shmlimit_limit, shmlimit_status};
-use shmlimit::{AdaptivePermit, Outcome};
+use shmlimit::{AdaptivePermit, AdaptiveStatus, Outcome};
 
-/// A held permit of an adaptive concurrency limit (opaque), made by `shmlimit_adaptive_acquire`;
+/// A held permit of an adaptive concurrency limit (opaque), made by `shmlimit_adaptive_acquire`
+/// (or, for a key, `shmlimit_keyed_adaptive_acquire`);
 /// released and freed by `shmlimit_adaptive_release` (or `_release_measured`). It measures its
 /// own latency, from its grant to its release.
 #[allow(non_camel_case_types)]
@@ -53,6 +54,26 @@ pub struct shmlimit_adaptive_info {
     pub rtt_recent_us: f64,
 }
 
+/// A permit as C holds it: boxed, NULL for none.
+pub(crate) fn boxed(permit: Option<AdaptivePermit>) -> *mut shmlimit_adaptive_permit {
+    permit.map_or(std::ptr::null_mut(), |inner| {
+        Box::into_raw(Box::new(shmlimit_adaptive_permit { inner }))
+    })
+}
+
+/// A status as C reads it (no sample yet: RTTs of 0).
+pub(crate) fn info(s: AdaptiveStatus) -> shmlimit_adaptive_info {
+    shmlimit_adaptive_info {
+        limit: s.limit,
+        permits: s.permits,
+        min: s.min,
+        max: s.max,
+        in_flight: s.in_flight,
+        rtt_long_us: s.rtt_long_us.unwrap_or(0.0),
+        rtt_recent_us: s.rtt_recent_us.unwrap_or(0.0),
+    }
+}
+
 fn outcome_arg(limit: &str, code: u32) -> Result<Outcome, Failure> {
     Outcome::from_code(code).ok_or_else(|| {
         Failure::from(shmlimit::Error::InvalidParameter {
@@ -92,9 +113,7 @@ pub unsafe extern "C" fn shmlimit_adaptive_acquire(
         } else {
             adaptive.acquire_timeout(Duration::from_nanos(timeout_ns))?
         };
-        let ptr = permit.map_or(std::ptr::null_mut(), |inner| {
-            Box::into_raw(Box::new(shmlimit_adaptive_permit { inner }))
-        });
+        let ptr = boxed(permit);
         // SAFETY: `permit_out` is valid for one write (the caller's contract).
         unsafe { out.write(ptr) };
         Ok(())
@@ -199,16 +218,7 @@ pub unsafe extern "C" fn shmlimit_adaptive_status(
         let out = arg_out("status_out", status_out)?;
         // SAFETY: a live handle (the caller's contract).
         let limit = unsafe { arg_ref("limit", limit) }?;
-        let s = limit.inner.adaptive()?.status()?;
-        let status = shmlimit_adaptive_info {
-            limit: s.limit,
-            permits: s.permits,
-            min: s.min,
-            max: s.max,
-            in_flight: s.in_flight,
-            rtt_long_us: s.rtt_long_us.unwrap_or(0.0),
-            rtt_recent_us: s.rtt_recent_us.unwrap_or(0.0),
-        };
+        let status = info(limit.inner.adaptive()?.status()?);
         // SAFETY: `status_out` is valid for one write (the caller's contract).
         unsafe { out.write(status) };
         Ok(())

@@ -19,7 +19,8 @@
 //!
 //! The exports are grouped by concern: this file (files, limits, decisions, refunds, waits),
 //! `retune.rs` (live parameters, reset), `compose.rs` (composed checks), `headers.rs` (what an HTTP client is told), `keyed.rs` (per-key
-//! decisions), `permit.rs` (concurrency permits), `reserve.rs` (reservations), with the
+//! decisions), `keyed_adaptive.rs` (per-key adaptive permits), `permit.rs` (concurrency
+//! permits), `reserve.rs` (reservations), with the
 //! structs in `types.rs` and the codes
 //! in `status.rs`. A decision's grant record (`shmlimit_decision.grant`) is what lets a plain C
 //! struct be refunded: the two words `Decision::grant_record` gives, turned back into a grant by
@@ -50,6 +51,7 @@ pub mod guarded;
 mod handle;
 pub mod headers;
 pub mod keyed;
+pub mod keyed_adaptive;
 pub mod permit;
 pub mod reserve;
 pub mod retune;

@@ -15,6 +15,7 @@
 //! | [`window`] (`Window(site)`) | a fixed or sliding window's state word and packed live limit; its decisions and retune |
 //! | [`log`] (`Log(site)`) | a sliding log's head word and entries |
 //! | [`permits`] (`Permits(site)`) | a concurrency limit's owner words (keyed: permit blocks per key), futex waits, reclaiming the dead's permits |
+//! | [`adaptive`] (`Adaptive(site)`, `KeyedAdaptive(site)`) | an adaptive concurrency limit's pooled words (keyed: four words per key slot) and its grants within the current limit, over the permits' entries |
 //! | [`keyed`] (`Keyed(site)`) | a keyed limit's decisions, over [`keys`], the table of 16-byte key slots (lookup, claims, reclaim, retune) over any word algorithm |
 //! | [`counters`] (`Counters(site)`) | a counters limit's two key tables (fixed and sliding window counters; moving-window log deadlines) and its per-key logs: keyed counters whose window and limit come with each call |
 //! | [`reboot`] | the table of the engines' hooks (each engine's `reboot` module, and [`reset`]: a limit back to fresh), which opening a file passes down to `file::reboot` |
@@ -70,6 +71,18 @@
 //! calls untyped holders may make of it, its record in the file layout (`file/layout.rs`, with
 //! a format version), and its rows in the binding tables (the C status and kind enums, then
 //! the Python and Node packages).
+//!
+//! The keyed adaptive concurrency limit, added that way, touched: `engine/adaptive/keyed.rs`
+//! (its protocols over any word type, with the invariant argument) and `keyed_loom_models.rs`,
+//! `engine/adaptive/per_key.rs` (the engine on the site), `engine/permits/keyed.rs` (a grant
+//! within a cap per key, checked by the bit's CAS; a release that reports before clearing its
+//! bit), `engine/permits/{protocol,calls,mod}.rs` (a release carrying its sample, the keyed
+//! concurrency calls refusing it), `handle/keyed_adaptive.rs`, `handle/{kind,resolve,dispatch,
+//! mod}.rs`, `spec/{kind,def}.rs`, `file/layout.rs` (its slot, no version bump) and the C ABI
+//! (`ffi/src/keyed_adaptive.rs`, `ffi/bindings/src/handle.rs`). Its algorithm is the unkeyed
+//! one's (`algo/adaptive.rs`, unchanged), its reboot hook and reset the unkeyed one's (permits
+//! die with their holders, the whole slot region back to zero), its key table every keyed
+//! limit's.
 
 /// Clone, Copy and Deref (to the site) for an engine's view, `struct Name<'a, C>(&'a Site<C>)`:
 /// the view is a reference whatever the clock (a derive would require `C: Copy`), and an

@@ -63,6 +63,7 @@
 //! | keyed | as the unkeyed algorithm (w0 unused) | key slots x 16 bytes: (tag, state); tags are 63 bits, bit 63 marks a pending claim (see the keyed module) |
 //! | counters (kind 6, always keyed) | unused | a counter table of `K` key slots x 16 bytes (tag, a word of `algo::counters`), to a whole line; a log table of `K` key slots (tag, deadline ns), to a whole line; then `K x M` log entries of 16 bytes (tag, monotonic ns), to a whole line (`M` = parameter `a`) |
 //! | keyed concurrency | w0-15: eight (release sequence, waiter count) pairs, a key's waiters on pair `tag mod 8` | key slots x 16 bytes (tag, bit `i` set while permit `i` of the key is held), to a whole line; then per key slot, `C` permit entries as above, to a whole line |
+//! | keyed adaptive concurrency (kind 8, keyed) | as keyed concurrency | as keyed concurrency with `C = max`; then per key slot 4 words (accumulator, limit and window start, RTTs, as the unkeyed control words 2-4, and the tag of the key they learn for), to a whole line |
 //!
 //! Counters: [`LANES`] lanes of `lane_stride` bytes. A lane starts with an owner line (word 0:
 //! the owner word, pid 22 bits / start time 24 bits / generation 18 bits as a permit's, naming
@@ -94,6 +95,10 @@
 //! (bits 0-19), initial limit (bits 20-39) and window in ms (bits 40-63), word 15 its
 //! smoothing, backoff, headroom (1/65536 each) and tolerance (1/4096), 16 bits each from bit 0;
 //! its control line words 2-4 hold the pooled state. A version-6 reader would refuse both kinds.
+//! The keyed adaptive concurrency limit (kind 8 with the keyed flag) was added in version 7
+//! without a bump: no existing kind's layout changed, and a version-7 reader without it refuses
+//! the definition when it validates it ("a keyed adaptive concurrency limit is not supported"),
+//! before it sizes or touches any slot.
 //!
 //! **Fleet-managed buckets.** A decision whose parameter slot is marked [`bucket::FLEET`] reads
 //! the deadline word `d` too, and decides with the fence slot (the host's reserved minimum, or
@@ -209,6 +214,10 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
             Algorithm::Concurrency { permits, .. } => {
                 keys + round_up(k.slots() as usize * permits as usize * PERMIT_SLOT, LINE)
             }
+            Algorithm::AdaptiveConcurrency(a) => {
+                LINE + keyed_adaptive_words(k.slots() as usize, a.max as usize) * 8
+                    + round_up(k.slots() as usize * KEY_ADAPTIVE_WORDS * 8, LINE)
+            }
             _ => keys,
         };
     }
@@ -227,6 +236,16 @@ pub(crate) fn slot_bytes(def: &LimitDef) -> usize {
 pub(crate) fn key_table_words(slots: usize) -> usize {
     round_up(slots * KEY_SLOT, LINE) / 8
 }
+
+/// Where a keyed adaptive limit's words per key slot start in its state area, in words: after
+/// its key table and its `slots x max` permit entries (each to a whole line).
+pub(crate) fn keyed_adaptive_words(slots: usize, max: usize) -> usize {
+    key_table_words(slots) + round_up(slots * max * PERMIT_SLOT, LINE) / 8
+}
+
+/// Words per key slot of a keyed adaptive limit: accumulator, limit word, RTT word, owner tag
+/// (see `engine::adaptive::keyed`).
+pub(crate) const KEY_ADAPTIVE_WORDS: usize = 4;
 
 /// Bytes per key slot in a keyed table: a tag word and a state word.
 pub(crate) const KEY_SLOT: usize = 16;
@@ -647,48 +666,5 @@ pub(crate) fn decode_def(w: &[u64]) -> Result<(LimitDef, (u64, u64)), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::spec::Algorithm;
-
-    #[test]
-    fn records_round_trip() {
-        let mut def = LimitDef::new(
-            "search.v2",
-            Algorithm::FixedWindow {
-                limit: 100,
-                window_ns: 60_000_000_000,
-                alignment: Alignment::Monotonic,
-            },
-        );
-        def.keyed = Some(Keyed::new(1024).on_full(FullPolicy::Error));
-        def.shadow = true;
-        def.near_limit = 777;
-        let w = encode_def(&def, (8192, 128));
-        let (back, slot) = decode_def(&w).unwrap();
-        assert_eq!(back, def);
-        assert_eq!(slot, (8192, 128));
-    }
-
-    #[test]
-    fn geometry_keeps_limits_on_their_own_lines() {
-        let defs: Vec<LimitDef> = (0..3)
-            .map(|i| {
-                LimitDef::new(
-                    format!("l{i}"),
-                    Algorithm::SlidingLog {
-                        limit: 17,
-                        window_ns: 1_000_000,
-                    },
-                )
-            })
-            .collect();
-        let g = Geometry::compute(&defs);
-        for &(off, len) in &g.slots {
-            assert_eq!(off % LINE, 0);
-            assert_eq!(len, LINE + 256);
-        }
-        assert_eq!(g.file_size % PAGE, 0);
-        assert!(g.stats_offset >= g.slots_offset + g.slots_len);
-    }
-}
+#[path = "layout_tests.rs"]
+mod tests;

@@ -10,17 +10,18 @@
 //! | [`Kind`] | all | `name`, `def`, `algorithm`, `capacity`, `clock`, `stats`, `live_algorithm`, `policy`, `reset`, `kind`, `as_limit` |
 //! | [`UnkeyedRate`] | [`TokenBucket`], [`Window`], [`SlidingLog`] | `try_acquire`, `peek`, `try_acquire_at`, `refund`, `refund_units`, `acquire_timeout` (and [`RateLimit`](crate::RateLimit)) |
 //! | [`KeyedRate`] | [`KeyedTokenBucket`], [`KeyedWindow`] | `try_acquire_key`, `peek_key`, `try_acquire_key_at`, `refund_key` (and [`KeyedRateLimit`](crate::KeyedRateLimit)) |
-//! | [`PerKey`] | [`KeyedTokenBucket`], [`KeyedWindow`], [`KeyedConcurrency`] | `key_occupancy`, `reclaim_idle_keys`, `key_tag` |
+//! | [`PerKey`] | [`KeyedTokenBucket`], [`KeyedWindow`], [`KeyedConcurrency`], [`KeyedAdaptiveConcurrency`] | `key_occupancy`, `reclaim_idle_keys`, `key_tag` |
 //! | [`Retune`] | [`TokenBucket`], [`Window`], [`KeyedTokenBucket`], [`KeyedWindow`] | `set_rate` |
 //! | [`BucketRetune`] | [`TokenBucket`], [`KeyedTokenBucket`] | `set_token_bucket`, `fleet_manage`, `set_fleet_deadline`, `end_fleet_management`, `fleet_lease` |
 //! | [`WindowRetune`] | [`Window`], [`KeyedWindow`] | `set_limit` |
-//! | [`Permits`] | [`Concurrency`], [`KeyedConcurrency`], [`AdaptiveConcurrency`] | `release_permit`, `permit_holders`, `reclaim_dead_permits` |
+//! | [`Permits`] | [`Concurrency`], [`KeyedConcurrency`], [`AdaptiveConcurrency`], [`KeyedAdaptiveConcurrency`] | `release_permit`, `permit_holders`, `reclaim_dead_permits` |
 //!
 //! A few methods belong to one kind:
 //! `incr`, `acquire_fixed`, `acquire_sliding`, `acquire_moving` and their reads ([`Counters`]), `reserve` ([`TokenBucket`]), `try_acquire_permit` and
 //! `acquire_permit_timeout` ([`Concurrency`]), `try_acquire_key_permit`,
 //! `acquire_key_permit_timeout` and `key_permits_held` ([`KeyedConcurrency`]); `try_acquire`,
-//! `acquire_timeout`, `status` and `release_with` ([`AdaptiveConcurrency`]).
+//! `acquire_timeout`, `status` and `release_with` ([`AdaptiveConcurrency`], and with a key
+//! [`KeyedAdaptiveConcurrency`]).
 //!
 //! A new kind adds its marker here, its [`Kind`] row (a [`LimitKind`] variant and the name of
 //! its handle type), its rows in the kind traits it shares, and an alias naming its handle.
@@ -63,7 +64,8 @@ pub trait UnkeyedRate: Kind + sealed::Decide {}
 /// The kinds that decide rates per key: a keyed bucket, a keyed window.
 pub trait KeyedRate: PerKey {}
 
-/// The kinds decided per key, in a table of the file: the keyed rates and keyed concurrency.
+/// The kinds decided per key, in a table of the file: the keyed rates and keyed concurrency
+/// (adaptive or not).
 pub trait PerKey: Kind {}
 
 /// The kinds whose rate can be changed live: buckets and windows, keyed or not.
@@ -163,6 +165,19 @@ impl Kind for AdaptiveConcurrency {
     const HANDLE: &'static str = "AdaptiveConcurrencyLimit";
 }
 impl Permits for AdaptiveConcurrency {}
+
+/// A keyed adaptive concurrency limit:
+/// [`KeyedAdaptiveConcurrencyLimit`](crate::KeyedAdaptiveConcurrencyLimit).
+#[derive(Debug)]
+pub enum KeyedAdaptiveConcurrency {}
+
+impl sealed::Sealed for KeyedAdaptiveConcurrency {}
+impl Kind for KeyedAdaptiveConcurrency {
+    const KIND: LimitKind = LimitKind::KeyedAdaptiveConcurrency;
+    const HANDLE: &'static str = "KeyedAdaptiveConcurrencyLimit";
+}
+impl PerKey for KeyedAdaptiveConcurrency {}
+impl Permits for KeyedAdaptiveConcurrency {}
 
 impl sealed::Sealed for KeyedTokenBucket {}
 impl Kind for KeyedTokenBucket {

@@ -14,6 +14,7 @@
 //! | keyed fixed or sliding window | [`Limiter::keyed_window`](crate::Limiter::keyed_window) | [`KeyedWindowLimit`] | `try_acquire_key` |
 //! | keyed concurrency | [`Limiter::keyed_concurrency`](crate::Limiter::keyed_concurrency) | [`KeyedConcurrencyLimit`] | `try_acquire_key_permit` |
 //! | adaptive concurrency | [`Limiter::adaptive_concurrency`](crate::Limiter::adaptive_concurrency) | [`AdaptiveConcurrencyLimit`] | `try_acquire`, then `release(outcome)` |
+//! | keyed adaptive concurrency | [`Limiter::keyed_adaptive_concurrency`](crate::Limiter::keyed_adaptive_concurrency) | [`KeyedAdaptiveConcurrencyLimit`] | `try_acquire(key)`, then `release(outcome)` |
 //! | counters (window per call) | [`Limiter::counters`](crate::Limiter::counters) | [`CountersLimit`] | `incr`, `acquire_fixed`, `acquire_sliding`, `acquire_moving` |
 //!
 //! Each handle is one generic type, [`Handle<K, C>`](Handle), over a kind `K` (a marker of
@@ -39,6 +40,7 @@ mod concurrency;
 mod counters;
 pub(crate) mod dispatch;
 mod keyed;
+mod keyed_adaptive;
 pub mod kind;
 mod rate;
 mod resolve;
@@ -50,6 +52,7 @@ pub use adaptive::AdaptiveConcurrencyLimit;
 pub use concurrency::{ConcurrencyLimit, KeyedConcurrencyLimit};
 pub use counters::{CountersLimit, SlidingCounts};
 pub use keyed::{KeyedTokenBucketLimit, KeyedWindowLimit};
+pub use keyed_adaptive::KeyedAdaptiveConcurrencyLimit;
 pub use rate::{SlidingLogLimit, TokenBucketLimit, WindowLimit};
 pub use traits::{KeyedRateLimit, RateLimit, TypedLimit};
 

@@ -107,6 +107,19 @@ impl<C: Clock> Limiter<C> {
         self.resolve::<kind::AdaptiveConcurrency>(name)
     }
 
+    /// Resolve the limit `name` as a [`KeyedAdaptiveConcurrencyLimit`](crate::KeyedAdaptiveConcurrencyLimit), once; the handle is what the hot path uses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnknownLimit`]; [`Error::WrongKind`] if the limit is of another kind (the
+    /// error names the accessor that resolves it).
+    pub fn keyed_adaptive_concurrency(
+        &self,
+        name: &str,
+    ) -> Result<crate::KeyedAdaptiveConcurrencyLimit<C>> {
+        self.resolve::<kind::KeyedAdaptiveConcurrency>(name)
+    }
+
     /// Resolve the limit `name` as a [`KeyedTokenBucketLimit`], once; the handle is what the hot path uses.
     ///
     /// # Errors

@@ -165,13 +165,6 @@ impl LimitDef {
                     format!("key capacity {}: must be 1..=2^26", k.capacity),
                 ));
             }
-            if matches!(self.algorithm, Algorithm::AdaptiveConcurrency(_)) {
-                return Err(invalid(
-                    &self.name,
-                    "a keyed adaptive concurrency limit is not supported (a key slot has no \
-                     room for a limit and its samples); use one adaptive limit per dependency",
-                ));
-            }
             if matches!(self.algorithm, Algorithm::SlidingLog { .. }) {
                 return Err(invalid(
                     &self.name,
@@ -179,7 +172,22 @@ impl LimitDef {
                      concurrency limit",
                 ));
             }
-            if let Algorithm::Concurrency { permits, .. } = self.algorithm {
+            if let Algorithm::AdaptiveConcurrency(a) = self.algorithm {
+                if a.max > MAX_KEY_PERMITS {
+                    return Err(invalid(
+                        &self.name,
+                        format!(
+                            "max {}: a keyed adaptive concurrency limit has at most 64 \
+                             permits per key",
+                            a.max
+                        ),
+                    ));
+                }
+            }
+            if let Algorithm::Concurrency { permits, .. }
+            | Algorithm::AdaptiveConcurrency(crate::spec::Adaptive { max: permits, .. }) =
+                self.algorithm
+            {
                 if permits > MAX_KEY_PERMITS {
                     return Err(invalid(
                         &self.name,

@@ -22,6 +22,8 @@ pub enum LimitKind {
     KeyedConcurrency,
     /// An adaptive concurrency limit: [`AdaptiveConcurrencyLimit`](crate::AdaptiveConcurrencyLimit).
     AdaptiveConcurrency,
+    /// A keyed adaptive concurrency limit: [`KeyedAdaptiveConcurrencyLimit`](crate::KeyedAdaptiveConcurrencyLimit).
+    KeyedAdaptiveConcurrency,
     /// Keyed counters whose window comes with each call: [`CountersLimit`](crate::CountersLimit).
     Counters,
 }
@@ -42,7 +44,8 @@ impl LimitKind {
             (Algorithm::SlidingLog { .. }, _) => LimitKind::SlidingLog,
             (Algorithm::Concurrency { .. }, false) => LimitKind::Concurrency,
             (Algorithm::Concurrency { .. }, true) => LimitKind::KeyedConcurrency,
-            (Algorithm::AdaptiveConcurrency(_), _) => LimitKind::AdaptiveConcurrency,
+            (Algorithm::AdaptiveConcurrency(_), false) => LimitKind::AdaptiveConcurrency,
+            (Algorithm::AdaptiveConcurrency(_), true) => LimitKind::KeyedAdaptiveConcurrency,
             (Algorithm::Counters { .. }, _) => LimitKind::Counters,
         }
     }
@@ -58,6 +61,7 @@ impl LimitKind {
             LimitKind::KeyedWindow => "keyed_window",
             LimitKind::KeyedConcurrency => "keyed_concurrency",
             LimitKind::AdaptiveConcurrency => "adaptive_concurrency",
+            LimitKind::KeyedAdaptiveConcurrency => "keyed_adaptive_concurrency",
             LimitKind::Counters => "counters",
         }
     }
@@ -78,6 +82,7 @@ impl LimitKind {
             LimitKind::KeyedTokenBucket
                 | LimitKind::KeyedWindow
                 | LimitKind::KeyedConcurrency
+                | LimitKind::KeyedAdaptiveConcurrency
                 | LimitKind::Counters
         )
     }
@@ -94,6 +99,7 @@ impl std::fmt::Display for LimitKind {
             LimitKind::KeyedWindow => "keyed window",
             LimitKind::KeyedConcurrency => "keyed concurrency limit",
             LimitKind::AdaptiveConcurrency => "adaptive concurrency limit",
+            LimitKind::KeyedAdaptiveConcurrency => "keyed adaptive concurrency limit",
             LimitKind::Counters => "counters limit",
         })
     }

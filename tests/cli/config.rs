@@ -387,3 +387,50 @@ fn create_takes_the_reboot_choice_and_inspect_reports_reboots() {
     ok(&["reset", s(&path), "sw"]);
     assert!(!ok(&["inspect", s(&path)]).contains("FAILED CLOSED"));
 }
+
+/// A keyed adaptive concurrency limit from a config: `algorithm = "adaptive_concurrency"` with
+/// `keyed`; workers resolve it as keyed adaptive, and `inspect` shows its keys and holders, `gc`
+/// frees what a dead holder left.
+#[test]
+fn config_defines_a_keyed_adaptive_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_in(
+        dir.path(),
+        "keyed_adaptive.toml",
+        "[[limit]]\nname = \"per_host\"\nalgorithm = \"adaptive_concurrency\"\nmin = 2\n\
+         max = 16\nkeyed = 100\non_full = \"error\"\n",
+    );
+    let path = dir.path().join("app.shm");
+    ok(&["create", s(&path), "--config", s(&config)]);
+    let limiter = Limiter::open(&path).unwrap();
+    let def = &limiter.definitions()[0];
+    assert_eq!(def.keyed.unwrap().on_full, shmlimit::FullPolicy::Error);
+    let per_host = limiter.keyed_adaptive_concurrency("per_host").unwrap();
+    let held: Vec<_> = [&b"db-1"[..], b"db-1", b"db-2"]
+        .iter()
+        .map(|k| per_host.try_acquire(k).unwrap().unwrap())
+        .collect();
+    assert!(per_host.try_acquire(b"db-1").unwrap().is_none());
+    let j = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(j["limits"][0]["keys"]["used"], 2, "{j}");
+    assert_eq!(j["limits"][0]["keys"]["slots"], 128, "{j}");
+    let out = ok(&["inspect", s(&path)]);
+    assert!(
+        out.contains("keys per_host: 2 of 128 slots in use"),
+        "{out}"
+    );
+    assert!(out.contains("permits per_host: 3 held"), "{out}");
+    drop(held);
+    let out = ok(&["inspect", s(&path)]);
+    assert!(out.contains("permits per_host: 0 held"), "{out}");
+    // Too many permits per key: refused by `check` with the library's reason.
+    let bad = config_in(
+        dir.path(),
+        "bad.toml",
+        "[[limit]]\nname = \"per_host\"\nalgorithm = \"adaptive_concurrency\"\nmin = 2\n\
+         max = 65\nkeyed = 100\n",
+    );
+    let out = shmlimit(&["check", s(&bad)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("at most 64"), "{}", stderr(&out));
+}

@@ -23,7 +23,7 @@ proptest! {
             for ((region, seed), patch) in &patches {
                 let (base, span) = match region {
                     0 => (0, HEADER_WORDS * 8),
-                    1 => (DEFS_OFFSET, 7 * DEF_SIZE),
+                    1 => (DEFS_OFFSET, LIMITS * DEF_SIZE),
                     2 => (*slots_at, *slots_len),
                     _ => (0, damaged.len() as u64),
                 };

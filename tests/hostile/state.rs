@@ -224,6 +224,62 @@ fn garbage_permit_words_fail_closed() {
         let _ = kc.reclaim_dead_permits();
         let _ = kc.reclaim_idle_keys();
     }
+    // Keyed adaptive permits: the key's slot with every bit set over garbage entries, and its
+    // words per key (accumulator, limit, RTT, owner tag) garbage or the key's own tag: a key
+    // never gets more than its maximum, and its limit reads within [min, max].
+    for (garbage, own_tag) in [
+        (u64::MAX, false),
+        (u64::MAX, true),
+        (0x3F_FFFF, true),
+        (1, true),
+    ] {
+        fresh(&path);
+        let (at, len) = slot_of(&path, KEYED_ADAPTIVE);
+        let tag = Limiter::open(&path)
+            .unwrap()
+            .keyed_adaptive_concurrency("keyed_adaptive")
+            .unwrap()
+            .key_tag(b"k")
+            .unwrap();
+        let slots = 8;
+        for i in 0..slots {
+            let t = if own_tag && i == 0 {
+                tag
+            } else {
+                0x1234_5678 + i
+            };
+            write_word(&path, at + 16 + i * 2, t);
+            write_word(&path, at + 16 + i * 2 + 1, u64::MAX);
+        }
+        let rest = at + 16 + slots * 2;
+        for w in 0..len - 16 - slots * 2 {
+            // Owner words (every fourth of the words per key, at the end) name the key.
+            let last = w + 4 * slots >= len - 16 - slots * 2;
+            let v = if own_tag && last && w % 4 == 3 {
+                tag
+            } else {
+                garbage
+            };
+            write_word(&path, rest + w, v);
+        }
+        let limiter = open();
+        let ka = limiter
+            .keyed_adaptive_concurrency("keyed_adaptive")
+            .unwrap();
+        let held: Vec<_> = (0..2 * PERMITS)
+            .filter_map(|_| ka.try_acquire(b"k").unwrap())
+            .collect();
+        assert!(held.len() as u64 <= PERMITS, "garbage {garbage:#x}");
+        let s = ka.status(b"k").unwrap();
+        assert!((1.0..=PERMITS as f64).contains(&s.limit), "{s:?}");
+        assert!(s.in_flight <= PERMITS);
+        for p in held {
+            p.release(shmlimit::Outcome::Error);
+        }
+        let _ = ka.permit_holders();
+        let _ = ka.reclaim_dead_permits();
+        let _ = ka.reclaim_idle_keys();
+    }
     // Permits: owner words naming this live process (pid and start time) but never acquired
     // through a handle: they count as held, nothing is admitted beyond C.
     fresh(&path);

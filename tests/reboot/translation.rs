@@ -161,3 +161,54 @@ fn an_interrupted_translation_skips_the_limits_it_finished() {
         "`daily` was under way"
     );
 }
+
+/// A keyed adaptive limit after a reboot: its permits die with their holders and every key
+/// starts over at its initial limit (its window start was a time of the dead boot's clock);
+/// windows then close on the new clock, and a key learns again from its own samples.
+#[test]
+fn a_keyed_adaptive_limit_starts_over_after_a_reboot() {
+    let build = || {
+        Limiter::builder().keyed_limit(
+            "hosts",
+            shmlimit::AdaptiveConcurrency::new(2, 16)
+                .initial(8)
+                .window(Duration::from_millis(10)),
+            Keyed::new(8),
+        )
+    };
+    let (_dir, path) = disk_path("keyed-adaptive.shm");
+    let (story, old) = Story::begin(&path, build);
+    let hosts = old.keyed_adaptive_concurrency("hosts").unwrap();
+    for _ in 0..30 {
+        if let Some(p) = hosts.try_acquire(b"db-1").unwrap() {
+            p.release(shmlimit::Outcome::Error);
+        }
+        old.clock().advance(10 * MS);
+    }
+    assert_eq!(hosts.status(b"db-1").unwrap().limit, 2.0);
+    // A permit of db-2 still held when the host goes down.
+    std::mem::forget(hosts.try_acquire(b"db-2").unwrap().unwrap());
+    drop(hosts);
+    drop(old);
+    let (new, clock) = story.reboot(&path, 10 * 60 * SEC as i64, build);
+    let hosts = new.keyed_adaptive_concurrency("hosts").unwrap();
+    for key in [&b"db-1"[..], b"db-2"] {
+        let s = hosts.status(key).unwrap();
+        assert_eq!(
+            (s.limit, s.in_flight, s.rtt_long_us),
+            (8.0, 0, None),
+            "{s:?}"
+        );
+    }
+    // Errors in one window of the new clock back db-1 off; db-2 is untouched.
+    let held: Vec<_> = (0..8)
+        .map(|_| hosts.try_acquire(b"db-1").unwrap().unwrap())
+        .collect();
+    assert!(hosts.try_acquire(b"db-1").unwrap().is_none());
+    clock.advance(10 * MS);
+    for p in held {
+        p.release(shmlimit::Outcome::Error);
+    }
+    assert!(hosts.status(b"db-1").unwrap().limit < 8.0);
+    assert_eq!(hosts.status(b"db-2").unwrap().limit, 8.0);
+}

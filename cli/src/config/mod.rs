@@ -29,7 +29,8 @@
 //! `moving_window = 64` (log entries per key: the largest moving-window limit).
 //!
 //! Every limit also takes options: `keyed = 10000` (one state per key, in a table of that many
-//! slots; a keyed concurrency limit allows `permits` per key, at most 64)
+//! slots; a keyed concurrency limit allows `permits` per key, at most 64, and a keyed adaptive
+//! concurrency limit learns one limit per key, `max` at most 64)
 //! with `on_full = "deny" | "allow" | "error"`, `shadow = true` (count, never deny),
 //! `split = 4` (a hot token bucket over 4 cache lines), and a fleet share
 //! `fleet_total = "300/s"` with `fleet_weight = 2`.

@@ -24,8 +24,9 @@ use std::time::Duration;
 
 use shmlimit::{
     c_abi, AdaptiveConcurrencyLimit, ConcurrencyLimit, CountersLimit, Decision, Error,
-    KeyedConcurrencyLimit, KeyedTokenBucketLimit, KeyedWindowLimit, Limit, LimitKind, Permit,
-    PermitHolder, Rate, Reservation, Result, SlidingLogLimit, TokenBucketLimit, WindowLimit,
+    KeyedAdaptiveConcurrencyLimit, KeyedConcurrencyLimit, KeyedTokenBucketLimit, KeyedWindowLimit,
+    Limit, LimitKind, Permit, PermitHolder, Rate, Reservation, Result, SlidingLogLimit,
+    TokenBucketLimit, WindowLimit,
 };
 
 /// A limit resolved as its kind: the library's typed handle of that kind.
@@ -47,6 +48,8 @@ pub enum AnyHandle {
     KeyedConcurrency(KeyedConcurrencyLimit),
     /// An adaptive concurrency limit.
     AdaptiveConcurrency(AdaptiveConcurrencyLimit),
+    /// A keyed adaptive concurrency limit.
+    KeyedAdaptiveConcurrency(KeyedAdaptiveConcurrencyLimit),
     /// Keyed counters whose window comes with each call.
     Counters(CountersLimit),
 }
@@ -69,6 +72,7 @@ impl AnyHandle {
             LimitKind::KeyedWindow => KeyedWindow(limit.try_into()?),
             LimitKind::KeyedConcurrency => KeyedConcurrency(limit.try_into()?),
             LimitKind::AdaptiveConcurrency => AdaptiveConcurrency(limit.try_into()?),
+            LimitKind::KeyedAdaptiveConcurrency => KeyedAdaptiveConcurrency(limit.try_into()?),
             LimitKind::Counters => Counters(limit.try_into()?),
         })
     }
@@ -84,6 +88,7 @@ impl AnyHandle {
             KeyedWindow(h) => h.as_limit(),
             KeyedConcurrency(h) => h.as_limit(),
             AdaptiveConcurrency(h) => h.as_limit(),
+            KeyedAdaptiveConcurrency(h) => h.as_limit(),
             Counters(h) => h.as_limit(),
         }
     }
@@ -93,6 +98,14 @@ impl AnyHandle {
         match self {
             AdaptiveConcurrency(h) => Ok(h),
             _ => Err(wrong::adaptive(self.as_limit())),
+        }
+    }
+
+    /// The keyed adaptive concurrency handle; another kind answers as [`wrong`] says.
+    pub fn keyed_adaptive(&self) -> Result<&KeyedAdaptiveConcurrencyLimit> {
+        match self {
+            KeyedAdaptiveConcurrency(h) => Ok(h),
+            _ => Err(wrong::keyed_adaptive(self.as_limit())),
         }
     }
 
@@ -227,6 +240,7 @@ impl AnyHandle {
             KeyedTokenBucket(h) => Some(h.key_occupancy()),
             KeyedWindow(h) => Some(h.key_occupancy()),
             KeyedConcurrency(h) => Some(h.key_occupancy()),
+            KeyedAdaptiveConcurrency(h) => Some(h.key_occupancy()),
             Counters(h) => Some(h.key_occupancy()),
             _ => None,
         }
@@ -238,6 +252,7 @@ impl AnyHandle {
             KeyedTokenBucket(h) => Some(h.reclaim_idle_keys()),
             KeyedWindow(h) => Some(h.reclaim_idle_keys()),
             KeyedConcurrency(h) => Some(h.reclaim_idle_keys()),
+            KeyedAdaptiveConcurrency(h) => Some(h.reclaim_idle_keys()),
             Counters(h) => Some(h.reclaim_idle_keys()),
             _ => None,
         }
@@ -294,6 +309,7 @@ impl AnyHandle {
         match self {
             Concurrency(h) => h.release_permit(id),
             KeyedConcurrency(h) => h.release_permit(id),
+            KeyedAdaptiveConcurrency(h) => h.release_permit(id),
             _ => Err(wrong::concurrency(self.as_limit())),
         }
     }
@@ -303,6 +319,7 @@ impl AnyHandle {
         match self {
             Concurrency(h) => Some(h.permit_holders()),
             KeyedConcurrency(h) => Some(h.permit_holders()),
+            KeyedAdaptiveConcurrency(h) => Some(h.permit_holders()),
             _ => None,
         }
     }
@@ -312,6 +329,7 @@ impl AnyHandle {
         match self {
             Concurrency(h) => Some(h.reclaim_dead_permits()),
             KeyedConcurrency(h) => Some(h.reclaim_dead_permits()),
+            KeyedAdaptiveConcurrency(h) => Some(h.reclaim_dead_permits()),
             _ => None,
         }
     }
@@ -390,6 +408,13 @@ pub mod wrong {
     #[inline(never)]
     pub fn adaptive(limit: &Limit) -> Error {
         c_abi::wrong_kind(limit, "is not an adaptive concurrency limit")
+    }
+
+    /// A keyed adaptive concurrency operation on a limit of another kind.
+    #[cold]
+    #[inline(never)]
+    pub fn keyed_adaptive(limit: &Limit) -> Error {
+        c_abi::wrong_kind(limit, "is not a keyed adaptive concurrency limit")
     }
 
     /// A keyed rate operation on an unkeyed or keyed concurrency limit.

@@ -192,24 +192,26 @@ class Limit {
   }
 
   /** Take a permit of an adaptive concurrency limit if fewer than its current limit are held;
-   *  null otherwise. */
-  tryAcquireAdaptive() {
-    const [st, handle] = native.adaptiveTry(this._h);
+   *  null otherwise. A keyed adaptive limit takes the `key` (string or Buffer) whose own limit
+   *  decides, and which the permit's release teaches. */
+  tryAcquireAdaptive(key) {
+    const [st, handle] = native.adaptiveTry(this._h, key);
     if (st !== 0) throw failure(st, `tryAcquireAdaptive on '${this.name}'`);
     return handle === null ? null : new AdaptivePermit(this, handle);
   }
 
-  /** Wait up to `timeout` ms (default 1000; `Infinity`: no deadline) for an adaptive permit,
-   *  on the addon's wait thread blocked in the library's futex wait (woken by each release and
-   *  each window that raises the limit), without blocking the event loop. Resolves the permit,
-   *  or null at the deadline; an AbortSignal (`signal`) rejects with its reason. */
-  acquireAdaptive({ timeout = 1000, signal } = {}) {
-    return waitAdaptive(this, { timeout, signal }, `acquireAdaptive on '${this.name}'`);
+  /** Wait up to `timeout` ms (default 1000; `Infinity`: no deadline) for an adaptive permit
+   *  (of `key` for a keyed adaptive limit), on the addon's wait thread blocked in the library's
+   *  futex wait (woken by each release and each window that raises the limit), without
+   *  blocking the event loop. Resolves the permit, or null at the deadline; an AbortSignal
+   *  (`signal`) rejects with its reason. */
+  acquireAdaptive({ timeout = 1000, signal, key } = {}) {
+    return waitAdaptive(this, { timeout, signal, key }, `acquireAdaptive on '${this.name}'`);
   }
 
-  /** Run `fn` holding an adaptive permit: released 'ok' when it resolves, 'timeout' when it
-   *  rejects with an error named TimeoutError, else 'error'. Rejects with
-   *  PermitUnavailableError when none came within `timeout` ms. */
+  /** Run `fn` holding an adaptive permit (of `opts.key` for a keyed adaptive limit): released
+   *  'ok' when it resolves, 'timeout' when it rejects with an error named TimeoutError, else
+   *  'error'. Rejects with PermitUnavailableError when none came within `timeout` ms. */
   async withAdaptive(fn, opts = {}) {
     const p = await this.acquireAdaptive(opts);
     if (!p) throw new PermitUnavailableError(`no adaptive permit of '${this.name}' within ${opts.timeout ?? 1000} ms`);
@@ -223,9 +225,10 @@ class Limit {
     }
   }
 
-  /** `{limit, permits, min, max, inFlight, rttLongUs, rttRecentUs}` of an adaptive limit. */
-  adaptiveStatus() {
-    const s = native.adaptiveStatus(this._h);
+  /** `{limit, permits, min, max, inFlight, rttLongUs, rttRecentUs}` of an adaptive limit (of
+   *  `key` for a keyed adaptive limit: a key never seen is at its initial limit). */
+  adaptiveStatus(key) {
+    const s = native.adaptiveStatus(this._h, key);
     if (typeof s === 'number') throw failure(s, `adaptiveStatus on '${this.name}'`);
     return s;
   }

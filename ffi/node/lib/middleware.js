@@ -36,6 +36,7 @@ function entriesOf(opts) {
     const def = entry.limit.definition();
     if (def.kind === 'concurrency') throw new TypeError(`middleware: '${entry.limit.name}' is a concurrency limit; use withPermit around the handler`);
     if (def.kind === 'adaptiveConcurrency') {
+      if (def.keyed) throw new TypeError(`middleware: '${entry.limit.name}' is a keyed adaptive concurrency limit, not held by the middleware yet: take its permits with tryAcquireAdaptive(key)`);
       if (entry.key !== undefined || entry.cost !== undefined) throw new TypeError(`middleware: '${entry.limit.name}' is an adaptive concurrency limit: a permit per request, no key or cost`);
       return { limit: entry.limit, adaptive: true };
     }

@@ -48,7 +48,8 @@ function waitPermit(limit, key, opts, what) {
 /** Wait for a permit of the adaptive limit `limit`, blocked in the library's futex wait as a
  *  fixed permit's wait is (woken by each release, and by each window that raises the limit). */
 function waitAdaptive(limit, opts, what) {
-  return waitOn(limit, opts, what, (timeoutNs, done) => native.adaptiveWait(limit._h, timeoutNs, done), {
+  const key = opts && opts.key;
+  return waitOn(limit, opts, what, (timeoutNs, done) => native.adaptiveWait(limit._h, timeoutNs, done, key), {
     none: null,
     wrap: (handle) => new AdaptivePermit(limit, handle),
     giveBack: (handle) => new AdaptivePermit(limit, handle).release('dropped'),

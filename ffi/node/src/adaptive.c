@@ -35,9 +35,10 @@ napi_value adaptive_external(napi_env env, shmlimit_adaptive_permit *p) {
     return out;
 }
 
-/* adaptiveTry(limit) -> [status, permit external | null (the limit is reached)]. */
+/* adaptiveTry(limit, key | undefined) -> [status, permit external | null (the limit is
+ * reached)]; with a key, a permit of that key of a keyed adaptive limit. */
 napi_value js_adaptive_try(napi_env env, napi_callback_info info) {
-    ARGS(1);
+    ARGS(2);
     napi_value out, st_v, permit_v;
     NAPI(napi_create_array_with_length(env, 2, &out));
     NAPI(napi_get_null(env, &permit_v));
@@ -45,7 +46,18 @@ napi_value js_adaptive_try(napi_env env, napi_callback_info info) {
     int32_t st = CLOSED;
     if (l != NULL) {
         shmlimit_adaptive_permit *p = NULL;
-        st = shmlimit_adaptive_acquire(l, 0, &p);
+        napi_valuetype kt;
+        NAPI(napi_typeof(env, argv[1], &kt));
+        if (kt == napi_undefined) {
+            st = shmlimit_adaptive_acquire(l, 0, &p);
+        } else {
+            keybuf_t k;
+            if (!get_key(env, argv[1], &k)) {
+                return int32_value(env, BAD_ARG);
+            }
+            st = shmlimit_keyed_adaptive_acquire(l, k.ptr, k.len, 0, &p);
+            key_free(&k);
+        }
         if (st == SHMLIMIT_OK && p != NULL) {
             permit_v = adaptive_external(env, p);
             if (permit_v == NULL) {
@@ -91,16 +103,29 @@ napi_value js_adaptive_release(napi_env env, napi_callback_info info) {
     return int32_value(env, st);
 }
 
-/* adaptiveStatus(limit) -> {limit, permits, min, max, inFlight, rttLongUs, rttRecentUs} or a
- * status number (rtt fields null before the first sample). */
+/* adaptiveStatus(limit, key | undefined) -> {limit, permits, min, max, inFlight, rttLongUs,
+ * rttRecentUs} or a status number (rtt fields null before the first sample); with a key, of
+ * that key of a keyed adaptive limit. */
 napi_value js_adaptive_status(napi_env env, napi_callback_info info) {
-    ARGS(1);
+    ARGS(2);
     const shmlimit_limit *l = get_limit(env, argv[0]);
     if (l == NULL) {
         return int32_value(env, CLOSED);
     }
     shmlimit_adaptive_info s;
-    int32_t st = shmlimit_adaptive_status(l, &s);
+    napi_valuetype kt;
+    NAPI(napi_typeof(env, argv[1], &kt));
+    int32_t st;
+    if (kt == napi_undefined) {
+        st = shmlimit_adaptive_status(l, &s);
+    } else {
+        keybuf_t k;
+        if (!get_key(env, argv[1], &k)) {
+            return int32_value(env, BAD_ARG);
+        }
+        st = shmlimit_keyed_adaptive_status(l, k.ptr, k.len, &s);
+        key_free(&k);
+    }
     if (st != SHMLIMIT_OK) {
         return int32_value(env, st);
     }

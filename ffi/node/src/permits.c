@@ -210,7 +210,9 @@ static void *wait_thread(void *arg) {
             uint64_t left = spent >= job->timeout_ns ? 0 : job->timeout_ns - spent;
             slice = left < slice ? left : slice;
         }
-        if (job->adaptive) {
+        if (job->adaptive && job->key) {
+            st = shmlimit_keyed_adaptive_acquire(l, job->key, job->key_len, slice, &adaptive);
+        } else if (job->adaptive) {
             st = shmlimit_adaptive_acquire(l, slice, &adaptive);
         } else if (job->key) {
             st = shmlimit_permit_acquire_key_timeout(l, job->key, job->key_len, slice, &permit);
@@ -297,7 +299,7 @@ static void wait_finalize(napi_env env, void *data, void *hint) {
 }
 
 /* A wait for a permit of argv[0] (key argv[1], timeout argv[2], callback argv[3]); an adaptive
- * wait has no key. */
+ * wait has a key for a keyed adaptive limit. */
 static napi_value start_wait(napi_env env, napi_value *argv, bool adaptive) {
     box_t *b = get_box(env, argv[0]);
     if (b == NULL || b->is_limiter != BOX_LIMIT || atomic_load(&b->closed)) {
@@ -380,14 +382,15 @@ napi_value js_permit_wait(napi_env env, napi_callback_info info) {
     return start_wait(env, argv, false);
 }
 
-/* adaptiveWait(limit, timeoutNs | -1, callback) -> a wait id (> 0), or a status (< 0): the
- * wait of permitWait for a permit of an adaptive limit, blocked in the library's futex wait
- * (woken by every release and by every window that raises the limit). */
+/* adaptiveWait(limit, timeoutNs | -1, callback, key | undefined) -> a wait id (> 0), or a
+ * status (< 0): the wait of permitWait for a permit of an adaptive limit (of the key of a
+ * keyed one), blocked in the library's futex wait (woken by every release and by every window
+ * that raises the limit). */
 napi_value js_adaptive_wait(napi_env env, napi_callback_info info) {
-    ARGS(3);
+    ARGS(4);
     napi_value args4[4];
     args4[0] = argv[0];
-    NAPI(napi_get_undefined(env, &args4[1]));
+    args4[1] = argv[3];
     args4[2] = argv[1];
     args4[3] = argv[2];
     return start_wait(env, args4, true);

@@ -232,31 +232,57 @@ impl LimitBase {
     }
 
     /// An adaptive permit (None: none within the limit), waiting up to `timeout_ns` (None: not
-    /// at all).
-    #[pyo3(signature = (timeout_ns = None))]
+    /// at all); with a `key`, a permit of that key of a keyed adaptive limit.
+    #[pyo3(signature = (timeout_ns = None, key = None))]
     fn _adaptive(
         &self,
         py: Python<'_>,
         timeout_ns: Option<u64>,
+        key: Option<Vec<u8>>,
     ) -> PyResult<Option<AdaptivePermit>> {
         let handle = self.shared()?;
-        let adaptive = handle.adaptive().or_raise("shmlimit_adaptive_acquire")?;
-        let permit = match timeout_ns {
-            None => adaptive.try_acquire(),
-            Some(ns) => py.detach(|| adaptive.acquire_timeout(Duration::from_nanos(ns))),
-        }
-        .or_raise("shmlimit_adaptive_acquire")?;
+        let permit = match key {
+            None => {
+                let adaptive = handle.adaptive().or_raise("shmlimit_adaptive_acquire")?;
+                match timeout_ns {
+                    None => adaptive.try_acquire(),
+                    Some(ns) => py.detach(|| adaptive.acquire_timeout(Duration::from_nanos(ns))),
+                }
+                .or_raise("shmlimit_adaptive_acquire")?
+            }
+            Some(key) => {
+                let keyed = handle
+                    .keyed_adaptive()
+                    .or_raise("shmlimit_keyed_adaptive_acquire")?;
+                match timeout_ns {
+                    None => keyed.try_acquire(&key),
+                    Some(ns) => py.detach(|| keyed.acquire_timeout(&key, Duration::from_nanos(ns))),
+                }
+                .or_raise("shmlimit_keyed_adaptive_acquire")?
+            }
+        };
         Ok(permit.map(AdaptivePermit::new))
     }
 
-    /// `(limit, permits, min, max, in_flight, rtt_long_us, rtt_recent_us)`.
+    /// `(limit, permits, min, max, in_flight, rtt_long_us, rtt_recent_us)`; with a `key`, of
+    /// that key of a keyed adaptive limit.
     #[allow(clippy::type_complexity)]
-    fn _adaptive_status(&self) -> PyResult<(f64, u64, u64, u64, u64, Option<f64>, Option<f64>)> {
+    #[pyo3(signature = (key = None))]
+    fn _adaptive_status(
+        &self,
+        key: Option<Vec<u8>>,
+    ) -> PyResult<(f64, u64, u64, u64, u64, Option<f64>, Option<f64>)> {
         let handle = self.live()?;
-        let s = handle
-            .adaptive()
-            .and_then(|a| a.status())
-            .or_raise("shmlimit_adaptive_status")?;
+        let s = match key {
+            None => handle
+                .adaptive()
+                .and_then(|a| a.status())
+                .or_raise("shmlimit_adaptive_status")?,
+            Some(key) => handle
+                .keyed_adaptive()
+                .and_then(|a| a.status(&key))
+                .or_raise("shmlimit_keyed_adaptive_status")?,
+        };
         Ok((
             s.limit,
             s.permits,

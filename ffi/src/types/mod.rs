@@ -145,7 +145,8 @@ pub struct shmlimit_def {
     pub rate: u64,
     /// Keyed limits: key slots (1 to `SHMLIMIT_MAX_KEYS`, rounded up to a power of two; the
     /// library reports the rounded value). 0: not keyed. Token buckets, fixed and sliding
-    /// windows and concurrency limits (at most `SHMLIMIT_MAX_KEY_PERMITS` per key) can be keyed.
+    /// windows and concurrency limits, adaptive or not (at most `SHMLIMIT_MAX_KEY_PERMITS` per
+    /// key, the maximum of an adaptive one), can be keyed.
     pub key_capacity: u64,
     /// Keyed limits: a `shmlimit_full_policy`. Unkeyed limits: 0.
     pub on_full: u32,

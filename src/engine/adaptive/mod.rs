@@ -39,8 +39,12 @@
 //!   next acquirer that finds the limit full), and the limit learns nothing from it.
 
 pub(crate) mod gate;
+pub(crate) mod keyed;
+#[cfg(test)]
+mod keyed_loom_models;
 #[cfg(test)]
 mod loom_models;
+pub(crate) mod per_key;
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -61,6 +65,19 @@ static LAST_SWEEP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::
 /// died come back within this (or [`PERMIT_RECHECK`](crate::consts::PERMIT_RECHECK) for a
 /// waiter) after the limit is reached.
 const SWEEP_EVERY_NS: u64 = 10_000_000;
+
+/// Whether this process may look for dead holders now (at most once per `SWEEP_EVERY_NS`,
+/// whichever adaptive limit asks): the throttle of the slow path.
+pub(super) fn sweep_due() -> bool {
+    // The process's own monotonic clock, whatever clock the limit decides with.
+    let now = MonotonicClock.now_ns();
+    // Relaxed: a throttle; a race lets two sweeps through, which is harmless.
+    let last = LAST_SWEEP.load(Ordering::Relaxed);
+    now.saturating_sub(last) >= SWEEP_EVERY_NS
+        && LAST_SWEEP
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+}
 
 /// An adaptive concurrency limit's engine, on the limit's site.
 pub(crate) struct Adaptive<'a, C: Clock>(pub(crate) &'a Site<C>);
@@ -125,6 +142,10 @@ impl<C: Clock> AdaptivePermit<C> {
         let site = permit.site().clone();
         let rtt_ns =
             measured_ns.unwrap_or_else(|| site.clock().now_ns().saturating_sub(self.granted_ns));
+        if site.def().keyed.is_some() {
+            // Reported into the key's words before the permit's bit is cleared (see `keyed`).
+            return permit.release_sampled(Some((outcome, rtt_ns)));
+        }
         let held = permit.release();
         if held {
             Adaptive(&site).report(outcome, rtt_ns);
@@ -237,7 +258,7 @@ impl<C: Clock> Adaptive<'_, C> {
         }
     }
 
-    fn guard(&self, permit: Option<Permit<C>>) -> Option<AdaptivePermit<C>> {
+    pub(super) fn guard(&self, permit: Option<Permit<C>>) -> Option<AdaptivePermit<C>> {
         permit.map(|p| AdaptivePermit {
             permit: Some(p),
             granted_ns: self.clock().now_ns(),
@@ -272,15 +293,7 @@ impl<C: Clock> Adaptive<'_, C> {
         // The slow path, as a fixed permit's: free what dead holders (or expired leases) hold;
         // at most once per `SWEEP_EVERY_NS` in this process, since at a limit below `max` every
         // refused attempt would otherwise read every holder's `/proc` entry.
-        // The process's own monotonic clock, whatever clock the limit decides with.
-        let now = MonotonicClock.now_ns();
-        // Relaxed: a throttle; a race lets two sweeps through, which is harmless.
-        let last = LAST_SWEEP.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < SWEEP_EVERY_NS
-            || LAST_SWEEP
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-        {
+        if !sweep_due() {
             return None;
         }
         let mut judge = Judge::new(me, lease_ns);

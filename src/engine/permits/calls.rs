@@ -218,6 +218,16 @@ impl<C: Clock> Permits<'_, C> {
     /// [`Error::WrongKind`] if this is not a concurrency limit; [`Error::Io`] as
     /// [`ConcurrencyLimit::try_acquire_permit`](crate::ConcurrencyLimit::try_acquire_permit).
     pub(crate) fn release_permit(&self, id: u64) -> Result<bool> {
+        self.release_permit_sampled(id, None)
+    }
+
+    /// [`Self::release_permit`]; a keyed adaptive limit's permit reports `sample` (outcome,
+    /// latency ns) into its key's words as it is released.
+    pub(crate) fn release_permit_sampled(
+        &self,
+        id: u64,
+        sample: Option<(crate::algo::adaptive::Outcome, u64)>,
+    ) -> Result<bool> {
         self.entries()?;
         let Some((index, gen, tag)) = decode_id(id) else {
             return Ok(false);
@@ -230,7 +240,7 @@ impl<C: Clock> Permits<'_, C> {
                 None => return Ok(false),
             }
         }
-        Permits(at).release_in_this_file(index, gen)
+        Permits(at).release_in_this_file(index, gen, sample)
     }
 
     /// This handle's file's tag in permit ids.

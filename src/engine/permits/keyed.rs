@@ -55,7 +55,8 @@ pub(crate) enum KeyAcquire {
         entry: usize,
         word: OwnerWord,
     },
-    /// All of the key's permits are held (none by a process that is gone, nor past a lease).
+    /// All of the key's permits are held (none by a process that is gone, nor past a lease);
+    /// for a keyed adaptive limit, as many as the key's limit grants now.
     AllHeld,
     /// The key has no slot and none can be claimed in its window; one turns free in this long
     /// at the earliest (`u64::MAX`: unknown).
@@ -69,6 +70,9 @@ enum Commit {
     Moved,
     /// The entry was taken over (its lease expired) before the commit was checked.
     Lost,
+    /// The key holds as many permits as it may now (a keyed adaptive limit's cap): the entry
+    /// was given back.
+    AtCap,
 }
 
 /// The key table of a keyed concurrency limit and its permit blocks.
@@ -150,9 +154,30 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
         now: &mut impl FnMut() -> u64,
         reclaimable: &mut impl FnMut(OwnerWord, Option<u64>) -> bool,
     ) -> Result<KeyAcquire> {
+        let all = self.permits as u32;
+        self.acquire_within(t, tag, me, start, now, reclaimable, &mut |_| all)
+    }
+
+    /// [`KeyedPermits::acquire`] within a cap per key slot: `cap(slot)` is how many permits the
+    /// key of `slot` may hold now (at most `C`; a keyed adaptive limit's current limit, see
+    /// [`crate::engine::adaptive::keyed`]). The bit of a permit is set only by a CAS from a
+    /// state with fewer than `cap` bits set, so the cap is checked atomically with the commit;
+    /// an entry claimed over the cap is given back. With `cap = C` this is exactly `acquire`
+    /// (an entry is claimable only while fewer than `C` bits are set).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn acquire_within<T: Template>(
+        &self,
+        t: &T,
+        tag: u64,
+        me: u64,
+        start: usize,
+        now: &mut impl FnMut() -> u64,
+        reclaimable: &mut impl FnMut(OwnerWord, Option<u64>) -> bool,
+        cap: &mut impl FnMut(usize) -> u32,
+    ) -> Result<KeyAcquire> {
         loop {
-            let slot = match self.keys.locate(t, tag, true, &mut no_clock)?.0 {
-                Located::Live(at, _) => at,
+            let (slot, state) = match self.keys.locate(t, tag, true, &mut no_clock)?.0 {
+                Located::Live(at, pair) => (at, pair.1),
                 // A new key: make the empty slot its live slot (holding no permit), then take
                 // a permit as from any slot.
                 Located::Empty(at, pair) => {
@@ -163,9 +188,18 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
                 // An inserting lookup never reports a key as absent.
                 Located::Absent(_) => continue,
             };
+            let cap = cap(slot).min(self.permits as u32);
             let block = self.block(slot);
             let start = start % self.permits;
-            let taken = block.claim(start, me, &mut *now).or_else(|| {
+            // At the cap, no free entry is claimed (the commit would give it back): only a
+            // reclaimable holder's entry, whose bit may already be set (inherited).
+            let at_cap = self.held_bits(state).count_ones() >= cap;
+            let claimed = if at_cap {
+                None
+            } else {
+                block.claim(start, me, &mut *now)
+            };
+            let taken = claimed.or_else(|| {
                 block
                     .sweep(start, Some(me), false, &mut *reclaimable, &mut *now)
                     .pop()
@@ -176,16 +210,18 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
                 }
                 return Ok(KeyAcquire::AllHeld);
             };
-            match self.commit(slot, tag, entry, word) {
+            match self.commit(slot, tag, entry, word, cap) {
                 Commit::Held => return Ok(KeyAcquire::Held { slot, entry, word }),
+                Commit::AtCap => return Ok(KeyAcquire::AllHeld),
                 Commit::Moved | Commit::Lost => continue,
             }
         }
     }
 
     /// Set bit `entry` of key slot `slot` for the key `tag`, whose entry this process holds
-    /// with `word` (claimed or taken over), then check the entry is still ours.
-    fn commit(&self, slot: usize, tag: u64, entry: usize, word: OwnerWord) -> Commit {
+    /// with `word` (claimed or taken over), if fewer than `cap` bits are set; then check the
+    /// entry is still ours.
+    fn commit(&self, slot: usize, tag: u64, entry: usize, word: OwnerWord, cap: u32) -> Commit {
         let bit = 1u64 << entry;
         let block = self.block(slot);
         loop {
@@ -199,6 +235,12 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
             if pair.1 & bit != 0 {
                 // Set already: the holder this entry was taken over from had committed it.
                 break;
+            }
+            if self.held_bits(pair.1).count_ones() >= cap {
+                // The cap, checked on the very state the CAS would replace: the entry holds
+                // no permit, give it back untouched.
+                block.release(entry, word);
+                return Commit::AtCap;
             }
             // Rule 3: the bit is set only while the slot is the key's.
             if self.keys.cas(slot, pair, (tag, pair.1 | bit)).is_ok() {
@@ -216,6 +258,19 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
     /// Release the permit of entry `entry` of key slot `slot` that this process holds with
     /// `word`. False if it was no longer held (taken over after its lease, or reset).
     pub(crate) fn release(&self, slot: usize, entry: usize, word: OwnerWord) -> bool {
+        self.release_reporting(slot, entry, word, |_| {})
+    }
+
+    /// [`KeyedPermits::release`], calling `report` with the key slot's pair `(tag, state)` while
+    /// the permit's bit is still set (so the slot is still the key's, rule 2), before clearing it.
+    /// `report` is not called for a permit no longer held.
+    pub(crate) fn release_reporting(
+        &self,
+        slot: usize,
+        entry: usize,
+        word: OwnerWord,
+        report: impl FnOnce((u64, u64)),
+    ) -> bool {
         let block = self.block(slot);
         let held = if self.leased {
             // Pin the entry: a new generation makes its stamp stale, so no lease take-over can
@@ -232,6 +287,7 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
             }
             word
         };
+        report(self.keys.load(slot));
         self.clear_bit(slot, entry);
         block.release(entry, held)
     }
@@ -264,6 +320,18 @@ impl<'a, P: PairWord, A: PermitAtomic> KeyedPermits<'a, P, A> {
             }
         }
         freed
+    }
+
+    /// The live slot of the key `tag` and its pair, if it has one (inserting nothing).
+    pub(crate) fn live_slot<T: Template>(
+        &self,
+        t: &T,
+        tag: u64,
+    ) -> Result<Option<(usize, (u64, u64))>> {
+        Ok(match self.keys.locate(t, tag, false, &mut no_clock)?.0 {
+            Located::Live(at, pair) => Some((at, pair)),
+            _ => None,
+        })
     }
 
     /// Committed permits of the key `tag` now: the bits set in its live slot (0 without one).

@@ -204,6 +204,20 @@ impl<C: Clock> Permit<C> {
         self.release_entry()
     }
 
+    /// Release now, a keyed adaptive limit's permit reporting `sample` (outcome, latency ns)
+    /// into its key's words before its bit is cleared. False if it was no longer held.
+    pub(crate) fn release_sampled(
+        mut self,
+        sample: Option<(crate::algo::adaptive::Outcome, u64)>,
+    ) -> bool {
+        match self.entry.take() {
+            Some((index, word)) if liveness::own_identity().ok() == Some(word.owner()) => {
+                Permits(&self.limit).release_entry_sampled(index, word, sample)
+            }
+            _ => false,
+        }
+    }
+
     fn release_entry(&mut self) -> bool {
         match self.entry.take() {
             // Only the process that acquired it: a forked child's copy names its parent.

@@ -9,8 +9,10 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use super::keyed::{KeyAcquire, KeyedPermits};
 use super::slot::{OwnerWord, Table};
 use super::{futex, liveness, Permit, PERMIT_RECHECK};
+use crate::algo::adaptive::Outcome;
 use crate::algo::Decision;
 use crate::clock::Clock;
+use crate::engine::adaptive::per_key::KeyedAdaptive;
 use crate::engine::keys::{Slot, NO_PAIR_CAS};
 use crate::engine::Params;
 use crate::error::{Error, Result};
@@ -71,20 +73,23 @@ impl Judge {
     }
 }
 
-impl<C: Clock> Permits<'_, C> {
+impl<'a, C: Clock> Permits<'a, C> {
     /// The permit entries of a concurrency limit and its lease (ns, 0 = none).
-    pub(super) fn entries(&self) -> Result<(Entries<'_>, u64)> {
+    pub(super) fn entries(&self) -> Result<(Entries<'a>, u64)> {
         let Params::Concurrency { permits, lease_ns } = self.params() else {
             return Err(self.misdirected());
         };
         let Some(k) = self.def().keyed else {
             return Ok((
-                Entries::Flat(Table::new(self.area(), permits as usize)),
+                Entries::Flat(Table::new(self.0.area(), permits as usize)),
                 lease_ns,
             ));
         };
-        let keys = self.key_table().ok_or_else(|| self.refused(NO_PAIR_CAS))?;
-        let blocks = &self.area()[layout::key_table_words(k.slots() as usize)..];
+        let keys = self
+            .0
+            .key_table()
+            .ok_or_else(|| self.refused(NO_PAIR_CAS))?;
+        let blocks = &self.0.area()[layout::key_table_words(k.slots() as usize)..];
         Ok((
             Entries::Keyed(KeyedPermits::new(keys, blocks, permits as usize).leased(lease_ns > 0)),
             lease_ns,
@@ -111,6 +116,16 @@ impl<C: Clock> Permits<'_, C> {
 
     /// The key table and permit blocks of a keyed concurrency limit, and its lease.
     pub(super) fn keyed_permits(&self) -> Result<(KeyedPermits<'_, Slot, AtomicU64>, u64)> {
+        if matches!(self.def().algorithm, Algorithm::AdaptiveConcurrency(_)) {
+            // Its permits are granted by the adaptive engine, within each key's limit.
+            return Err(self.misdirected());
+        }
+        self.keyed_entries()
+    }
+
+    /// The key table and permit blocks of a keyed concurrency limit, adaptive or not, and its
+    /// lease: for the keyed adaptive engine, which grants them within each key's limit.
+    pub(crate) fn keyed_entries(&self) -> Result<(KeyedPermits<'a, Slot, AtomicU64>, u64)> {
         match self.entries()? {
             (Entries::Keyed(kp), lease_ns) => Ok((kp, lease_ns)),
             (Entries::Flat(_), _) => Err(self.misdirected()),
@@ -198,7 +213,7 @@ impl<C: Clock> Permits<'_, C> {
     /// A keyed acquisition as an entry, applying the full-table policy: `Ok(None)` for no
     /// permit; `Ok(Some(None))` for a permit that holds nothing (`FullPolicy::Allow`).
     #[allow(clippy::type_complexity)]
-    pub(super) fn key_outcome(
+    pub(crate) fn key_outcome(
         &self,
         kp: &KeyedPermits<'_, Slot, AtomicU64>,
         got: KeyAcquire,
@@ -241,6 +256,17 @@ impl<C: Clock> Permits<'_, C> {
 
     /// Give back the entry `word` committed; wake waiters. False if it was not held.
     pub(super) fn release_entry(&self, index: usize, word: OwnerWord) -> bool {
+        self.release_entry_sampled(index, word, None)
+    }
+
+    /// [`Self::release_entry`]; a keyed adaptive limit's permit reports `sample` (outcome,
+    /// latency ns) into its key's words before its bit is cleared.
+    pub(super) fn release_entry_sampled(
+        &self,
+        index: usize,
+        word: OwnerWord,
+        sample: Option<(Outcome, u64)>,
+    ) -> bool {
         let Ok((entries, _)) = self.entries() else {
             return false;
         };
@@ -259,7 +285,13 @@ impl<C: Clock> Permits<'_, C> {
                 }
                 // Read before the release: while our bit is set the slot is our key's.
                 let tag = kp.key_pair(slot).0;
-                if !kp.release(slot, entry, word) {
+                let held = match sample {
+                    Some(sample) if self.is_adaptive() => {
+                        KeyedAdaptive(self.0).release_reporting(kp, slot, entry, word, sample)
+                    }
+                    _ => kp.release(slot, entry, word),
+                };
+                if !held {
                     return false;
                 }
                 // Waiters of several keys share the words: wake them all.
@@ -270,11 +302,20 @@ impl<C: Clock> Permits<'_, C> {
         true
     }
 
-    pub(super) fn release_in_this_file(&self, index: usize, gen: u64) -> Result<bool> {
+    fn is_adaptive(&self) -> bool {
+        matches!(self.def().algorithm, Algorithm::AdaptiveConcurrency(_))
+    }
+
+    pub(super) fn release_in_this_file(
+        &self,
+        index: usize,
+        gen: u64,
+        sample: Option<(Outcome, u64)>,
+    ) -> Result<bool> {
         let me = self.own_identity()?;
         match self.entry_word(index) {
             Some(word) if !word.is_free() && word.owner() == me && word.gen() == gen => {
-                Ok(self.release_entry(index, word))
+                Ok(self.release_entry_sampled(index, word, sample))
             }
             _ => Ok(false),
         }

@@ -39,6 +39,12 @@ async function main(): Promise<void> {
   const permit = await limiter.limit('db').acquirePermit({ timeout: 50 });
   permit?.release();
   const r: number = await limiter.limit('db').withPermit(async (p) => (p.id > 0n ? 1 : 0), { timeout: 10 });
+  const hosts = Limiter.createOrOpen('/tmp/h.shm', {
+    per_host: shmlimit.adaptiveConcurrency({ min: 2, max: 64, keyed: { capacity: 256 } }),
+  }).limit('per_host');
+  const hp = hosts.tryAcquireAdaptive('db-1') ?? (await hosts.acquireAdaptive({ timeout: 20, key: Buffer.from('db-1') }));
+  hp?.release('ok');
+  const hs: number = hosts.adaptiveStatus('db-1').limit + (await hosts.withAdaptive(async () => 1, { key: 'db-2' }));
   const guarded = Limiter.openGuarded('/tmp/y.shm', { reopenEvery: 500 });
   const gd = guarded.limit('payments', 'failClosed').tryAcquire();
   if (gd.unavailable && guarded.attached()) console.log(gd.retryAfterMs);

@@ -145,37 +145,44 @@ class Limit(_native.LimitBase):
 
     # Adaptive concurrency permits.
 
-    def try_acquire_adaptive(self) -> Optional[AdaptivePermit]:
+    def try_acquire_adaptive(self, key: Optional[Key] = None) -> Optional[AdaptivePermit]:
         """Take a permit of an adaptive concurrency limit if fewer than its current limit are
-        held, without waiting; None otherwise. Raises WrongKindError for another kind."""
-        native = self._adaptive(None)
+        held, without waiting; None otherwise. A keyed adaptive limit takes the ``key`` whose
+        own limit decides (and whose limit the permit's release teaches). Raises WrongKindError
+        for another kind (or a key given to an unkeyed limit, none to a keyed one)."""
+        native = self._adaptive(None, _opt_key(key))
         return AdaptivePermit(native) if native is not None else None
 
-    def acquire_adaptive(self, timeout: Optional[Seconds] = None) -> Optional[AdaptivePermit]:
+    def acquire_adaptive(self, timeout: Optional[Seconds] = None,
+                         key: Optional[Key] = None) -> Optional[AdaptivePermit]:
         """``try_acquire_adaptive``, waiting up to ``timeout`` seconds (None: as long as it
         takes); None when the timeout passed."""
-        native = self._adaptive(_timeout_ns(timeout))
+        native = self._adaptive(_timeout_ns(timeout), _opt_key(key))
         return AdaptivePermit(native) if native is not None else None
 
-    def adaptive(self, timeout: Optional[Seconds] = 0) -> AdaptivePermit:
+    def adaptive(self, timeout: Optional[Seconds] = 0,
+                 key: Optional[Key] = None) -> AdaptivePermit:
         """An adaptive permit for a ``with`` block, released with its outcome and latency when
         the block ends::
 
             with llm.adaptive(timeout=1.0):
                 call_the_model()
+            with per_host.adaptive(key=host):   # a keyed adaptive limit
+                call_the_host()
 
         Waits up to ``timeout`` seconds (0, the default: not at all; None: as long as it takes)
         and raises PermitUnavailableError if the limit stayed reached."""
-        permit = self.acquire_adaptive(timeout)
+        permit = self.acquire_adaptive(timeout, key)
         if permit is None:
             raise PermitUnavailableError(
                 f"limit `{self.name}`: the adaptive limit is reached", PermitUnavailableError.code)
         return permit
 
-    def adaptive_status(self) -> "AdaptiveStatus":
+    def adaptive_status(self, key: Optional[Key] = None) -> "AdaptiveStatus":
         """The current limit, its range, the round trips (µs; None before any sample) and the
-        permits held now."""
-        return AdaptiveStatus(*self._adaptive_status())
+        permits held now; of ``key`` for a keyed adaptive limit (a key never seen: its initial
+        limit)."""
+        return AdaptiveStatus(*self._adaptive_status(_opt_key(key)))
 
     # Concurrency permits.
 
@@ -274,6 +281,10 @@ class Limit(_native.LimitBase):
 
     def __repr__(self) -> str:
         return f"Limit({self.name!r}{', closed' if self.closed else ''})"
+
+
+def _opt_key(key: Optional[Key]) -> Optional[bytes]:
+    return None if key is None else _key(key)
 
 
 class AdaptiveStatus(NamedTuple):

@@ -32,8 +32,9 @@ is refused with ``503 Service Unavailable`` (the server is at capacity; 429 says
 sent too much, which it did not) and ``Retry-After``; a request a rate check denies gives its
 permit back unused. The ``RateLimit`` fields carry the limit as
 ``"name";q=PERMITS;qu="concurrent-requests"`` and ``"name";r=PERMITS_LEFT``, rendered by the
-core. Adaptive checks take no key (an adaptive limit is never keyed) and need the middleware:
-``Guard.decide`` and ``Guard.limit`` refuse them.
+core. Adaptive checks take no key and need the middleware: ``Guard.decide`` and ``Guard.limit``
+refuse them. A keyed adaptive limit is refused by the middleware (take its permits with
+``Limit.adaptive(key=...)``).
 
 Cost: the middleware reads keys straight from the environ or scope (``header`` and
 ``client_ip`` keys; a custom key function gets a ``Request`` whose headers are read lazily),
@@ -314,9 +315,13 @@ class Guard:
         self._adaptive, self._decided = [], 0
         for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
             if isinstance(limit.definition, AdaptiveConcurrency):
+                if limit.definition.keyed is not None:
+                    raise ValueError(f"check {check.limit!r}: a keyed adaptive concurrency "
+                                     "limit is not held by the middleware yet; take its "
+                                     "permits with Limit.adaptive(key=...)")
                 if check.key is not None:
                     raise ValueError(f"check {check.limit!r}: an adaptive concurrency limit "
-                                     "takes no key (it is never keyed)")
+                                     "takes no key (it is not keyed)")
                 self._adaptive.append(limit)
             else:
                 self._decided |= 1 << bit
