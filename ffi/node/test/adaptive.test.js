@@ -7,9 +7,10 @@ const path = require('node:path');
 const { test } = require('node:test');
 
 const shmlimit = require('..');
-const { tmpdir } = require('./helpers');
+const { clearOfRemeasure, tmpdir } = require('./helpers');
 
 test('adaptive permits within the limit, with their outcomes and the status', async (t) => {
+  await clearOfRemeasure(3); // its samples are read back
   const file = path.join(tmpdir(t), 'adaptive.shm');
   const limiter = shmlimit.Limiter.createOrOpen(file, {
     dep: shmlimit.adaptiveConcurrency({ min: 2, max: 8 }),

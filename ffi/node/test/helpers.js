@@ -156,7 +156,23 @@ function freePort() {
   });
 }
 
+/**
+ * Wait, if need be, until the next `seconds` hold none of an adaptive limit's re-measure
+ * windows (`windowMs` each, its tuning's window). Every 1,000 windows on the limit's clock
+ * (CLOCK_MONOTONIC, which process.hrtime reads), the last 8 grant at most the minimum and keep
+ * the limit, and the samples of the first 4 of them are not used (docs/adaptive.md): a test
+ * that reads a sample back must not release its permits there.
+ */
+async function clearOfRemeasure(seconds, windowMs = 20) {
+  const periodMs = 1000 * windowMs;
+  const remeasureFrom = periodMs - 8 * windowMs;
+  const at = (Number(process.hrtime.bigint() / 1000n) / 1000) % periodMs;
+  if (at + seconds * 1000 > remeasureFrom) {
+    await new Promise((resolve) => setTimeout(resolve, periodMs - at + 5));
+  }
+}
+
 module.exports = {
   info, tmpdir, buildC, admissions, checkTokenBucket, checkSlidingLog, storePaths, forkFixtureWorker,
-  httpGet, freePort,
+  httpGet, freePort, clearOfRemeasure,
 };

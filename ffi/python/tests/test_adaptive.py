@@ -10,11 +10,12 @@ import time
 import shmlimit
 from shmlimit import AdaptiveConcurrency, Limiter
 
-from ._support import FileTest
+from ._support import FileTest, clear_of_remeasure
 
 
 class AdaptiveTest(FileTest):
     def test_permits_within_the_limit_and_their_outcomes(self) -> None:
+        clear_of_remeasure(2)
         with Limiter.create_or_open(self.path, {"dep": AdaptiveConcurrency(2, 8)}) as lim:
             dep = lim.limit("dep")
             self.assertEqual(lim.definitions()["dep"], AdaptiveConcurrency(2, 8))
@@ -43,6 +44,7 @@ class AdaptiveTest(FileTest):
             self.assertEqual(dep.adaptive_status().in_flight, 0)
 
     def test_bad_outcomes_and_latencies_change_nothing(self) -> None:
+        clear_of_remeasure(2)
         with Limiter.create_or_open(self.path, {"dep": AdaptiveConcurrency(1, 4)}) as lim:
             dep = lim.limit("dep")
             p = dep.try_acquire_adaptive()

@@ -6,11 +6,12 @@ import shmlimit
 from shmlimit import AdaptiveConcurrency, Keyed, Limiter
 from shmlimit.web import Check, Guard
 
-from ._support import FileTest
+from ._support import FileTest, clear_of_remeasure
 
 
 class KeyedAdaptiveTest(FileTest):
     def test_each_key_has_its_own_limit(self) -> None:
+        clear_of_remeasure(2)
         spec = AdaptiveConcurrency(2, 8, keyed=Keyed(16))
         with Limiter.create_or_open(self.path, {"per_host": spec}) as lim:
             per_host = lim.limit("per_host")
@@ -38,6 +39,7 @@ class KeyedAdaptiveTest(FileTest):
             self.assertEqual(per_host.key_occupancy(), (2, 16))
 
     def test_bad_input_changes_nothing(self) -> None:
+        clear_of_remeasure(2)
         spec = AdaptiveConcurrency(1, 4, keyed=Keyed(4))
         with Limiter.create_or_open(self.path, {"k": spec, "plain": AdaptiveConcurrency(1, 4)}) \
                 as lim:
