@@ -52,4 +52,23 @@ static inline void refused(const char *dir, const shmlimit_def *def, const char 
     CHECK(limiter == sentinel);
 }
 
+/* Sleep, if need be, until the next `seconds` hold none of an adaptive limit's re-measure
+ * windows (20 ms each, the default tuning). Every 1,000 windows on the limit's clock
+ * (CLOCK_MONOTONIC), the last 8 grant at most the minimum and keep the limit, and the samples
+ * of the first 4 of them are not used (docs/adaptive.md): a test that reads a sample back must
+ * not release its permits there. */
+static inline void clear_of_remeasure(uint64_t seconds) {
+    const uint64_t window_ns = UINT64_C(20000000);
+    const uint64_t period_ns = 1000 * window_ns;
+    const uint64_t at_ns = monotonic_ns() % period_ns;
+    if (at_ns + seconds * SECOND > period_ns - 8 * window_ns) {
+        const uint64_t wait_ns = period_ns - at_ns + UINT64_C(5000000);
+        struct timespec pause;
+        pause.tv_sec = (time_t)(wait_ns / SECOND);
+        pause.tv_nsec = (long)(wait_ns % SECOND);
+        while (nanosleep(&pause, &pause) != 0) {
+        }
+    }
+}
+
 #endif
