@@ -74,6 +74,18 @@ fn keys_learn_their_own_limits() {
     let fresh = dep.status(b"unused").unwrap();
     assert_eq!((fresh.limit, fresh.in_flight), (10.0, 0));
     assert_eq!(dep.key_occupancy(), (2, 16), "a status inserts nothing");
+    // Every key with a slot, by its tag: what `inspect` shows.
+    let held = dep.try_acquire(b"fast").unwrap().expect("a permit");
+    let mut all = dep.key_statuses().unwrap();
+    all.sort_by_key(|(tag, _)| *tag);
+    let mut want = vec![
+        (dep.key_tag(b"slow").unwrap(), dep.status(b"slow").unwrap()),
+        (dep.key_tag(b"fast").unwrap(), dep.status(b"fast").unwrap()),
+    ];
+    want.sort_by_key(|(tag, _)| *tag);
+    assert_eq!(all, want);
+    assert_eq!(dep.status(b"fast").unwrap().in_flight, 1);
+    drop(held);
 }
 
 /// A key slot that changes hands: a key that learnt its minimum and released everything is

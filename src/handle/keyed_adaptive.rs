@@ -94,6 +94,18 @@ impl<C: Clock> Handle<kind::KeyedAdaptiveConcurrency, C> {
         KeyedAdaptive(self.limit.site().current()?).status(key)
     }
 
+    /// The status of every key that has a slot now, by its tag ([`Self::key_tag`] gives a
+    /// key's), in slot order: what `shmlimit inspect` shows of the keys. The table stores no
+    /// key, only its tag. Each key is read on its own while decisions go on, so the list is
+    /// not one instant's.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::WrongKind`] if the file was replaced by one where this name is another kind.
+    pub fn key_statuses(&self) -> Result<Vec<(u64, AdaptiveStatus)>> {
+        KeyedAdaptive(self.limit.site().current()?).key_statuses()
+    }
+
     /// Whether `now_ns` (on the limit's clock) falls in a re-measure of the RTT, when at most
     /// `min` permits of a key are granted (every key re-measures on the same schedule, each
     /// its own RTT; see [`AdaptiveConcurrencyLimit`](crate::AdaptiveConcurrencyLimit)).

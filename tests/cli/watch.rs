@@ -230,3 +230,68 @@ fn watch_shows_an_adaptive_limit_s_current_limit_and_permits_in_flight() {
     assert_eq!(db_row[1], "adaptive_concurrency");
     drop(held);
 }
+
+/// A keyed adaptive limit's keys, each by its tag with its own limit and permits in flight:
+/// in `inspect` (the range over the keys, then the busiest), its JSON and the Prometheus
+/// gauges of the lowest, mean and highest limit.
+#[test]
+fn inspect_shows_each_key_of_a_keyed_adaptive_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keyed-adaptive.shm");
+    let limiter = Limiter::builder()
+        .keyed_limit(
+            "per_host",
+            shmlimit::AdaptiveConcurrency::new(2, 16).initial(4),
+            shmlimit::Keyed::new(64),
+        )
+        .create_or_open(&path)
+        .unwrap();
+    let per_host = limiter.keyed_adaptive_concurrency("per_host").unwrap();
+    let held = [
+        per_host.try_acquire(b"db-1").unwrap(),
+        per_host.try_acquire(b"db-1").unwrap(),
+        per_host.try_acquire(b"db-1").unwrap(),
+        per_host.try_acquire(b"db-2").unwrap(),
+    ];
+    assert!(held.iter().all(Option::is_some));
+    let busy = format!("{:016x}", per_host.key_tag(b"db-1").unwrap());
+
+    let out = ok(&["inspect", s(&path)]);
+    assert!(
+        out.contains(
+            "adaptive per_host: 2 keys, limits 4.00 to 4.00 (mean 4.00, range 2..=16), 4 in flight"
+        ),
+        "{out}"
+    );
+    let first = out
+        .lines()
+        .skip_while(|l| !l.starts_with("adaptive per_host"))
+        .nth(2)
+        .expect("a key row");
+    assert!(
+        first.trim_start().starts_with(&busy),
+        "busiest first: {out}"
+    );
+
+    let json: Value = serde_json::from_str(&ok(&["inspect", s(&path), "--json"])).unwrap();
+    let keys = json["limits"][0]["adaptive_keys"]
+        .as_array()
+        .expect("keys")
+        .clone();
+    let tag = per_host.key_tag(b"db-1").unwrap();
+    let db1 = keys.iter().find(|k| k["key_tag"] == tag).expect("db-1");
+    assert_eq!(
+        (db1["in_flight"].as_u64(), db1["permits"].as_u64()),
+        (Some(3), Some(4))
+    );
+    assert_eq!(keys.len(), 2, "{json}");
+
+    let text = ok(&["stats", s(&path), "--prometheus"]);
+    for stat in ["min", "mean", "max"] {
+        assert!(
+            text.contains(&format!("limit=\"per_host\",stat=\"{stat}\"}} 4\n")),
+            "{stat}: {text}"
+        );
+    }
+    drop(held);
+}

@@ -268,6 +268,64 @@ fn print_retuned(states: &[LimitState]) {
     }
 }
 
+/// The keys of a keyed adaptive limit most worth a look: the range of their limits, then the
+/// busiest (most permits held, then the lowest limit), at most [`ADAPTIVE_KEYS_SHOWN`].
+fn print_adaptive_keys(name: &str, keys: &[(u64, shmlimit::AdaptiveStatus)]) {
+    let us = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.2} ms", x / 1e3));
+    println!();
+    if keys.is_empty() {
+        println!("adaptive {name}: no key has a slot (each starts at its initial limit)");
+        return;
+    }
+    let limits = keys.iter().map(|(_, a)| a.limit);
+    let low = limits.clone().fold(f64::INFINITY, f64::min);
+    let high = limits.clone().fold(f64::NEG_INFINITY, f64::max);
+    let mean = limits.sum::<f64>() / keys.len() as f64;
+    let in_flight: u64 = keys.iter().map(|(_, a)| a.in_flight).sum();
+    let (min, max) = (keys[0].1.min, keys[0].1.max);
+    println!(
+        "adaptive {name}: {} keys, limits {low:.2} to {high:.2} (mean {mean:.2}, range {min}..={max}), {in_flight} in flight",
+        keys.len()
+    );
+    let mut busiest: Vec<_> = keys.iter().collect();
+    busiest.sort_by(|(_, a), (_, b)| {
+        b.in_flight
+            .cmp(&a.in_flight)
+            .then(a.limit.total_cmp(&b.limit))
+    });
+    let mut table = TextTable::new(
+        &[
+            "key tag",
+            "limit",
+            "permits",
+            "in flight",
+            "recent RTT",
+            "long RTT",
+        ],
+        1,
+    );
+    for (tag, a) in busiest.iter().take(ADAPTIVE_KEYS_SHOWN) {
+        table.row(vec![
+            format!("{tag:016x}"),
+            format!("{:.2}", a.limit),
+            a.permits.to_string(),
+            a.in_flight.to_string(),
+            us(a.rtt_recent_us),
+            us(a.rtt_long_us),
+        ]);
+    }
+    print!("{}", table.render());
+    if keys.len() > ADAPTIVE_KEYS_SHOWN {
+        println!(
+            "  ({} more keys: inspect --json lists them all)",
+            keys.len() - ADAPTIVE_KEYS_SHOWN
+        );
+    }
+}
+
+/// Keys of a keyed adaptive limit `inspect` lists (the busiest).
+const ADAPTIVE_KEYS_SHOWN: usize = 10;
+
 /// Each keyed limit's slots in use, and each concurrency limit's permit holders.
 fn print_keys_and_permits(states: &[LimitState]) {
     for s in states {
@@ -275,8 +333,11 @@ fn print_keys_and_permits(states: &[LimitState]) {
             println!();
             println!("keys {}: {used} of {slots} slots in use", s.name);
         }
+        let us = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.2} ms", x / 1e3));
+        if let Some(keys) = &s.adaptive_keys {
+            print_adaptive_keys(&s.name, keys);
+        }
         if let Some(a) = &s.adaptive {
-            let us = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.2} ms", x / 1e3));
             println!();
             println!(
                 "adaptive {}: limit {:.2} ({} permits, range {}..={}), recent RTT {}, long RTT {}, {} in flight",

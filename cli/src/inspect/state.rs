@@ -20,6 +20,9 @@ pub struct LimitState {
     pub holders: Option<Vec<PermitHolder>>,
     /// An adaptive concurrency limit's current limit, round trips and permits held.
     pub adaptive: Option<shmlimit::AdaptiveStatus>,
+    /// A keyed adaptive concurrency limit's keys: each key with a slot, by its tag, with its
+    /// limit, round trips and permits held.
+    pub adaptive_keys: Option<Vec<(u64, shmlimit::AdaptiveStatus)>>,
     /// A fleet-managed token bucket's lease: its share, fence, deadline and whether fenced.
     pub fleet: Option<shmlimit::FleetLease>,
 }
@@ -112,6 +115,9 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
             let adaptive = shmlimit::AdaptiveConcurrencyLimit::try_from(limit.clone())
                 .ok()
                 .and_then(|a| a.status().ok());
+            let adaptive_keys = shmlimit::KeyedAdaptiveConcurrencyLimit::try_from(limit.clone())
+                .ok()
+                .and_then(|a| a.key_statuses().ok());
             let peek = match &holders {
                 // A keyed limit's budget is per key.
                 Some(_) if limit.def().keyed.is_some() => Ok(None),
@@ -145,6 +151,7 @@ pub fn states(limiter: &Limiter) -> Vec<LimitState> {
                 holders,
                 fleet,
                 adaptive,
+                adaptive_keys,
             }
         })
         .collect()
@@ -219,6 +226,48 @@ pub struct LimitJson {
     /// A fleet-managed token bucket's lease.
     #[serde(skip_serializing_if = "Option::is_none")]
     fleet: Option<FleetJson>,
+    /// An adaptive concurrency limit's current limit, round trips and permits held.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive: Option<AdaptiveJson>,
+    /// A keyed adaptive concurrency limit's keys with a slot, each by its tag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive_keys: Option<Vec<AdaptiveKeyJson>>,
+}
+
+#[derive(Serialize)]
+struct AdaptiveJson {
+    /// The current limit (fractional: its floor is the permits granted at once).
+    limit: f64,
+    permits: u64,
+    min: u64,
+    max: u64,
+    /// The last window's mean round trip, µs (absent before the first sample).
+    rtt_recent_us: Option<f64>,
+    /// The long (no-load) round trip, µs.
+    rtt_long_us: Option<f64>,
+    in_flight: u64,
+}
+
+impl AdaptiveJson {
+    fn of(a: &shmlimit::AdaptiveStatus) -> AdaptiveJson {
+        AdaptiveJson {
+            limit: a.limit,
+            permits: a.permits,
+            min: a.min,
+            max: a.max,
+            rtt_recent_us: a.rtt_recent_us,
+            rtt_long_us: a.rtt_long_us,
+            in_flight: a.in_flight,
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct AdaptiveKeyJson {
+    /// The key's tag (the table stores no key): what a binding's `key_tag(key)` returns.
+    key_tag: u64,
+    #[serde(flatten)]
+    status: AdaptiveJson,
 }
 
 #[derive(Serialize)]
@@ -261,6 +310,15 @@ impl LimitJson {
                 deadline_ns: f.deadline_ns,
                 deadline_in_ms: (f.deadline_ns as f64 - f.now_ns as f64) / 1e6,
                 fenced: !f.leased,
+            }),
+            adaptive: state.adaptive.as_ref().map(AdaptiveJson::of),
+            adaptive_keys: state.adaptive_keys.as_ref().map(|keys| {
+                keys.iter()
+                    .map(|(tag, a)| AdaptiveKeyJson {
+                        key_tag: *tag,
+                        status: AdaptiveJson::of(a),
+                    })
+                    .collect()
             }),
             holders: state.holders.as_ref().map(|hs| {
                 hs.iter()

@@ -9,6 +9,7 @@ use super::{sweep_due, tuning, Adaptive, AdaptivePermit, AdaptiveStatus};
 use crate::algo::adaptive::{Outcome, Rtt, Tuning};
 use crate::clock::Clock;
 use crate::engine::keyed::Keyed;
+use crate::engine::keys::table::{EMPTY, PENDING};
 use crate::engine::keys::Slot;
 use crate::engine::permits::keyed::{KeyAcquire, KeyedPermits};
 use crate::engine::permits::slot::OwnerWord;
@@ -17,6 +18,34 @@ use crate::engine::site::Site;
 use crate::error::Result;
 use crate::file::layout;
 use crate::spec::{Adaptive as Spec, Algorithm};
+
+/// The status of the key `tag` in its slot `slot` (state word `state`), its words read without
+/// adopting them (another key's words read as fresh).
+fn key_status<P: crate::engine::keys::pair::PairWord>(
+    spec: &Spec,
+    gate: &KeyedGate<'_, P, AtomicU64>,
+    slot: usize,
+    tag: u64,
+    state: u64,
+) -> AdaptiveStatus {
+    let (limit_word, rtt_word) = gate.peek(slot, tag);
+    let in_flight = gate.permits.held_bits(state).count_ones() as u64;
+    key_status_of(spec, limit_word, rtt_word, in_flight)
+}
+
+fn key_status_of(spec: &Spec, limit_word: u64, rtt_word: u64, in_flight: u64) -> AdaptiveStatus {
+    let t = tuning(spec);
+    let rtt = Rtt::of(rtt_word);
+    AdaptiveStatus {
+        limit: t.limit_of(limit_word),
+        permits: t.permits_of(limit_word),
+        min: spec.min,
+        max: spec.max,
+        rtt_long_us: rtt.long_us,
+        rtt_recent_us: rtt.short_us,
+        in_flight,
+    }
+}
 
 /// A keyed adaptive concurrency limit's engine, on the limit's site.
 pub(crate) struct KeyedAdaptive<'a, C: Clock>(pub(crate) &'a Site<C>);
@@ -158,25 +187,25 @@ impl<'a, C: Clock> KeyedAdaptive<'a, C> {
     pub(crate) fn status(&self, key: &[u8]) -> Result<AdaptiveStatus> {
         let tag = Keyed(self.0).key_tag(key)?;
         let spec = self.spec()?;
-        let t = tuning(&spec);
         let (gate, _) = self.gate(&spec)?;
-        let (limit_word, rtt_word, in_flight) = match gate.permits.live_slot(self.0, tag)? {
-            Some((slot, (_, state))) => {
-                let (l, r) = gate.peek(slot, tag);
-                (l, r, gate.permits.held_bits(state).count_ones() as u64)
-            }
-            None => (0, 0, 0),
-        };
-        let rtt = Rtt::of(rtt_word);
-        Ok(AdaptiveStatus {
-            limit: t.limit_of(limit_word),
-            permits: t.permits_of(limit_word),
-            min: spec.min,
-            max: spec.max,
-            rtt_long_us: rtt.long_us,
-            rtt_recent_us: rtt.short_us,
-            in_flight,
+        Ok(match gate.permits.live_slot(self.0, tag)? {
+            Some((slot, (_, state))) => key_status(&spec, &gate, slot, tag, state),
+            None => key_status_of(&spec, 0, 0, 0),
         })
+    }
+
+    /// The status of every key that has a slot now, with its tag, in slot order.
+    pub(crate) fn key_statuses(&self) -> Result<Vec<(u64, AdaptiveStatus)>> {
+        let spec = self.spec()?;
+        let (gate, _) = self.gate(&spec)?;
+        Ok((0..gate.permits.slots())
+            .filter_map(|slot| {
+                let (tag, state) = gate.permits.key_pair(slot);
+                // Live tags only: not an empty slot, a pending claim or a retired one.
+                (tag != EMPTY && tag & PENDING == 0)
+                    .then(|| (tag, key_status(&spec, &gate, slot, tag, state)))
+            })
+            .collect())
     }
 
     /// Whether `now_ns` falls in a re-measure of the RTT (every key's, on one schedule).
