@@ -36,6 +36,7 @@ mod guarded;
 mod hot;
 mod limit;
 mod limiter;
+mod web;
 
 /// The library's version (the crate's, which is also the package's).
 #[pyfunction]
@@ -57,5 +58,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     counters::register(m)?;
     guarded::register(m)?;
     adaptive::register(m)?;
+    web::register(m)?;
     Ok(())
 }
