@@ -35,11 +35,15 @@ permit back unused. The ``RateLimit`` fields carry the limit as
 core. Adaptive checks take no key (an adaptive limit is never keyed) and need the middleware:
 ``Guard.decide`` and ``Guard.limit`` refuse them.
 
-Cost: the middleware reads keys straight from the environ or scope (``header`` and
-``client_ip`` keys; a custom key function gets a ``Request`` whose headers are read lazily),
-renders ``RateLimit-Policy`` once per set of limits (again at most once a second, so a retune
-shows within a second) and per request only the core's ``RateLimit`` state;
-``bench/web.py`` measures what that costs beyond the decision.
+Cost: a guard whose checks read a header (``header``), the peer's address (``client_ip``) or
+no key, at a fixed cost, does each request in one native call (``_native.WebPlan``, built when
+the guard attaches in a process): the keys read straight from the environ or scope, one
+composed decision, the fields the options ask for (``RateLimit`` rendered by the core per
+request, ``RateLimit-Policy`` once per set of limits and again at most once a second so that a
+retune shows), and the app called with a native ``start_response`` (ASGI: ``send``) that adds
+them. A custom key function or cost gets a ``Request`` whose headers are read lazily.
+``bench/web.py`` (direct calls) and ``bench/server.py`` (gunicorn and uvicorn) measure what
+that costs beyond the decision.
 
 Pre-fork servers: the guard attaches to the file lazily, in the process that decides, and again
 after a fork (``os.register_at_fork`` tells it; ``limits()`` also compares the pid), so
