@@ -10,7 +10,7 @@ use crate::decision::Decision;
 use crate::errors::{status_error, u64_arg, OrRaise};
 use crate::limit::{LimitBase, LiveHandle};
 
-const BAD_LENGTH: i32 = 4;
+pub(crate) const BAD_LENGTH: i32 = 4;
 const INVALID_PARAMETER: i32 = 111;
 
 /// One check as given: its limit, key and cost.
@@ -133,23 +133,11 @@ fn try_acquire_all(py: Python<'_>, items: &Bound<'_, PyTuple>) -> PyResult<Compo
         let handles = live(py, &given)?;
         let rust = checks(&handles, &given);
         let composed = shmlimit::try_acquire_all(&rust).or_raise("shmlimit_acquire_all")?;
-        let decisions = (0..given.len())
-            .map(|i| {
-                composed.decision(i).map(|d| {
-                    let d = Decision::from(*d);
-                    if composed.is_allowed() {
-                        d
-                    } else {
-                        d.without_grant()
-                    }
-                })
-            })
-            .collect();
         (
             composed.is_allowed(),
             composed.denied_by(),
             composed.retry_after_ns(),
-            decisions,
+            decisions_of(&composed, given.len()),
         )
     };
     Ok(Composed {
@@ -161,9 +149,52 @@ fn try_acquire_all(py: Python<'_>, items: &Bound<'_, PyTuple>) -> PyResult<Compo
     })
 }
 
+/// Each check's decision as `Composed.decisions` holds it: its grant when allowed; when denied
+/// the denial and the peeks, grants given back carrying no grant record.
+pub(crate) fn decisions_of(composed: &shmlimit::Composed, n: usize) -> Vec<Option<Decision>> {
+    (0..n)
+        .map(|i| {
+            composed.decision(i).map(|d| {
+                let d = Decision::from(*d);
+                if composed.is_allowed() {
+                    d
+                } else {
+                    d.without_grant()
+                }
+            })
+        })
+        .collect()
+}
+
+/// The header values of checks (a live handle, the key, the cost) and their decisions: a check
+/// whose slot holds no decision (a grant given back because a later check denied) is peeked
+/// now, with its key and cost, so that every limit reports its state.
+pub(crate) fn state_values<'a>(
+    checks: impl ExactSizeIterator<Item = (LiveHandle<'a>, Option<&'a [u8]>, u64)>,
+    decisions: &[Option<Decision>],
+    with_policy: bool,
+) -> PyResult<(String, String, String)> {
+    let mut views = Vec::with_capacity(checks.len());
+    let mut ds = Vec::with_capacity(decisions.len());
+    for ((h, key, cost), d) in checks.zip(decisions) {
+        let d = d.unwrap_or_default();
+        ds.push(if !d.allowed && d.retry_after_ns == 0 {
+            let peeked = match key {
+                Some(key) => h.peek_key(key, cost).or_raise("shmlimit_peek_key")?,
+                None => h.peek(cost).or_raise("shmlimit_peek")?,
+            };
+            Decision::from(peeked)
+        } else {
+            d
+        });
+        views.push(h.as_limit());
+    }
+    render(&views, &ds, with_policy)
+}
+
 /// The three header values the core renders for `limits` and what their callers were told
 /// (`RateLimit-Policy` empty unless `with_policy`).
-fn render(
+pub(crate) fn render(
     limits: &[&shmlimit::Limit],
     decisions: &[Decision],
     with_policy: bool,
@@ -276,21 +307,11 @@ impl Composed {
             return Ok(Default::default());
         }
         let handles = live(py, &self.checks)?;
-        let mut ds = Vec::with_capacity(self.checks.len());
-        for ((h, g), d) in handles.iter().zip(&self.checks).zip(&self.decisions) {
-            let d = d.unwrap_or_default();
-            ds.push(if !d.allowed && d.retry_after_ns == 0 {
-                let peeked = match &g.key {
-                    Some(key) => h.peek_key(key, g.cost).or_raise("shmlimit_peek_key")?,
-                    None => h.peek(g.cost).or_raise("shmlimit_peek")?,
-                };
-                Decision::from(peeked)
-            } else {
-                d
-            });
-        }
-        let views: Vec<&shmlimit::Limit> = handles.iter().map(|h| h.as_limit()).collect();
-        render(&views, &ds, with_policy)
+        let checks = handles
+            .iter()
+            .zip(&self.checks)
+            .map(|(h, g)| (*h, g.key.as_deref(), g.cost));
+        state_values(checks, &self.decisions, with_policy)
     }
 }
 

@@ -5,10 +5,10 @@
 //! `limiter::Limiter` (a `shmlimit::Limiter`), `limit::LimitBase` (the base of
 //! `shmlimit.Limit`: the library's typed handle of the limit's kind, through
 //! `shmlimit_bindings::handle::AnyHandle`), `decision::Decision`, the composed check
-//! (`composed`), reservations and guarded limits (`guarded`). A failure raises the package's
-//! exception class of its status code (`errors`, from the table of `shmlimit_bindings`); no
-//! panic crosses into Python (PyO3 turns one into `pyo3_runtime.PanicException`, and the raw
-//! hot path catches its own).
+//! (`composed`), reservations and guarded limits (`guarded`), the web middleware's per-request
+//! plan (`web`). A failure raises the package's exception class of its status code (`errors`,
+//! from the table of `shmlimit_bindings`); no panic crosses into Python (PyO3 turns one into
+//! `pyo3_runtime.PanicException`, and the raw hot path catches its own).
 //!
 //! # Implementation details
 //!
@@ -36,6 +36,7 @@ mod guarded;
 mod hot;
 mod limit;
 mod limiter;
+mod web;
 
 /// The library's version (the crate's, which is also the package's).
 #[pyfunction]
@@ -57,5 +58,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     counters::register(m)?;
     guarded::register(m)?;
     adaptive::register(m)?;
+    web::register(m)?;
     Ok(())
 }

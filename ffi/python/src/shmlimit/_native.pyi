@@ -1,7 +1,8 @@
 """Type stubs of the compiled module shmlimit._native (the crate in ffi/python/rust, PyO3 over
 the Rust library). tests/test_native.py checks that its names are the module's."""
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Type, Union
+from typing import (Any, Awaitable, Callable, Iterable, List, Mapping, Optional, Sequence, Tuple,
+                    Type, Union)
 
 MAX_CHECKS: int
 MAX_KEY_LEN: int
@@ -170,6 +171,25 @@ _Check = Union[
 
 def try_acquire_all(*checks: _Check) -> Composed: ...
 def header_values(*pairs: Tuple[LimitBase, Decision]) -> Tuple[str, str, str]: ...
+
+class WebPlan:
+    def __new__(cls, steps: Sequence[Tuple[int, LimitBase, int, str, bytes, int]],
+                rate_limit_headers: bool, policy_header: bool, policy_refresh: float,
+                denied: Sequence[Tuple[str, str]], body: bytes) -> "WebPlan": ...
+    def wsgi(self, environ: Mapping[str, Any]) -> Tuple[bool, List[Tuple[str, str]]]: ...
+    def asgi(self, scope: Mapping[str, Any]) -> Tuple[bool, List[Tuple[bytes, bytes]]]: ...
+    def wsgi_call(self, app: Callable[..., Any], environ: Mapping[str, Any],
+                  start_response: Callable[..., Any]) -> Any: ...
+    def asgi_send(self, scope: Mapping[str, Any], send: Callable[[Any], Awaitable[None]]
+                  ) -> Tuple[Optional[Callable[[Any], Awaitable[None]]],
+                             List[Tuple[bytes, bytes]]]: ...
+
+class WebStartResponse:
+    def __call__(self, status: str, headers: Iterable[Tuple[str, str]],
+                 exc_info: Any = None) -> Any: ...
+
+class WebSend:
+    def __call__(self, message: Mapping[str, Any]) -> Awaitable[None]: ...
 
 class GuardedLimiter:
     @staticmethod

@@ -36,11 +36,15 @@ core. Adaptive checks take no key and need the middleware: ``Guard.decide`` and 
 refuse them. A keyed adaptive limit is refused by the middleware (take its permits with
 ``Limit.adaptive(key=...)``).
 
-Cost: the middleware reads keys straight from the environ or scope (``header`` and
-``client_ip`` keys; a custom key function gets a ``Request`` whose headers are read lazily),
-renders ``RateLimit-Policy`` once per set of limits (again at most once a second, so a retune
-shows within a second) and per request only the core's ``RateLimit`` state;
-``bench/web.py`` measures what that costs beyond the decision.
+Cost: a guard whose checks read a header (``header``), the peer's address (``client_ip``) or
+no key, at a fixed cost, does each request in one native call (``_native.WebPlan``, built when
+the guard attaches in a process): the keys read straight from the environ or scope, one
+composed decision, the fields the options ask for (``RateLimit`` rendered by the core per
+request, ``RateLimit-Policy`` once per set of limits and again at most once a second so that a
+retune shows), and the app called with a native ``start_response`` (ASGI: ``send``) that adds
+them. A custom key function or cost gets a ``Request`` whose headers are read lazily.
+``bench/web.py`` (direct calls) and ``bench/server.py`` (gunicorn and uvicorn) measure what
+that costs beyond the decision.
 
 Pre-fork servers: the guard attaches to the file lazily, in the process that decides, and again
 after a fork (``os.register_at_fork`` tells it; ``limits()`` also compares the pid), so
@@ -276,8 +280,11 @@ class Guard:
         self._direct = all(not callable(c.cost) and
                            (c.key is None or c.key is client_ip or isinstance(c.key, _HeaderKey))
                            for c in self.checks)
-        self._wsgi_plan: List[_Step] = []
-        self._asgi_plan: List[_Step] = []
+        # The per-request work in one native call (keys read from the environ or scope, the
+        # decision, the fields), built when the guard attaches; ``_fast`` is the same plan when
+        # the middleware needs nothing else per request (no adaptive check to hold).
+        self._web: Optional[_native.WebPlan] = None
+        self._fast: Optional[_native.WebPlan] = None
         # The adaptive concurrency checks' limits (held for the request, not decided) and the
         # bits of the checks that are decided.
         self._adaptive: List[Limit] = []
@@ -303,8 +310,8 @@ class Guard:
                     with limiter:
                         self._limits = [limiter.limit(c.limit) for c in self.checks]
                     self._adaptive_checks()
-                    self._wsgi_plan = self._plan(wsgi=True)
-                    self._asgi_plan = self._plan(wsgi=False)
+                    self._web = self._plan() if self._direct else None
+                    self._fast = None if self._adaptive else self._web
                     self._policies = {}
                     self._pid = os.getpid()
         return self._limits
@@ -357,23 +364,23 @@ class Guard:
             fields.append(("Retry-After", retry_after))
         return fields
 
-    def _plan(self, wsgi: bool) -> List["_Step"]:
-        """What the middleware does per check, decided once: the item itself for an unkeyed
-        check, else where its key is in the environ (a key; the peer's address is REMOTE_ADDR)
-        or the scope (a header name, or None for the peer's address)."""
-        plan: List[_Step] = []
+    def _plan(self) -> _native.WebPlan:
+        """The native plan of the decided checks: per check its bit in the mask, its limit,
+        where its key is (0: no key, 1: a header, by its environ key and its ASGI name, 2: the
+        peer's address) and its cost."""
+        steps = []
         for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
             if not self._decided >> bit & 1:
                 continue
-            cost = cast(int, check.cost)
             if check.key is None:
-                plan.append((1 << bit, (limit, cost), limit, None, cost))
+                steps.append((1 << bit, limit, 0, "", b"", cast(int, check.cost)))
             elif isinstance(check.key, _HeaderKey):
-                name = check.key.environ_name if wsgi else check.key.scope_name
-                plan.append((1 << bit, None, limit, name, cost))
+                steps.append((1 << bit, limit, 1, check.key.environ_name, check.key.scope_name,
+                              cast(int, check.cost)))
             else:  # client_ip
-                plan.append((1 << bit, None, limit, "REMOTE_ADDR" if wsgi else None, cost))
-        return plan
+                steps.append((1 << bit, limit, 2, "", b"", cast(int, check.cost)))
+        return _native.WebPlan(steps, self.rate_limit_headers, self.policy_header,
+                               self.POLICY_REFRESH, _DENIED, _BODY)
 
     def decide(self, request: Request) -> Verdict:
         """Decide for one request: every check (those whose key function gave a key, and the
@@ -439,24 +446,11 @@ class Guard:
         return policy
 
     def _wsgi_verdict(self, environ: Mapping[str, Any]) -> Tuple[bool, List[Tuple[str, str]]]:
-        """(admitted, the fields to add) for a WSGI request: the keys read as planned, one
-        decision, the fields the options ask for."""
-        if not self._direct or self._pid == -1:
-            return self._wsgi_decide(*self._items_of(Request.from_wsgi(environ)))
-        items: List[Any] = []
-        mask = 0
-        for bit, item, limit, name, cost in self._wsgi_plan:
-            if item is None:
-                key = environ.get(cast(str, name))
-                if not key:
-                    continue
-                items.append((limit, key, cost))
-            else:
-                items.append(item)
-            mask |= bit
-        return self._wsgi_decide(items, mask)
-
-    def _wsgi_decide(self, items: List[Any], mask: int) -> Tuple[bool, List[Tuple[str, str]]]:
+        """(admitted, the fields to add) for a WSGI request: the native plan's when the keys
+        are read from the environ, else through a Request and the key functions."""
+        if self._web is not None and self._pid != -1:
+            return self._web.wsgi(environ)
+        items, mask = self._items_of(Request.from_wsgi(environ))
         if not items:
             return True, []
         outcome = _native.try_acquire_all(*items)
@@ -464,34 +458,9 @@ class Guard:
 
     def _asgi_verdict(self, scope: Mapping[str, Any]) -> Tuple[bool, List[Tuple[bytes, bytes]]]:
         """(admitted, the header pairs to add) for an ASGI request, as ``_wsgi_verdict``."""
-        if not self._direct or self._pid == -1:
-            return self._asgi_decide(*self._items_of(Request.from_asgi(scope)))
-        items: List[Any] = []
-        mask = 0
-        headers: Any = None
-        for bit, item, limit, name, cost in self._asgi_plan:
-            if item is None:
-                key: Optional[str] = None
-                if name is None:
-                    key = _asgi_client(scope)
-                else:  # the last value of the header, as Request.headers has it
-                    if headers is None:
-                        headers = scope.get("headers", ())
-                        if not isinstance(headers, (list, tuple)):  # any iterable, says ASGI
-                            headers = list(headers)
-                    for k, v in reversed(headers):
-                        if k == name:
-                            key = bytes(v).decode("latin-1")
-                            break
-                if not key:
-                    continue
-                items.append((limit, key, cost))
-            else:
-                items.append(item)
-            mask |= bit
-        return self._asgi_decide(items, mask)
-
-    def _asgi_decide(self, items: List[Any], mask: int) -> Tuple[bool, List[Tuple[bytes, bytes]]]:
+        if self._web is not None and self._pid != -1:
+            return self._web.asgi(scope)
+        items, mask = self._items_of(Request.from_asgi(scope))
         if not items:
             return True, []
         outcome = _native.try_acquire_all(*items)
@@ -577,10 +546,6 @@ def _request_of_args(*args: Any, **kwargs: Any) -> Request:
     return _EMPTY
 
 
-#: One step of a guard's plan: (the check's bit in the mask, its try_acquire_all item when
-#: it is unkeyed, its limit, where its key is, its cost).
-_Step = Tuple[int, Optional[Tuple[Limit, int]], Limit, Union[str, bytes, None], int]
-
 _monotonic = time.monotonic
 
 #: The decision a RateLimit-Policy is rendered with (the policy does not depend on it).
@@ -591,6 +556,7 @@ def _forget(ref: "weakref.ref[Guard]") -> None:
     guard = ref()
     if guard is not None:
         guard._pid = -1
+        guard._web = guard._fast = None
 
 
 WSGIApp = Callable[[Dict[str, Any], Callable[..., Any]], Iterable[bytes]]
@@ -606,9 +572,19 @@ class WSGIMiddleware:
 
     def __call__(self, environ: Dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
+        plan = self.guard._fast
+        if plan is not None:  # the whole request in one native call
+            return cast(Iterable[bytes], plan.wsgi_call(self.app, environ, start_response))
+        return self._call(environ, start_response)
+
+    def _call(self, environ: Dict[str, Any],
+              start_response: Callable[..., Any]) -> Iterable[bytes]:
         guard = self.guard
         if guard._pid == -1:  # not attached in this process yet (or forked since): no getpid
             guard.limits()
+            if guard._fast is not None:
+                return cast(Iterable[bytes], guard._fast.wsgi_call(self.app, environ,
+                                                                   start_response))
         if guard._adaptive:
             return wsgi_holding(self.app, guard, environ, start_response)
         allowed, fields = guard._wsgi_verdict(environ)
@@ -622,6 +598,7 @@ class WSGIMiddleware:
             return start_response(status, [*headers, *fields], exc_info)
 
         return self.app(environ, start)
+
 
 ASGIApp = Callable[[MutableMapping[str, Any], Callable[[], Awaitable[Any]],
                     Callable[[MutableMapping[str, Any]], Awaitable[None]]], Awaitable[None]]
@@ -638,12 +615,25 @@ class ASGIMiddleware:
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
+        plan = self.guard._fast
+        if plan is not None and scope["type"] == "http":  # the decision in one native call
+            wrapped, fields = plan.asgi_send(scope, send)
+            if wrapped is not None:
+                await self.app(scope, receive, wrapped)
+            else:
+                await send({"type": "http.response.start", "status": 429,
+                            "headers": _DENIED_ENCODED + fields})
+                await send({"type": "http.response.body", "body": _BODY})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         guard = self.guard
         if guard._pid == -1:  # not attached in this process yet (or forked since): no getpid
             guard.limits()
+            if guard._fast is not None:
+                await self(scope, receive, send)
+                return
         if guard._adaptive:
             await asgi_holding(self.app, guard, scope, receive, send)
             return

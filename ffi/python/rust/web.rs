@@ -1,0 +1,639 @@
+//! The web middleware's per-request work in one native call: `WebPlan`, built once per
+//! `shmlimit.web.Guard` whose checks read their keys from the request itself (a header, the
+//! peer's address, or no key) at a fixed cost.
+//!
+//! Per request the plan reads each check's key from the WSGI environ (`HTTP_X_API_KEY`,
+//! `REMOTE_ADDR`) or the ASGI scope (the last value of a header, decoded as latin-1; the client's
+//! address), decides every check in one `try_acquire_all`, and returns the response header
+//! fields the guard's options ask for: `RateLimit` rendered by the core from the decisions,
+//! `RateLimit-Policy` rendered once per set of checks that took part and again after the
+//! refresh interval (so that a retuned limit shows), `Retry-After` on a denial. `wsgi_call` does
+//! the whole WSGI request: the decision, the 429, or the app called with a native
+//! `start_response` that appends the fields; `asgi_send` gives an ASGI middleware the `send` to
+//! pass to the app (a native one that appends the fields to the response's start message).
+//!
+//! A web server's worker runs each request's code cold (it sleeps in `accept` or the event loop
+//! between requests), so what a request costs follows how much Python it runs: this module
+//! replaces the middleware's Python per request (a plan walked in Python, the outcome object,
+//! its rendered values copied into a list, a closure around `start_response`) with one call.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+use shmlimit::consts::MAX_CHECKS;
+
+use crate::composed::{decisions_of, render, state_values, BAD_LENGTH};
+use crate::decision::Decision;
+use crate::errors::{status_error, u64_arg, OrRaise};
+use crate::limit::{LimitBase, LiveHandle};
+
+/// Where a check's key is.
+enum Source {
+    /// An unkeyed check.
+    Unkeyed,
+    /// A request header: its WSGI environ key (`HTTP_X_API_KEY`) and its ASGI name (lower case).
+    Header {
+        environ: Py<PyString>,
+        scope: Vec<u8>,
+    },
+    /// The peer's address: `REMOTE_ADDR`, or the scope's `client[0]`.
+    Client,
+}
+
+/// One decided check of the guard.
+struct Step {
+    /// The check's bit in the mask of the checks that took part.
+    bit: u64,
+    limit: Py<LimitBase>,
+    source: Source,
+    cost: u64,
+}
+
+/// The rendered RateLimit-Policy fields per set of checks, and when the set was last cleared.
+#[derive(Default)]
+struct Policies {
+    at: Option<Instant>,
+    /// (mask, the WSGI field, the ASGI field).
+    by_mask: Vec<(u64, Py<PyTuple>, Py<PyTuple>)>,
+}
+
+/// A key read from the request: borrowed from a str or bytes object, or transcoded.
+enum Key<'py> {
+    Str(Bound<'py, PyString>),
+    Bytes(Bound<'py, PyBytes>),
+    Owned(Vec<u8>),
+}
+
+impl Key<'_> {
+    fn bytes(&self) -> PyResult<&[u8]> {
+        Ok(match self {
+            Key::Str(s) => s.to_str()?.as_bytes(),
+            Key::Bytes(b) => b.as_bytes(),
+            Key::Owned(v) => v,
+        })
+    }
+}
+
+/// What one request's decision came to.
+struct Outcome {
+    allowed: bool,
+    /// The checks that took part (the keyed ones whose key the request had, and the unkeyed).
+    mask: u64,
+    /// The core's RateLimit and Retry-After values, when the options ask for them.
+    rate_limit: String,
+    retry_after: String,
+}
+
+/// WebPlan(steps, rate_limit_headers, policy_header, policy_refresh, denied, body)
+///
+/// A guard's per-request work. `steps`: one `(bit, limit, kind, environ_name, scope_name, cost)`
+/// per decided check, `kind` 0 for an unkeyed check, 1 for a header (`environ_name` its environ
+/// key, `scope_name` its lower-case name in bytes), 2 for the peer's address. `denied` and `body`
+/// are a WSGI 429's own header fields and body.
+#[pyclass(frozen, module = "shmlimit._native", name = "WebPlan")]
+pub(crate) struct WebPlan {
+    steps: Vec<Step>,
+    rate_limit_headers: bool,
+    policy_header: bool,
+    refresh: Duration,
+    policies: Mutex<Policies>,
+    denied: Vec<Py<PyAny>>,
+    body: Py<PyBytes>,
+}
+
+/// A WSGI `start_response` that appends the guard's fields to the app's headers.
+#[pyclass(frozen, module = "shmlimit._native", name = "WebStartResponse")]
+pub(crate) struct WebStartResponse {
+    start_response: Py<PyAny>,
+    fields: Py<PyList>,
+}
+
+/// An ASGI `send` that appends the guard's fields to the response's start message.
+#[pyclass(frozen, module = "shmlimit._native", name = "WebSend")]
+pub(crate) struct WebSend {
+    send: Py<PyAny>,
+    fields: Py<PyList>,
+}
+
+fn step(item: &Bound<'_, PyAny>) -> PyResult<Step> {
+    let bad = || {
+        PyTypeError::new_err(
+            "a step is (bit, limit, kind, environ_name, scope_name, cost): kind 0, 1 or 2",
+        )
+    };
+    let t = item.cast::<PyTuple>().map_err(|_| bad())?;
+    if t.len() != 6 {
+        return Err(bad());
+    }
+    let bit = u64_arg(&t.get_item(0)?, "bit")?;
+    let limit = t.get_item(1)?.cast_into::<LimitBase>().map_err(|_| bad())?;
+    let source = match u64_arg(&t.get_item(2)?, "kind")? {
+        0 => Source::Unkeyed,
+        1 => Source::Header {
+            environ: t
+                .get_item(3)?
+                .cast_into::<PyString>()
+                .map_err(|_| bad())?
+                .unbind(),
+            scope: t
+                .get_item(4)?
+                .cast::<PyBytes>()
+                .map_err(|_| bad())?
+                .as_bytes()
+                .to_vec(),
+        },
+        2 => Source::Client,
+        _ => return Err(bad()),
+    };
+    Ok(Step {
+        bit,
+        limit: limit.unbind(),
+        source,
+        cost: u64_arg(&t.get_item(5)?, "cost")?,
+    })
+}
+
+/// `mapping.get(name)`: a dict's item without a call, else the mapping's `get`.
+fn get<'py>(mapping: &Bound<'py, PyAny>, name: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    match mapping.cast::<PyDict>() {
+        Ok(d) => Ok(d
+            .get_item(name)?
+            .unwrap_or_else(|| mapping.py().None().into_bound(mapping.py()))),
+        Err(_) => mapping.call_method1(intern!(mapping.py(), "get"), (name,)),
+    }
+}
+
+/// A key as `try_acquire_all` takes it (str or bytes), or None for a falsy value (the request
+/// skips the check); anything else is the TypeError `try_acquire_all` raises.
+fn key_of<'py>(value: Bound<'py, PyAny>) -> PyResult<Option<Key<'py>>> {
+    if let Ok(s) = value.cast::<PyString>() {
+        return Ok((!s.is_empty()?).then(|| Key::Str(s.clone())));
+    }
+    if let Ok(b) = value.cast::<PyBytes>() {
+        return Ok((!b.as_bytes().is_empty()).then(|| Key::Bytes(b.clone())));
+    }
+    if !value.is_truthy()? {
+        return Ok(None);
+    }
+    Err(PyTypeError::new_err(format!(
+        "a key is str or bytes, not {}",
+        value.get_type().name()?
+    )))
+}
+
+/// The last value of header `name` in an ASGI scope's header list, decoded as latin-1 (as
+/// `Request.headers` has it), as the UTF-8 bytes of that str.
+fn scope_header<'py>(headers: &[Bound<'py, PyAny>], name: &[u8]) -> PyResult<Option<Key<'py>>> {
+    let py_name = || PyBytes::new(headers[0].py(), name);
+    for pair in headers.iter().rev() {
+        let (k, v) = match pair.cast::<PyTuple>() {
+            Ok(t) if t.len() == 2 => (t.get_item(0)?, t.get_item(1)?),
+            _ => {
+                let mut it = pair.try_iter()?;
+                let (Some(k), Some(v), None) = (it.next(), it.next(), it.next()) else {
+                    return Err(PyTypeError::new_err(
+                        "an ASGI header is a (name, value) pair",
+                    ));
+                };
+                (k?, v?)
+            }
+        };
+        let same = match k.cast::<PyBytes>() {
+            Ok(b) => b.as_bytes() == name,
+            Err(_) => k.eq(py_name())?,
+        };
+        if !same {
+            continue;
+        }
+        let v = match v.cast_into::<PyBytes>() {
+            Ok(b) => b,
+            Err(e) => {
+                let v = e.into_inner();
+                v.py()
+                    .get_type::<PyBytes>()
+                    .call1((v,))?
+                    .cast_into::<PyBytes>()?
+            }
+        };
+        let raw = v.as_bytes();
+        if raw.is_empty() {
+            return Ok(None);
+        }
+        if raw.is_ascii() {
+            return Ok(Some(Key::Bytes(v)));
+        }
+        let mut utf8 = Vec::with_capacity(raw.len() * 2);
+        for &b in raw {
+            if b < 0x80 {
+                utf8.push(b);
+            } else {
+                utf8.extend_from_slice(&[0xC0 | (b >> 6), 0x80 | (b & 0x3F)]);
+            }
+        }
+        return Ok(Some(Key::Owned(utf8)));
+    }
+    Ok(None)
+}
+
+impl WebPlan {
+    /// Decide for the checks that take part, each with its key.
+    fn decide(&self, included: &[(&Step, Option<Key<'_>>)]) -> PyResult<Outcome> {
+        if included.len() > MAX_CHECKS {
+            return Err(status_error(
+                BAD_LENGTH,
+                format!("try_acquire_all: at most MAX_CHECKS ({MAX_CHECKS}) checks"),
+                0,
+            ));
+        }
+        let mut mask = 0;
+        let mut handles: Vec<LiveHandle<'_>> = Vec::with_capacity(included.len());
+        let mut keys = Vec::with_capacity(included.len());
+        for (s, key) in included {
+            mask |= s.bit;
+            handles.push(s.limit.get().live()?);
+            keys.push(key.as_ref().map(Key::bytes).transpose()?);
+        }
+        let rust: Vec<_> = handles
+            .iter()
+            .zip(included.iter().zip(&keys))
+            .map(|(h, ((s, _), k))| shmlimit::c_abi::check(h.as_limit(), *k, s.cost))
+            .collect();
+        let composed = shmlimit::try_acquire_all(&rust).or_raise("shmlimit_acquire_all")?;
+        let allowed = composed.is_allowed();
+        let (rate_limit, retry_after) = if self.rate_limit_headers || !allowed {
+            let decisions = decisions_of(&composed, included.len());
+            let checks = handles
+                .iter()
+                .zip(included.iter().zip(&keys))
+                .map(|(h, ((s, _), k))| (*h, *k, s.cost));
+            let (rate_limit, _, retry_after) = state_values(checks, &decisions, false)?;
+            (rate_limit, retry_after)
+        } else {
+            Default::default()
+        };
+        Ok(Outcome {
+            allowed,
+            mask,
+            rate_limit,
+            retry_after,
+        })
+    }
+
+    /// The response fields of an outcome as the options ask for them, WSGI `(str, str)` or ASGI
+    /// `(bytes, bytes)` pairs; None for none.
+    fn fields<'py>(
+        &self,
+        py: Python<'py>,
+        o: &Outcome,
+        asgi: bool,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
+        let field = |wsgi_name: &Bound<'py, PyString>, asgi_name: &[u8], value: &str| {
+            if asgi {
+                PyTuple::new(
+                    py,
+                    [
+                        PyBytes::new(py, asgi_name),
+                        PyBytes::new(py, value.as_bytes()),
+                    ],
+                )
+            } else {
+                PyTuple::new(py, [wsgi_name.clone(), PyString::new(py, value)])
+            }
+        };
+        let retry_after = || field(intern!(py, "Retry-After"), b"retry-after", &o.retry_after);
+        let list = PyList::empty(py);
+        if !self.rate_limit_headers || o.rate_limit.is_empty() {
+            // Concurrency limits alone render no RateLimit; a denial still says Retry-After.
+            if !o.allowed && (!self.rate_limit_headers || !o.retry_after.is_empty()) {
+                list.append(retry_after()?)?;
+            }
+        } else {
+            list.append(field(
+                intern!(py, "RateLimit"),
+                b"ratelimit",
+                &o.rate_limit,
+            )?)?;
+            if self.policy_header {
+                list.append(self.policy(py, o.mask, asgi)?)?;
+            }
+            if !o.retry_after.is_empty() {
+                list.append(retry_after()?)?;
+            }
+        }
+        Ok((!list.is_empty()).then_some(list))
+    }
+
+    /// The RateLimit-Policy field of the checks in `mask`, rendered once per set and again after
+    /// the refresh interval.
+    fn policy<'py>(&self, py: Python<'py>, mask: u64, asgi: bool) -> PyResult<Bound<'py, PyTuple>> {
+        let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        if policies
+            .at
+            .is_some_and(|at| now.duration_since(at) < self.refresh)
+        {
+            if let Some((_, wsgi, asgi_field)) = policies.by_mask.iter().find(|p| p.0 == mask) {
+                return Ok(if asgi { asgi_field } else { wsgi }.bind(py).clone());
+            }
+        } else {
+            policies.by_mask.clear();
+            policies.at = Some(now);
+        }
+        let handles = self
+            .steps
+            .iter()
+            .filter(|s| s.bit & mask != 0)
+            .map(|s| s.limit.get().live())
+            .collect::<PyResult<Vec<_>>>()?;
+        let views: Vec<&shmlimit::Limit> = handles.iter().map(|h| h.as_limit()).collect();
+        let admitted = Decision {
+            allowed: true,
+            ..Decision::default()
+        };
+        let (_, value, _) = render(&views, &vec![admitted; views.len()], true)?;
+        let wsgi = PyTuple::new(
+            py,
+            [
+                intern!(py, "RateLimit-Policy").clone(),
+                PyString::new(py, &value),
+            ],
+        )?;
+        let asgi_field = PyTuple::new(
+            py,
+            [
+                PyBytes::new(py, b"ratelimit-policy"),
+                PyBytes::new(py, value.as_bytes()),
+            ],
+        )?;
+        policies
+            .by_mask
+            .push((mask, wsgi.clone().unbind(), asgi_field.clone().unbind()));
+        Ok(if asgi { asgi_field } else { wsgi })
+    }
+
+    /// The decision and fields of a WSGI request.
+    fn wsgi_verdict<'py>(
+        &self,
+        environ: &Bound<'py, PyAny>,
+    ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
+        let py = environ.py();
+        let mut included = Vec::with_capacity(self.steps.len());
+        for s in &self.steps {
+            let key = match &s.source {
+                Source::Unkeyed => None,
+                Source::Header { environ: name, .. } => {
+                    match key_of(get(environ, name.bind(py).as_any())?)? {
+                        Some(k) => Some(k),
+                        None => continue,
+                    }
+                }
+                Source::Client => match key_of(get(environ, intern!(py, "REMOTE_ADDR"))?)? {
+                    Some(k) => Some(k),
+                    None => continue,
+                },
+            };
+            included.push((s, key));
+        }
+        self.verdict(py, &included, false)
+    }
+
+    /// The decision and fields of an ASGI request.
+    fn asgi_verdict<'py>(
+        &self,
+        scope: &Bound<'py, PyAny>,
+    ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
+        let py = scope.py();
+        let mut headers: Option<Vec<Bound<'py, PyAny>>> = None;
+        let mut included = Vec::with_capacity(self.steps.len());
+        for s in &self.steps {
+            let key = match &s.source {
+                Source::Unkeyed => None,
+                Source::Header { scope: name, .. } => {
+                    if headers.is_none() {
+                        let all = get(scope, intern!(py, "headers"))?;
+                        headers = Some(if all.is_none() {
+                            Vec::new()
+                        } else {
+                            all.try_iter()?.collect::<PyResult<Vec<_>>>()?
+                        });
+                    }
+                    let all = headers.as_deref().unwrap_or_default();
+                    match if all.is_empty() {
+                        None
+                    } else {
+                        scope_header(all, name)?
+                    } {
+                        Some(k) => Some(k),
+                        None => continue,
+                    }
+                }
+                Source::Client => {
+                    let client = get(scope, intern!(py, "client"))?;
+                    if !client.is_truthy()? {
+                        continue;
+                    }
+                    match key_of(client.get_item(0)?.str()?.into_any())? {
+                        Some(k) => Some(k),
+                        None => continue,
+                    }
+                }
+            };
+            included.push((s, key));
+        }
+        self.verdict(py, &included, true)
+    }
+
+    fn verdict<'py>(
+        &self,
+        py: Python<'py>,
+        included: &[(&Step, Option<Key<'_>>)],
+        asgi: bool,
+    ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
+        if included.is_empty() {
+            return Ok((true, None));
+        }
+        let outcome = self.decide(included)?;
+        Ok((outcome.allowed, self.fields(py, &outcome, asgi)?))
+    }
+}
+
+fn or_empty<'py>(py: Python<'py>, fields: Option<Bound<'py, PyList>>) -> Bound<'py, PyList> {
+    fields.unwrap_or_else(|| PyList::empty(py))
+}
+
+#[pymethods]
+impl WebPlan {
+    #[new]
+    fn new(
+        steps: &Bound<'_, PyAny>,
+        rate_limit_headers: bool,
+        policy_header: bool,
+        policy_refresh: f64,
+        denied: &Bound<'_, PyAny>,
+        body: Bound<'_, PyBytes>,
+    ) -> PyResult<WebPlan> {
+        let steps = steps
+            .try_iter()?
+            .map(|s| step(&s?))
+            .collect::<PyResult<Vec<_>>>()?;
+        if !(policy_refresh.is_finite() && policy_refresh >= 0.0) {
+            return Err(PyTypeError::new_err(
+                "policy_refresh: a finite number of seconds, at least 0",
+            ));
+        }
+        Ok(WebPlan {
+            steps,
+            rate_limit_headers,
+            policy_header: policy_header && rate_limit_headers,
+            refresh: Duration::from_secs_f64(policy_refresh),
+            policies: Mutex::default(),
+            denied: denied
+                .try_iter()?
+                .map(|f| f.map(Bound::unbind))
+                .collect::<PyResult<Vec<_>>>()?,
+            body: body.unbind(),
+        })
+    }
+
+    /// (admitted, the `(str, str)` fields to add) for a WSGI environ.
+    fn wsgi<'py>(&self, environ: &Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyList>)> {
+        let (allowed, fields) = self.wsgi_verdict(environ)?;
+        Ok((allowed, or_empty(environ.py(), fields)))
+    }
+
+    /// (admitted, the `(bytes, bytes)` fields to add) for an ASGI scope.
+    fn asgi<'py>(&self, scope: &Bound<'py, PyAny>) -> PyResult<(bool, Bound<'py, PyList>)> {
+        let (allowed, fields) = self.asgi_verdict(scope)?;
+        Ok((allowed, or_empty(scope.py(), fields)))
+    }
+
+    /// The whole WSGI request: decided; a denial answered 429 (its fields and body); else the
+    /// app called, with a `start_response` that appends the fields when there are any.
+    fn wsgi_call<'py>(
+        &self,
+        app: &Bound<'py, PyAny>,
+        environ: &Bound<'py, PyAny>,
+        start_response: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = app.py();
+        let (allowed, fields) = self.wsgi_verdict(environ)?;
+        if !allowed {
+            let headers = PyList::new(py, self.denied.iter().map(|f| f.bind(py)))?;
+            if let Some(fields) = fields {
+                for f in fields.iter() {
+                    headers.append(f)?;
+                }
+            }
+            start_response.call1((intern!(py, "429 Too Many Requests"), headers))?;
+            return Ok(PyList::new(py, [self.body.bind(py)])?.into_any());
+        }
+        match fields {
+            None => app.call1((environ, start_response)),
+            Some(fields) => {
+                let start = WebStartResponse {
+                    start_response: start_response.clone().unbind(),
+                    fields: fields.unbind(),
+                };
+                app.call1((environ, Bound::new(py, start)?))
+            }
+        }
+    }
+
+    /// For an ASGI request: `(send, [])` when admitted, `send` wrapped to add the fields when
+    /// there are any; `(None, the fields)` when denied.
+    fn asgi_send<'py>(
+        &self,
+        scope: &Bound<'py, PyAny>,
+        send: &Bound<'py, PyAny>,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, Bound<'py, PyList>)> {
+        let py = scope.py();
+        let (allowed, fields) = self.asgi_verdict(scope)?;
+        if !allowed {
+            return Ok((None, or_empty(py, fields)));
+        }
+        let send = match fields {
+            None => send.clone(),
+            Some(fields) => Bound::new(
+                py,
+                WebSend {
+                    send: send.clone().unbind(),
+                    fields: fields.unbind(),
+                },
+            )?
+            .into_any(),
+        };
+        Ok((Some(send), PyList::empty(py)))
+    }
+}
+
+/// `headers` (any iterable) and then `fields`, in a new list.
+fn with_fields<'py>(
+    headers: &Bound<'py, PyAny>,
+    fields: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyList>> {
+    let all = PyList::empty(headers.py());
+    for h in headers.try_iter()? {
+        all.append(h?)?;
+    }
+    for f in fields.iter() {
+        all.append(f)?;
+    }
+    Ok(all)
+}
+
+#[pymethods]
+impl WebStartResponse {
+    /// The server's start_response with the fields after the app's headers.
+    #[pyo3(signature = (status, headers, exc_info = None))]
+    fn __call__<'py>(
+        &self,
+        status: &Bound<'py, PyAny>,
+        headers: &Bound<'py, PyAny>,
+        exc_info: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = status.py();
+        let all = with_fields(headers, self.fields.bind(py))?;
+        let exc_info = exc_info.map_or_else(|| py.None().into_bound(py), |e| e.clone());
+        self.start_response.bind(py).call1((status, all, exc_info))
+    }
+}
+
+#[pymethods]
+impl WebSend {
+    /// The server's send; a response's start message is copied with the fields after its
+    /// headers.
+    fn __call__<'py>(&self, message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let py = message.py();
+        let send = self.send.bind(py);
+        let kind = message.get_item(intern!(py, "type"))?;
+        if !kind.eq(intern!(py, "http.response.start"))? {
+            return send.call1((message,));
+        }
+        let copy = match message.cast::<PyDict>() {
+            Ok(d) => d.copy()?,
+            Err(_) => PyDict::from_sequence(&message.call_method0(intern!(py, "items"))?)?,
+        };
+        let headers = get(message, intern!(py, "headers"))?;
+        let headers = if headers.is_none() {
+            PyTuple::empty(py).into_any()
+        } else {
+            headers
+        };
+        copy.set_item(
+            intern!(py, "headers"),
+            with_fields(&headers, self.fields.bind(py))?,
+        )?;
+        send.call1((copy,))
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<WebPlan>()?;
+    m.add_class::<WebStartResponse>()?;
+    m.add_class::<WebSend>()?;
+    Ok(())
+}
