@@ -290,3 +290,51 @@ class Outcomes(FileTest):
         keyed = Guard(self.path, None, [Check("dep", key=lambda r: "k")])
         with self.assertRaisesRegex(ValueError, "takes no key"):
             keyed.limits()
+
+    def test_the_decorator_holds_an_adaptive_permit_per_call(self) -> None:
+        clear_of_remeasure(2)  # the samples are read back
+        from shmlimit.web import AtCapacity, RateLimited, Request
+        guard = Guard(self.path, {"dep": AdaptiveConcurrency(min=1, max=4),
+                                  "api": TokenBucket(rate=3, per=3600)},
+                      [Check("dep"), Check("api")])
+        dep = guard.limits()[0]
+        request = Request("GET", "/", {}, "", {})
+        seen: List[int] = []
+
+        @guard.limit(request=lambda *a, **k: request)
+        def work(fail: bool = False) -> str:
+            seen.append(dep.adaptive_status().in_flight)
+            with self.assertRaises(AtCapacity) as refused:  # the one permit is this call's
+                work()
+            self.assertEqual(refused.exception.headers["Retry-After"], "1")
+            self.assertEqual(refused.exception.headers["RateLimit"], '"dep";r=0')
+            time.sleep(0.01)
+            if fail:
+                raise RuntimeError("overloaded")
+            return "done"
+
+        self.assertEqual(work(), "done")
+        s = dep.adaptive_status()
+        self.assertEqual((seen, s.in_flight), ([1], 0))
+        self.assertGreaterEqual(s.rtt_recent_us or 0, 10_000, "the call was a sample")
+        with self.assertRaises(RuntimeError):
+            work(fail=True)
+        self.assertEqual(dep.adaptive_status().in_flight, 0)
+
+        @guard.limit(request=lambda *a, **k: request)
+        async def awork() -> int:
+            await asyncio.sleep(0.001)
+            return dep.adaptive_status().in_flight
+
+        self.assertEqual(asyncio.run(awork()), 1)
+        self.assertEqual(dep.adaptive_status().in_flight, 0)
+        self.assertEqual(guard.limits()[1].peek().remaining, 0, "three calls, three tokens")
+        # The bucket is spent: RateLimited, the permit given back unused (no sample).
+        before = dep.adaptive_status()
+        with self.assertRaises(RateLimited) as denied:
+            work()
+        self.assertNotIsInstance(denied.exception, AtCapacity)
+        with self.assertRaises(RateLimited):
+            asyncio.run(awork())
+        after = dep.adaptive_status()
+        self.assertEqual((after.in_flight, after.rtt_recent_us), (0, before.rtt_recent_us))

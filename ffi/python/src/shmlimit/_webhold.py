@@ -1,7 +1,8 @@
-"""Web requests under adaptive concurrency permits, for the middleware of ``shmlimit.web``:
-the permits taken before the rate checks, held while the application answers, released with
-the request's outcome and latency; and the canned refusals (429 for a rate check, 503 for no
-permit). See ``shmlimit.web`` for what each outcome means."""
+"""Web requests and decorated calls under adaptive concurrency permits, for the middleware and
+the decorator of ``shmlimit.web``: the permits taken before the rate checks, held while the
+application answers, released with the request's outcome and latency; and the canned
+refusals (429 for a rate check, 503 for no permit). See ``shmlimit.web`` for what each
+outcome means."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, Ite
 from .permits import AdaptivePermit
 
 if TYPE_CHECKING:
-    from .web import Guard
+    from .web import Guard, Request
 
 
 _BODY = b"429 Too Many Requests: rate limited, retry later\n"
@@ -166,3 +167,42 @@ async def asgi_holding(app: Callable[..., Awaitable[None]], guard: "Guard",
         _release(held, _outcome_of(state["status"], e, False))
         raise
     _release(held, _outcome_of(state["status"], None, state["whole"]))
+
+
+def call_holding(guard: "Guard", build: Callable[..., "Request"], fn: Callable[..., Any],
+                 args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    """A call of ``Guard.limit``'s decorated function under the guard's adaptive permits:
+    taken before the rate checks (AtCapacity when one has none free; a call they deny gives
+    them back unused), released with the call's outcome and the time since the grant."""
+    held = guard._held_for_call()
+    try:
+        guard._admit_call(build(*args, **kwargs))
+    except BaseException:
+        _release(held, "dropped")
+        raise
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as e:
+        _release(held, _outcome_of(None, e, False))
+        raise
+    _release(held, "ok")
+    return result
+
+
+async def acall_holding(guard: "Guard", build: Callable[..., "Request"],
+                        fn: Callable[..., Awaitable[Any]], args: Tuple[Any, ...],
+                        kwargs: Dict[str, Any]) -> Any:
+    """``call_holding`` for a coroutine function (a cancelled call reports ``"dropped"``)."""
+    held = guard._held_for_call()
+    try:
+        guard._admit_call(build(*args, **kwargs))
+    except BaseException:
+        _release(held, "dropped")
+        raise
+    try:
+        result = await fn(*args, **kwargs)
+    except BaseException as e:
+        _release(held, _outcome_of(None, e, False))
+        raise
+    _release(held, "ok")
+    return result

@@ -32,9 +32,11 @@ is refused with ``503 Service Unavailable`` (the server is at capacity; 429 says
 sent too much, which it did not) and ``Retry-After``; a request a rate check denies gives its
 permit back unused. The ``RateLimit`` fields carry the limit as
 ``"name";q=PERMITS;qu="concurrent-requests"`` and ``"name";r=PERMITS_LEFT``, rendered by the
-core. Adaptive checks take no key and need the middleware: ``Guard.decide`` and ``Guard.limit``
-refuse them. A keyed adaptive limit is refused by the middleware (take its permits with
-``Limit.adaptive(key=...)``).
+core. Adaptive checks take no key. ``Guard.limit`` (the decorator) holds a permit for each call
+the same way (released with ``"error"`` for an exception, ``"timeout"`` for a TimeoutError,
+else ``"ok"``) and raises ``AtCapacity`` (a ``RateLimited``: answer 503) when none is free;
+``Guard.decide`` refuses them, a decision holding nothing. A keyed adaptive limit is refused by
+the middleware (take its permits with ``Limit.adaptive(key=...)``).
 
 Cost: a guard whose checks read a header (``header``), the peer's address (``client_ip``) or
 no key, at a fixed cost, does each request in one native call (``_native.WebPlan``, built when
@@ -66,12 +68,13 @@ from typing import (Any, Awaitable, Callable, Dict, Iterable, Iterator, List, Ma
 
 from . import (AdaptiveConcurrency, Composed, Decision, Key, Limit, Limiter, PathArg, Spec,
                _native, try_acquire_all)
-from ._webhold import (_BODY, _DENIED, _DENIED_ENCODED, asgi_holding, wsgi_holding)
+from ._webhold import (_BODY, _DENIED, _DENIED_ENCODED, acall_holding, asgi_holding,
+                       call_holding, wsgi_holding)
 from .permits import AdaptivePermit
 
 __all__ = [
-    "Request", "Check", "Guard", "Verdict", "RateLimited", "WSGIMiddleware", "ASGIMiddleware",
-    "client_ip", "header",
+    "Request", "Check", "Guard", "Verdict", "RateLimited", "AtCapacity", "WSGIMiddleware",
+    "ASGIMiddleware", "client_ip", "header",
 ]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -237,6 +240,11 @@ class RateLimited(Exception):
         self.headers = verdict.headers
 
 
+class AtCapacity(RateLimited):
+    """Raised by ``Guard.limit`` when an adaptive concurrency check has no permit free: the
+    server is at capacity, answer ``503 Service Unavailable`` with ``headers``."""
+
+
 class Guard:
     """The limits a web application checks per request. ``path`` and ``definitions`` are given
     to ``Limiter.create_or_open`` (every worker may pass the same; one creates the file) or,
@@ -388,12 +396,28 @@ class Guard:
         raises TypeError: its permit is held for the request, which only the middleware can."""
         if self.limits() and self._adaptive:
             raise TypeError("Guard.decide: an adaptive concurrency check holds a permit for the "
-                            "whole request; use WSGIMiddleware or ASGIMiddleware")
+                            "whole request; use WSGIMiddleware, ASGIMiddleware or Guard.limit")
+        return self._rate_verdict(request)
+
+    def _rate_verdict(self, request: Request) -> Verdict:
         items, mask = self._items_of(request)
         if not items:
             return Verdict(True, {}, None)
         outcome = try_acquire_all(*items)
         return Verdict(outcome.allowed, dict(self._fields(outcome, mask)), outcome)
+
+    def _admit_call(self, request: Request) -> None:
+        """The decorator's rate checks for one call: RateLimited when denied."""
+        verdict = self._rate_verdict(request)
+        if not verdict.allowed:
+            raise RateLimited(verdict)
+
+    def _held_for_call(self) -> List[AdaptivePermit]:
+        """The decorator's adaptive permits for one call: AtCapacity when one has none free."""
+        held, fields = self._hold()
+        if held is None:
+            raise AtCapacity(Verdict(False, dict(fields), None))
+        return held
 
     def _fields(self, outcome: Composed, mask: int) -> List[Tuple[str, str]]:
         """The response header fields of an outcome: the core's RateLimit state and Retry-After
@@ -509,17 +533,17 @@ class Guard:
             if inspect.iscoroutinefunction(fn):
                 @functools.wraps(fn)
                 async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                    verdict = self.decide(build(*args, **kwargs))
-                    if not verdict.allowed:
-                        raise RateLimited(verdict)
+                    if self.limits() and self._adaptive:
+                        return await acall_holding(self, build, fn, args, kwargs)
+                    self._admit_call(build(*args, **kwargs))
                     return await fn(*args, **kwargs)
                 return cast(_F, async_wrapper)
 
             @functools.wraps(fn)
             def wrapper(*args: Any, **kwargs: Any) -> Any:
-                verdict = self.decide(build(*args, **kwargs))
-                if not verdict.allowed:
-                    raise RateLimited(verdict)
+                if self.limits() and self._adaptive:
+                    return call_holding(self, build, fn, args, kwargs)
+                self._admit_call(build(*args, **kwargs))
                 return fn(*args, **kwargs)
             return cast(_F, wrapper)
 
