@@ -89,13 +89,37 @@ struct LimitFrame {
     denied_per_second: f64,
     /// Denied / decisions over the interval, 0 to 1 (0 when there were none).
     denial_ratio: f64,
+    /// Units a request could take now; absent for a keyed limit (its budget is per key) and
+    /// for a damaged state word.
     remaining: Option<u64>,
+    /// A keyed limit: its budget is per key.
+    keyed: bool,
     capacity: u64,
     allowed_total: u64,
     denied_total: u64,
     /// An adaptive concurrency limit's state now (absent for other kinds).
     #[serde(skip_serializing_if = "Option::is_none")]
     adaptive: Option<AdaptiveFrame>,
+    /// A keyed adaptive concurrency limit's keys now (absent for other kinds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adaptive_keys: Option<AdaptiveKeysFrame>,
+}
+
+/// What `inspect` sums up of a keyed adaptive limit's keys, for each refresh.
+#[derive(Serialize)]
+struct AdaptiveKeysFrame {
+    /// Keys with a slot.
+    keys: usize,
+    /// The lowest, mean and highest current limit over those keys (absent with no key).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_min: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_mean: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    limit_max: Option<f64>,
+    min: u64,
+    max: u64,
+    in_flight: u64,
 }
 
 /// What `inspect` shows of an adaptive concurrency limit, for each refresh.
@@ -133,6 +157,7 @@ fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFram
                     .flatten()
                     .as_ref()
                     .map(inspect::available),
+                keyed: s.keys.is_some(),
                 capacity: s.algorithm.capacity(),
                 allowed_total: s.stats.allowed,
                 denied_total: s.stats.denied,
@@ -143,6 +168,22 @@ fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFram
                     max: a.max,
                     in_flight: a.in_flight,
                     rtt_recent_ms: a.rtt_recent_us.map(|us| us / 1e3),
+                }),
+                adaptive_keys: s.adaptive_keys.as_deref().map(|keys| {
+                    let limits = inspect::key_limits(keys);
+                    let (min, max) = match s.algorithm {
+                        shmlimit::Algorithm::AdaptiveConcurrency(a) => (a.min, a.max),
+                        _ => (0, 0),
+                    };
+                    AdaptiveKeysFrame {
+                        keys: keys.len(),
+                        limit_min: limits.map(|l| l.0),
+                        limit_mean: limits.map(|l| l.1),
+                        limit_max: limits.map(|l| l.2),
+                        min,
+                        max,
+                        in_flight: keys.iter().map(|(_, a)| a.in_flight).sum(),
+                    }
                 }),
             }
         })
@@ -169,13 +210,23 @@ fn table(limits: &[LimitFrame]) -> String {
             l.algorithm.to_owned(),
             render::thousands(l.decisions_per_second.round() as u64),
             format!("{:.1}%", l.denial_ratio * 100.0),
-            l.remaining
-                .map_or_else(|| "damaged".to_owned(), |r| r.to_string()),
-            // An adaptive limit grants its current limit, within its range.
-            l.adaptive.as_ref().map_or_else(
-                || l.capacity.to_string(),
-                |a| format!("{} ({}..={})", a.permits, a.min, a.max),
-            ),
+            match l.remaining {
+                Some(r) => r.to_string(),
+                None if l.keyed => "per key".to_owned(),
+                None => "damaged".to_owned(),
+            },
+            // An adaptive limit grants its current limit, within its range; a keyed one, each
+            // key its own.
+            match (&l.adaptive, &l.adaptive_keys) {
+                (Some(a), _) => format!("{} ({}..={})", a.permits, a.min, a.max),
+                (_, Some(k)) => match (k.limit_min, k.limit_max) {
+                    (Some(low), Some(high)) => {
+                        format!("{low:.1}-{high:.1} per key ({}..={})", k.min, k.max)
+                    }
+                    _ => format!("per key ({}..={})", k.min, k.max),
+                },
+                _ => l.capacity.to_string(),
+            },
             render::thousands(l.allowed_total),
             render::thousands(l.denied_total),
         ]);

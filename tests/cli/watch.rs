@@ -293,5 +293,19 @@ fn inspect_shows_each_key_of_a_keyed_adaptive_limit() {
             "{stat}: {text}"
         );
     }
+
+    // `watch`: a keyed limit's budget is per key (it read "damaged" before), the keys' limits.
+    let out = ok(&["watch", s(&path), "--count", "1"]);
+    assert!(out.contains("per key  4.0-4.0 per key (2..=16)"), "{out}");
+    let frame: Value =
+        serde_json::from_str(ok(&["watch", s(&path), "--count", "1", "--json"]).trim()).unwrap();
+    let limit = &frame["limits"][0];
+    assert_eq!(limit["keyed"], true, "{frame}");
+    let keys = &limit["adaptive_keys"];
+    assert_eq!(
+        (keys["keys"].as_u64(), keys["in_flight"].as_u64()),
+        (Some(2), Some(4))
+    );
+    assert_eq!(keys["limit_max"].as_f64(), Some(4.0));
     drop(held);
 }

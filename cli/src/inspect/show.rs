@@ -273,14 +273,10 @@ fn print_retuned(states: &[LimitState]) {
 fn print_adaptive_keys(name: &str, keys: &[(u64, shmlimit::AdaptiveStatus)]) {
     let us = |x: Option<f64>| x.map_or("-".to_owned(), |x| format!("{:.2} ms", x / 1e3));
     println!();
-    if keys.is_empty() {
+    let Some((low, mean, high)) = key_limits(keys) else {
         println!("adaptive {name}: no key has a slot (each starts at its initial limit)");
         return;
-    }
-    let limits = keys.iter().map(|(_, a)| a.limit);
-    let low = limits.clone().fold(f64::INFINITY, f64::min);
-    let high = limits.clone().fold(f64::NEG_INFINITY, f64::max);
-    let mean = limits.sum::<f64>() / keys.len() as f64;
+    };
     let in_flight: u64 = keys.iter().map(|(_, a)| a.in_flight).sum();
     let (min, max) = (keys[0].1.min, keys[0].1.max);
     println!(

@@ -27,6 +27,18 @@ pub struct LimitState {
     pub fleet: Option<shmlimit::FleetLease>,
 }
 
+/// The lowest, mean and highest current limit over a keyed adaptive limit's keys (None when no
+/// key has a slot).
+pub fn key_limits(keys: &[(u64, shmlimit::AdaptiveStatus)]) -> Option<(f64, f64, f64)> {
+    if keys.is_empty() {
+        return None;
+    }
+    let limits = keys.iter().map(|(_, a)| a.limit);
+    let low = limits.clone().fold(f64::INFINITY, f64::min);
+    let high = limits.clone().fold(f64::NEG_INFINITY, f64::max);
+    Some((low, limits.sum::<f64>() / keys.len() as f64, high))
+}
+
 /// The rate (tokens per second) an algorithm refills or admits at: a token bucket's refill
 /// rate, a window's limit per window; none for logs' and concurrency limits' capacities.
 pub fn rate_per_s(a: &Algorithm) -> Option<f64> {

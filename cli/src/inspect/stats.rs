@@ -141,12 +141,8 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
         "A keyed adaptive concurrency limit's current limits over its keys with a slot: the lowest, the mean and the highest.",
         states
             .iter()
-            .filter_map(|s| Some((s, s.adaptive_keys.as_ref().filter(|k| !k.is_empty())?)))
-            .flat_map(|(s, keys)| {
-                let limits = keys.iter().map(|(_, a)| a.limit);
-                let low = limits.clone().fold(f64::INFINITY, f64::min);
-                let high = limits.clone().fold(f64::NEG_INFINITY, f64::max);
-                let mean = limits.sum::<f64>() / keys.len() as f64;
+            .filter_map(|s| Some((s, key_limits(s.adaptive_keys.as_deref()?)?)))
+            .flat_map(|(s, (low, mean, high))| {
                 [("min", low), ("mean", mean), ("max", high)]
                     .map(|(stat, v)| (format!("{},stat=\"{stat}\"", base(s)), format!("{v}")))
             })
