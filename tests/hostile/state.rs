@@ -196,15 +196,7 @@ fn garbage_permit_words_fail_closed() {
             .key_tag(b"k")
             .unwrap();
         let slots = 8;
-        for i in 0..slots {
-            let t = if own_tag && i == 0 {
-                tag
-            } else {
-                0x1234_5678 + i
-            };
-            write_word(&path, at + 16 + i * 2, t);
-            write_word(&path, at + 16 + i * 2 + 1, u64::MAX);
-        }
+        fill_key_slots(&path, at, slots, own_tag.then_some(tag));
         let blocks = at + 16 + slots * 2;
         for w in 0..len - 16 - slots * 2 {
             write_word(&path, blocks + w, garbage);
@@ -242,15 +234,7 @@ fn garbage_permit_words_fail_closed() {
             .key_tag(b"k")
             .unwrap();
         let slots = 8;
-        for i in 0..slots {
-            let t = if own_tag && i == 0 {
-                tag
-            } else {
-                0x1234_5678 + i
-            };
-            write_word(&path, at + 16 + i * 2, t);
-            write_word(&path, at + 16 + i * 2 + 1, u64::MAX);
-        }
+        fill_key_slots(&path, at, slots, own_tag.then_some(tag));
         let rest = at + 16 + slots * 2;
         for w in 0..len - 16 - slots * 2 {
             // Owner words (every fourth of the words per key, at the end) name the key.
@@ -400,4 +384,17 @@ fn damaged_fleet_deadline_fails_closed() {
         limiter.token_bucket("tb").unwrap().try_acquire_at(1, now),
         Err(Error::CorruptState { .. })
     ));
+}
+
+/// Every key slot of the key table at word `at + 16` (after the limit's control words) holding
+/// a random tag, slot 0 the key's own `tag` when given, with every state bit set.
+fn fill_key_slots(path: &std::path::Path, at: u64, slots: u64, tag: Option<u64>) {
+    for i in 0..slots {
+        let t = match tag {
+            Some(tag) if i == 0 => tag,
+            _ => 0x1234_5678 + i,
+        };
+        write_word(path, at + 16 + i * 2, t);
+        write_word(path, at + 16 + i * 2 + 1, u64::MAX);
+    }
 }
