@@ -169,17 +169,25 @@ async def asgi_holding(app: Callable[..., Awaitable[None]], guard: "Guard",
     _release(held, _outcome_of(state["status"], None, state["whole"]))
 
 
-def call_holding(guard: "Guard", build: Callable[..., "Request"], fn: Callable[..., Any],
-                 args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
-    """A call of ``Guard.limit``'s decorated function under the guard's adaptive permits:
-    taken before the rate checks (AtCapacity when one has none free; a call they deny gives
-    them back unused), released with the call's outcome and the time since the grant."""
+def _held_and_admitted(guard: "Guard", build: Callable[..., "Request"], args: Tuple[Any, ...],
+                       kwargs: Dict[str, Any]) -> List[AdaptivePermit]:
+    """The adaptive permits of one decorated call, then its rate checks (the permits given
+    back unused when they deny or fail)."""
     held = guard._held_for_call()
     try:
         guard._admit_call(build(*args, **kwargs))
     except BaseException:
         _release(held, "dropped")
         raise
+    return held
+
+
+def call_holding(guard: "Guard", build: Callable[..., "Request"], fn: Callable[..., Any],
+                 args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+    """A call of ``Guard.limit``'s decorated function under the guard's adaptive permits:
+    taken before the rate checks (AtCapacity when one has none free; a call they deny gives
+    them back unused), released with the call's outcome and the time since the grant."""
+    held = _held_and_admitted(guard, build, args, kwargs)
     try:
         result = fn(*args, **kwargs)
     except BaseException as e:
@@ -193,12 +201,7 @@ async def acall_holding(guard: "Guard", build: Callable[..., "Request"],
                         fn: Callable[..., Awaitable[Any]], args: Tuple[Any, ...],
                         kwargs: Dict[str, Any]) -> Any:
     """``call_holding`` for a coroutine function (a cancelled call reports ``"dropped"``)."""
-    held = guard._held_for_call()
-    try:
-        guard._admit_call(build(*args, **kwargs))
-    except BaseException:
-        _release(held, "dropped")
-        raise
+    held = _held_and_admitted(guard, build, args, kwargs)
     try:
         result = await fn(*args, **kwargs)
     except BaseException as e:
