@@ -359,9 +359,41 @@ fn header_values(pairs: &Bound<'_, PyTuple>) -> PyResult<(String, String, String
     render(&views, &ds, true)
 }
 
+/// concurrent_values(*items) -> (rate_limit, rate_limit_policy, retry_after)
+///
+/// The RateLimit, RateLimit-Policy and Retry-After values the core renders for adaptive
+/// concurrency permits given as (name, permits, in_flight, Decision): a keyed adaptive
+/// limit's key's, whose quota no limit handle alone can say.
+#[pyfunction]
+#[pyo3(signature = (*items))]
+fn concurrent_values(items: &Bound<'_, PyTuple>) -> PyResult<(String, String, String)> {
+    let mut headers = RateLimitHeaders::new();
+    for (i, item) in items.iter().enumerate() {
+        let parsed = item
+            .extract::<(String, u64, u64, Bound<'_, PyAny>)>()
+            .ok()
+            .and_then(|(name, permits, in_flight, d)| {
+                Some((name, permits, in_flight, Decision::of(&d)?))
+            });
+        let Some((name, permits, in_flight, d)) = parsed else {
+            return Err(PyTypeError::new_err(format!(
+                "item {i}: a (name, permits, in_flight, Decision) tuple"
+            )));
+        };
+        let quota = shmlimit::ConcurrentQuota { permits, in_flight };
+        headers.add_concurrent(&name, quota, &d.to_view(), true);
+    }
+    Ok((
+        headers.rate_limit,
+        headers.rate_limit_policy,
+        headers.retry_after.unwrap_or_default(),
+    ))
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Composed>()?;
     m.add_function(wrap_pyfunction!(try_acquire_all, m)?)?;
     m.add_function(wrap_pyfunction!(header_values, m)?)?;
+    m.add_function(wrap_pyfunction!(concurrent_values, m)?)?;
     Ok(())
 }

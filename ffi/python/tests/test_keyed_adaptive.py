@@ -1,6 +1,7 @@
 """Keyed adaptive concurrency from Python: per key, permits within the key's own limit, each
 key learning from its own releases, the status of a key, bad keys and calls of the wrong shape
-refused without a change, refused definitions, and the middleware's refusal."""
+refused without a change, refused definitions, and a middleware check without a key refused
+(tests/test_web_keyed_adaptive.py has the middleware holding a key's permit)."""
 
 import shmlimit
 from shmlimit import AdaptiveConcurrency, Keyed, Limiter
@@ -67,8 +68,8 @@ class KeyedAdaptiveTest(FileTest):
             with self.assertRaises(shmlimit.InvalidParameterError):
                 Limiter.create_or_open(self.path + ".bad", {"dep": bad})
 
-    def test_the_middleware_refuses_a_keyed_adaptive_check(self) -> None:
+    def test_a_keyed_adaptive_check_needs_a_key_function(self) -> None:
         spec = AdaptiveConcurrency(1, 4, keyed=Keyed(4))
-        guard = Guard(self.path, {"dep": spec}, [Check("dep", key=lambda r: "k")])
-        with self.assertRaisesRegex(ValueError, "keyed adaptive"):
+        guard = Guard(self.path, {"dep": spec}, [Check("dep")])
+        with self.assertRaisesRegex(ValueError, "needs a key function"):
             guard.limits()

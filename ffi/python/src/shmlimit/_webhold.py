@@ -46,6 +46,13 @@ def _merged(fields: List[Tuple[Any, Any]], more: List[Tuple[Any, Any]]) -> List[
     return out
 
 
+def _web() -> Any:
+    """``shmlimit.web``, which imports this module (so not at the top): the Request of a keyed
+    adaptive check's key function."""
+    from . import web
+    return web
+
+
 def _outcome_of(status: Optional[int], error: Optional[BaseException], whole: bool) -> str:
     """How a request under an adaptive permit ended (see the module docs)."""
     if error is not None:
@@ -97,7 +104,7 @@ class _Held:
 def wsgi_holding(app: Callable[..., Iterable[bytes]], guard: "Guard", environ: Dict[str, Any],
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
     """The request under the guard's adaptive permits (see the module docs)."""
-    held, held_fields = guard._hold()
+    held, held_fields = guard._hold(lambda: _web().Request.from_wsgi(environ))
     if held is None:
         start_response("503 Service Unavailable", _REFUSED + held_fields)
         return [_BUSY]
@@ -133,7 +140,7 @@ async def asgi_holding(app: Callable[..., Awaitable[None]], guard: "Guard",
                        scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
     """The request under the guard's adaptive permits (see the module docs)."""
-    held, held_fields = guard._hold()
+    held, held_fields = guard._hold(lambda: _web().Request.from_asgi(scope))
     if held is None:
         await send({"type": "http.response.start", "status": 503,
                     "headers": _encoded(_REFUSED + held_fields)})
@@ -173,7 +180,7 @@ def _held_and_admitted(guard: "Guard", build: Callable[..., "Request"], args: Tu
                        kwargs: Dict[str, Any]) -> List[AdaptivePermit]:
     """The adaptive permits of one decorated call, then its rate checks (the permits given
     back unused when they deny or fail)."""
-    held = guard._held_for_call()
+    held = guard._held_for_call(lambda: build(*args, **kwargs))
     try:
         guard._admit_call(build(*args, **kwargs))
     except BaseException:

@@ -35,8 +35,9 @@ permit back unused. The ``RateLimit`` fields carry the limit as
 core. Adaptive checks take no key. ``Guard.limit`` (the decorator) holds a permit for each call
 the same way (released with ``"error"`` for an exception, ``"timeout"`` for a TimeoutError,
 else ``"ok"``) and raises ``AtCapacity`` (a ``RateLimited``: answer 503) when none is free;
-``Guard.decide`` refuses them, a decision holding nothing. A keyed adaptive limit is refused by
-the middleware (take its permits with ``Limit.adaptive(key=...)``).
+``Guard.decide`` refuses them, a decision holding nothing. A keyed adaptive limit is held for
+the request's key (``Check("per_tenant", key=header("x-tenant"))``: a request whose key
+function gives None holds none), its fields that key's permits.
 
 Cost: a guard whose checks read a header (``header``), the peer's address (``client_ip``) or
 no key, at a fixed cost, does each request in one native call (``_native.WebPlan``, built when
@@ -293,9 +294,9 @@ class Guard:
         # the middleware needs nothing else per request (no adaptive check to hold).
         self._web: Optional[_native.WebPlan] = None
         self._fast: Optional[_native.WebPlan] = None
-        # The adaptive concurrency checks' limits (held for the request, not decided) and the
-        # bits of the checks that are decided.
-        self._adaptive: List[Limit] = []
+        # The adaptive concurrency checks' limits (held for the request, not decided) with
+        # the key function of a keyed one, and the bits of the checks that are decided.
+        self._adaptive: List[Tuple[Limit, Optional[KeyFunction]]] = []
         self._decided = 0
         self._policies: Dict[int, Tuple[Tuple[str, str], Tuple[bytes, bytes]]] = {}
         self._policies_at = 0.0
@@ -325,44 +326,62 @@ class Guard:
         return self._limits
 
     def _adaptive_checks(self) -> None:
-        """Sort the attached checks: adaptive concurrency limits are held per request (no key,
-        no cost), the others decided."""
+        """Sort the attached checks: adaptive concurrency limits are held per request (a keyed
+        one for the request's key, no cost), the others decided."""
         self._adaptive, self._decided = [], 0
         for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
             if isinstance(limit.definition, AdaptiveConcurrency):
-                if limit.definition.keyed is not None:
+                keyed = limit.definition.keyed is not None
+                if keyed and check.key is None:
                     raise ValueError(f"check {check.limit!r}: a keyed adaptive concurrency "
-                                     "limit is not held by the middleware yet; take its "
-                                     "permits with Limit.adaptive(key=...)")
-                if check.key is not None:
+                                     "limit needs a key function (key=...)")
+                if not keyed and check.key is not None:
                     raise ValueError(f"check {check.limit!r}: an adaptive concurrency limit "
                                      "takes no key (it is not keyed)")
-                self._adaptive.append(limit)
+                self._adaptive.append((limit, check.key))
             else:
                 self._decided |= 1 << bit
 
-    def _hold(self) -> Tuple[Optional[List[AdaptivePermit]], List[Tuple[str, str]]]:
-        """A permit of every adaptive check, and their header fields; (None, the refusal's
-        fields, Retry-After among them) when one has no permit free (those taken are given
-        back unused)."""
+    def _hold(self, request_of: Callable[[], Request]
+              ) -> Tuple[Optional[List[AdaptivePermit]], List[Tuple[str, str]]]:
+        """A permit of every adaptive check (of a keyed one, for the key its function gives
+        ``request_of()``; none when it gives None), and their header fields; (None, the
+        refusal's fields, Retry-After among them) when one has no permit free (those taken are
+        given back unused)."""
         held: List[AdaptivePermit] = []
-        for limit in self._adaptive:
-            permit = limit.try_acquire_adaptive()
+        taken: List[Tuple[Limit, Optional[Key]]] = []
+        request: Optional[Request] = None
+        for limit, key_of in self._adaptive:
+            key: Optional[Key] = None
+            if key_of is not None:
+                request = request or request_of()
+                key = key_of(request)
+                if key is None:
+                    continue
+            permit = limit.try_acquire_adaptive(key)
             if permit is None:
                 for p in held:
                     p.release("dropped")
                 # Retry after about one request's time (the core rounds it up to whole
                 # seconds, at least one).
-                rtt = limit.adaptive_status().rtt_recent_us or 1e6
+                rtt = limit.adaptive_status(key).rtt_recent_us or 1e6
                 refused = Decision(False, retry_after_ns=int(rtt * 1000))
-                return None, self._adaptive_fields([(limit, refused)])
+                return None, self._adaptive_fields([(limit, key, refused)])
             held.append(permit)
-        return held, self._adaptive_fields([(limit, _ADMITTED) for limit in self._adaptive])
+            taken.append((limit, key))
+        return held, self._adaptive_fields([(limit, key, _ADMITTED) for limit, key in taken])
 
-    def _adaptive_fields(self, pairs: List[Tuple[Limit, Decision]]) -> List[Tuple[str, str]]:
-        """The core's RateLimit fields of adaptive limits (qu="concurrent-requests"), as the
-        options ask for them; Retry-After for a refusal."""
-        rate_limit, policy, retry_after = _native.header_values(*pairs)
+    def _adaptive_fields(self, items: List[Tuple[Limit, Optional[Key], Decision]]
+                         ) -> List[Tuple[str, str]]:
+        """The core's RateLimit fields of adaptive limits (qu="concurrent-requests"; a keyed
+        one's its key's), as the options ask for them; Retry-After for a refusal."""
+        if not items:
+            return []
+        values = []
+        for limit, key, decision in items:
+            status = limit.adaptive_status(key)
+            values.append((limit.name, status.permits, status.in_flight, decision))
+        rate_limit, policy, retry_after = _native.concurrent_values(*values)
         fields = []
         if self.rate_limit_headers:
             fields.append(("RateLimit", rate_limit))
@@ -412,9 +431,9 @@ class Guard:
         if not verdict.allowed:
             raise RateLimited(verdict)
 
-    def _held_for_call(self) -> List[AdaptivePermit]:
+    def _held_for_call(self, request_of: Callable[[], Request]) -> List[AdaptivePermit]:
         """The decorator's adaptive permits for one call: AtCapacity when one has none free."""
-        held, fields = self._hold()
+        held, fields = self._hold(request_of)
         if held is None:
             raise AtCapacity(Verdict(False, dict(fields), None))
         return held
