@@ -448,7 +448,8 @@ export class PermitUnavailableError extends ShmlimitError {}
 
 export interface LimitEntry<Req> {
   limit: Limit;
-  /** For a keyed limit: the request's key (default: the client address). */
+  /** For a keyed limit: the request's key (default: the client address; required, here or in
+   *  the options, for a keyed adaptive concurrency limit, whose permit is held per key). */
   key?: (req: Req) => Key | null | undefined;
   cost?: number | ((req: Req) => number);
 }

@@ -133,6 +133,13 @@ function ceilSecs(ns) {
   return q * 1e9 < ns ? q + 1 : q;
 }
 
+/** The `RateLimit` and `RateLimit-Policy` items of an adaptive concurrency limit (or of one
+ *  key of a keyed one) from its status `s`: `"name";r=LEFT` and
+ *  `"name";q=PERMITS;qu="concurrent-requests"`, as the library renders them. */
+function adaptiveItems(name, s) {
+  return [`"${name}";r=${Math.max(s.permits - s.inFlight, 0)}`, `"${name}";q=${s.permits};qu="concurrent-requests"`];
+}
+
 /**
  * The response header values for decisions made on limits:
  * `{'RateLimit': ..., 'RateLimit-Policy': ..., 'Retry-After'?: ...}` (empty fields omitted), as
@@ -160,13 +167,13 @@ function rateLimitHeaders(pairs) {
     if (limit._adaptive) {
       // What the library renders for an adaptive concurrency limit: its current permits as a
       // quota of concurrent requests, and the permits left, read now.
-      const s = limit.adaptiveStatus();
+      const [r, q] = adaptiveItems(limit.name, limit.adaptiveStatus());
       if (rateLimit !== '') {
         rateLimit += ', ';
         policy += ', ';
       }
-      rateLimit += `"${limit.name}";r=${Math.max(s.permits - s.inFlight, 0)}`;
-      policy += `"${limit.name}";q=${s.permits};qu="concurrent-requests"`;
+      rateLimit += r;
+      policy += q;
       if (!decision.allowed) retry = Math.max(retry, ceilSecs(decision.retryAfterNs), 1);
       continue;
     }
@@ -206,4 +213,6 @@ function libraryRateLimitHeaders(pairs) {
   return out;
 }
 
-module.exports = { Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders, policyItem, ceilSecs };
+module.exports = {
+  Composed, tryAcquireAll, acquireAll, rateLimitHeaders, libraryRateLimitHeaders, adaptiveItems, policyItem, ceilSecs,
+};

@@ -8,9 +8,8 @@ const native = require('./native');
 const { readDecisionAt } = require('./decision');
 const { failure } = require('./errors');
 const prepared = require('./prepared');
-const { policyItem, ceilSecs } = require('./compose');
+const { adaptiveItems, policyItem, ceilSecs } = require('./compose');
 const { acquirePrepared, preparedFailure } = prepared;
-const { Decision } = require('./decision');
 
 function defaultKey(req) {
   return req.ip || (req.socket && req.socket.remoteAddress) || 'unknown';
@@ -36,9 +35,14 @@ function entriesOf(opts) {
     const def = entry.limit.definition();
     if (def.kind === 'concurrency') throw new TypeError(`middleware: '${entry.limit.name}' is a concurrency limit; use withPermit around the handler`);
     if (def.kind === 'adaptiveConcurrency') {
-      if (def.keyed) throw new TypeError(`middleware: '${entry.limit.name}' is a keyed adaptive concurrency limit, not held by the middleware yet: take its permits with tryAcquireAdaptive(key)`);
-      if (entry.key !== undefined || entry.cost !== undefined) throw new TypeError(`middleware: '${entry.limit.name}' is an adaptive concurrency limit: a permit per request, no key or cost`);
-      return { limit: entry.limit, adaptive: true };
+      if (entry.cost !== undefined) throw new TypeError(`middleware: '${entry.limit.name}' is an adaptive concurrency limit: a permit per request, no cost`);
+      if (def.keyed) {
+        const key = entry.key || opts.key;
+        if (typeof key !== 'function') throw new TypeError(`middleware: '${entry.limit.name}' is a keyed adaptive concurrency limit: give the request's key as {limit, key: (req) => key}`);
+        return { limit: entry.limit, adaptive: true, keyed: true, key };
+      }
+      if (entry.key !== undefined) throw new TypeError(`middleware: '${entry.limit.name}' is an adaptive concurrency limit: a permit per request, no key or cost`);
+      return { limit: entry.limit, adaptive: true, keyed: false };
     }
     entry.keyed = Boolean(def.keyed);
     entry.key = entry.keyed ? entry.key || opts.key || defaultKey : null;
@@ -203,8 +207,6 @@ function denialBody(opts) {
   return opts.message !== undefined ? opts.message : 'Too Many Requests\n';
 }
 
-const ADMITTED = new Decision(true, false, 0, 0, 0, null);
-
 /**
  * The entries of `opts`, split: `decided` (rate limits, one all-or-nothing decision) and `held`
  * (adaptive concurrency limits, a permit held for the request).
@@ -215,23 +217,40 @@ function planOf(opts) {
 }
 
 /**
- * A permit of every held limit for the request, and their header fields; when one has none
- * free, `{permits: null, headers}` (the permits taken given back unused, `Retry-After` about
- * one request's time, at least a second).
+ * A permit of every held limit for the request (of the request's key for a keyed one), and
+ * their header fields (the permits of the limit, or of that key, and those left, read at the
+ * grant); when one has none free, `{permits: null, headers}` (the permits taken given back
+ * unused, `Retry-After` about one request's time, at least a second).
  */
-function hold(held) {
+function hold(held, req) {
   const permits = [];
+  let rateLimit = '';
+  let policy = '';
   for (const e of held) {
-    const p = e.limit.tryAcquireAdaptive();
+    const key = e.keyed ? keyOf(e.key, req) : undefined;
+    let p;
+    let s;
+    try {
+      p = e.limit.tryAcquireAdaptive(key);
+      s = e.limit.adaptiveStatus(key);
+    } catch (err) {
+      // A key the library refuses (empty, too long): the permits taken go back unused.
+      if (p) permits.push(p);
+      for (const h of permits) h.release('dropped');
+      throw err;
+    }
+    const [r, q] = adaptiveItems(e.limit.name, s);
     if (p === null) {
-      for (const q of permits) q.release('dropped');
-      const rttUs = e.limit.adaptiveStatus().rttRecentUs || 1e6;
-      const refused = new Decision(false, false, 0, Math.round(rttUs * 1e3), 0, null);
-      return { permits: null, headers: index.rateLimitHeaders([[e.limit, refused]]) };
+      for (const h of permits) h.release('dropped');
+      const rttUs = s.rttRecentUs || 1e6;
+      const retry = Math.max(ceilSecs(Math.round(rttUs * 1e3)), 1);
+      return { permits: null, headers: { 'RateLimit': r, 'RateLimit-Policy': q, 'Retry-After': String(retry) } };
     }
     permits.push(p);
+    rateLimit += rateLimit === '' ? r : `, ${r}`;
+    policy += policy === '' ? q : `, ${q}`;
   }
-  return { permits, headers: index.rateLimitHeaders(held.map((e) => [e.limit, ADMITTED])) };
+  return { permits, headers: { 'RateLimit': rateLimit, 'RateLimit-Policy': policy } };
 }
 
 /** `a` with the fields of `b` added (one list per field; the larger Retry-After). */
@@ -309,7 +328,9 @@ function refuse(res, headers, sendHeaders, send) {
  * the response is sent, reporting its outcome ('error' for a 5xx, 'timeout' for a 504,
  * 'dropped' for a response never sent whole, else 'ok') and the time since the grant; a
  * request another limit denies gives it back unused. Its RateLimit items are
- * `"name";r=LEFT` and `"name";q=PERMITS;qu="concurrent-requests"`.
+ * `"name";r=LEFT` and `"name";q=PERMITS;qu="concurrent-requests"`. A keyed adaptive limit is
+ * held per request key: `{limit, key(req)}` (or the `key` option; required), the items those
+ * of the key.
  */
 function middleware(opts = {}) {
   const { decided: entries, held } = planOf(opts);
@@ -324,7 +345,7 @@ function middleware(opts = {}) {
     let holding = null;
     try {
       if (held.length > 0) {
-        holding = hold(held);
+        holding = hold(held, req);
         if (holding.permits === null) {
           refuse(res, holding.headers, sendHeaders, (code, type, body) => {
             res.statusCode = code;
@@ -396,7 +417,7 @@ function fastifyPlugin(fastify, opts, done) {
     let holding = null;
     try {
       if (held.length > 0) {
-        holding = hold(held);
+        holding = hold(held, request);
         if (holding.permits === null) {
           refuse(reply, holding.headers, sendHeaders, (code, type, body) => reply.code(code).type(type).send(body));
           return;

@@ -45,6 +45,8 @@ async function main(): Promise<void> {
   const hp = hosts.tryAcquireAdaptive('db-1') ?? (await hosts.acquireAdaptive({ timeout: 20, key: Buffer.from('db-1') }));
   hp?.release('ok');
   const hs: number = hosts.adaptiveStatus('db-1').limit + (await hosts.withAdaptive(async () => 1, { key: 'db-2' }));
+  const perHostMw = shmlimit.middleware({ limits: [{ limit: hosts, key: (req) => req.headers.host }] });
+  void perHostMw;
   const guarded = Limiter.openGuarded('/tmp/y.shm', { reopenEvery: 500 });
   const gd = guarded.limit('payments', 'failClosed').tryAcquire();
   if (gd.unavailable && guarded.attached()) console.log(gd.retryAfterMs);
