@@ -46,13 +46,6 @@ def _merged(fields: List[Tuple[Any, Any]], more: List[Tuple[Any, Any]]) -> List[
     return out
 
 
-def _web() -> Any:
-    """``shmlimit.web``, which imports this module (so not at the top): the Request of a keyed
-    adaptive check's key function."""
-    from . import web
-    return web
-
-
 def _outcome_of(status: Optional[int], error: Optional[BaseException], whole: bool) -> str:
     """How a request under an adaptive permit ended (see the module docs)."""
     if error is not None:
@@ -102,9 +95,11 @@ class _Held:
 
 
 def wsgi_holding(app: Callable[..., Iterable[bytes]], guard: "Guard", environ: Dict[str, Any],
-                 start_response: Callable[..., Any]) -> Iterable[bytes]:
-    """The request under the guard's adaptive permits (see the module docs)."""
-    held, held_fields = guard._hold(lambda: _web().Request.from_wsgi(environ))
+                 start_response: Callable[..., Any],
+                 request_of: Callable[[Dict[str, Any]], "Request"]) -> Iterable[bytes]:
+    """The request under the guard's adaptive permits (see the module docs); ``request_of``
+    makes the Request a keyed adaptive check's key function reads."""
+    held, held_fields = guard._hold(lambda: request_of(environ))
     if held is None:
         start_response("503 Service Unavailable", _REFUSED + held_fields)
         return [_BUSY]
@@ -138,9 +133,11 @@ def wsgi_holding(app: Callable[..., Iterable[bytes]], guard: "Guard", environ: D
 
 async def asgi_holding(app: Callable[..., Awaitable[None]], guard: "Guard",
                        scope: MutableMapping[str, Any], receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]]) -> None:
-    """The request under the guard's adaptive permits (see the module docs)."""
-    held, held_fields = guard._hold(lambda: _web().Request.from_asgi(scope))
+                       send: Callable[[MutableMapping[str, Any]], Awaitable[None]],
+                       request_of: Callable[[MutableMapping[str, Any]], "Request"]) -> None:
+    """The request under the guard's adaptive permits (see the module docs), as
+    ``wsgi_holding``."""
+    held, held_fields = guard._hold(lambda: request_of(scope))
     if held is None:
         await send({"type": "http.response.start", "status": 503,
                     "headers": _encoded(_REFUSED + held_fields)})

@@ -629,7 +629,7 @@ class WSGIMiddleware:
                 return cast(Iterable[bytes], guard._fast.wsgi_call(self.app, environ,
                                                                    start_response))
         if guard._adaptive:
-            return wsgi_holding(self.app, guard, environ, start_response)
+            return wsgi_holding(self.app, guard, environ, start_response, Request.from_wsgi)
         allowed, fields = guard._wsgi_verdict(environ)
         if not allowed:
             start_response("429 Too Many Requests", _DENIED + fields)
@@ -678,7 +678,7 @@ class ASGIMiddleware:
                 await self(scope, receive, send)
                 return
         if guard._adaptive:
-            await asgi_holding(self.app, guard, scope, receive, send)
+            await asgi_holding(self.app, guard, scope, receive, send, Request.from_asgi)
             return
         allowed, fields = guard._asgi_verdict(scope)
         if not allowed:
