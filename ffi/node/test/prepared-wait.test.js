@@ -43,9 +43,16 @@ test('acquire waits for the retry-after on a timer, then admits', async (t) => {
   const { global, p, passed } = globalAndUser(t, shmlimit.tokenBucket({ rate: 10, per: 1000, burst: 1, keyed: { capacity: 16 } }));
   const first = await p.acquire('alice');
   assert.equal(first.allowed, true, 'the first is admitted at once');
-  const start = now();
-  const denial = p.tryAcquire('alice');
-  assert.equal(denial.allowed, false);
+  // The next is denied (unless the machine stalled for a refill: then take it too).
+  let taken = 1;
+  let start;
+  let denial;
+  for (;;) {
+    start = now();
+    denial = p.tryAcquire('alice');
+    if (!denial.allowed) break;
+    taken++;
+  }
   assert.equal(denial.deniedBy, 1);
   assert.ok(denial.retryAfterMs > 0 && denial.retryAfterMs <= 100, `retry after ${denial.retryAfterMs} ms`);
   let ticks = 0;
@@ -58,25 +65,28 @@ test('acquire waits for the retry-after on a timer, then admits', async (t) => {
   clearInterval(ticker);
   assert.equal(got.allowed, true, 'admitted once the retry-after passed');
   assert.equal(got.deniedBy, -1);
-  assert.deepEqual(got.decisions.map((d) => d.remaining), [97, 0]);
+  assert.deepEqual(got.decisions.map((d) => d.remaining), [98 - taken, 0]);
   // The admission could not come before the denial's retry-after (no upper bound: the machine
   // may be loaded).
   assert.ok(elapsed >= denial.retryAfterMs, `admitted after ${elapsed} ms, retry-after ${denial.retryAfterMs} ms`);
   assert.ok(ticks > 0, 'the event loop ran during the wait');
-  assert.equal(passed(), 3, 'alice twice and bob once passed the global bucket');
-  assert.equal(left(global.peek()), 97);
+  assert.equal(passed(), taken + 2, 'alice\'s grants and bob\'s passed the global bucket, the denials nothing');
+  assert.equal(left(global.peek()), 98 - taken);
   // The grant of an awaited check refunds as any other.
   got.refund();
-  assert.equal(left(global.peek()), 98);
+  assert.equal(left(global.peek()), 99 - taken);
   t.diagnostic(`waited ${elapsed.toFixed(1)} ms for a retry-after of ${denial.retryAfterMs.toFixed(1)} ms (${ticks} ticks of 5 ms)`);
 
   // Unkeyed: the options alone, or nothing.
   const { limiter } = open(t, { api: shmlimit.tokenBucket({ rate: 10, per: 1000, burst: 1 }) });
   const q = shmlimit.prepareAll([{ limit: limiter.limit('api'), cost: 1 }]);
   assert.equal((await q.acquire()).allowed, true);
-  const from = now();
-  const retry = q.tryAcquire().retryAfterMs;
-  assert.ok(retry > 0);
+  let from;
+  let retry = 0;
+  while (retry === 0) {
+    from = now();
+    retry = q.tryAcquire().retryAfterMs;
+  }
   const second = await q.acquire({ timeout: 10_000 });
   assert.equal(second.allowed, true);
   assert.ok(now() - from >= retry, `admitted after ${now() - from} ms, retry-after ${retry} ms`);
