@@ -363,6 +363,12 @@ export class PreparedAll {
    *  TypeError for a wrong number of keys or a key that is not a string or bytes, a
    *  ClosedError naming a limit closed since (nothing consumed either way). */
   tryAcquire(...keys: Key[]): Composed;
+  /** Wait on timers until the prepared checks admit at once, as `acquireAll` does: the keys as
+   *  `tryAcquire` takes them, optionally followed by `{timeout, signal}`. Resolves the Composed
+   *  admitted, or the last denial once the next retry would pass the timeout; rejects with
+   *  tryAcquire's errors (naming `acquire`, nothing consumed) or the signal's reason. */
+  acquire(...keys: Key[]): Promise<Composed>;
+  acquire(...keysThenOptions: [...keys: Key[], options: WaitOptions | undefined]): Promise<Composed>;
 }
 
 /** Prepare a composed check of 1 to 8 limits once. */

@@ -8,6 +8,7 @@ const native = require('./native');
 const { Composed } = require('./compose');
 const { failure, CLOSED } = require('./errors');
 const { Limit } = require('./limit');
+const { waitFor } = require('./waiting');
 
 // The addon's composed buffer, which every prepared decision writes its outcome into.
 const bytes = native.composed;
@@ -40,11 +41,25 @@ function preparedFailure(st, what, limits) {
 }
 
 const isKey = (k) => typeof k === 'string' || k instanceof Uint8Array;
+// The options ending the arguments of `acquire`: an object that is not bytes, or undefined
+// (anything else is taken as a key, and refused as one).
+const isOptions = (a) => a === undefined || (typeof a === 'object' && a !== null && !(a instanceof Uint8Array));
+
+/** Throw the TypeError of `what` unless `keys` are `m` keys, each a string or bytes. */
+function checkKeys(keys, m, what) {
+  if (keys.length !== m) {
+    throw new TypeError(`${what}: this prepared composition takes ${m} key${m === 1 ? '' : 's'} (one per keyed check), not ${keys.length}`);
+  }
+  for (let j = 0; j < m; j++) {
+    if (!isKey(keys[j])) throw new TypeError(`${what}: key ${j} must be a string or a Uint8Array, not ${keys[j] === null ? 'null' : typeof keys[j]}`);
+  }
+}
 
 /**
  * A composed check prepared once (`prepareAll`): its limits, costs and which limits are keyed
  * are fixed, and each `tryAcquire(key...)` passes only the keys, one per keyed check in order.
- * Every outcome is that of `tryAcquireAll` over the same checks.
+ * Every outcome is that of `tryAcquireAll` over the same checks; `acquire(key..., options?)`
+ * waits for admission as `acquireAll` does.
  */
 class PreparedAll {
   constructor(limits, costs, keyedAt, handle) {
@@ -62,15 +77,29 @@ class PreparedAll {
   /** All or nothing over the prepared checks, with one key (a string or bytes) per keyed
    *  check, in order: a Composed, as `tryAcquireAll` returns. */
   tryAcquire(...keys) {
+    checkKeys(keys, this.keyedAt.length, 'tryAcquire');
+    return this._decide(keys, 'tryAcquire of a prepared composition');
+  }
+
+  /**
+   * Wait on timers until the prepared checks admit at once, as `acquireAll` does: the keys as
+   * `tryAcquire` takes them, then optionally `{timeout, signal}` (a last argument that is an
+   * object other than bytes, or undefined). Resolves the Composed admitted, or the last denial
+   * once the next retry would pass the timeout; rejects for bad keys (nothing consumed), a
+   * closed limit, or with the signal's reason when it aborts.
+   */
+  async acquire(...args) {
+    let opts;
+    if (args.length > 0 && isOptions(args[args.length - 1])) opts = args.pop();
+    checkKeys(args, this.keyedAt.length, 'acquire');
+    return waitFor(() => this._decide(args, 'acquire of a prepared composition'), opts, 'acquire');
+  }
+
+  // One decision with `keys` already checked.
+  _decide(keys, what) {
     const m = this.keyedAt.length;
-    if (keys.length !== m) {
-      throw new TypeError(`tryAcquire: this prepared composition takes ${m} key${m === 1 ? '' : 's'} (one per keyed check), not ${keys.length}`);
-    }
-    for (let j = 0; j < m; j++) {
-      if (!isKey(keys[j])) throw new TypeError(`tryAcquire: key ${j} must be a string or a Uint8Array, not ${keys[j] === null ? 'null' : typeof keys[j]}`);
-    }
     const st = acquirePrepared(this._h, keys, m);
-    if (st !== 0) throw preparedFailure(st, 'tryAcquire of a prepared composition', this.limits);
+    if (st !== 0) throw preparedFailure(st, what, this.limits);
     let all;
     if (m > 0) {
       all = new Array(this.limits.length);

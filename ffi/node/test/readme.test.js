@@ -89,6 +89,9 @@ test('the README examples run', async (t) => {
     if (source.name === 'README.md') {
       const granted = await vm.runInContext('inTurn()', context);
       assert.equal(granted && granted.allowed, true, 'the reservation example');
+      const waited = await vm.runInContext('whenAdmitted()', context);
+      assert.equal(waited.allowed, true, 'the prepared wait example');
+      assert.deepEqual(waited.limits.map((l) => l.name), ['api', 'per_user']);
       assert.equal(servers.length, 1, 'the node:http example made its server');
     }
   }

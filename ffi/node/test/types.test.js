@@ -32,6 +32,9 @@ test('index.d.ts: the usage file compiles with tsc --strict, and misuse does not
   assert.notEqual(bad.status, 0, 'tsc accepted misuse.ts');
   assert.match(bad.stdout, /misuse\.ts\(5,16\): error TS2345/);
   assert.match(bad.stdout, /misuse\.ts\(6,12\): error TS2345/);
+  // A prepared check's acquire: keys are strings or bytes, the options only last.
+  assert.match(bad.stdout, /misuse\.ts\(8,15\): error TS2769/);
+  assert.match(bad.stdout, /misuse\.ts\(9,25\): error TS2769/);
 });
 
 test('the subpaths\' declarations fit express-rate-limit\'s Store and rate-limiter-flexible\'s classes under tsc --strict', (t) => {

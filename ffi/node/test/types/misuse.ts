@@ -1,6 +1,9 @@
-// Must NOT compile (test/types.test.js): a cost is a number, a decision is not a plain object.
-import { Limiter } from 'shmlimit';
+// Must NOT compile (test/types.test.js): costs, decisions, prepared keys and options misused.
+import { Limiter, prepareAll } from 'shmlimit';
 
 const api = Limiter.open('/tmp/x.shm').limit('api');
 api.tryAcquire('1');
 api.refund({ allowed: true });
+const prepared = prepareAll([{ limit: api, keyed: true }]);
+void prepared.acquire('u1', 42);
+void prepared.acquire({ timeout: 5 }, 'u1');

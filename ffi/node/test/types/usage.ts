@@ -36,6 +36,11 @@ async function main(): Promise<void> {
   const pc: Composed = prepared.tryAcquire(Buffer.from('u1'));
   if (pc.allowed) pc.refund();
   console.log(prepared.keyedAt[0] ?? -1, pc.deniedBy);
+  const pw: Composed = await prepared.acquire('u1', { timeout: 100, signal: AbortSignal.timeout(1000) });
+  const pk: Composed = await prepared.acquire(Buffer.from('u1'));
+  const unkeyed = shmlimit.prepareAll([api]);
+  const pu: Composed = await unkeyed.acquire({ timeout: 50 });
+  console.log(pw.allowed, pk.retryAfterMs, (await unkeyed.acquire()).deniedBy, pu.decisions.length);
   const permit = await limiter.limit('db').acquirePermit({ timeout: 50 });
   permit?.release();
   const r: number = await limiter.limit('db').withPermit(async (p) => (p.id > 0n ? 1 : 0), { timeout: 10 });
