@@ -246,9 +246,7 @@ impl RateLimitHeaders {
             }
             push_sf_string(out, name);
             out.push_str(";r=");
-            push_decimal(out, decision.remaining());
-            out.push_str(";t=");
-            push_decimal(out, decision.reset_after_secs_ceil());
+            push_state(out, decision);
             if with_policy {
                 let out = &mut self.rate_limit_policy;
                 out.reserve(name.len() + 48);
@@ -361,6 +359,76 @@ impl RateLimitHeaders {
     }
 }
 
+/// One limit's item of the `RateLimit` field with its name rendered once, for a caller that
+/// renders the field for every response of a fixed set of limits (a web middleware): per
+/// response it writes the two numbers of a decision, reading nothing else (not the limit's
+/// live policy, which decides only whether a rate limit has an item, and it always has).
+/// The item is the one [`RateLimitHeaders::add_state`] renders.
+///
+/// ```
+/// # fn main() -> Result<(), shmlimit::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// use shmlimit::{Limiter, RateLimitHeaders, StateItem, TokenBucket};
+/// let limiter = Limiter::builder()
+///     .limit("api", TokenBucket::per_second(10).burst(2))
+///     .create_or_open(dir.path().join("i.shm"))?;
+/// let api = limiter.token_bucket("api")?;
+/// let item = StateItem::of(api.as_limit()).expect("a rate limit has an item");
+/// let decision = api.try_acquire(1)?;
+/// let mut field = String::new();
+/// item.push(&mut field, &decision);
+/// let mut headers = RateLimitHeaders::new();
+/// headers.add_state("api", api.as_limit().policy()?, &decision);
+/// assert_eq!(field, headers.rate_limit);
+/// assert_eq!(field, "\"api\";r=1;t=1");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateItem {
+    /// `"name";r=`
+    prefix: Box<str>,
+}
+
+impl StateItem {
+    /// The item of `limit`; `None` for a limit that has none by a rate policy: a concurrency
+    /// limit or counters (in no field), or an adaptive concurrency limit, whose item states
+    /// its live permits ([`RateLimitHeaders::add_concurrent`]).
+    pub fn of<C: Clock>(limit: &Limit<C>) -> Option<StateItem> {
+        Policy::of(limit.algorithm())?;
+        let mut prefix = String::with_capacity(limit.name().len() + 5);
+        push_sf_string(&mut prefix, limit.name());
+        prefix.push_str(";r=");
+        Some(StateItem {
+            prefix: prefix.into_boxed_str(),
+        })
+    }
+
+    /// The most bytes [`StateItem::push`] appends: a caller that renders a field of several
+    /// items allocates their sum once.
+    pub fn max_len(&self) -> usize {
+        // ", " before, two numbers of at most 20 digits with ";t=" between.
+        2 + self.prefix.len() + 20 + 3 + 20
+    }
+
+    /// Append this limit's item for `decision` to the `RateLimit` field `out` (after `", "`
+    /// when `out` already holds items).
+    pub fn push(&self, out: &mut String, decision: &Decision) {
+        out.reserve(self.max_len());
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(&self.prefix);
+        push_state(out, decision);
+    }
+}
+
+/// Append an item's state after its `r=`: `REMAINING;t=RESET_SECONDS`.
+fn push_state(out: &mut String, decision: &Decision) {
+    push_decimal(out, decision.remaining());
+    out.push_str(";t=");
+    push_decimal(out, decision.reset_after_secs_ceil());
+}
+
 /// `s` as a structured-field string (RFC 8941 section 3.3.3): printable ASCII only, with `"` and
 /// `\` escaped.
 #[cfg(test)]
@@ -384,21 +452,22 @@ fn push_sf_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Append `n` in decimal.
-fn push_decimal(out: &mut String, mut n: u64) {
+/// Append `n` in decimal: the digits pushed one by one (no UTF-8 check of a digit buffer,
+/// which cost more than the digits on the per-response path).
+fn push_decimal(out: &mut String, n: u64) {
     let mut digits = [0u8; 20]; // u64::MAX has 20 digits
     let mut start = digits.len();
+    let mut rest = n;
     loop {
         start -= 1;
-        digits[start] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
+        digits[start] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
             break;
         }
     }
-    // Always Ok: ASCII digits.
-    if let Ok(text) = std::str::from_utf8(&digits[start..]) {
-        out.push_str(text);
+    for &d in &digits[start..] {
+        out.push(char::from(d));
     }
 }
 
@@ -504,6 +573,39 @@ mod tests {
             }),
             None
         );
+    }
+
+    #[test]
+    fn a_state_item_renders_what_add_state_renders_within_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        // The longest name, of every character a name may hold.
+        let name = &"api.v1:users/x-y_Z09".repeat(4)[..crate::consts::MAX_NAME_LEN];
+        let limiter = crate::Limiter::builder()
+            .limit(name, crate::TokenBucket::per_second(10).burst(2))
+            .limit("permits", crate::Concurrency::new(2))
+            .create_or_open(dir.path().join("items.shm"))
+            .unwrap();
+        let limit = limiter.token_bucket(name).unwrap();
+        let item = StateItem::of(limit.as_limit()).unwrap();
+        let permits = limiter.limit("permits").unwrap();
+        assert_eq!(
+            StateItem::of(&permits),
+            None,
+            "a concurrency limit has no item"
+        );
+        for (remaining, reset_ns) in [(0, 0), (1, 1), (7, 999_999_999), (u64::MAX, u64::MAX)] {
+            for allowed in [true, false] {
+                let d = crate::c_abi::view(allowed, remaining, 5, reset_ns);
+                let mut headers = RateLimitHeaders::new();
+                headers.add_state("api", None, &d); // no policy: no item
+                headers.add_state(name, limit.as_limit().policy().unwrap(), &d);
+                let mut field = String::from("\"api\";r=1;t=1");
+                let before = field.len();
+                item.push(&mut field, &d);
+                assert_eq!(field[before + 2..], headers.rate_limit[..]);
+                assert!(field.len() - before <= item.max_len(), "{field}");
+            }
+        }
     }
 
     #[test]

@@ -94,7 +94,7 @@ pub use handle::{
     KeyedWindowLimit, LimitKind, RateLimit, SlidingCounts, SlidingLogLimit, TokenBucketLimit,
     TypedLimit, WindowLimit,
 };
-pub use headers::{ConcurrentQuota, Policy, RateLimitHeaders};
+pub use headers::{ConcurrentQuota, Policy, RateLimitHeaders, StateItem};
 pub use limiter::{Builder, FileInfo, FleetLease, Limit, Limiter, Stats};
 pub use reconcile::OnConflict;
 // The definitions a program names to define its limits, documented in `spec`.

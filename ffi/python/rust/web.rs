@@ -25,6 +25,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use shmlimit::consts::MAX_CHECKS;
+use shmlimit::StateItem;
 
 use crate::composed::{decisions_of, render, state_values, BAD_LENGTH};
 use crate::decision::Decision;
@@ -51,6 +52,9 @@ struct Step {
     limit: Py<LimitBase>,
     source: Source,
     cost: u64,
+    /// The limit's item of the `RateLimit` field, its name rendered once (None for a limit
+    /// outside the field).
+    item: Option<StateItem>,
 }
 
 /// The rendered RateLimit-Policy fields per set of checks, and when the set was last cleared.
@@ -101,6 +105,8 @@ pub(crate) struct WebPlan {
     policy_header: bool,
     refresh: Duration,
     policies: Mutex<Policies>,
+    /// The most bytes the steps' `RateLimit` items take.
+    field_capacity: usize,
     denied: Vec<Py<PyAny>>,
     body: Py<PyBytes>,
 }
@@ -149,11 +155,13 @@ fn step(item: &Bound<'_, PyAny>) -> PyResult<Step> {
         2 => Source::Client,
         _ => return Err(bad()),
     };
+    let item = StateItem::of(limit.get().live()?.as_limit());
     Ok(Step {
         bit,
         limit: limit.unbind(),
         source,
         cost: u64_arg(&t.get_item(5)?, "cost")?,
+        item,
     })
 }
 
@@ -264,7 +272,16 @@ impl WebPlan {
             .collect();
         let composed = shmlimit::try_acquire_all(&rust).or_raise("shmlimit_acquire_all")?;
         let allowed = composed.is_allowed();
-        let (rate_limit, retry_after) = if self.rate_limit_headers || !allowed {
+        let (rate_limit, retry_after) = if allowed && self.rate_limit_headers {
+            // Every check granted: each item is its decision's two numbers after its name.
+            let mut field = String::with_capacity(self.field_capacity);
+            for (i, (s, _)) in included.iter().enumerate() {
+                if let (Some(item), Some(d)) = (&s.item, composed.decision(i)) {
+                    item.push(&mut field, d);
+                }
+            }
+            (field, String::new())
+        } else if !allowed {
             let decisions = decisions_of(&composed, included.len());
             let checks = handles
                 .iter()
@@ -485,7 +502,13 @@ impl WebPlan {
                 "policy_refresh: a finite number of seconds, at least 0",
             ));
         }
+        let field_capacity = steps
+            .iter()
+            .filter_map(|s| s.item.as_ref())
+            .map(StateItem::max_len)
+            .sum();
         Ok(WebPlan {
+            field_capacity,
             steps,
             rate_limit_headers,
             policy_header: policy_header && rate_limit_headers,
@@ -574,7 +597,11 @@ impl WebPlan {
 fn with_fields<'py>(
     headers: &Bound<'py, PyAny>,
     fields: &Bound<'py, PyList>,
-) -> PyResult<Bound<'py, PyList>> {
+) -> PyResult<Bound<'py, PyAny>> {
+    if let Ok(list) = headers.cast::<PyList>() {
+        // The usual case: one concatenation, sized once.
+        return Ok(list.as_sequence().concat(fields.as_sequence())?.into_any());
+    }
     let all = PyList::empty(headers.py());
     for h in headers.try_iter()? {
         all.append(h?)?;
@@ -582,7 +609,7 @@ fn with_fields<'py>(
     for f in fields.iter() {
         all.append(f)?;
     }
-    Ok(all)
+    Ok(all.into_any())
 }
 
 #[pymethods]
