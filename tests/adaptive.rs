@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::adaptive::{every_permit_comes_back, kill_mid_request, manual, open};
+use common::adaptive::{every_permit_comes_back, kill_mid_request, manual, open, Load};
 use common::{fork_workers, spawn, temp_path, Active, SharedWords, MS};
 use shmlimit::{AdaptiveConcurrency, Error, Keyed, LimitKind, Limiter, Outcome};
 
@@ -166,23 +166,18 @@ fn processes_pool_their_samples_into_one_limit() {
     let dep = open(&path, spec);
     // Run the workers in a child so this process can watch the limit and stop them.
     let watch = |outcome: Outcome, reached: fn(f64, f64) -> bool| {
-        let shared = SharedWords::new(1);
-        let stop = &shared;
-        let child = spawn(|| {
-            let dep = open(&path, spec);
-            let grants = fork_workers(4, |_| {
-                let mut n = 0;
-                while stop.at(0).load(std::sync::atomic::Ordering::SeqCst) == 0 {
-                    if let Some(p) = dep.acquire_timeout(Duration::from_millis(5)).unwrap() {
-                        std::thread::sleep(Duration::from_micros(200));
-                        p.release(outcome);
-                        n += 1;
-                    }
+        let load = Load::start(
+            4,
+            || open(&path, spec),
+            |dep, _| match dep.acquire_timeout(Duration::from_millis(5)).unwrap() {
+                Some(p) => {
+                    std::thread::sleep(Duration::from_micros(200));
+                    p.release(outcome);
+                    true
                 }
-                vec![n]
-            });
-            vec![grants.iter().map(|g| g[0]).sum()]
-        });
+                None => false,
+            },
+        );
         let start = dep.status().unwrap().limit;
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let mut now = start;
@@ -191,10 +186,7 @@ fn processes_pool_their_samples_into_one_limit() {
             now = dep.status().unwrap().limit;
             assert!((2.0..=32.0).contains(&now));
         }
-        stop.at(0).store(1, std::sync::atomic::Ordering::SeqCst);
-        let (status, words) = child.wait();
-        assert_eq!(status, 0);
-        assert!(words[0] > 0);
+        load.stop();
         now
     };
     let low = watch(Outcome::Error, |_, l| l <= 2.0);

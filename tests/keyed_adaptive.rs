@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use common::adaptive::{every_permit_comes_back, kill_mid_request, manual_keyed, open_keyed};
+use common::adaptive::{every_permit_comes_back, kill_mid_request, manual_keyed, open_keyed, Load};
 use common::{fork_workers, spawn, temp_path, Active, SharedWords, MS};
 use shmlimit::{AdaptiveConcurrency, Error, FullPolicy, Keyed, LimitKind, Limiter, Outcome};
 
@@ -192,31 +191,28 @@ fn processes_teach_each_key_its_own_limit() {
         .initial(4)
         .window(Duration::from_millis(2));
     let dep = open_keyed(&path, spec);
-    let shared = SharedWords::new(1);
-    let stop = &shared;
-    let child = spawn(|| {
-        let dep = open_keyed(&path, spec);
-        let grants = fork_workers(4, |i| {
-            let mut n = 0;
-            while stop.at(0).load(Ordering::SeqCst) == 0 {
-                // One worker's requests fail; three others' succeed in a steady 1 ms (as
-                // measured by the caller: no scheduling noise in the gradient), three in
-                // flight at once, enough for the healthy key to grow.
-                let (key, outcome): (&[u8], _) = if i == 0 {
-                    (b"failing", Outcome::Error)
-                } else {
-                    (b"healthy", Outcome::Ok)
-                };
-                if let Some(p) = dep.acquire_timeout(key, Duration::from_millis(5)).unwrap() {
+    let load = Load::start(
+        4,
+        || open_keyed(&path, spec),
+        |dep, i| {
+            // One worker's requests fail; three others' succeed in a steady 1 ms (as measured
+            // by the caller: no scheduling noise in the gradient), three in flight at once,
+            // enough for the healthy key to grow.
+            let (key, outcome): (&[u8], _) = if i == 0 {
+                (b"failing", Outcome::Error)
+            } else {
+                (b"healthy", Outcome::Ok)
+            };
+            match dep.acquire_timeout(key, Duration::from_millis(5)).unwrap() {
+                Some(p) => {
                     std::thread::sleep(Duration::from_micros(200));
                     p.release_measured(outcome, Duration::from_millis(1));
-                    n += 1;
+                    true
                 }
+                None => false,
             }
-            vec![n]
-        });
-        vec![grants.iter().map(|g| g[0]).sum()]
-    });
+        },
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let (mut failing, mut healthy) = (4.0, 4.0);
     while !(failing <= 2.0 && healthy >= 5.0) && std::time::Instant::now() < deadline {
@@ -225,10 +221,7 @@ fn processes_teach_each_key_its_own_limit() {
         healthy = dep.status(b"healthy").unwrap().limit;
         assert!((2.0..=32.0).contains(&failing) && (2.0..=32.0).contains(&healthy));
     }
-    stop.at(0).store(1, Ordering::SeqCst);
-    let (status, words) = child.wait();
-    assert_eq!(status, 0);
-    assert!(words[0] > 0);
+    load.stop();
     assert_eq!(failing, 2.0, "the failing key backs off to its minimum");
     assert!(healthy >= 5.0, "the healthy key grows: {healthy}");
     for key in [&b"failing"[..], b"healthy"] {

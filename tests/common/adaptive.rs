@@ -1,8 +1,10 @@
 //! Adaptive concurrency limits, unkeyed and keyed, as their tests make and check them: the
 //! limit `dep` of a file (created with the given definition if absent) on the monotonic clock
-//! or on a manual one, and holders killed mid-request whose permits must come back.
+//! or on a manual one, requests from several processes until stopped, and holders killed
+//! mid-request whose permits must come back.
 
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use shmlimit::{
@@ -10,7 +12,7 @@ use shmlimit::{
     KeyedAdaptiveConcurrencyLimit, Limiter, ManualClock,
 };
 
-use super::{Child, XorShift, SEC};
+use super::{fork_workers, spawn, Child, SharedWords, XorShift, SEC};
 
 /// A builder defining `dep` as `spec`, keyed with the table `keys` if given.
 fn dep(spec: AdaptiveConcurrency, keys: Option<Keyed>) -> Builder {
@@ -56,6 +58,46 @@ fn on_manual_clock(builder: Builder, path: &Path) -> Limiter<ManualClock> {
         .clock(ManualClock::new(1_000 * SEC))
         .create_or_open(path)
         .unwrap()
+}
+
+/// Requests from `workers` processes forked by one child process, until [`Load::stop`]: the
+/// child opens its handle with `open`, then worker `i` calls `request(&handle, i)` (true when a
+/// permit was granted) over and over.
+pub struct Load {
+    stop: SharedWords,
+    child: Child,
+}
+
+impl Load {
+    pub fn start<H>(
+        workers: usize,
+        open: impl FnOnce() -> H,
+        request: impl Fn(&H, usize) -> bool,
+    ) -> Load {
+        let stop = SharedWords::new(1);
+        let child = spawn(|| {
+            let handle = open();
+            let grants = fork_workers(workers, |i| {
+                let mut granted = 0;
+                while stop.at(0).load(Ordering::SeqCst) == 0 {
+                    if request(&handle, i) {
+                        granted += 1;
+                    }
+                }
+                vec![granted]
+            });
+            vec![grants.iter().map(|g| g[0]).sum()]
+        });
+        Load { stop, child }
+    }
+
+    /// Stop the workers, and check that the child exited 0 and that permits were granted.
+    pub fn stop(self) {
+        self.stop.at(0).store(1, Ordering::SeqCst);
+        let (status, words) = self.child.wait();
+        assert_eq!(status, 0);
+        assert!(words[0] > 0, "no permit granted");
+    }
 }
 
 /// Let `children` (holders in a loop of acquire, hold, release) run for 5 to 24 ms, drawn from
