@@ -7,29 +7,9 @@ mod common;
 
 use std::time::Duration;
 
+use common::adaptive::{every_permit_comes_back, kill_mid_request, manual, open, Load};
 use common::{fork_workers, spawn, temp_path, Active, SharedWords, MS};
-use shmlimit::{
-    AdaptiveConcurrency, AdaptiveConcurrencyLimit, Error, Keyed, LimitKind, Limiter, ManualClock,
-    Outcome,
-};
-
-/// The limit `dep` of the file at `path` (created with `spec` if absent), on the monotonic clock.
-fn open(path: &std::path::Path, spec: AdaptiveConcurrency) -> AdaptiveConcurrencyLimit {
-    Limiter::builder()
-        .limit("dep", spec)
-        .create_or_open(path)
-        .unwrap()
-        .adaptive_concurrency("dep")
-        .unwrap()
-}
-
-fn manual(path: &std::path::Path, spec: AdaptiveConcurrency) -> Limiter<ManualClock> {
-    Limiter::builder()
-        .limit("dep", spec)
-        .clock(ManualClock::new(1_000 * 1_000_000_000))
-        .create_or_open(path)
-        .unwrap()
-}
+use shmlimit::{AdaptiveConcurrency, Error, Keyed, LimitKind, Limiter, Outcome};
 
 /// Exact updates on a manual clock: growth under flat latency, the AIMD backoff, the bound of
 /// one window, and the limit never outside `[min, max]`.
@@ -186,23 +166,18 @@ fn processes_pool_their_samples_into_one_limit() {
     let dep = open(&path, spec);
     // Run the workers in a child so this process can watch the limit and stop them.
     let watch = |outcome: Outcome, reached: fn(f64, f64) -> bool| {
-        let shared = SharedWords::new(1);
-        let stop = &shared;
-        let child = spawn(|| {
-            let dep = open(&path, spec);
-            let grants = fork_workers(4, |_| {
-                let mut n = 0;
-                while stop.at(0).load(std::sync::atomic::Ordering::SeqCst) == 0 {
-                    if let Some(p) = dep.acquire_timeout(Duration::from_millis(5)).unwrap() {
-                        std::thread::sleep(Duration::from_micros(200));
-                        p.release(outcome);
-                        n += 1;
-                    }
+        let load = Load::start(
+            4,
+            || open(&path, spec),
+            |dep, _| match dep.acquire_timeout(Duration::from_millis(5)).unwrap() {
+                Some(p) => {
+                    std::thread::sleep(Duration::from_micros(200));
+                    p.release(outcome);
+                    true
                 }
-                vec![n]
-            });
-            vec![grants.iter().map(|g| g[0]).sum()]
-        });
+                None => false,
+            },
+        );
         let start = dep.status().unwrap().limit;
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         let mut now = start;
@@ -211,10 +186,7 @@ fn processes_pool_their_samples_into_one_limit() {
             now = dep.status().unwrap().limit;
             assert!((2.0..=32.0).contains(&now));
         }
-        stop.at(0).store(1, std::sync::atomic::Ordering::SeqCst);
-        let (status, words) = child.wait();
-        assert_eq!(status, 0);
-        assert!(words[0] > 0);
+        load.stop();
         now
     };
     let low = watch(Outcome::Error, |_, l| l <= 2.0);
@@ -251,31 +223,13 @@ fn killed_holders_report_nothing_and_their_permits_come_back() {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(5 + rng.next_u64() % 20));
-        for c in &children {
-            c.kill();
-        }
-        for c in children {
-            let (status, _) = c.wait();
-            assert!(libc::WIFSIGNALED(status), "round {round}");
-        }
+        kill_mid_request(children, &mut rng, round);
         let s = dep.status().unwrap();
         assert!((2.0..=16.0).contains(&s.limit), "round {round}: {s:?}");
         // Every permit of the current limit can be taken at once: dead holders' are taken over.
-        // An acquirer at the limit looks for dead holders at most every 10 ms per process.
-        let deadline = std::time::Instant::now() + Duration::from_secs(2);
-        let mut all = Vec::new();
-        while (all.len() as u64) < s.permits {
-            match dep.try_acquire().unwrap() {
-                Some(p) => all.push(p),
-                None if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(1))
-                }
-                None => panic!("round {round}: {} of {s:?} back", all.len()),
-            }
-        }
-        assert!(dep.try_acquire().unwrap().is_none());
-        drop(all);
+        every_permit_comes_back(s.permits, &format!("round {round}: {s:?}"), || {
+            dep.try_acquire().unwrap()
+        });
         dep.reclaim_dead_permits();
         assert_eq!(dep.status().unwrap().in_flight, 0, "round {round}");
     }

@@ -5,32 +5,11 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use common::adaptive::{every_permit_comes_back, kill_mid_request, manual_keyed, open_keyed, Load};
 use common::{fork_workers, spawn, temp_path, Active, SharedWords, MS};
-use shmlimit::{
-    AdaptiveConcurrency, Error, FullPolicy, Keyed, KeyedAdaptiveConcurrencyLimit, LimitKind,
-    Limiter, ManualClock, Outcome,
-};
-
-/// The keyed limit `dep` of the file at `path` (created with `spec` and `keys` if absent).
-fn open(path: &std::path::Path, spec: AdaptiveConcurrency) -> KeyedAdaptiveConcurrencyLimit {
-    Limiter::builder()
-        .keyed_limit("dep", spec, Keyed::new(64))
-        .create_or_open(path)
-        .unwrap()
-        .keyed_adaptive_concurrency("dep")
-        .unwrap()
-}
-
-fn manual(path: &std::path::Path, spec: AdaptiveConcurrency, keys: Keyed) -> Limiter<ManualClock> {
-    Limiter::builder()
-        .keyed_limit("dep", spec, keys)
-        .clock(ManualClock::new(1_000 * 1_000_000_000))
-        .create_or_open(path)
-        .unwrap()
-}
+use shmlimit::{AdaptiveConcurrency, Error, FullPolicy, Keyed, LimitKind, Limiter, Outcome};
 
 /// On a manual clock: a key whose requests fail backs off to its minimum while another with
 /// fast ok samples at full load grows, each from its own windows; a third key never used is
@@ -41,7 +20,7 @@ fn keys_learn_their_own_limits() {
     let spec = AdaptiveConcurrency::new(2, 40)
         .initial(10)
         .window(Duration::from_millis(10));
-    let limiter = manual(&path, spec, Keyed::new(16));
+    let limiter = manual_keyed(&path, spec, Keyed::new(16));
     let clock = limiter.clock().clone();
     assert_eq!(
         limiter.limit("dep").unwrap().kind(),
@@ -98,7 +77,7 @@ fn a_slot_that_changes_hands_starts_the_new_key_fresh() {
     let spec = AdaptiveConcurrency::new(1, 8)
         .initial(6)
         .window(Duration::from_millis(10));
-    let limiter = manual(&path, spec, Keyed::new(1));
+    let limiter = manual_keyed(&path, spec, Keyed::new(1));
     let clock = limiter.clock().clone();
     let dep = limiter.keyed_adaptive_concurrency("dep").unwrap();
     for _ in 0..40 {
@@ -146,7 +125,7 @@ fn a_full_table_follows_its_policy() {
         (FullPolicy::Error, "error"),
     ] {
         let _ = std::fs::remove_file(&path);
-        let limiter = manual(&path, spec, Keyed::new(1).on_full(policy));
+        let limiter = manual_keyed(&path, spec, Keyed::new(1).on_full(policy));
         let dep = limiter.keyed_adaptive_concurrency("dep").unwrap();
         let _held = dep.try_acquire(b"a").unwrap().unwrap();
         match (check, dep.try_acquire(b"b")) {
@@ -165,11 +144,11 @@ fn processes_never_hold_more_than_a_keys_limit() {
     let (_dir, path) = temp_path("gate.shm");
     // A window of an hour: each key's limit stays at 3 whatever the samples.
     let spec = AdaptiveConcurrency::new(3, 16).window(Duration::from_secs(3600));
-    open(&path, spec);
+    open_keyed(&path, spec);
     let shared = SharedWords::new(6);
     let active = [Active(&shared, 0), Active(&shared, 3)];
     let grants = fork_workers(6, |i| {
-        let dep = open(&path, spec);
+        let dep = open_keyed(&path, spec);
         let mut granted = 0;
         for n in 0..1500 {
             let k = (i + n) % 2;
@@ -196,7 +175,7 @@ fn processes_never_hold_more_than_a_keys_limit() {
         );
         assert_eq!(a.max(), 3, "key {k}: the limit was reached");
     }
-    let dep = open(&path, spec);
+    let dep = open_keyed(&path, spec);
     for key in [&b"db-1"[..], b"db-2"] {
         let s = dep.status(key).unwrap();
         assert_eq!((s.permits, s.in_flight), (3, 0));
@@ -211,32 +190,29 @@ fn processes_teach_each_key_its_own_limit() {
     let spec = AdaptiveConcurrency::new(2, 32)
         .initial(4)
         .window(Duration::from_millis(2));
-    let dep = open(&path, spec);
-    let shared = SharedWords::new(1);
-    let stop = &shared;
-    let child = spawn(|| {
-        let dep = open(&path, spec);
-        let grants = fork_workers(4, |i| {
-            let mut n = 0;
-            while stop.at(0).load(Ordering::SeqCst) == 0 {
-                // One worker's requests fail; three others' succeed in a steady 1 ms (as
-                // measured by the caller: no scheduling noise in the gradient), three in
-                // flight at once, enough for the healthy key to grow.
-                let (key, outcome): (&[u8], _) = if i == 0 {
-                    (b"failing", Outcome::Error)
-                } else {
-                    (b"healthy", Outcome::Ok)
-                };
-                if let Some(p) = dep.acquire_timeout(key, Duration::from_millis(5)).unwrap() {
+    let dep = open_keyed(&path, spec);
+    let load = Load::start(
+        4,
+        || open_keyed(&path, spec),
+        |dep, i| {
+            // One worker's requests fail; three others' succeed in a steady 1 ms (as measured
+            // by the caller: no scheduling noise in the gradient), three in flight at once,
+            // enough for the healthy key to grow.
+            let (key, outcome): (&[u8], _) = if i == 0 {
+                (b"failing", Outcome::Error)
+            } else {
+                (b"healthy", Outcome::Ok)
+            };
+            match dep.acquire_timeout(key, Duration::from_millis(5)).unwrap() {
+                Some(p) => {
                     std::thread::sleep(Duration::from_micros(200));
                     p.release_measured(outcome, Duration::from_millis(1));
-                    n += 1;
+                    true
                 }
+                None => false,
             }
-            vec![n]
-        });
-        vec![grants.iter().map(|g| g[0]).sum()]
-    });
+        },
+    );
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let (mut failing, mut healthy) = (4.0, 4.0);
     while !(failing <= 2.0 && healthy >= 5.0) && std::time::Instant::now() < deadline {
@@ -245,10 +221,7 @@ fn processes_teach_each_key_its_own_limit() {
         healthy = dep.status(b"healthy").unwrap().limit;
         assert!((2.0..=32.0).contains(&failing) && (2.0..=32.0).contains(&healthy));
     }
-    stop.at(0).store(1, Ordering::SeqCst);
-    let (status, words) = child.wait();
-    assert_eq!(status, 0);
-    assert!(words[0] > 0);
+    load.stop();
     assert_eq!(failing, 2.0, "the failing key backs off to its minimum");
     assert!(healthy >= 5.0, "the healthy key grows: {healthy}");
     for key in [&b"failing"[..], b"healthy"] {
@@ -264,7 +237,7 @@ fn killed_holders_permits_come_back_per_key() {
     let spec = AdaptiveConcurrency::new(2, 16)
         .initial(6)
         .window(Duration::from_millis(2));
-    let dep = open(&path, spec);
+    let dep = open_keyed(&path, spec);
     let mut rng = common::XorShift::new(11);
     let keys: [&[u8]; 2] = [b"a", b"b"];
     for round in 0..8 {
@@ -272,7 +245,7 @@ fn killed_holders_permits_come_back_per_key() {
             .map(|c| {
                 let path = &path;
                 spawn(move || {
-                    let dep = open(path, spec);
+                    let dep = open_keyed(path, spec);
                     loop {
                         let key = keys[c % 2];
                         if let Some(p) =
@@ -285,32 +258,14 @@ fn killed_holders_permits_come_back_per_key() {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(5 + rng.next_u64() % 20));
-        for c in &children {
-            c.kill();
-        }
-        for c in children {
-            let (status, _) = c.wait();
-            assert!(libc::WIFSIGNALED(status), "round {round}");
-        }
+        kill_mid_request(children, &mut rng, round);
         for key in keys {
             let s = dep.status(key).unwrap();
             assert!((2.0..=16.0).contains(&s.limit), "round {round}: {s:?}");
-            // Every permit of the key's limit at once: dead holders' are taken over (at most
-            // every 10 ms per process by an acquirer at the limit).
-            let deadline = std::time::Instant::now() + Duration::from_secs(2);
-            let mut all = Vec::new();
-            while (all.len() as u64) < s.permits {
-                match dep.try_acquire(key).unwrap() {
-                    Some(p) => all.push(p),
-                    None if std::time::Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(1))
-                    }
-                    None => panic!("round {round}: {} of {s:?} back", all.len()),
-                }
-            }
-            assert!(dep.try_acquire(key).unwrap().is_none());
-            drop(all);
+            // Every permit of the key's limit at once: dead holders' are taken over.
+            every_permit_comes_back(s.permits, &format!("round {round}: {s:?}"), || {
+                dep.try_acquire(key).unwrap()
+            });
         }
         dep.reclaim_dead_permits();
         for key in keys {
@@ -348,7 +303,7 @@ fn bad_input_is_refused_and_changes_nothing() {
         .create_or_open(&path)
         .expect_err("2^26 x 64 entries");
     assert!(too_many.to_string().contains("2^26"), "{too_many}");
-    let limiter = manual(&path, AdaptiveConcurrency::new(2, 8), Keyed::new(4));
+    let limiter = manual_keyed(&path, AdaptiveConcurrency::new(2, 8), Keyed::new(4));
     let dep = limiter.keyed_adaptive_concurrency("dep").unwrap();
     for key in [&b""[..], &[7u8; 1025][..]] {
         assert!(matches!(

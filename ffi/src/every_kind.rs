@@ -1,23 +1,32 @@
 //! Every operation of the C ABI on a limit of every kind: the status and the last error each
-//! answers, compared with [`EXPECTED`], the answers the untyped handle gave when every call
-//! checked the kind (so that the typed handles change none of them, byte for byte).
+//! answers on a real file, compared line by line with the frozen table `every_kind/answers.txt`
+//! (so that no change of the handles changes an answer, byte for byte, unnoticed). The rows of
+//! the rate and concurrency kinds and their calls are the answers the untyped handle gave when
+//! every call checked the kind; the adaptive and counters kinds, and their calls on every kind,
+//! were added as the typed handles answered them. `SHMLIMIT_PRINT_ANSWERS=1` prints the answers,
+//! to write the table anew when an answer changes on purpose.
 
 use std::ffi::{c_char, CStr, CString};
 use std::time::Duration;
 
 use shmlimit::{
-    Clock, Concurrency, FixedWindow, Keyed, Limiter, MonotonicClock, SlidingLog, TokenBucket,
+    AdaptiveConcurrency, Clock, Concurrency, Counters, FixedWindow, Keyed, Limiter, MonotonicClock,
+    SlidingLog, TokenBucket,
 };
 
+use crate::adaptive::*;
+use crate::adaptive_tuning::shmlimit_adaptive_tuning_of;
 use crate::compose::{shmlimit_acquire_all, shmlimit_refund_all};
+use crate::counters::*;
 use crate::keyed::*;
+use crate::keyed_adaptive::*;
 use crate::permit::*;
 use crate::reserve::*;
 use crate::retune::*;
 use crate::types::{shmlimit_check, shmlimit_composed, shmlimit_decision};
 use crate::*;
 
-const KINDS: [&str; 7] = [
+const KINDS: [&str; 10] = [
     "bucket",
     "window",
     "log",
@@ -25,6 +34,9 @@ const KINDS: [&str; 7] = [
     "keyed_bucket",
     "keyed_window",
     "keyed_permits",
+    "adaptive",
+    "keyed_adaptive",
+    "counters",
 ];
 
 fn outcome(status: shmlimit_status) -> String {
@@ -198,6 +210,141 @@ unsafe fn calls(l: *const shmlimit_limit, lines: &mut Vec<String>, kind: &str) {
     }
 }
 
+/// Every adaptive concurrency call on the limit `kind`, one line each; a permit granted is
+/// released (a bad outcome first, refused).
+///
+/// # Safety
+///
+/// `l` must be a live limit handle.
+unsafe fn adaptive_calls(l: *const shmlimit_limit, lines: &mut Vec<String>, kind: &str) {
+    let k = b"k".as_ptr();
+    let mut info = shmlimit_adaptive_info::default();
+    let mut tuning = std::mem::MaybeUninit::uninit();
+    let mut push = |call: &str, status: shmlimit_status| {
+        lines.push(format!("{kind} {call}: {}", outcome(status)));
+    };
+    // SAFETY: every pointer is live or NULL as each call allows; a permit granted is released
+    // (and freed) once, by the last call on it.
+    unsafe {
+        let mut permit = std::ptr::null_mut();
+        push(
+            "adaptive_acquire",
+            shmlimit_adaptive_acquire(l, 0, &mut permit),
+        );
+        if !permit.is_null() {
+            push("adaptive_release 4", shmlimit_adaptive_release(permit, 4));
+            push(
+                "adaptive_release",
+                shmlimit_adaptive_release(permit, shmlimit_outcome::SHMLIMIT_OUTCOME_OK as u32),
+            );
+        }
+        push("adaptive_status", shmlimit_adaptive_status(l, &mut info));
+        let mut permit = std::ptr::null_mut();
+        push(
+            "keyed_adaptive_acquire",
+            shmlimit_keyed_adaptive_acquire(l, k, 1, 0, &mut permit),
+        );
+        if !permit.is_null() {
+            push(
+                "keyed_adaptive release",
+                shmlimit_adaptive_release_measured(
+                    permit,
+                    shmlimit_outcome::SHMLIMIT_OUTCOME_OK as u32,
+                    0.001,
+                ),
+            );
+        }
+        push(
+            "keyed_adaptive_acquire empty",
+            shmlimit_keyed_adaptive_acquire(l, k, 0, 0, &mut permit),
+        );
+        push(
+            "keyed_adaptive_status",
+            shmlimit_keyed_adaptive_status(l, k, 1, &mut info),
+        );
+        push(
+            "keyed_adaptive_status empty",
+            shmlimit_keyed_adaptive_status(l, k, 0, &mut info),
+        );
+        push(
+            "adaptive_tuning_of",
+            shmlimit_adaptive_tuning_of(l, tuning.as_mut_ptr()),
+        );
+    }
+}
+
+/// Every counters call on the limit `kind`, one line each.
+///
+/// # Safety
+///
+/// `l` must be a live limit handle.
+unsafe fn counters_calls(l: *const shmlimit_limit, lines: &mut Vec<String>, kind: &str) {
+    const SECOND: u64 = 1_000_000_000;
+    let k = b"k".as_ptr();
+    let (mut count, mut age) = (0u64, 0u64);
+    let mut d = decision(false, 0, 0);
+    let mut sliding = shmlimit_sliding_counts::default();
+    let mut push = |call: &str, status: shmlimit_status| {
+        lines.push(format!("{kind} {call}: {}", outcome(status)));
+    };
+    // SAFETY: every pointer is live or NULL as each call allows.
+    unsafe {
+        push(
+            "counters_incr",
+            shmlimit_counters_incr(l, k, 1, SECOND, 1, &mut count),
+        );
+        push(
+            "counters_incr empty",
+            shmlimit_counters_incr(l, k, 0, SECOND, 1, &mut count),
+        );
+        push(
+            "counters_decr",
+            shmlimit_counters_decr(l, k, 1, 1, &mut count),
+        );
+        push(
+            "counters_set",
+            shmlimit_counters_set(l, k, 1, SECOND, 3, &mut count),
+        );
+        push(
+            "counters_count",
+            shmlimit_counters_count(l, k, 1, &mut count, &mut age),
+        );
+        push(
+            "counters_acquire_fixed 1",
+            shmlimit_counters_acquire_fixed(l, k, 1, 5, SECOND, 1, &mut d),
+        );
+        push(
+            "counters_acquire_fixed 0",
+            shmlimit_counters_acquire_fixed(l, k, 1, 5, SECOND, 0, &mut d),
+        );
+        push(
+            "counters_acquire_sliding",
+            shmlimit_counters_acquire_sliding(l, k, 1, 5, SECOND, 1, &mut d),
+        );
+        push(
+            "counters_acquire_moving",
+            shmlimit_counters_acquire_moving(l, k, 1, 5, SECOND, 1, &mut d),
+        );
+        push(
+            "counters_acquire_moving over the log",
+            shmlimit_counters_acquire_moving(l, k, 1, 9, SECOND, 1, &mut d),
+        );
+        push(
+            "counters_sliding",
+            shmlimit_counters_sliding(l, k, 1, SECOND, &mut sliding),
+        );
+        push(
+            "counters_moving",
+            shmlimit_counters_moving(l, k, 1, 5, SECOND, &mut count, &mut age),
+        );
+        push("counters_clear_key", shmlimit_counters_clear_key(l, k, 1));
+        push(
+            "counters_clear_all",
+            shmlimit_counters_clear_all(l, &mut count),
+        );
+    }
+}
+
 /// The lines of every call on every kind, on a fresh file.
 fn answers() -> Vec<String> {
     let path = std::env::temp_dir().join(format!("shmlimit-every-kind-{}.shm", std::process::id()));
@@ -216,6 +363,13 @@ fn answers() -> Vec<String> {
             )
             .keyed_limit("keyed_window", FixedWindow::new(10, minute), Keyed::new(16))
             .keyed_limit("keyed_permits", Concurrency::new(2), Keyed::new(16))
+            .limit("adaptive", AdaptiveConcurrency::new(2, 8))
+            .keyed_limit(
+                "keyed_adaptive",
+                AdaptiveConcurrency::new(2, 8),
+                Keyed::new(16),
+            )
+            .keyed_limit("counters", Counters::new().moving_window(8), Keyed::new(16))
             .create_or_open(&path)
             .expect("create the file"),
     );
@@ -236,6 +390,8 @@ fn answers() -> Vec<String> {
                 shmlimit_status::SHMLIMIT_OK
             );
             calls(limit, &mut lines, kind);
+            adaptive_calls(limit, &mut lines, kind);
+            counters_calls(limit, &mut lines, kind);
             shmlimit_limit_free(limit);
         }
         shmlimit_limiter_free(limiter);
@@ -243,6 +399,9 @@ fn answers() -> Vec<String> {
     let _ = std::fs::remove_file(&path);
     lines
 }
+
+/// What each call answered, one line each: `KIND CALL: ANSWER`.
+const EXPECTED: &str = include_str!("every_kind/answers.txt");
 
 #[test]
 fn every_call_on_every_kind_answers_as_before() {
@@ -256,337 +415,3 @@ fn every_call_on_every_kind_answers_as_before() {
     }
     assert_eq!(got.len(), expected.len());
 }
-
-/// What each call answered before the C ABI held typed handles (`SHMLIMIT_PRINT_ANSWERS=1`
-/// prints the answers).
-const EXPECTED: &str = "\
-bucket acquire 1: OK\n\
-bucket acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-bucket peek 1: OK\n\
-bucket peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-bucket acquire_at now: OK\n\
-bucket acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-bucket acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-bucket acquire_timeout 1: OK\n\
-bucket acquire_timeout 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_timeout: a cost must be at least 1\n\
-bucket refund denied: OK\n\
-bucket refund granted: OK\n\
-bucket refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `bucket`: this limit did not make this grant: refund it on the limit that did\n\
-bucket refund_units 0: OK\n\
-bucket refund_units 1: OK\n\
-bucket acquire_key 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-bucket acquire_key empty: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket peek_key 1: SHMLIMIT_WRONG_KIND: shmlimit_peek_key: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-bucket acquire_key_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key_at: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-bucket acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-bucket refund_key denied: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket refund_key empty: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket key_occupancy: SHMLIMIT_WRONG_KIND: shmlimit_limit_key_occupancy: limit `bucket`: this limit is not keyed\n\
-bucket reclaim_idle_keys: SHMLIMIT_WRONG_KIND: shmlimit_limit_reclaim_idle_keys: limit `bucket`: this limit is not keyed\n\
-bucket key_tag: OK\n\
-bucket key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-bucket reserve 1: OK\n\
-bucket reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-bucket permit_acquire: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_release: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_acquire_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_timeout: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_release 0: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_acquire_key: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-bucket permit_acquire_key_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key_timeout: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_key_held: SHMLIMIT_WRONG_KIND: shmlimit_permit_key_held: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-bucket permit_holders: SHMLIMIT_WRONG_KIND: shmlimit_permit_holders: limit `bucket`: this limit is not a concurrency limit\n\
-bucket permit_reclaim_dead: SHMLIMIT_WRONG_KIND: shmlimit_permit_reclaim_dead: limit `bucket`: this limit is not a concurrency limit\n\
-bucket set_rate: OK\n\
-bucket set_token_bucket: OK\n\
-bucket set_limit: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_limit: limit `bucket`: this limit is not a fixed or sliding window\n\
-bucket acquire_all unkeyed: OK\n\
-bucket refund_all unkeyed: OK\n\
-bucket acquire_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `bucket`: this limit is not keyed: use try_acquire\n\
-bucket refund_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_refund_all: limit `bucket`: this limit is not keyed: use try_acquire\n\
-window acquire 1: OK\n\
-window acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-window peek 1: OK\n\
-window peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-window acquire_at now: OK\n\
-window acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-window acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-window acquire_timeout 1: OK\n\
-window acquire_timeout 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_timeout: a cost must be at least 1\n\
-window refund denied: OK\n\
-window refund granted: OK\n\
-window refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `window`: this limit did not make this grant: refund it on the limit that did\n\
-window refund_units 0: OK\n\
-window refund_units 1: OK\n\
-window acquire_key 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `window`: this limit is not keyed: use try_acquire\n\
-window acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-window acquire_key empty: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `window`: this limit is not keyed: use try_acquire\n\
-window peek_key 1: SHMLIMIT_WRONG_KIND: shmlimit_peek_key: limit `window`: this limit is not keyed: use try_acquire\n\
-window peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-window acquire_key_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key_at: limit `window`: this limit is not keyed: use try_acquire\n\
-window acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-window acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-window refund_key denied: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `window`: this limit is not keyed: use try_acquire\n\
-window refund_key empty: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `window`: this limit is not keyed: use try_acquire\n\
-window key_occupancy: SHMLIMIT_WRONG_KIND: shmlimit_limit_key_occupancy: limit `window`: this limit is not keyed\n\
-window reclaim_idle_keys: SHMLIMIT_WRONG_KIND: shmlimit_limit_reclaim_idle_keys: limit `window`: this limit is not keyed\n\
-window key_tag: OK\n\
-window key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-window reserve 1: SHMLIMIT_WRONG_KIND: shmlimit_reserve: limit `window`: this limit is not a token bucket: use acquire_timeout\n\
-window reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-window permit_acquire: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire: limit `window`: this limit is not a concurrency limit\n\
-window permit_release: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `window`: this limit is not a concurrency limit\n\
-window permit_acquire_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_timeout: limit `window`: this limit is not a concurrency limit\n\
-window permit_release 0: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `window`: this limit is not a concurrency limit\n\
-window permit_acquire_key: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key: limit `window`: this limit is not a concurrency limit\n\
-window permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-window permit_acquire_key_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key_timeout: limit `window`: this limit is not a concurrency limit\n\
-window permit_key_held: SHMLIMIT_WRONG_KIND: shmlimit_permit_key_held: limit `window`: this limit is not a concurrency limit\n\
-window permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-window permit_holders: SHMLIMIT_WRONG_KIND: shmlimit_permit_holders: limit `window`: this limit is not a concurrency limit\n\
-window permit_reclaim_dead: SHMLIMIT_WRONG_KIND: shmlimit_permit_reclaim_dead: limit `window`: this limit is not a concurrency limit\n\
-window set_rate: OK\n\
-window set_token_bucket: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_token_bucket: limit `window`: this limit is not a token bucket\n\
-window set_limit: OK\n\
-window acquire_all unkeyed: OK\n\
-window refund_all unkeyed: OK\n\
-window acquire_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `window`: this limit is not keyed: use try_acquire\n\
-window refund_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_refund_all: limit `window`: this limit is not keyed: use try_acquire\n\
-log acquire 1: OK\n\
-log acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-log peek 1: OK\n\
-log peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-log acquire_at now: OK\n\
-log acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-log acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-log acquire_timeout 1: OK\n\
-log acquire_timeout 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_timeout: a cost must be at least 1\n\
-log refund denied: OK\n\
-log refund granted: OK\n\
-log refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `log`: this limit did not make this grant: refund it on the limit that did\n\
-log refund_units 0: OK\n\
-log refund_units 1: OK\n\
-log acquire_key 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `log`: this limit is not keyed: use try_acquire\n\
-log acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-log acquire_key empty: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `log`: this limit is not keyed: use try_acquire\n\
-log peek_key 1: SHMLIMIT_WRONG_KIND: shmlimit_peek_key: limit `log`: this limit is not keyed: use try_acquire\n\
-log peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-log acquire_key_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key_at: limit `log`: this limit is not keyed: use try_acquire\n\
-log acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-log acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-log refund_key denied: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `log`: this limit is not keyed: use try_acquire\n\
-log refund_key empty: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `log`: this limit is not keyed: use try_acquire\n\
-log key_occupancy: SHMLIMIT_WRONG_KIND: shmlimit_limit_key_occupancy: limit `log`: this limit is not keyed\n\
-log reclaim_idle_keys: SHMLIMIT_WRONG_KIND: shmlimit_limit_reclaim_idle_keys: limit `log`: this limit is not keyed\n\
-log key_tag: OK\n\
-log key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-log reserve 1: SHMLIMIT_WRONG_KIND: shmlimit_reserve: limit `log`: this limit is not a token bucket: use acquire_timeout\n\
-log reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-log permit_acquire: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire: limit `log`: this limit is not a concurrency limit\n\
-log permit_release: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `log`: this limit is not a concurrency limit\n\
-log permit_acquire_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_timeout: limit `log`: this limit is not a concurrency limit\n\
-log permit_release 0: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `log`: this limit is not a concurrency limit\n\
-log permit_acquire_key: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key: limit `log`: this limit is not a concurrency limit\n\
-log permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-log permit_acquire_key_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key_timeout: limit `log`: this limit is not a concurrency limit\n\
-log permit_key_held: SHMLIMIT_WRONG_KIND: shmlimit_permit_key_held: limit `log`: this limit is not a concurrency limit\n\
-log permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-log permit_holders: SHMLIMIT_WRONG_KIND: shmlimit_permit_holders: limit `log`: this limit is not a concurrency limit\n\
-log permit_reclaim_dead: SHMLIMIT_WRONG_KIND: shmlimit_permit_reclaim_dead: limit `log`: this limit is not a concurrency limit\n\
-log set_rate: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_rate: limit `log`: this limit has no rate to change\n\
-log set_token_bucket: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_token_bucket: limit `log`: this limit is not a token bucket\n\
-log set_limit: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_limit: limit `log`: this limit is not a fixed or sliding window\n\
-log acquire_all unkeyed: OK\n\
-log refund_all unkeyed: OK\n\
-log acquire_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `log`: this limit is not keyed: use try_acquire\n\
-log refund_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_refund_all: limit `log`: this limit is not keyed: use try_acquire\n\
-permits acquire 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire: limit `permits`: this limit is a concurrency limit: use try_acquire_permit\n\
-permits acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-permits peek 1: SHMLIMIT_WRONG_KIND: shmlimit_peek: limit `permits`: this limit is a concurrency limit: use try_acquire_permit\n\
-permits peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-permits acquire_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_at: limit `permits`: this limit is a concurrency limit: use try_acquire_permit\n\
-permits acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-permits acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-permits acquire_timeout 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_timeout: limit `permits`: this limit is a concurrency limit: use acquire_permit_timeout\n\
-permits acquire_timeout 0: SHMLIMIT_WRONG_KIND: shmlimit_acquire_timeout: limit `permits`: this limit is a concurrency limit: use acquire_permit_timeout\n\
-permits refund denied: OK\n\
-permits refund granted: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `permits`: this limit is a concurrency limit: drop the permit\n\
-permits refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `permits`: this limit did not make this grant: refund it on the limit that did\n\
-permits refund_units 0: OK\n\
-permits refund_units 1: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `permits`: this limit is a concurrency limit: drop the permit\n\
-permits acquire_key 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `permits`: this limit is not keyed: use try_acquire\n\
-permits acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-permits acquire_key empty: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `permits`: this limit is not keyed: use try_acquire\n\
-permits peek_key 1: SHMLIMIT_WRONG_KIND: shmlimit_peek_key: limit `permits`: this limit is not keyed: use try_acquire\n\
-permits peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-permits acquire_key_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key_at: limit `permits`: this limit is not keyed: use try_acquire\n\
-permits acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-permits acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-permits refund_key denied: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `permits`: this limit is not keyed: use try_acquire\n\
-permits refund_key empty: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `permits`: this limit is not keyed: use try_acquire\n\
-permits key_occupancy: SHMLIMIT_WRONG_KIND: shmlimit_limit_key_occupancy: limit `permits`: this limit is not keyed\n\
-permits reclaim_idle_keys: SHMLIMIT_WRONG_KIND: shmlimit_limit_reclaim_idle_keys: limit `permits`: this limit is not keyed\n\
-permits key_tag: OK\n\
-permits key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-permits reserve 1: SHMLIMIT_WRONG_KIND: shmlimit_reserve: limit `permits`: this limit is not a token bucket: use acquire_timeout\n\
-permits reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-permits permit_acquire: OK\n\
-permits permit_release: OK\n\
-permits permit_acquire_timeout: OK\n\
-permits permit_release 0: OK\n\
-permits permit_acquire_key: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key: limit `permits`: this limit is not keyed: use try_acquire_permit\n\
-permits permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-permits permit_acquire_key_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key_timeout: limit `permits`: this limit is not keyed: use try_acquire_permit\n\
-permits permit_key_held: SHMLIMIT_WRONG_KIND: shmlimit_permit_key_held: limit `permits`: this limit is not keyed: use try_acquire_permit\n\
-permits permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-permits permit_holders: OK\n\
-permits permit_reclaim_dead: OK\n\
-permits set_rate: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_rate: limit `permits`: this limit has no rate to change\n\
-permits set_token_bucket: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_token_bucket: limit `permits`: this limit is not a token bucket\n\
-permits set_limit: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_limit: limit `permits`: this limit is not a fixed or sliding window\n\
-permits acquire_all unkeyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `permits`: this limit is a concurrency limit: use try_acquire_permit\n\
-permits acquire_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `permits`: this limit is not keyed: use try_acquire\n\
-keyed_bucket acquire 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire: limit `keyed_bucket`: this limit is keyed: use try_acquire_key\n\
-keyed_bucket acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-keyed_bucket peek 1: SHMLIMIT_WRONG_KIND: shmlimit_peek: limit `keyed_bucket`: this limit is keyed: use try_acquire_key\n\
-keyed_bucket peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-keyed_bucket acquire_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_at: limit `keyed_bucket`: this limit is keyed: use try_acquire_key\n\
-keyed_bucket acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-keyed_bucket acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-keyed_bucket acquire_timeout 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_timeout: limit `keyed_bucket`: this limit is keyed: reservations are for unkeyed token buckets\n\
-keyed_bucket acquire_timeout 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_timeout: a cost must be at least 1\n\
-keyed_bucket refund denied: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_bucket`: this limit is keyed: use refund_key\n\
-keyed_bucket refund granted: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_bucket`: this limit is keyed: use refund_key\n\
-keyed_bucket refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_bucket`: this limit is keyed: use refund_key\n\
-keyed_bucket refund_units 0: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `keyed_bucket`: this limit is keyed: use refund_key\n\
-keyed_bucket refund_units 1: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `keyed_bucket`: this limit is keyed: use refund_key\n\
-keyed_bucket acquire_key 1: OK\n\
-keyed_bucket acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-keyed_bucket acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_acquire_key: invalid key: a key must be at least one byte\n\
-keyed_bucket peek_key 1: OK\n\
-keyed_bucket peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-keyed_bucket acquire_key_at now: OK\n\
-keyed_bucket acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-keyed_bucket acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-keyed_bucket refund_key denied: OK\n\
-keyed_bucket refund_key empty: SHMLIMIT_INVALID_KEY: shmlimit_refund_key: invalid key: a key must be at least one byte\n\
-keyed_bucket key_occupancy: OK\n\
-keyed_bucket reclaim_idle_keys: OK\n\
-keyed_bucket key_tag: OK\n\
-keyed_bucket key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-keyed_bucket reserve 1: SHMLIMIT_WRONG_KIND: shmlimit_reserve: limit `keyed_bucket`: this limit is keyed: reservations are for unkeyed token buckets\n\
-keyed_bucket reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-keyed_bucket permit_acquire: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_release: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_acquire_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_timeout: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_release 0: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_acquire_key: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-keyed_bucket permit_acquire_key_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key_timeout: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_key_held: SHMLIMIT_WRONG_KIND: shmlimit_permit_key_held: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-keyed_bucket permit_holders: SHMLIMIT_WRONG_KIND: shmlimit_permit_holders: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket permit_reclaim_dead: SHMLIMIT_WRONG_KIND: shmlimit_permit_reclaim_dead: limit `keyed_bucket`: this limit is not a concurrency limit\n\
-keyed_bucket set_rate: OK\n\
-keyed_bucket set_token_bucket: OK\n\
-keyed_bucket set_limit: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_limit: limit `keyed_bucket`: this limit is not a fixed or sliding window\n\
-keyed_bucket acquire_all unkeyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `keyed_bucket`: this limit is keyed: use try_acquire_key\n\
-keyed_bucket acquire_all keyed: OK\n\
-keyed_bucket refund_all keyed: OK\n\
-keyed_window acquire 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire: limit `keyed_window`: this limit is keyed: use try_acquire_key\n\
-keyed_window acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-keyed_window peek 1: SHMLIMIT_WRONG_KIND: shmlimit_peek: limit `keyed_window`: this limit is keyed: use try_acquire_key\n\
-keyed_window peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-keyed_window acquire_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_at: limit `keyed_window`: this limit is keyed: use try_acquire_key\n\
-keyed_window acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-keyed_window acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-keyed_window acquire_timeout 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_timeout: limit `keyed_window`: this limit is keyed: use try_acquire_key\n\
-keyed_window acquire_timeout 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_timeout: a cost must be at least 1\n\
-keyed_window refund denied: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_window`: this limit is keyed: use refund_key\n\
-keyed_window refund granted: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_window`: this limit is keyed: use refund_key\n\
-keyed_window refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_window`: this limit is keyed: use refund_key\n\
-keyed_window refund_units 0: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `keyed_window`: this limit is keyed: use refund_key\n\
-keyed_window refund_units 1: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `keyed_window`: this limit is keyed: use refund_key\n\
-keyed_window acquire_key 1: OK\n\
-keyed_window acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-keyed_window acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_acquire_key: invalid key: a key must be at least one byte\n\
-keyed_window peek_key 1: OK\n\
-keyed_window peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-keyed_window acquire_key_at now: OK\n\
-keyed_window acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-keyed_window acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-keyed_window refund_key denied: OK\n\
-keyed_window refund_key empty: SHMLIMIT_INVALID_KEY: shmlimit_refund_key: invalid key: a key must be at least one byte\n\
-keyed_window key_occupancy: OK\n\
-keyed_window reclaim_idle_keys: OK\n\
-keyed_window key_tag: OK\n\
-keyed_window key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-keyed_window reserve 1: SHMLIMIT_WRONG_KIND: shmlimit_reserve: limit `keyed_window`: this limit is keyed: reservations are for unkeyed token buckets\n\
-keyed_window reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-keyed_window permit_acquire: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_release: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_acquire_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_timeout: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_release 0: SHMLIMIT_WRONG_KIND: shmlimit_permit_release: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_acquire_key: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-keyed_window permit_acquire_key_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_key_timeout: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_key_held: SHMLIMIT_WRONG_KIND: shmlimit_permit_key_held: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-keyed_window permit_holders: SHMLIMIT_WRONG_KIND: shmlimit_permit_holders: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window permit_reclaim_dead: SHMLIMIT_WRONG_KIND: shmlimit_permit_reclaim_dead: limit `keyed_window`: this limit is not a concurrency limit\n\
-keyed_window set_rate: OK\n\
-keyed_window set_token_bucket: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_token_bucket: limit `keyed_window`: this limit is not a token bucket\n\
-keyed_window set_limit: OK\n\
-keyed_window acquire_all unkeyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `keyed_window`: this limit is keyed: use try_acquire_key\n\
-keyed_window acquire_all keyed: OK\n\
-keyed_window refund_all keyed: OK\n\
-keyed_permits acquire 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire: limit `keyed_permits`: this limit is keyed: use try_acquire_key\n\
-keyed_permits acquire 0: SHMLIMIT_ZERO_COST: shmlimit_acquire: a cost must be at least 1\n\
-keyed_permits peek 1: SHMLIMIT_WRONG_KIND: shmlimit_peek: limit `keyed_permits`: this limit is keyed: use try_acquire_key\n\
-keyed_permits peek 0: SHMLIMIT_ZERO_COST: shmlimit_peek: a cost must be at least 1\n\
-keyed_permits acquire_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_at: limit `keyed_permits`: this limit is keyed: use try_acquire_key\n\
-keyed_permits acquire_at 0 now: SHMLIMIT_ZERO_COST: shmlimit_acquire_at: a cost must be at least 1\n\
-keyed_permits acquire_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-keyed_permits acquire_timeout 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_timeout: limit `keyed_permits`: this limit is a concurrency limit: use acquire_permit_timeout\n\
-keyed_permits acquire_timeout 0: SHMLIMIT_WRONG_KIND: shmlimit_acquire_timeout: limit `keyed_permits`: this limit is a concurrency limit: use acquire_permit_timeout\n\
-keyed_permits refund denied: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_permits`: this limit is keyed: use refund_key\n\
-keyed_permits refund granted: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_permits`: this limit is keyed: use refund_key\n\
-keyed_permits refund foreign: SHMLIMIT_WRONG_KIND: shmlimit_refund: limit `keyed_permits`: this limit is keyed: use refund_key\n\
-keyed_permits refund_units 0: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `keyed_permits`: this limit is keyed: use refund_key\n\
-keyed_permits refund_units 1: SHMLIMIT_WRONG_KIND: shmlimit_refund_units: limit `keyed_permits`: this limit is keyed: use refund_key\n\
-keyed_permits acquire_key 1: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n\
-keyed_permits acquire_key 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key: a cost must be at least 1\n\
-keyed_permits acquire_key empty: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n\
-keyed_permits peek_key 1: SHMLIMIT_WRONG_KIND: shmlimit_peek_key: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n\
-keyed_permits peek_key 0: SHMLIMIT_ZERO_COST: shmlimit_peek_key: a cost must be at least 1\n\
-keyed_permits acquire_key_at now: SHMLIMIT_WRONG_KIND: shmlimit_acquire_key_at: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n\
-keyed_permits acquire_key_at ahead: SHMLIMIT_CLOCK_OUT_OF_RANGE: shmlimit_acquire_key_at: time AHEAD ns is beyond what the state can encode (2305843009213693952 ns) or ahead of the limit's clock by more than 1 ms\n\
-keyed_permits acquire_key_at 0: SHMLIMIT_ZERO_COST: shmlimit_acquire_key_at: a cost must be at least 1\n\
-keyed_permits refund_key denied: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n\
-keyed_permits refund_key empty: SHMLIMIT_WRONG_KIND: shmlimit_refund_key: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n\
-keyed_permits key_occupancy: OK\n\
-keyed_permits reclaim_idle_keys: OK\n\
-keyed_permits key_tag: OK\n\
-keyed_permits key_tag empty: SHMLIMIT_INVALID_KEY: shmlimit_key_tag: invalid key: a key must be at least one byte\n\
-keyed_permits reserve 1: SHMLIMIT_WRONG_KIND: shmlimit_reserve: limit `keyed_permits`: this limit is keyed: reservations are for unkeyed token buckets\n\
-keyed_permits reserve 0: SHMLIMIT_ZERO_COST: shmlimit_reserve: a cost must be at least 1\n\
-keyed_permits permit_acquire: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire: limit `keyed_permits`: this limit is keyed: use try_acquire_key_permit\n\
-keyed_permits permit_release: OK\n\
-keyed_permits permit_acquire_timeout: SHMLIMIT_WRONG_KIND: shmlimit_permit_acquire_timeout: limit `keyed_permits`: this limit is keyed: use try_acquire_key_permit\n\
-keyed_permits permit_release 0: OK\n\
-keyed_permits permit_acquire_key: OK\n\
-keyed_permits permit_acquire_key empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_acquire_key: invalid key: a key must be at least one byte\n\
-keyed_permits permit_acquire_key_timeout: OK\n\
-keyed_permits permit_key_held: OK\n\
-keyed_permits permit_key_held empty: SHMLIMIT_INVALID_KEY: shmlimit_permit_key_held: invalid key: a key must be at least one byte\n\
-keyed_permits permit_holders: OK\n\
-keyed_permits permit_reclaim_dead: OK\n\
-keyed_permits set_rate: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_rate: limit `keyed_permits`: this limit has no rate to change\n\
-keyed_permits set_token_bucket: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_token_bucket: limit `keyed_permits`: this limit is not a token bucket\n\
-keyed_permits set_limit: SHMLIMIT_WRONG_KIND: shmlimit_limit_set_limit: limit `keyed_permits`: this limit is not a fixed or sliding window\n\
-keyed_permits acquire_all unkeyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `keyed_permits`: this limit is keyed: use try_acquire_key\n\
-keyed_permits acquire_all keyed: SHMLIMIT_WRONG_KIND: shmlimit_acquire_all: limit `keyed_permits`: this limit is a keyed concurrency limit: use try_acquire_key_permit\n";

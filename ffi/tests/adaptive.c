@@ -122,12 +122,7 @@ static void wrong_kinds_and_refusals(const char *dir) {
     shmlimit_limit_free(bucket);
     shmlimit_limiter_free(limiter);
 
-    zero_def(&def, "min_above_max", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 8);
-    refused(dir, &def, "above maximum");
-    zero_def(&def, "zero_min", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 0);
-    refused(dir, &def, "minimum 0");
-    zero_def(&def, "zero_max", SHMLIMIT_ADAPTIVE_CONCURRENCY, 0, 0, 1);
-    refused(dir, &def, "above maximum");
+    adaptive_definitions_refused(dir, 0);
     zero_def(&def, "huge", SHMLIMIT_ADAPTIVE_CONCURRENCY, UINT64_C(1) << 16, 0, 1);
     refused(dir, &def, "maximum 65536");
     zero_def(&def, "aligned", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 1);

@@ -1,7 +1,8 @@
 /*
- * What the feature tests of the C ABI share (features.c, concurrency.c, lifecycle.c): the
- * time constants, a zeroed definition, a file of one limit, and a refused definition. Static
- * inline: each test program uses some of them.
+ * What the feature tests of the C ABI share (features.c, concurrency.c, lifecycle.c,
+ * adaptive.c, keyed_adaptive.c): the time constants, a zeroed definition, a file of one limit,
+ * a refused definition, the definitions every adaptive concurrency limit refuses, and waiting
+ * clear of an adaptive limit's re-measure. Static inline: each test program uses some of them.
  */
 #ifndef SHMLIMIT_FEATURE_HELPERS_H
 #define SHMLIMIT_FEATURE_HELPERS_H
@@ -50,6 +51,28 @@ static inline void refused(const char *dir, const shmlimit_def *def, const char 
                 shmlimit_last_error());
     }
     CHECK(limiter == sentinel);
+}
+
+/* The definitions an adaptive concurrency limit refuses whether keyed (`key_capacity` slots)
+ * or not (0), each with a message naming the fault: a minimum (`rate`) above the maximum
+ * (`limit`), a minimum of 0, a maximum of 0. */
+static inline void adaptive_definitions_refused(const char *dir, uint64_t key_capacity) {
+    static const struct {
+        const char *name;
+        uint64_t max;
+        uint64_t min;
+        const char *needle;
+    } bad[] = {
+        {"min_above_max", 4, 8, "above maximum"},
+        {"zero_min", 4, 0, "minimum 0"},
+        {"zero_max", 0, 1, "above maximum"},
+    };
+    shmlimit_def def;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        zero_def(&def, bad[i].name, SHMLIMIT_ADAPTIVE_CONCURRENCY, bad[i].max, 0, bad[i].min);
+        def.key_capacity = key_capacity;
+        refused(dir, &def, bad[i].needle);
+    }
 }
 
 /* Sleep, if need be, until the next `seconds` hold none of an adaptive limit's re-measure

@@ -146,12 +146,7 @@ static void refusals(const char *dir) {
     zero_def(&def, "too_many", SHMLIMIT_ADAPTIVE_CONCURRENCY, 65, 0, 2);
     def.key_capacity = 16;
     refused(dir, &def, "at most 64");
-    zero_def(&def, "min_above_max", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 8);
-    def.key_capacity = 16;
-    refused(dir, &def, "above maximum");
-    zero_def(&def, "zero_min", SHMLIMIT_ADAPTIVE_CONCURRENCY, 4, 0, 0);
-    def.key_capacity = 16;
-    refused(dir, &def, "minimum 0");
+    adaptive_definitions_refused(dir, 16);
 }
 
 int main(int argc, char **argv) {

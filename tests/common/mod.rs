@@ -4,6 +4,7 @@
 //! Each test binary that includes this module uses only part of it.
 #![allow(dead_code)]
 
+pub mod adaptive;
 pub mod cbuild;
 pub mod words;
 

@@ -24,7 +24,6 @@ import http.client
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -35,47 +34,17 @@ import time
 from typing import Dict, List, Tuple
 
 import shmlimit
+from served_app import APP_BASE, HEADERS, command, free_port, make_site, wait_listening
 
 QUICK = "--quick" in sys.argv
 REQUESTS = 4_000 if QUICK else 20_000
 WARM_UP = 1_000
 ROUNDS = 3 if QUICK else 7
 CONNECTIONS = 4
-HUGE = 10**9
 
-HEADERS: Dict[str, str] = {
-    "User-Agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
-    "Accept": "application/json",
-    "Accept-Encoding": "gzip, deflate, br",
-    "Accept-Language": "en-GB,en;q=0.5",
-    "X-Api-Key": "client-42",
-    "X-Request-Id": "4bf92f3577b34da6a3ce929d0e0e4736",
-    "Referer": "https://app.example.com/dashboard",
-    "Cookie": "session=2f6c1e0a9b8d7c6e5f4a3b2c1d0e9f8a",
-    "Cache-Control": "no-cache",
-    "Pragma": "no-cache",
-    "Sec-Fetch-Mode": "cors",
-}
-
-APP = textwrap.dedent('''
-    import os
-    from shmlimit.web import ASGIMiddleware, Check, Guard, WSGIMiddleware, header
-
-    def bare_wsgi(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
-        return [b"ok"]
-
-    async def bare_asgi(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-    checks = [Check("per_client", key=header("x-api-key")), Check("global")]
-    guard = Guard(os.environ["SHMLIMIT_BENCH_PATH"], None, checks)
+APP = APP_BASE + textwrap.dedent('''
     middleware_wsgi = WSGIMiddleware(bare_wsgi, guard)
     middleware_asgi = ASGIMiddleware(bare_asgi, guard)
-    quiet = Guard(os.environ["SHMLIMIT_BENCH_PATH"], None, checks, rate_limit_headers=False,
-                  policy_header=False)
     quiet_wsgi = WSGIMiddleware(bare_wsgi, quiet)
     quiet_asgi = ASGIMiddleware(bare_asgi, quiet)
 ''')
@@ -89,21 +58,6 @@ MODES: List[Tuple[str, str, str]] = [
     ("ASGI (uvicorn, 1 process), middleware", "uvicorn", "middleware_asgi"),
     ("ASGI (uvicorn, 1 process), middleware, no fields", "uvicorn", "quiet_asgi"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def command(server: str, app: str, port: int) -> List[str]:
-    if server == "gunicorn":
-        return [sys.executable, "-m", "gunicorn", "--workers", "1", "--bind",
-                f"127.0.0.1:{port}", "--log-level", "warning", f"app:{app}"]
-    return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
-            "--lifespan", "off", "--no-access-log", "--log-level", "warning", f"app:{app}"]
 
 
 def worker_pid(server: str, proc: "subprocess.Popen[bytes]") -> int:
@@ -153,19 +107,6 @@ def send(port: int, count: int) -> None:
         t.join()
 
 
-def wait_listening(port: int, proc: "subprocess.Popen[bytes]") -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("the server did not listen within 30 s")
-
-
 def one_round(site: str, path: str, server: str, app: str) -> Tuple[float, float]:
     """Server CPU ns per request and requests per second, one server start."""
     port = free_port()
@@ -196,13 +137,7 @@ def main() -> None:
             sys.exit(f"{module} is not installed: pip install gunicorn uvicorn")
     site = tempfile.mkdtemp()
     try:
-        with open(os.path.join(site, "app.py"), "w") as f:
-            f.write(APP)
-        path = os.path.join(site, "limits.shm")
-        shmlimit.Limiter.create_or_open(path, {
-            "global": shmlimit.TokenBucket(rate=HUGE, per=1),
-            "per_client": shmlimit.TokenBucket(rate=HUGE, per=1, keyed=shmlimit.Keyed(1024)),
-        }).close()
+        path = make_site(site, APP)
         cpu: Dict[str, List[float]] = {name: [] for name, _, _ in MODES}
         rps: Dict[str, List[float]] = {name: [] for name, _, _ in MODES}
         for r in range(ROUNDS):

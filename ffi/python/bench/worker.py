@@ -20,39 +20,22 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import textwrap
 import time
 from typing import Dict, List, Tuple
 
-import shmlimit
+from served_app import APP_BASE, HEADERS, command, free_port, make_site, wait_listening
 
 WARM, N = 300, 2000
 MODES = "bare,bare2,decision,render,middleware,quiet"
-APP = textwrap.dedent('''
-    import os, time, json
-    from shmlimit.web import ASGIMiddleware, Check, Guard, WSGIMiddleware, header
+APP = APP_BASE + textwrap.dedent('''
+    import time, json
     pc = time.perf_counter_ns
     WARM, N = %d, %d
     OUT = os.environ["OUT"]
-
-    def bare_wsgi(environ, start_response):
-        start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
-        return [b"ok"]
-
-    async def bare_asgi(scope, receive, send):
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"2")]})
-        await send({"type": "http.response.body", "body": b"ok"})
-
-    checks = [Check("per_client", key=header("x-api-key")), Check("global")]
-    guard = Guard(os.environ["SHMLIMIT_BENCH_PATH"], None, checks)
-    quiet = Guard(os.environ["SHMLIMIT_BENCH_PATH"], None, checks, rate_limit_headers=False,
-                  policy_header=False)
     F = [("RateLimit", '"per_client";r=999999999;t=1, "global";r=999999999;t=1'),
          ("RateLimit-Policy", '"per_client";q=1000000000;w=1, "global";q=1000000000;w=1')]
 
@@ -112,45 +95,16 @@ APP = textwrap.dedent('''
         record(pc() - t0)
 ''' % (WARM, N))
 
-HEADERS = {
-    "User-Agent": "Mozilla/5.0 (X11; Linux x86_64; rv:120.0) Gecko/20100101 Firefox/120.0",
-    "Accept": "application/json", "Accept-Encoding": "gzip, deflate, br",
-    "Accept-Language": "en-GB,en;q=0.5", "X-Api-Key": "client-42",
-    "X-Request-Id": "4bf92f3577b34da6a3ce929d0e0e4736",
-    "Referer": "https://app.example.com/dashboard",
-    "Cookie": "session=2f6c1e0a9b8d7c6e5f4a3b2c1d0e9f8a", "Cache-Control": "no-cache",
-    "Pragma": "no-cache", "Sec-Fetch-Mode": "cors",
-}
-
-
-def port_free() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
 
 def run(site: str, path: str, server: str, mode: str) -> List[int]:
-    port = port_free()
+    port = free_port()
     out = os.path.join(site, f"{server}-{mode}.json")
     env = dict(os.environ, SHMLIMIT_BENCH_PATH=path, MODE=mode, OUT=out, PYTHONPATH=site)
-    if server == "gunicorn":
-        cmd = [sys.executable, "-m", "gunicorn", "--workers", "1", "--bind",
-               f"127.0.0.1:{port}", "--log-level", "warning", "app:wsgi"]
-    else:
-        cmd = [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(port),
-               "--lifespan", "off", "--no-access-log", "--log-level", "warning", "app:asgi"]
-    proc = subprocess.Popen(cmd, cwd=site, env=env, stdout=subprocess.DEVNULL)
+    app = "wsgi" if server == "gunicorn" else "asgi"
+    proc = subprocess.Popen(command(server, app, port), cwd=site, env=env,
+                            stdout=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+        wait_listening(port, proc)
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         for _ in range(WARM + N):
             conn.request("GET", "/", headers=HEADERS)
@@ -181,13 +135,7 @@ def main() -> None:
 
 
 def measure(site: str) -> None:
-    with open(os.path.join(site, "app.py"), "w") as f:
-        f.write(APP)
-    path = os.path.join(site, "limits.shm")
-    shmlimit.Limiter.create_or_open(path, {
-        "global": shmlimit.TokenBucket(rate=10**9, per=1),
-        "per_client": shmlimit.TokenBucket(rate=10**9, per=1, keyed=shmlimit.Keyed(1024)),
-    }).close()
+    path = make_site(site, APP)
     rounds = int(os.environ.get("ROUNDS", "3"))
     res: Dict[Tuple[str, str], List[float]] = {}
     for _ in range(rounds):
