@@ -93,7 +93,15 @@ fn set_rate_under_load_never_exceeds_the_larger_bound() {
         .iter()
         .filter(|&&(b, a)| b >= slow_from + 20 * MS && a <= slow_to)
         .count() as f64;
-    let secs = (slow_to - slow_from - 20 * MS) as f64 / SEC as f64;
+    let secs = slow_to.saturating_sub(slow_from + 20 * MS) as f64 / SEC as f64;
+    if secs < 0.1 {
+        // The retuning worker ran so late that the slow phase barely existed: the bound
+        // above was checked; the phase's own rate has too few grants to judge.
+        eprintln!(
+            "the slow phase lasted {secs} s (the retuning worker ran late): its rate is not judged"
+        );
+        return;
+    }
     assert!(
         middle <= burst as f64 + 500.0 * secs + 1.0,
         "slow phase admitted {middle} in {secs} s"
