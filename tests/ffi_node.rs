@@ -5,19 +5,26 @@
 //! package's `node:test` suite run inside the installed package: the API on real files, 4
 //! `node:cluster` workers and C processes sharing one token bucket and one sliding log with every
 //! admission checked against the bounds, a SIGKILLed worker's permit taken over, the HTTP
-//! middleware behind real servers, and the TypeScript declarations under `tsc --strict`.
+//! middleware behind real servers, and the TypeScript declarations under `tsc --strict`. The
+//! addon inside the tarball must load on glibc 2.17 and later (`tests/ffi_node/portable.rs`):
+//! build.js links it with Zig where it finds Zig (`SHMLIMIT_ZIG`, `zig` on PATH, or `python3 -m
+//! ziglang`, the `ziglang` pip package); without Zig that test is reported IGNORED with the
+//! reason.
 //!
 //! Node.js and npm: without them the test is reported IGNORED with the reason (never passed
 //! without running); with `SHMLIMIT_REQUIRE_NODE=1` (set by `.ci/run`) their absence is a
-//! failure instead. This binary has its own harness (libtest-mimic), as tests/full_fs.rs, to
+//! failure instead, and so is the absence of Zig. This binary has its own harness (libtest-mimic), as tests/full_fs.rs, to
 //! decide that at run time. The first run downloads the package's development dependencies
 //! (Express, express-rate-limit, Fastify, TypeScript, rate-limiter-flexible) from the npm registry into
 //! `ffi/node/node_modules`; the tests find them there through `NODE_PATH`.
 
 mod common;
+#[path = "ffi_node/portable.rs"]
+mod portable;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -29,6 +36,47 @@ fn tool_version(tool: &str) -> Option<String> {
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// The Zig build.js would find (`SHMLIMIT_ZIG`, else `zig` on PATH, else `python3 -m ziglang`),
+/// as its version, or why there is none.
+fn zig_version() -> Result<String, String> {
+    let named = std::env::var("SHMLIMIT_ZIG").ok();
+    let candidates: Vec<(String, Vec<&str>)> = match named.as_deref() {
+        Some("off") => return Err("SHMLIMIT_ZIG=off".to_owned()),
+        Some(zig) => vec![(zig.to_owned(), vec![])],
+        None => vec![
+            ("zig".to_owned(), vec![]),
+            ("python3".to_owned(), vec!["-m", "ziglang"]),
+        ],
+    };
+    for (cmd, prefix) in candidates {
+        if let Ok(out) = Command::new(&cmd).args(prefix).arg("version").output() {
+            if out.status.success() {
+                return Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned());
+            }
+        }
+    }
+    Err(format!(
+        "Zig not found ({}): needed to link the Node addon against glibc 2.17 (pip install \
+         ziglang, or a zig on PATH)",
+        named.map_or_else(
+            || "no `zig` on PATH, no `python3 -m ziglang`".to_owned(),
+            |zig| format!("SHMLIMIT_ZIG={zig} does not run")
+        )
+    ))
+}
+
+/// A trial's body as the harness wants it: a panic becomes the failure with its message.
+fn outcome(body: fn()) -> Result<(), Failed> {
+    std::panic::catch_unwind(body).map_err(|e| Failed::from(panic_message(&*e)))
+}
+
+fn panic_message(e: &(dyn std::any::Any + Send)) -> String {
+    e.downcast_ref::<String>()
+        .cloned()
+        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+        .unwrap_or_else(|| "the test panicked".to_owned())
 }
 
 /// The count after `# NAME ` in node:test's TAP summary.
@@ -59,17 +107,28 @@ fn main() {
     if let (Err(reason), true) = (&tools, ignored) {
         eprintln!("{name}: IGNORED: {reason}");
     }
-    let trial = Trial::test(name, move || match &tools {
-        Ok((node, npm)) => {
-            eprintln!("node {node}, npm {npm}");
-            std::panic::catch_unwind(node_package_builds_and_its_tests_pass).map_err(|e| {
-                Failed::from(
-                    e.downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                        .unwrap_or_else(|| "the test panicked".to_owned()),
-                )
-            })
+    let trial = Trial::test(name, {
+        let tools = tools.clone();
+        move || match &tools {
+            Ok((node, npm)) => {
+                eprintln!("node {node}, npm {npm}");
+                outcome(node_package_builds_and_its_tests_pass)
+            }
+            Err(reason) => Err(format!("SHMLIMIT_REQUIRE_NODE=1 and {reason}").into()),
+        }
+    })
+    .with_ignored_flag(ignored);
+    // The packed addon's glibc: needs node and npm (to pack) and Zig (to link it for glibc 2.17).
+    let name = "node_packed_addon_loads_on_glibc_2_17";
+    let zig = tools.and_then(|_| zig_version());
+    let ignored = zig.is_err() && !required;
+    if let (Err(reason), true) = (&zig, ignored) {
+        eprintln!("{name}: IGNORED: {reason}");
+    }
+    let portable = Trial::test(name, move || match &zig {
+        Ok(version) => {
+            eprintln!("zig {version}");
+            outcome(node_packed_addon_loads_on_glibc_2_17)
         }
         Err(reason) => Err(format!("SHMLIMIT_REQUIRE_NODE=1 and {reason}").into()),
     })
@@ -81,7 +140,12 @@ fn main() {
             Ok(())
         },
     );
-    libtest_mimic::run(&args, vec![trial, tables]).exit();
+    let conclusion = libtest_mimic::run(&args, vec![trial, portable, tables]);
+    if let Some(Ok(packed)) = PACKED.get() {
+        // Statics are never dropped: the TempDir would stay.
+        let _ = std::fs::remove_dir_all(packed.scratch.path());
+    }
+    conclusion.exit();
 }
 
 /// The Node package's copies of the status table, generated from the Rust one
@@ -209,7 +273,30 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn node_package_builds_and_its_tests_pass() {
+/// The package built and packed once for the trials that need it.
+struct Packed {
+    /// Holds the tarball (and the fresh install of `node_package_builds_and_its_tests_pass`).
+    scratch: tempfile::TempDir,
+    tarball: PathBuf,
+    /// The addon build.js wrote.
+    built: Vec<u8>,
+    /// build.js's build/build-info.json.
+    info: serde_json::Value,
+}
+
+static PACKED: OnceLock<Result<Packed, String>> = OnceLock::new();
+
+/// The package, built and packed by the first trial that asks (the other waits for it).
+fn packed() -> &'static Packed {
+    let packed = PACKED
+        .get_or_init(|| std::panic::catch_unwind(build_and_pack).map_err(|e| panic_message(&*e)));
+    match packed {
+        Ok(packed) => packed,
+        Err(e) => panic!("building and packing the package failed: {e}"),
+    }
+}
+
+fn build_and_pack() -> Packed {
     let dir = root().join("ffi/node");
     let include = root().join("ffi/include");
 
@@ -230,10 +317,14 @@ fn node_package_builds_and_its_tests_pass() {
             .env("SHMLIMIT_NODE_STRICT", "1"),
         "node build.js",
     );
-    let info = std::fs::read_to_string(dir.join("build/build-info.json"))
-        .expect("build.js wrote build/build-info.json");
-    assert!(
-        info.contains(&*lib_dir().join("libshmlimit.a").to_string_lossy()),
+    let info: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("build/build-info.json"))
+            .expect("build.js wrote build/build-info.json"),
+    )
+    .expect("build-info.json");
+    assert_eq!(
+        info["archive"].as_str(),
+        Some(&*lib_dir().join("libshmlimit.a").to_string_lossy()),
         "the addon was not linked with this build's library:\n{info}"
     );
     let addon = dir.join("prebuilds/linux-x64/shmlimit.node");
@@ -272,9 +363,88 @@ fn node_package_builds_and_its_tests_pass() {
             "package.json has a `{script}` script: an install must run nothing"
         );
     }
+    // npm refuses the install on a platform the tarball has no addon for: `os`, `cpu` and `libc`
+    // name exactly the packed prebuilds (linux-x64, linked with glibc).
+    let mut platforms: Vec<&str> = files
+        .iter()
+        .filter_map(|f| f.strip_prefix("prebuilds/")?.strip_suffix("/shmlimit.node"))
+        .collect();
+    platforms.sort_unstable();
+    let listed = |field: &str| -> Vec<&str> {
+        manifest[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("package.json has no `{field}` list"))
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect()
+    };
+    let named: Vec<String> = listed("os")
+        .iter()
+        .flat_map(|os| {
+            listed("cpu")
+                .into_iter()
+                .map(move |cpu| format!("{os}-{cpu}"))
+        })
+        .collect();
+    assert_eq!(
+        named, platforms,
+        "package.json's os and cpu are not the packed prebuilds' platforms"
+    );
+    assert_eq!(listed("libc"), ["glibc"], "package.json's libc");
     let tarball = scratch
         .path()
         .join(listing[0]["filename"].as_str().expect("the tarball's name"));
+    Packed {
+        scratch,
+        tarball,
+        built,
+        info,
+    }
+}
+
+/// The addon inside the tarball, as `objdump` reads it (`tests/ffi_node/portable.rs`): glibc
+/// 2.17's symbol versions at most, glibc's libraries only, nothing unversioned but Node-API.
+fn node_packed_addon_loads_on_glibc_2_17() {
+    let packed = packed();
+    let compiler = packed.info["compiler"].as_str().unwrap_or_default();
+    assert!(
+        compiler.starts_with("zig "),
+        "build.js did not link the addon with Zig (it used {compiler}), though Zig is found"
+    );
+    let unpacked = tempfile::tempdir().expect("temp dir");
+    let member = "package/prebuilds/linux-x64/shmlimit.node";
+    run(
+        Command::new("tar")
+            .arg("-xzf")
+            .arg(&packed.tarball)
+            .arg("-C")
+            .arg(unpacked.path())
+            .arg(member),
+        "tar -xzf the tarball's addon",
+    );
+    let addon = unpacked.path().join(member);
+    let problems = portable::problems(&addon);
+    assert!(
+        problems.is_empty(),
+        "the packed addon (linked by {compiler}) would not load on glibc 2.17:\n  {}",
+        problems.join("\n  ")
+    );
+    assert_eq!(
+        packed.info["glibc"].as_str(),
+        Some("2.17"),
+        "build.js says the addon needs another glibc"
+    );
+}
+
+fn node_package_builds_and_its_tests_pass() {
+    let dir = root().join("ffi/node");
+    let include = root().join("ffi/include");
+    let Packed {
+        scratch,
+        tarball,
+        built,
+        ..
+    } = packed();
 
     // Installed into a fresh folder, with no toolchain on PATH and no script run.
     let fresh = scratch.path().join("fresh");
@@ -288,7 +458,7 @@ fn node_package_builds_and_its_tests_pass() {
     run(
         Command::new("npm")
             .args(["install", "--ignore-scripts", "--no-audit", "--no-fund"])
-            .arg(&tarball)
+            .arg(tarball)
             .current_dir(&fresh)
             .env_clear()
             .env("PATH", &path)
@@ -300,7 +470,7 @@ fn node_package_builds_and_its_tests_pass() {
     );
     let installed = fresh.join("node_modules/shmlimit");
     assert_eq!(
-        std::fs::read(installed.join("prebuilds/linux-x64/shmlimit.node")).expect("installed"),
+        &std::fs::read(installed.join("prebuilds/linux-x64/shmlimit.node")).expect("installed"),
         built,
         "the installed addon is not the one built here"
     );

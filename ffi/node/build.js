@@ -13,9 +13,20 @@
 //   2. shmlimit.h: from SHMLIMIT_INCLUDE_DIR when set, else the workspace's ffi/include.
 //   3. The Node-API headers: include/node-api/ (a copy of the node-api-headers package; see
 //      napiInclude below). Nothing is downloaded.
-//   4. `cc` (or $CC) compiles and links the shared object.
-// It writes prebuilds/ (the addon) and build/build-info.json (what it was built from; not
-// packed) in this folder.
+//   4. The compiler, which compiles and links the shared object: Zig wherever it is found
+//      (`zig cc -target x86_64-linux-gnu.2.17`, aarch64 likewise), which links the addon against
+//      glibc 2.17's symbol versions whatever this machine's glibc, so that the packed addon loads
+//      on every glibc Linux that Node 16 and later run on (as the Python wheel, manylinux2014).
+//      Zig is SHMLIMIT_ZIG (the path of a zig executable), else `zig` on PATH, else the
+//      `ziglang` pip package (`python3 -m ziglang`). Without Zig (or with SHMLIMIT_ZIG=off) the
+//      system `cc` (or $CC): its addon needs this machine's glibc (2.34 or later on a glibc that
+//      recent: glibc 2.34 moved libpthread into libc, and the Rust standard library's
+//      pthread_create, dlsym, ... bind to their 2.34 versions), fine for a build used where it
+//      is made. The static library needs no special build: its objects name glibc's functions
+//      without versions, which the link binds.
+// It writes prebuilds/ (the addon) and build/ (build-info.json, what it was built from and which
+// glibc it needs, and the link's export list; not packed) in this folder, and says which
+// compiler it used and which glibc the addon needs.
 //
 // SHMLIMIT_NODE_STRICT=1 makes compiler warnings errors (the test suite sets it).
 'use strict';
@@ -25,6 +36,7 @@ const fs = require('node:fs');
 const path = require('node:path');
 
 const { addonPath } = require('./lib/addon');
+const { glibcNeeded } = require('./tools/glibc');
 
 const here = __dirname;
 
@@ -118,25 +130,74 @@ const sources = fs.readdirSync(path.join(here, 'src'))
   .sort()
   .map((name) => path.join(here, 'src', name));
 
-const cc = process.env.CC || 'cc';
+// The oldest glibc the addon built by Zig runs on: manylinux2014's, and what Node 16's own
+// Linux binaries need.
+const ZIG_GLIBC = '2.17';
+// Zig's names of the architectures it links this addon for (those with glibc 2.17 ports).
+const ZIG_ARCH = { x64: 'x86_64', arm64: 'aarch64' };
+
+// Zig, as { cmd, prefix (its arguments before the subcommand), version }, or { why } it is not
+// used.
+function findZig() {
+  const named = process.env.SHMLIMIT_ZIG;
+  if (named === 'off') {
+    return { why: 'SHMLIMIT_ZIG=off' };
+  }
+  if (!ZIG_ARCH[process.arch]) {
+    return { why: `no glibc ${ZIG_GLIBC} target for ${process.arch}` };
+  }
+  const candidates = named ? [[named, []]] : [['zig', []], ['python3', ['-m', 'ziglang']]];
+  for (const [cmd, prefix] of candidates) {
+    try {
+      const version = execFileSync(cmd, [...prefix, 'version'], { stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString().trim();
+      return { cmd, prefix, version };
+    } catch (err) {
+      if (named) {
+        fail(`SHMLIMIT_ZIG=${named} does not run \`${named} version\` (${err.code || `exit status ${err.status}`}): name a zig executable, or set SHMLIMIT_ZIG=off to use the system cc`);
+      }
+    }
+  }
+  return { why: 'no `zig` on PATH and no `python3 -m ziglang` (pip install ziglang)' };
+}
+
+const zig = findZig();
+const [compiler, compilerArgs, compilerName] = zig.cmd
+  ? [zig.cmd, [...zig.prefix, 'cc', '-target', `${ZIG_ARCH[process.arch]}-linux-gnu.${ZIG_GLIBC}`],
+    `zig ${zig.version} (${zig.cmd === 'python3' ? 'python3 -m ziglang' : zig.cmd})`]
+  : [process.env.CC || 'cc', [], `the system ${process.env.CC || 'cc'}`];
+// The addon exports its module registration only: the library's own symbols (and Rust's
+// standard library) stay inside it. A version script, which GNU ld and Zig's linker both take
+// (Zig's takes no --exclude-libs).
+const exportsMap = path.join(here, 'build', 'exports.map');
+fs.mkdirSync(path.dirname(exportsMap), { recursive: true });
+fs.writeFileSync(exportsMap, '{\n  global: napi_register_module_v1; node_api_module_get_api_version_v1;\n  local: *;\n};\n');
 const strict = process.env.SHMLIMIT_NODE_STRICT === '1' ? ['-Werror', '-pedantic'] : [];
-run(cc, [
+run(compiler, [
+  ...compilerArgs,
   '-std=c11', '-O2', '-fPIC', '-shared', '-fvisibility=hidden',
   '-Wall', '-Wextra', ...strict,
   '-I', napi, '-I', include,
   ...sources,
   archive,
-  // The library's own symbols (and Rust's standard library) stay inside the addon.
-  '-Wl,--exclude-libs,ALL',
+  `-Wl,--version-script=${exportsMap}`,
   // Unused sections dropped, symbols stripped: the packed addon is what users download.
   '-Wl,--gc-sections', '-s',
-  '-lpthread', '-ldl', '-lm',
+  // What the Rust static library needs (rustc --print native-static-libs). -lgcc_s is Rust's
+  // unwinder: the system cc links libgcc_s.so.1 for it, Zig its own libunwind, inside the addon.
+  '-lgcc_s', '-lpthread', '-ldl', '-lm',
   '-o', tmp,
 ], { stdio: ['ignore', 'inherit', 'inherit'] });
 fs.renameSync(tmp, target);
+const glibc = glibcNeeded(target);
 // What it was built from, for the tests (which build C programs against the same library).
-fs.mkdirSync(path.join(here, 'build'), { recursive: true });
 fs.writeFileSync(path.join(here, 'build', 'build-info.json'), `${JSON.stringify({
-  addon: target, archive, include, napiInclude: napi, crate,
+  addon: target, archive, include, napiInclude: napi, crate, compiler: compilerName, glibc,
 }, null, 2)}\n`);
-process.stderr.write(`shmlimit: built ${target} (${archive}, ${path.join(include, 'shmlimit.h')})\n`);
+process.stderr.write(`shmlimit: built ${target} (${archive}, ${path.join(include, 'shmlimit.h')}) with ${compilerName}: it needs glibc ${glibc} or later\n`);
+if (!zig.cmd) {
+  process.stderr.write(`shmlimit: Zig not used (${zig.why}): the addon loads only where glibc is ${glibc} or later; with Zig (pip install ziglang, or a zig on PATH) it would need glibc ${ZIG_GLIBC}\n`);
+  if (process.env.npm_lifecycle_event === 'prepack') {
+    process.stderr.write(`shmlimit: WARNING: the package being packed carries an addon that needs glibc ${glibc}, not ${ZIG_GLIBC}\n`);
+  }
+}
