@@ -37,6 +37,7 @@ mod hot;
 mod limit;
 mod limiter;
 mod web;
+mod web_call;
 
 /// The library's version (the crate's, which is also the package's).
 #[pyfunction]

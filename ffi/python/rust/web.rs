@@ -31,6 +31,7 @@ use crate::composed::{decisions_of, render, state_values, BAD_LENGTH};
 use crate::decision::Decision;
 use crate::errors::{status_error, u64_arg, OrRaise};
 use crate::limit::{LimitBase, LiveHandle};
+use crate::web_call::{adder, Kind};
 
 /// Where a check's key is.
 enum Source {
@@ -109,20 +110,6 @@ pub(crate) struct WebPlan {
     field_capacity: usize,
     denied: Vec<Py<PyAny>>,
     body: Py<PyBytes>,
-}
-
-/// A WSGI `start_response` that appends the guard's fields to the app's headers.
-#[pyclass(frozen, module = "shmlimit._native", name = "WebStartResponse")]
-pub(crate) struct WebStartResponse {
-    start_response: Py<PyAny>,
-    fields: Py<PyList>,
-}
-
-/// An ASGI `send` that appends the guard's fields to the response's start message.
-#[pyclass(frozen, module = "shmlimit._native", name = "WebSend")]
-pub(crate) struct WebSend {
-    send: Py<PyAny>,
-    fields: Py<PyList>,
 }
 
 fn step(item: &Bound<'_, PyAny>) -> PyResult<Step> {
@@ -556,13 +543,7 @@ impl WebPlan {
         }
         match fields {
             None => app.call1((environ, start_response)),
-            Some(fields) => {
-                let start = WebStartResponse {
-                    start_response: start_response.clone().unbind(),
-                    fields: fields.unbind(),
-                };
-                app.call1((environ, Bound::new(py, start)?))
-            }
+            Some(fields) => app.call1((environ, adder(Kind::Wsgi, start_response, fields)?)),
         }
     }
 
@@ -580,87 +561,13 @@ impl WebPlan {
         }
         let send = match fields {
             None => send.clone(),
-            Some(fields) => Bound::new(
-                py,
-                WebSend {
-                    send: send.clone().unbind(),
-                    fields: fields.unbind(),
-                },
-            )?
-            .into_any(),
+            Some(fields) => adder(Kind::Asgi, send, fields)?,
         };
         Ok((Some(send), PyList::empty(py)))
     }
 }
 
-/// `headers` (any iterable) and then `fields`, in a new list.
-fn with_fields<'py>(
-    headers: &Bound<'py, PyAny>,
-    fields: &Bound<'py, PyList>,
-) -> PyResult<Bound<'py, PyAny>> {
-    if let Ok(list) = headers.cast::<PyList>() {
-        // The usual case: one concatenation, sized once.
-        return Ok(list.as_sequence().concat(fields.as_sequence())?.into_any());
-    }
-    let all = PyList::empty(headers.py());
-    for h in headers.try_iter()? {
-        all.append(h?)?;
-    }
-    for f in fields.iter() {
-        all.append(f)?;
-    }
-    Ok(all.into_any())
-}
-
-#[pymethods]
-impl WebStartResponse {
-    /// The server's start_response with the fields after the app's headers.
-    #[pyo3(signature = (status, headers, exc_info = None))]
-    fn __call__<'py>(
-        &self,
-        status: &Bound<'py, PyAny>,
-        headers: &Bound<'py, PyAny>,
-        exc_info: Option<&Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let py = status.py();
-        let all = with_fields(headers, self.fields.bind(py))?;
-        let exc_info = exc_info.map_or_else(|| py.None().into_bound(py), |e| e.clone());
-        self.start_response.bind(py).call1((status, all, exc_info))
-    }
-}
-
-#[pymethods]
-impl WebSend {
-    /// The server's send; a response's start message is copied with the fields after its
-    /// headers.
-    fn __call__<'py>(&self, message: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        let py = message.py();
-        let send = self.send.bind(py);
-        let kind = message.get_item(intern!(py, "type"))?;
-        if !kind.eq(intern!(py, "http.response.start"))? {
-            return send.call1((message,));
-        }
-        let copy = match message.cast::<PyDict>() {
-            Ok(d) => d.copy()?,
-            Err(_) => PyDict::from_sequence(&message.call_method0(intern!(py, "items"))?)?,
-        };
-        let headers = get(message, intern!(py, "headers"))?;
-        let headers = if headers.is_none() {
-            PyTuple::empty(py).into_any()
-        } else {
-            headers
-        };
-        copy.set_item(
-            intern!(py, "headers"),
-            with_fields(&headers, self.fields.bind(py))?,
-        )?;
-        send.call1((copy,))
-    }
-}
-
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WebPlan>()?;
-    m.add_class::<WebStartResponse>()?;
-    m.add_class::<WebSend>()?;
-    Ok(())
+    crate::web_call::register(m)
 }

@@ -202,6 +202,57 @@ class NativeCallables(FileTest):
         self.assertEqual([k for k, _ in headers[1:]], ["RateLimit", "RateLimit-Policy"])
         self.assertIs(exc[0], ValueError)
 
+    def test_the_callables_take_their_arguments_as_the_servers_do(self) -> None:
+        calls: List[Tuple[Any, ...]] = []
+
+        def server_start(*args: Any) -> Any:
+            calls.append(args)
+            return "write"
+
+        got: Dict[str, Any] = {}
+
+        def app(environ: Dict[str, Any], start_response: Any) -> List[bytes]:
+            got["start"] = start_response
+            start_response("200 OK", [("X-App", "1")])
+            return [b"x"]
+
+        WSGIMiddleware(app, native_guard(self.path))({"HTTP_X_API_KEY": "k"}, server_start)
+        start = got["start"]
+        self.assertEqual(calls[0][0], "200 OK")
+        self.assertEqual(len(calls[0]), 2)  # no exc_info given, none passed on
+        # By keyword, as PEP 3333 names them here; the app's header list is left as it was.
+        app_headers = [("X-App", "2")]
+        self.assertEqual(start(status="201 Created", headers=app_headers, exc_info=None), "write")
+        self.assertEqual(calls[1][0], "201 Created")
+        self.assertEqual([k for k, _ in calls[1][1]], ["X-App", "RateLimit", "RateLimit-Policy"])
+        self.assertEqual(app_headers, [("X-App", "2")])
+        self.assertIsNone(calls[1][2])
+        for bad in [lambda: start(), lambda: start("200 OK"), lambda: start("a", [], None, 1),
+                    lambda: start("a", [], nope=1), lambda: start("a", [], status="b"),
+                    lambda: start("a", 5)]:
+            with self.assertRaises(TypeError):
+                bad()
+        self.assertEqual(len(calls), 2)  # a refused call reaches no server
+        for kind in (_native.WebStartResponse, _native.WebSend):
+            with self.assertRaisesRegex(TypeError, "made by the web middleware only"):
+                kind()
+
+        sent: List[Any] = []
+
+        async def server_send(message: Any) -> None:
+            sent.append(message)
+
+        async def asgi_app(scope: Any, receive: Any, send: Any) -> None:
+            await send(message={"type": "http.response.start", "status": 200, "headers": None})
+            with self.assertRaises(TypeError):
+                send()
+            with self.assertRaises(TypeError):
+                send({}, {})
+
+        scope = {"type": "http", "headers": [(b"x-api-key", b"k")], "client": ("10.0.0.1", 1)}
+        asyncio.run(ASGIMiddleware(asgi_app, native_guard(self.path))(scope, None, server_send))
+        self.assertEqual([k for k, _ in sent[0]["headers"]], [b"ratelimit", b"ratelimit-policy"])
+
     def test_send_copies_only_the_start_message(self) -> None:
         class Message(Mapping[str, Any]):  # a start message that is a Mapping, not a dict
             def __init__(self, **items: Any):
