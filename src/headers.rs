@@ -595,7 +595,12 @@ mod tests {
         );
         for (remaining, reset_ns) in [(0, 0), (1, 1), (7, 999_999_999), (u64::MAX, u64::MAX)] {
             for allowed in [true, false] {
-                let d = crate::c_abi::view(allowed, remaining, 5, reset_ns);
+                let d = if allowed {
+                    Decision::allowed(remaining, 1)
+                } else {
+                    Decision::denied(5, remaining, 1)
+                }
+                .resetting(reset_ns);
                 let mut headers = RateLimitHeaders::new();
                 headers.add_state("api", None, &d); // no policy: no item
                 headers.add_state(name, limit.as_limit().policy().unwrap(), &d);
