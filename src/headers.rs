@@ -579,7 +579,7 @@ mod tests {
     fn a_state_item_renders_what_add_state_renders_within_its_length() {
         let dir = tempfile::tempdir().unwrap();
         // The longest name, of every character a name may hold.
-        let name = &"api.v1:users/x-y_Z09".repeat(4)[..crate::consts::MAX_NAME_LEN];
+        let name = &"api.v1:users/x-y_Z09".repeat(4)[..crate::spec::MAX_NAME_LEN];
         let limiter = crate::Limiter::builder()
             .limit(name, crate::TokenBucket::per_second(10).burst(2))
             .limit("permits", crate::Concurrency::new(2))
