@@ -21,6 +21,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyTypeError;
+use pyo3::ffi;
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
@@ -30,7 +31,7 @@ use shmlimit::StateItem;
 use crate::composed::{decisions_of, render, state_values, BAD_LENGTH};
 use crate::decision::Decision;
 use crate::errors::{status_error, u64_arg, OrRaise};
-use crate::limit::{LimitBase, LiveHandle};
+use crate::limit::LimitBase;
 use crate::web_call::{adder, Kind};
 
 /// Where a check's key is.
@@ -234,30 +235,57 @@ fn scope_header<'py>(headers: &[Bound<'py, PyAny>], name: &[u8]) -> PyResult<Opt
     Ok(None)
 }
 
-impl WebPlan {
-    /// Decide for the checks that take part, each with its key.
-    fn decide(&self, included: &[(&Step, Option<Key<'_>>)]) -> PyResult<Outcome> {
-        if included.len() > MAX_CHECKS {
+/// The checks a request takes part in, each with its key: at most [`MAX_CHECKS`], held on the
+/// stack (the unused entries copies of the plan's first step, never read).
+struct Included<'s, 'py> {
+    items: [(&'s Step, Option<Key<'py>>); MAX_CHECKS],
+    len: usize,
+}
+
+impl<'s, 'py> Included<'s, 'py> {
+    fn new(first: &'s Step) -> Self {
+        Included {
+            items: std::array::from_fn(|_| (first, None)),
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, step: &'s Step, key: Option<Key<'py>>) -> PyResult<()> {
+        let Some(slot) = self.items.get_mut(self.len) else {
             return Err(status_error(
                 BAD_LENGTH,
                 format!("try_acquire_all: at most MAX_CHECKS ({MAX_CHECKS}) checks"),
                 0,
             ));
-        }
+        };
+        *slot = (step, key);
+        self.len += 1;
+        Ok(())
+    }
+
+    fn as_slice(&self) -> &[(&'s Step, Option<Key<'py>>)] {
+        &self.items[..self.len]
+    }
+}
+
+impl WebPlan {
+    /// Decide for the checks that take part (at least one), each with its key.
+    fn decide(&self, included: &[(&Step, Option<Key<'_>>)]) -> PyResult<Outcome> {
+        // The checks in an array on the stack (no allocation per request), the unused entries
+        // copies of the first.
+        let Some((first, _)) = included.first() else {
+            return Err(PyTypeError::new_err("a decision of no checks"));
+        };
+        let mut rust =
+            [shmlimit::c_abi::check(first.limit.get().live()?.as_limit(), None, 0); MAX_CHECKS];
         let mut mask = 0;
-        let mut handles: Vec<LiveHandle<'_>> = Vec::with_capacity(included.len());
-        let mut keys = Vec::with_capacity(included.len());
-        for (s, key) in included {
+        for (slot, (s, key)) in rust.iter_mut().zip(included) {
             mask |= s.bit;
-            handles.push(s.limit.get().live()?);
-            keys.push(key.as_ref().map(Key::bytes).transpose()?);
+            let key = key.as_ref().map(Key::bytes).transpose()?;
+            *slot = shmlimit::c_abi::check(s.limit.get().live()?.as_limit(), key, s.cost);
         }
-        let rust: Vec<_> = handles
-            .iter()
-            .zip(included.iter().zip(&keys))
-            .map(|(h, ((s, _), k))| shmlimit::c_abi::check(h.as_limit(), *k, s.cost))
-            .collect();
-        let composed = shmlimit::try_acquire_all(&rust).or_raise("shmlimit_acquire_all")?;
+        let rust = &rust[..included.len()];
+        let composed = shmlimit::try_acquire_all(rust).or_raise("shmlimit_acquire_all")?;
         let allowed = composed.is_allowed();
         let (rate_limit, retry_after) = if allowed && self.rate_limit_headers {
             // Every check granted: each item is its decision's two numbers after its name.
@@ -270,11 +298,14 @@ impl WebPlan {
             (field, String::new())
         } else if !allowed {
             let decisions = decisions_of(&composed, included.len());
-            let checks = handles
+            let checks = included
                 .iter()
-                .zip(included.iter().zip(&keys))
-                .map(|(h, ((s, _), k))| (*h, *k, s.cost));
-            let (rate_limit, _, retry_after) = state_values(checks, &decisions, false)?;
+                .map(|(s, key)| {
+                    let key = key.as_ref().map(Key::bytes).transpose()?;
+                    Ok((s.limit.get().live()?, key, s.cost))
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            let (rate_limit, _, retry_after) = state_values(checks.into_iter(), &decisions, false)?;
             (rate_limit, retry_after)
         } else {
             Default::default()
@@ -305,30 +336,38 @@ impl WebPlan {
                     ],
                 )
             } else {
-                PyTuple::new(py, [wsgi_name.clone(), PyString::new(py, value)])
+                PyTuple::new(py, [wsgi_name.clone(), ascii_str(py, value)?])
             }
         };
         let retry_after = || field(intern!(py, "Retry-After"), b"retry-after", &o.retry_after);
-        let list = PyList::empty(py);
+        // At most three fields; no list when there are none.
+        let mut fields: [Option<Bound<'py, PyTuple>>; 3] = [None, None, None];
         if !self.rate_limit_headers || o.rate_limit.is_empty() {
             // Concurrency limits alone render no RateLimit; a denial still says Retry-After.
             if !o.allowed && (!self.rate_limit_headers || !o.retry_after.is_empty()) {
-                list.append(retry_after()?)?;
+                fields[0] = Some(retry_after()?);
             }
         } else {
-            list.append(field(
+            fields[0] = Some(field(
                 intern!(py, "RateLimit"),
                 b"ratelimit",
                 &o.rate_limit,
-            )?)?;
+            )?);
             if self.policy_header {
-                list.append(self.policy(py, o.mask, asgi)?)?;
+                fields[1] = Some(self.policy(py, o.mask, asgi)?);
             }
             if !o.retry_after.is_empty() {
-                list.append(retry_after()?)?;
+                fields[2] = Some(retry_after()?);
             }
         }
-        Ok((!list.is_empty()).then_some(list))
+        let [Some(first), more @ ..] = fields else {
+            return Ok(None);
+        };
+        let list = PyList::new(py, [first])?;
+        for f in more.into_iter().flatten() {
+            list.append(f)?;
+        }
+        Ok(Some(list))
     }
 
     /// The RateLimit-Policy field of the checks in `mask`, rendered once per set and again after
@@ -385,7 +424,10 @@ impl WebPlan {
         environ: &Bound<'py, PyAny>,
     ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
         let py = environ.py();
-        let mut included = Vec::with_capacity(self.steps.len());
+        let Some(first) = self.steps.first() else {
+            return Ok((true, None));
+        };
+        let mut included = Included::new(first);
         for s in &self.steps {
             let key = match &s.source {
                 Source::Unkeyed => None,
@@ -400,9 +442,9 @@ impl WebPlan {
                     None => continue,
                 },
             };
-            included.push((s, key));
+            included.push(s, key)?;
         }
-        self.verdict(py, &included, false)
+        self.verdict(py, included.as_slice(), false)
     }
 
     /// The decision and fields of an ASGI request.
@@ -412,7 +454,10 @@ impl WebPlan {
     ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
         let py = scope.py();
         let mut headers: Option<Vec<Bound<'py, PyAny>>> = None;
-        let mut included = Vec::with_capacity(self.steps.len());
+        let Some(first) = self.steps.first() else {
+            return Ok((true, None));
+        };
+        let mut included = Included::new(first);
         for s in &self.steps {
             let key = match &s.source {
                 Source::Unkeyed => None,
@@ -446,9 +491,9 @@ impl WebPlan {
                     }
                 }
             };
-            included.push((s, key));
+            included.push(s, key)?;
         }
-        self.verdict(py, &included, true)
+        self.verdict(py, included.as_slice(), true)
     }
 
     fn verdict<'py>(
@@ -462,6 +507,26 @@ impl WebPlan {
         }
         let outcome = self.decide(included)?;
         Ok((outcome.allowed, self.fields(py, &outcome, asgi)?))
+    }
+}
+
+/// `value` as a str, made in place when it is ASCII (every value the plan renders is): no UTF-8
+/// decoding, one copy.
+fn ascii_str<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyString>> {
+    if !value.is_ascii() {
+        return Ok(PyString::new(py, value));
+    }
+    // SAFETY: [1] `py` proves the thread is attached; [2] PyUnicode_New(len, 127) returns a new
+    // compact ASCII str of `len` characters (or NULL with an error set), whose `len` data bytes
+    // (followed by its NUL) are ours to fill before the object is shared; [3] the bytes copied
+    // are ASCII (checked above), as its maximum character of 127 says.
+    unsafe {
+        let obj = ffi::PyUnicode_New(value.len() as ffi::Py_ssize_t, 127);
+        if obj.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        std::ptr::copy_nonoverlapping(value.as_ptr(), ffi::PyUnicode_1BYTE_DATA(obj), value.len());
+        Ok(Bound::from_owned_ptr(py, obj).cast_into_unchecked())
     }
 }
 
