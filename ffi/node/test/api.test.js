@@ -533,14 +533,30 @@ test('the middleware renders no header it does not send: headers: false renders 
   assert.equal(rendered, 2);
 });
 
-test('a package installed without its compiled addon says how to build it', (t) => {
+test('a package without its compiled addon says what to do: reinstall, or build a checkout', (t) => {
+  // An installed package (no build.js beside it, as packed): reinstall; no build to run.
   const dir = tmpdir(t);
   fs.cpSync(path.join(__dirname, '..', 'lib'), path.join(dir, 'lib'), { recursive: true });
   fs.copyFileSync(path.join(__dirname, '..', 'package.json'), path.join(dir, 'package.json'));
   assert.throws(
     () => require(path.join(dir, 'lib', 'index.js')),
-    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /node build\.js/.test(e.message) && e.message.includes(dir),
+    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /reinstall the package \(remove /.test(e.message) &&
+      !/build\.js/.test(e.message) && e.message.includes(dir),
   );
+  // A checkout (build.js beside the package): build it.
+  const checkout = tmpdir(t);
+  fs.cpSync(path.join(__dirname, '..', 'lib'), path.join(checkout, 'lib'), { recursive: true });
+  fs.copyFileSync(path.join(__dirname, '..', 'package.json'), path.join(checkout, 'package.json'));
+  fs.writeFileSync(path.join(checkout, 'build.js'), '');
+  assert.throws(
+    () => require(path.join(checkout, 'lib', 'index.js')),
+    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /this is a checkout: build it with `node build\.js`/.test(e.message) &&
+      e.message.includes(checkout) && !/reinstall/.test(e.message),
+  );
+  // An installed package on a platform without a prebuilt addon: not supported.
+  const { remedy } = require('../lib/addon');
+  assert.match(remedy(dir, 'darwin-arm64'), /prebuilt for linux-x64 \(glibc\) only, and darwin-arm64 is not supported/);
+  assert.doesNotMatch(remedy(dir, 'darwin-arm64'), /build\.js/);
 });
 
 test('rateLimitHeaders renders what the library renders, for every kind and outcome', (t) => {
