@@ -63,7 +63,7 @@ class Counters {
     if (!limit || typeof limit._h !== 'object') {
       throw new TypeError('new Counters(limit): expected a Limit, from limiter.limit(name)');
     }
-    const spec = limit.definition();
+    const spec = limit.createdDefinition();
     if (spec.kind !== 'counters') {
       throw makeError(119, `new Counters: limit '${limit.name}' is a ${spec.kind} limit, not counters`);
     }
