@@ -530,6 +530,9 @@ export interface CountersOpenOptions {
   onFull?: 'deny' | 'allow' | 'error';
   /** Permission bits of a created file (default 0o600). */
   mode?: number;
+  /** A file created with other options: throw DefinitionConflictError ('refuse', the
+   *  default) or replace it atomically with one holding these ('adopt'). */
+  onConflict?: 'refuse' | 'adopt';
 }
 
 /** The calls of a counters limit; windows in ms, every call exact per key across processes. */
