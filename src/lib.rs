@@ -106,3 +106,14 @@ pub use spec::{
     TokenBucket,
 };
 pub use unavailable::{GuardedDecision, GuardedLimit, GuardedLimiter, GuardedPermit, Unavailable};
+
+/// The Rust examples of README.md, compiled by `cargo test --doc` (they are `no_run`: they
+/// name a file under /dev/shm).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+
+/// The Rust examples of docs/deploy.md, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/deploy.md")]
+struct DeployExamples;

@@ -94,6 +94,7 @@ struct LimitFrame {
     remaining: Option<u64>,
     /// A keyed limit: its budget is per key.
     keyed: bool,
+    /// The most one decision can grant now: the live capacity (after any retune).
     capacity: u64,
     allowed_total: u64,
     denied_total: u64,
@@ -158,7 +159,7 @@ fn frame(states: &[LimitState], before: &[Stats], seconds: f64) -> Vec<LimitFram
                     .as_ref()
                     .map(inspect::available),
                 keyed: s.keys.is_some(),
-                capacity: s.algorithm.capacity(),
+                capacity: s.live_algorithm().capacity(),
                 allowed_total: s.stats.allowed,
                 denied_total: s.stats.denied,
                 adaptive: s.adaptive.map(|a| AdaptiveFrame {

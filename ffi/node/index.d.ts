@@ -241,8 +241,12 @@ export class Limit {
   refund(decision: Decision, units?: number): void;
   refundKey(key: Key, decision: Decision): void;
   stats(): Stats;
+  /** The live definition (after any retune or adopted change): what decisions use now. */
   definition(): Definition;
+  /** The same as `definition()`: the live parameters. */
   liveDefinition(): Definition;
+  /** The definition the file was created with, before any retune. */
+  createdDefinition(): Definition;
   policy(): Policy;
   setRate(rate: number, per?: number): void;
   setTokenBucket(burst: number, rate: number, per?: number): void;
@@ -324,7 +328,10 @@ export class Limiter {
   /** Attach when the file can be opened (retrying every `reopenEvery` ms, default 1000). */
   static openGuarded(path: string, options?: { reopenEvery?: number }): GuardedLimiter;
   limit(name: string): Limit;
+  /** The live definitions (after any retune or adopted change): what decisions use now. */
   definitions(): Record<string, Definition>;
+  /** The definitions the file was created with, before any retune. */
+  createdDefinitions(): Record<string, Definition>;
   close(): void;
 }
 
@@ -529,6 +536,9 @@ export interface CountersOpenOptions {
   onFull?: 'deny' | 'allow' | 'error';
   /** Permission bits of a created file (default 0o600). */
   mode?: number;
+  /** A file created with other options: throw DefinitionConflictError ('refuse', the
+   *  default) or replace it atomically with one holding these ('adopt'). */
+  onConflict?: 'refuse' | 'adopt';
 }
 
 /** The calls of a counters limit; windows in ms, every call exact per key across processes. */

@@ -121,8 +121,9 @@ impl<C: Clock> Limiter<C> {
         sync_files(&self.shared, self.clock.now_ns())
     }
 
-    /// The limit definitions stored in the file (as created; see [`Limit::live_algorithm`] for
-    /// retuned parameters).
+    /// The limit definitions stored in the file, as created: before any retune or adopted
+    /// change ([`Limiter::live_definitions`] has the live ones, [`Limit::live_algorithm`] one
+    /// limit's). The Python and Node packages' `definitions()` are the live ones.
     pub fn definitions(&self) -> &[LimitDef] {
         &self.shared.mapped.defs
     }

@@ -55,6 +55,7 @@ fn inspect_shows_what_a_worker_process_did() {
         .collect();
     for name in ["api", "search", "signups", "exports"] {
         let (human, l) = (state(name), by_name[name]);
+        assert!(l.get("created").is_none(), "not retuned: {l}");
         assert_eq!(l["allowed"].as_u64().unwrap(), number(human[3]), "{name}");
         assert_eq!(l["denied"].as_u64().unwrap(), number(human[4]), "{name}");
         assert_eq!(
@@ -312,6 +313,28 @@ fn set_rate_is_seen_by_a_running_worker_process() {
     assert_eq!(reap(pid), 0);
     let api = Limiter::open(&tb).unwrap().limit("api").unwrap();
     assert_eq!(api.live_algorithm().unwrap().capacity(), 50);
+    // `inspect --json` puts the live definition at the top level and the created one under
+    // `created`; the table lists the live parameters, then live and created side by side.
+    let v = json(&["inspect", s(&tb), "--json"]);
+    let l = &v["limits"][0];
+    assert_eq!(l["burst"], 50, "{l}");
+    assert_eq!(l["capacity"], 50, "{l}");
+    assert_eq!(l["created"]["burst"], 3, "{l}");
+    assert!(l.get("live").is_none(), "{l}");
+    let out = ok(&["inspect", s(&tb)]);
+    let defs = out.split("state (").next().unwrap();
+    assert!(defs.contains("burst 50"), "{out}");
+    assert!(!defs.contains("burst 3 "), "{out}");
+    let retuned = out.split("live parameters (").nth(1).expect(&out);
+    let row = retuned
+        .lines()
+        .find(|l| l.trim_start().starts_with("api"))
+        .expect(&out);
+    let (live, created) = (row.find("burst 50").unwrap(), row.find("burst 3 ").unwrap());
+    assert!(live < created, "live first: {row}");
+    let v = json(&["inspect", s(&path), "--json"]);
+    assert_eq!(v["limits"][0]["limit"], 20, "{v}");
+    assert_eq!(v["limits"][0]["created"]["limit"], 5, "{v}");
 
     // Bad values: exit 1, one line naming the file and the limit.
     let out = shmlimit(&["set-rate", s(&tb), "api", "0/s"]);

@@ -12,7 +12,11 @@ use super::*;
         "  shmlimit inspect /dev/shm/app.shm --json | jq '.limits[] | {name, remaining}'\n\n",
         "Live state comes from a peek of cost 1 (nothing is consumed): remaining is how many units\n",
         "a request could take now, retry after how long until one unit would be admitted.\n",
-        "Allowed and denied count decisions, summed over every process since the file was created.\n\n",
+        "Allowed and denied count decisions, summed over every process since the file was created.\n",
+        "Definitions are shown live: with the parameters decisions use now, after any retune\n",
+        "(set-rate, create --on-conflict adopt). A retuned limit is listed under \"live parameters\"\n",
+        "with the parameters the file was created with; in JSON, a limit's top-level fields are the\n",
+        "live ones and `created` holds the created ones (present only when they differ).\n\n",
         exit_codes!()
     )
 )]
@@ -199,18 +203,26 @@ fn print_header(path: &Path, meta: &std::fs::Metadata, limiter: &Limiter, failed
     }
 }
 
-/// The definitions with their options, then the state table (and each damaged state's error).
+/// The definitions (live: as decisions use them now) with their options, then the state table
+/// (and each damaged state's error).
 fn print_definitions_and_state(limiter: &Limiter, states: &[LimitState]) {
     println!();
-    println!("definitions ({})", states.len());
+    let retuned = states.iter().filter(|s| s.live.is_some()).count();
+    if retuned == 0 {
+        println!("definitions ({})", states.len());
+    } else {
+        println!(
+            "definitions ({}, live: {retuned} retuned, with their created parameters below)",
+            states.len()
+        );
+    }
+    let live: Vec<(String, Algorithm)> = states
+        .iter()
+        .map(|s| (s.name.clone(), s.live_algorithm()))
+        .collect();
     print!(
         "{}",
-        render::definitions(
-            limiter
-                .definitions()
-                .iter()
-                .map(|d| (d.name.as_str(), &d.algorithm)),
-        )
+        render::definitions(live.iter().map(|(name, a)| (name.as_str(), a)))
     );
     print_options(limiter.definitions());
     println!();
@@ -250,18 +262,21 @@ fn print_fleet_shares(states: &[LimitState]) {
     }
 }
 
-/// The limits retuned with set-rate: defined and live parameters.
+/// The limits retuned (with set-rate or an adopt): live parameters, then those the file was
+/// created with.
 fn print_retuned(states: &[LimitState]) {
     let retuned: Vec<_> = states.iter().filter(|s| s.live.is_some()).collect();
     if !retuned.is_empty() {
         println!();
-        println!("live parameters (retuned with set-rate)");
-        let mut table = TextTable::new(&["limit", "defined", "live"], 3);
+        println!(
+            "live parameters (retuned with set-rate or an adopt; decisions use the live ones)"
+        );
+        let mut table = TextTable::new(&["limit", "live", "created"], 3);
         for s in retuned {
             table.row(vec![
                 s.name.clone(),
+                render::parameters(&s.live_algorithm()),
                 render::parameters(&s.algorithm),
-                s.live.as_ref().map(render::parameters).unwrap_or_default(),
             ]);
         }
         print!("{}", table.render());

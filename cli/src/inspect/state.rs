@@ -6,13 +6,15 @@ use super::*;
 /// What one limit holds right now.
 pub struct LimitState {
     pub name: String,
+    /// The algorithm and parameters the file was created with.
     pub algorithm: Algorithm,
     pub stats: Stats,
     /// What a request could get now (a peek of cost 1, or the free permits of a concurrency
     /// limit), or why it cannot be read (a damaged state word).
     /// `Ok(None)` for a keyed limit: its budget is per key.
     pub peek: Result<Option<Now>, String>,
-    /// The live parameters, when a retune made them differ from the definition.
+    /// The live parameters, when a retune (`set-rate`, an adopt) made them differ from the
+    /// definition the file was created with (`algorithm`).
     pub live: Option<Algorithm>,
     /// A keyed limit's table: (keys in use, slots).
     pub keys: Option<(usize, usize)>,
@@ -58,12 +60,18 @@ pub fn rate_per_s(a: &Algorithm) -> Option<f64> {
 }
 
 impl LimitState {
+    /// The live parameters: retuned ones when a retune made them differ, else the definition
+    /// the file was created with.
+    pub fn live_algorithm(&self) -> Algorithm {
+        self.live.unwrap_or(self.algorithm)
+    }
+
     /// The parameters decisions use right now: a fleet share's fence once its lease has
     /// passed, else the live (possibly retuned) parameters.
     pub fn applied(&self) -> Algorithm {
         match &self.fleet {
             Some(f) => f.applied(),
-            None => self.live.unwrap_or(self.algorithm),
+            None => self.live_algorithm(),
         }
     }
 }
@@ -202,8 +210,12 @@ pub struct HolderJson {
     reclaimable: bool,
 }
 
+/// One limit in `inspect --json` and `stats --json`: its live definition at the top level (the
+/// parameters decisions use, after any retune by `set-rate` or an adopt), then its state; the
+/// definition the file was created with under `created` when a retune made them differ.
 #[derive(Serialize)]
 pub struct LimitJson {
+    /// The live definition (after any retune).
     #[serde(flatten)]
     definition: DefinitionJson,
     /// Whether a decision of cost 1 would be admitted now.
@@ -224,9 +236,10 @@ pub struct LimitJson {
     near_limit: u64,
     /// Grants given back whole (refunds, composed roll-backs): `allowed - refunded` passed.
     refunded: u64,
-    /// The live parameters, present when a retune made them differ from the definition.
+    /// The definition the file was created with, present when a retune (`set-rate`, an adopt)
+    /// made the live one (the top-level fields) differ from it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    live: Option<DefinitionJson>,
+    created: Option<DefinitionJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     keys: Option<KeysJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -302,7 +315,7 @@ impl LimitJson {
     pub fn of(state: &LimitState) -> LimitJson {
         let peek = state.peek.as_ref().ok().copied().flatten();
         LimitJson {
-            definition: DefinitionJson::of(&state.name, &state.algorithm),
+            definition: DefinitionJson::of(&state.name, &state.live_algorithm()),
             admits_now: peek.map(|d| d.is_allowed()),
             remaining: peek.as_ref().map(available),
             retry_after_ns: peek.map(|d| d.retry_after_ns()),
@@ -312,7 +325,10 @@ impl LimitJson {
             shadow_denied: state.stats.shadow_denied,
             near_limit: state.stats.near_limit,
             refunded: state.stats.refunded,
-            live: state.live.map(|a| DefinitionJson::of(&state.name, &a)),
+            created: state
+                .live
+                .is_some()
+                .then(|| DefinitionJson::of(&state.name, &state.algorithm)),
             keys: state.keys.map(|(used, slots)| KeysJson { used, slots }),
             live_rate_per_s: rate_per_s(&state.applied()),
             fleet: state.fleet.map(|f| FleetJson {

@@ -216,7 +216,7 @@ pub fn prometheus(path: &str, limiter: &Limiter, states: &[LimitState]) -> Strin
     family(
         "shmlimit_capacity",
         "gauge",
-        "The most one decision of a limit can grant (its burst or window limit).",
+        "The most one decision of a limit can grant (its burst or window limit), as the file was created with it (shmlimit_live_capacity: after any retune).",
         each(&|s| Some((base(s), s.algorithm.capacity().to_string()))),
     );
     family(

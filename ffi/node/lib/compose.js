@@ -163,7 +163,7 @@ function rateLimitHeaders(pairs) {
     const [limit, decision] = pairs[i];
     if (!(limit instanceof Limit)) throw new TypeError('each pair starts with a Limit');
     if (!(decision instanceof Decision)) throw new TypeError('expected a Decision returned by this module');
-    if (limit._adaptive === undefined) limit._adaptive = limit.definition().kind === 'adaptiveConcurrency';
+    if (limit._adaptive === undefined) limit._adaptive = limit.createdDefinition().kind === 'adaptiveConcurrency';
     if (limit._adaptive) {
       // What the library renders for an adaptive concurrency limit: its current permits as a
       // quota of concurrent requests, and the permits left, read now.

@@ -63,7 +63,7 @@ class Counters {
     if (!limit || typeof limit._h !== 'object') {
       throw new TypeError('new Counters(limit): expected a Limit, from limiter.limit(name)');
     }
-    const spec = limit.definition();
+    const spec = limit.createdDefinition();
     if (spec.kind !== 'counters') {
       throw makeError(119, `new Counters: limit '${limit.name}' is a ${spec.kind} limit, not counters`);
     }
@@ -81,12 +81,17 @@ class Counters {
    * (default 16384), `movingWindow` (default 128), `onFull` (default 'deny') and `mode`
    * (default 0o600), an existing file is attached as it is, and a missing one created with the
    * defaults; given any, the file is created with them or must have been
-   * (DefinitionConflictError otherwise). `defaults` replaces the defaults (the stores create
-   * files without moving windows).
+   * (DefinitionConflictError otherwise), unless `onConflict: 'adopt'` (default 'refuse', as
+   * `Limiter.createOrOpen`'s): then the file is replaced atomically by one with them.
+   * `defaults` replaces the defaults (the stores create files without moving windows).
    */
-  static open(path, { name = 'counters', keys, movingWindow, onFull, mode } = {}, defaults = {}) {
+  static open(path, { name = 'counters', keys, movingWindow, onFull, mode, onConflict } = {}, defaults = {}) {
     const fs = require('node:fs');
+    if (onConflict !== undefined && onConflict !== 'refuse' && onConflict !== 'adopt') {
+      throw new RangeError(`onConflict must be 'refuse' or 'adopt', not ${String(onConflict).slice(0, 80)}`);
+    }
     let limiter;
+    // onConflict alone is no layout: an existing file is attached as it is.
     if (keys === undefined && movingWindow === undefined && onFull === undefined && mode === undefined && fs.existsSync(path)) {
       limiter = Limiter.open(path);
     } else {
@@ -95,7 +100,9 @@ class Counters {
         movingWindow: movingWindow === undefined ? d.movingWindow : movingWindow,
         keyed: { capacity: keys === undefined ? d.keys : keys, onFull: onFull || d.onFull },
       });
-      limiter = Limiter.createOrOpen(path, { [name]: def }, mode === undefined ? {} : { mode });
+      const opts = onConflict === undefined ? {} : { onConflict };
+      if (mode !== undefined) opts.mode = mode;
+      limiter = Limiter.createOrOpen(path, { [name]: def }, opts);
     }
     const c = new Counters(limiter.limit(name));
     c.limiter = limiter;

@@ -16,10 +16,11 @@ class ShmlimitStore {
   /**
    * `path`: the file (created when missing); `prefix` (default 'rl:') goes before every key;
    * `name` (default 'express-rate-limit'): the counters limit in the file; `keys` (default
-   * 16384), `onFull` (default 'deny') and `mode` (default 0o600) for a created file; or
+   * 16384), `onFull` (default 'deny') and `mode` (default 0o600) for a created file;
+   * `onConflict` (default 'refuse'; 'adopt' replaces a file created with other ones); or
    * `counters`: a Counters to use instead of opening `path`.
    */
-  constructor({ path, prefix = 'rl:', name = 'express-rate-limit', keys, onFull, mode, counters } = {}) {
+  constructor({ path, prefix = 'rl:', name = 'express-rate-limit', keys, onFull, mode, onConflict, counters } = {}) {
     if (typeof prefix !== 'string') {
       throw new TypeError(`ShmlimitStore: prefix must be a string, not ${typeof prefix}`);
     }
@@ -31,7 +32,7 @@ class ShmlimitStore {
         throw new TypeError('ShmlimitStore: options.path must name the shmlimit file, as in new ShmlimitStore({ path: \'/dev/shm/app.shmlimit\' })');
       }
       // No moving windows: 32 bytes a key (512 KiB for the default 16384 keys).
-      this.counters = Counters.open(path, { name, keys, onFull, mode }, { movingWindow: 0 });
+      this.counters = Counters.open(path, { name, keys, onFull, mode, onConflict }, { movingWindow: 0 });
     }
     /** Keys counted here are counted for every worker that maps the file. */
     this.localKeys = false;

@@ -108,10 +108,18 @@ class Limit {
     return { allowed: s[0], denied: s[1], shadowDenied: s[2], nearLimit: s[3], refunded: s[4] };
   }
 
-  /** The definition the file was created with. */
+  /** The live definition, the parameters decisions use now: after a retune by any process
+   *  (`setRate`) or an adopted change it reads back as it is now, as `Limiter.definitions()`
+   *  does. `createdDefinition()` is the one the file was created with. */
   definition() {
+    return this.liveDefinition();
+  }
+
+  /** The definition the file was created with, before any retune (`definition()` is the live
+   *  one). */
+  createdDefinition() {
     const d = native.definition(this._h, false);
-    if (typeof d === 'number') throw failure(d, `definition of '${this.name}'`);
+    if (typeof d === 'number') throw failure(d, `createdDefinition of '${this.name}'`);
     return specOf(d, d.kind === 8 ? this._tuning() : undefined);
   }
 
@@ -122,8 +130,8 @@ class Limit {
     return t;
   }
 
-  /** The definition with its live parameters (after any retune, by any process). A token
-   *  bucket reads as `rate: 1` per its emission interval. */
+  /** The definition with its live parameters (after any retune, by any process): the same
+   *  as `definition()`. */
   liveDefinition() {
     const d = native.definition(this._h, true);
     if (typeof d === 'number') throw failure(d, `liveDefinition of '${this.name}'`);

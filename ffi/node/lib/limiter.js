@@ -77,8 +77,16 @@ class Limiter {
     return l;
   }
 
-  /** The stored definitions: {name: definition}. */
+  /** The live definitions, {name: definition}: the parameters decisions use now, after a
+   *  retune by any process or an adopted change (`Limit.definition()` of each limit).
+   *  `createdDefinitions()` gives the ones the file was created with. */
   definitions() {
+    const ds = this.createdDefinitions();
+    return Object.fromEntries(Object.keys(ds).map((name) => [name, this.limit(name).definition()]));
+  }
+
+  /** The definitions the file was created with, {name: definition}, before any retune. */
+  createdDefinitions() {
     const ds = native.definitions(this._h);
     if (typeof ds === 'number') throw failure(ds, `definitions of ${this.path}`);
     return Object.fromEntries(ds.map((d) => [d.name, specOf(d, d.kind === ADAPTIVE ? this.limit(d.name)._tuning() : undefined)]));

@@ -32,7 +32,7 @@ function entriesOf(opts) {
   return limits.map((e) => {
     const entry = e instanceof index.Limit ? { limit: e } : { ...e };
     if (!(entry.limit instanceof index.Limit)) throw new TypeError('middleware: each entry is a Limit or {limit, key?, cost?}');
-    const def = entry.limit.definition();
+    const def = entry.limit.createdDefinition();
     if (def.kind === 'concurrency') throw new TypeError(`middleware: '${entry.limit.name}' is a concurrency limit; use withPermit around the handler`);
     if (def.kind === 'adaptiveConcurrency') {
       if (entry.cost !== undefined) throw new TypeError(`middleware: '${entry.limit.name}' is an adaptive concurrency limit: a permit per request, no cost`);

@@ -15,6 +15,9 @@ export type RateLimiterShmlimitOptions = NonNullable<ConstructorParameters<typeo
   onFull?: 'deny' | 'allow' | 'error';
   /** Permission bits of a created file (default 0o600). */
   mode?: number;
+  /** A file created with other options: throw DefinitionConflictError ('refuse', the
+   *  default) or replace it atomically with one holding these ('adopt'). */
+  onConflict?: 'refuse' | 'adopt';
   /** Counters to use instead of opening `path`. */
   counters?: Counters;
 };

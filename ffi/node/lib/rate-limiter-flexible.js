@@ -37,7 +37,8 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
    * `execEvenly`, `execEvenlyMinDelayMs`, `keyPrefix`), and where the counters are: `path` (the
    * file, created when missing), `storeName` (the counters limit in it, default
    * 'rate-limiter-flexible'), `keys` (default 16384), `onFull` (default 'deny') and `mode`
-   * for a created file; or `counters`, a Counters to use.
+   * for a created file, `onConflict` (default 'refuse'; 'adopt' replaces a file created with
+   * other ones); or `counters`, a Counters to use.
    */
   constructor(opts = {}) {
     super(opts);
@@ -57,7 +58,7 @@ class RateLimiterShmlimit extends RateLimiterAbstract {
         throw new TypeError('RateLimiterShmlimit: options.path must name the shmlimit file, as in new RateLimiterShmlimit({ path: \'/dev/shm/app.shmlimit\', points: 10, duration: 1 })');
       }
       const name = opts.storeName === undefined ? 'rate-limiter-flexible' : opts.storeName;
-      this.counters = Counters.open(opts.path, { name, keys: opts.keys, onFull: opts.onFull, mode: opts.mode }, { movingWindow: 0 });
+      this.counters = Counters.open(opts.path, { name, keys: opts.keys, onFull: opts.onFull, mode: opts.mode, onConflict: opts.onConflict }, { movingWindow: 0 });
     }
   }
 

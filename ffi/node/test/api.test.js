@@ -200,6 +200,11 @@ test('live retuning, reset and policy', (t) => {
   api.setRate(600);
   // 1/600 s rounded up to whole nanoseconds, read back as 600 per second.
   assert.deepEqual(other.liveDefinition(), { kind: 'tokenBucket', rate: 600, per: 1000, burst: 30 });
+  // definition() is the live one, as Limiter.definitions(); createdDefinition() the file's own.
+  assert.deepEqual(other.definition(), other.liveDefinition());
+  assert.deepEqual(other.createdDefinition(), { kind: 'tokenBucket', rate: 300, per: 1000, burst: 30 });
+  assert.equal(shmlimit.Limiter.open(file).definitions().api.rate, 600);
+  assert.equal(shmlimit.Limiter.open(file).createdDefinitions().api.rate, 300);
   api.setTokenBucket(50, 100, 1000);
   assert.equal(other.liveDefinition().burst, 50);
   assert.deepEqual(other.policy(), { quota: 100, windowSecs: 1 });
@@ -228,6 +233,11 @@ test('a deploy that changes a limit: refused by default, adopted live, or a new 
   shmlimit.Limiter.createOrOpen(file, faster, { onConflict: 'adopt' }).close();
   assert.equal(fs.statSync(file).ino, ino, 'a live retune keeps the file');
   assert.equal(before.limit('api').tryAcquire(10).allowed, false, 'the usage is kept');
+  // The adopted parameters read back live; the created ones stay as they were.
+  assert.equal(before.definitions().api.rate, 3);
+  assert.equal(before.limit('api').definition().rate, 3);
+  assert.equal(before.createdDefinitions().api.rate, 2);
+  assert.equal(before.limit('api').createdDefinition().rate, 2);
   // The retuned file matches the new definitions under the default policy.
   shmlimit.Limiter.createOrOpen(file, faster).close();
   // A new limit needs a new file, atomically in place of the old one.
@@ -533,14 +543,30 @@ test('the middleware renders no header it does not send: headers: false renders 
   assert.equal(rendered, 2);
 });
 
-test('a package installed without its compiled addon says how to build it', (t) => {
+test('a package without its compiled addon says what to do: reinstall, or build a checkout', (t) => {
+  // An installed package (no build.js beside it, as packed): reinstall; no build to run.
   const dir = tmpdir(t);
   fs.cpSync(path.join(__dirname, '..', 'lib'), path.join(dir, 'lib'), { recursive: true });
   fs.copyFileSync(path.join(__dirname, '..', 'package.json'), path.join(dir, 'package.json'));
   assert.throws(
     () => require(path.join(dir, 'lib', 'index.js')),
-    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /node build\.js/.test(e.message) && e.message.includes(dir),
+    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /reinstall the package \(remove /.test(e.message) &&
+      !/build\.js/.test(e.message) && e.message.includes(dir),
   );
+  // A checkout (build.js beside the package): build it.
+  const checkout = tmpdir(t);
+  fs.cpSync(path.join(__dirname, '..', 'lib'), path.join(checkout, 'lib'), { recursive: true });
+  fs.copyFileSync(path.join(__dirname, '..', 'package.json'), path.join(checkout, 'package.json'));
+  fs.writeFileSync(path.join(checkout, 'build.js'), '');
+  assert.throws(
+    () => require(path.join(checkout, 'lib', 'index.js')),
+    (e) => e.code === 'SHMLIMIT_ADDON_MISSING' && /this is a checkout: build it with `node build\.js`/.test(e.message) &&
+      e.message.includes(checkout) && !/reinstall/.test(e.message),
+  );
+  // An installed package on a platform without a prebuilt addon: not supported.
+  const { remedy } = require('../lib/addon');
+  assert.match(remedy(dir, 'darwin-arm64'), /prebuilt for linux-x64 \(glibc\) only, and darwin-arm64 is not supported/);
+  assert.doesNotMatch(remedy(dir, 'darwin-arm64'), /build\.js/);
 });
 
 test('rateLimitHeaders renders what the library renders, for every kind and outcome', (t) => {

@@ -115,3 +115,22 @@ test('bad windows and keys are the package\'s errors; the middleware passes them
   const open = await serve(t, { windowMs: 1000, limit: 5, store: new ShmlimitStore({ path: file }), keyGenerator: () => long, passOnStoreError: true });
   assert.equal((await get(open.port)).status, 200);
 });
+
+test('onConflict: a file created with other options is refused by default and adopted when asked', (t) => {
+  const file = path.join(tmpdir(t), 'conflict.shm');
+  const first = new ShmlimitStore({ path: file, keys: 64 });
+  first.init({ windowMs: 60000 });
+  assert.equal(first.increment('a').totalHits, 1);
+  assert.throws(() => new ShmlimitStore({ path: file, keys: 128 }), shmlimit.DefinitionConflictError);
+  assert.throws(() => new ShmlimitStore({ path: file, keys: 128, onConflict: 'refuse' }), shmlimit.DefinitionConflictError);
+  assert.throws(() => new ShmlimitStore({ path: file, keys: 128, onConflict: 'sometimes' }), /onConflict must be 'refuse' or 'adopt'/);
+  // onConflict alone is no layout: the file is attached as it is, its count kept.
+  const alone = new ShmlimitStore({ path: file, onConflict: 'adopt' });
+  alone.init({ windowMs: 60000 });
+  assert.equal(alone.get('a').totalHits, 1);
+  assert.equal(shmlimit.Limiter.open(file).definitions()['express-rate-limit'].keyed.capacity, 64);
+  const adopted = new ShmlimitStore({ path: file, keys: 128, onConflict: 'adopt' });
+  adopted.init({ windowMs: 60000 });
+  assert.equal(shmlimit.Limiter.open(file).definitions()['express-rate-limit'].keyed.capacity, 128);
+  assert.equal(adopted.increment('b').totalHits, 1);
+});

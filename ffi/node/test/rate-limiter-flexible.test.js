@@ -112,4 +112,11 @@ test('bad points and keys reject with the package\'s errors and consume nothing;
   assert.throws(() => new RateLimiterShmlimit({ path: file, points: 2 ** 24, duration: 1 }), /points must be an integer from 0 to 16777215/);
   assert.throws(() => new RateLimiterShmlimit({ path: file, points: 1.5, duration: 1 }), /points must be an integer/);
   assert.throws(() => new RateLimiterShmlimit({ path: file, points: 5, duration: 1e9 }), /duration must be from 0 to/);
+  // A file created with other options: refused by default, replaced with onConflict: 'adopt'.
+  const sized = path.join(tmpdir(t), 'sized.shm');
+  new RateLimiterShmlimit({ path: sized, points: 5, duration: 1, keys: 64 });
+  assert.throws(() => new RateLimiterShmlimit({ path: sized, points: 5, duration: 1, keys: 128 }), shmlimit.DefinitionConflictError);
+  assert.throws(() => new RateLimiterShmlimit({ path: sized, points: 5, duration: 1, keys: 128, onConflict: 'never' }), /onConflict must be/);
+  new RateLimiterShmlimit({ path: sized, points: 5, duration: 1, keys: 128, onConflict: 'adopt' });
+  assert.equal(shmlimit.Limiter.open(sized).definitions()['rate-limiter-flexible'].keyed.capacity, 128);
 });

@@ -281,7 +281,10 @@ class LaterFeaturesTest(unittest.TestCase):
             b, w, log = lim.limit("b"), lim.limit("w"), lim.limit("log")
             b.set_rate(10)
             self.assertEqual(b.live_definition.emission_ns, 100_000_000)
-            self.assertEqual(b.definition.emission_ns, HOUR * 10**9)
+            # definition is the live one, as Limiter.definitions(); created_definition the
+            # file's own.
+            self.assertEqual(b.definition.emission_ns, 100_000_000)
+            self.assertEqual(b.created_definition.emission_ns, HOUR * 10**9)
             b.set_token_bucket(burst=6, rate=1, per=HOUR)
             self.assertEqual(b.live_definition.burst, 6)
             self.assertTrue(b.try_acquire(6))
@@ -321,6 +324,8 @@ class LaterFeaturesTest(unittest.TestCase):
             self.assertEqual(lim.created_definitions()["api"].emission_ns, 5_000_000)
             self.assertEqual(list(lim.created_definitions()), ["api"])
         self.assertEqual(api.live_definition.emission_ns, 3_333_334)
+        self.assertEqual(api.definition.emission_ns, 3_333_334)
+        self.assertEqual(api.created_definition.emission_ns, 5_000_000)
         # So does every other limiter attached to the file: the retune is in the file.
         self.assertEqual(old.definitions()["api"].emission_ns, 3_333_334)
         self.assertEqual(old.created_definitions()["api"].emission_ns, 5_000_000)

@@ -6,7 +6,8 @@ import asyncio
 import multiprocessing
 import unittest
 
-from shmlimit import CounterStore, Counters, InvalidParameterError, Keyed, Limiter, ZeroCostError
+from shmlimit import (CounterStore, Counters, DefinitionConflictError, InvalidParameterError, Keyed,
+                      Limiter, ZeroCostError)
 
 from ._support import FileTest, need
 
@@ -114,6 +115,33 @@ class LimitsStorageTest(FileTest):
         wrapped = limits.storage.storage_from_string(self.uri, wrap_exceptions=True)
         with self.assertRaises(limits.errors.StorageError):
             wrapped.incr("k", 0)
+        with self.assertRaisesRegex(ValueError, "on_conflict must be 'refuse' or 'adopt'"):
+            limits.storage.storage_from_string(self.uri + "&on_conflict=sometimes")
+
+    def test_on_conflict_refuses_by_default_and_adopts_other_options(self) -> None:
+        limits = self.limits
+        from_string = limits.storage.storage_from_string
+        from_string(self.uri).incr("k", 60)
+        bigger = f"shmlimit://{self.path}?moving_window=32&keys=1024"
+        with self.assertRaises(DefinitionConflictError) as e:
+            from_string(bigger)
+        self.assertIn("16", str(e.exception))
+        self.assertIn("32", str(e.exception))
+        self.assertRaises(DefinitionConflictError, from_string, bigger + "&on_conflict=refuse")
+        # on_conflict alone is no layout: the file is attached as it is.
+        alone = from_string(f"shmlimit://{self.path}?on_conflict=adopt")
+        self.assertEqual(alone.get("k"), 1)
+        self.assertEqual(Limiter.open(self.path).definitions()["limits"].moving_window, 16)
+        # Adopted, as a query parameter and as a keyword option (flask-limiter's
+        # storage_options): the file now holds the requested layout.
+        adopted = from_string(bigger + "&on_conflict=adopt")
+        moving = limits.strategies.MovingWindowRateLimiter(adopted)
+        self.assertTrue(moving.hit(limits.parse("32/minute"), "m", cost=32))
+        self.assertEqual(Limiter.open(self.path).definitions()["limits"].moving_window, 32)
+        wider = f"shmlimit://{self.path}?moving_window=32&keys=2048"
+        self.assertRaises(DefinitionConflictError, from_string, wider)
+        from_string(wider, on_conflict="adopt")
+        self.assertEqual(Limiter.open(self.path).definitions()["limits"].keyed.capacity, 2048)
 
 
 def _hit_keys(uri: str, worker: int, out: "multiprocessing.Queue[int]") -> None:

@@ -1,8 +1,8 @@
 """The Python examples of the documentation run as written: every ```python block of
-ffi/python/README.md, of ffi/README.md (the Python API page it points to) and of the top-level
-README.md, each in a fresh temporary directory by a fresh interpreter with the package under
-test (the installed wheel in CI, the laid-out build under `cargo test`). A block that raises
-fails its test, named by file and line.
+ffi/python/README.md, of ffi/README.md (the Python API page it points to), of the top-level
+README.md and of docs/deploy.md, each in a fresh temporary directory by a fresh interpreter
+with the package under test (the installed wheel in CI, the laid-out build under `cargo
+test`). A block that raises fails its test, named by file and line.
 
 One change is made to each block before it runs: its ``/dev/shm/`` paths point into the
 temporary directory instead, so that runs share no file with each other or with the host."""
@@ -17,7 +17,7 @@ from typing import List, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-DOCUMENTS = ["ffi/python/README.md", "ffi/README.md", "README.md"]
+DOCUMENTS = ["ffi/python/README.md", "ffi/README.md", "README.md", "docs/deploy.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
 
 
@@ -33,6 +33,7 @@ class ReadmeExamples(unittest.TestCase):
         counts = {d: len(python_blocks(d)) for d in DOCUMENTS}
         self.assertGreaterEqual(counts["ffi/README.md"], 4, counts)
         self.assertGreaterEqual(counts["README.md"], 1, counts)
+        self.assertGreaterEqual(counts["docs/deploy.md"], 1, counts)
 
     def test_every_python_example_runs_as_written(self) -> None:
         ran = 0
@@ -47,7 +48,7 @@ class ReadmeExamples(unittest.TestCase):
                         out.returncode, 0,
                         f"the example at {document}:{line} failed:\n{out.stderr}")
                     ran += 1
-        self.assertGreaterEqual(ran, 5)
+        self.assertGreaterEqual(ran, 6)
 
 
 if __name__ == "__main__":

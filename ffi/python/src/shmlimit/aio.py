@@ -91,7 +91,7 @@ class AsyncLimit:
 
     def _is_unkeyed_bucket(self) -> bool:
         if self._bucket is None:
-            definition = self.limit.definition
+            definition = self.limit.created_definition
             # Split buckets cannot book in one order across their sub-buckets: they retry.
             self._bucket = isinstance(definition, TokenBucket) and definition.keyed is None \
                 and definition.split == 1

@@ -113,8 +113,16 @@ class Limit(_native.LimitBase):
 
     @property
     def live_definition(self) -> Spec:
-        """The definition with its live parameters (after any retune by any process)."""
+        """The definition with its live parameters, the ones decisions use (after any retune by
+        any process, or a change adopted by ``create_or_open(..., on_conflict="adopt")``):
+        the same as ``definition``."""
         return _spec_of(_Def._of(self._live_definition()))
+
+    @property
+    def created_definition(self) -> Spec:
+        """The definition the file was created with, before any retune (``definition`` is the
+        live one)."""
+        return _spec_of(_Def._of(self._definition()))
 
     def reserve(self, cost: int = 1, max_delay: Optional[Seconds] = 0) -> "Reservation":
         """Book the next ``cost`` tokens of a token bucket now, to be used after a delay of at
@@ -276,8 +284,11 @@ class Limit(_native.LimitBase):
 
     @property
     def definition(self) -> Spec:
-        """The limit's definition as stored in the file (as created)."""
-        return _spec_of(_Def._of(self._definition()))
+        """The limit's live definition, the parameters decisions use now: after a retune by any
+        process (``set_rate``) or an adopted change it reads back as it is now, as
+        ``Limiter.definitions()`` does. ``created_definition`` is the one the file was created
+        with."""
+        return _spec_of(_Def._of(self._live_definition()))
 
     def __repr__(self) -> str:
         return f"Limit({self.name!r}{', closed' if self.closed else ''})"

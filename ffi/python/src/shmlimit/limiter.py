@@ -67,7 +67,7 @@ def prometheus_text(source: Union["Limiter", Iterable[Limit]], file: Optional[st
             f"shmlimit_near_limit_total{{{base}}} {stats.near_limit}")
         families["shmlimit_refunded_total"][2].append(
             f"shmlimit_refunded_total{{{base}}} {stats.refunded}")
-        definition = limit.definition
+        definition = limit.created_definition
         if definition.keyed is not None:
             used, _slots = limit.key_occupancy()
             families["shmlimit_keys_used"][2].append(f"shmlimit_keys_used{{{base}}} {used}")

@@ -20,9 +20,15 @@ as the storage's keyword options (``storage_options`` in flask-limiter):
     the created file's permission bits, octal (default ``600``; ``660`` shares it with a group)
 ``name``
     the name of the counters limit in the file (default ``limits``)
+``on_conflict``
+    ``refuse`` (default) or ``adopt``: what a file created with other options meets
+    (``Limiter.create_or_open``'s ``on_conflict``)
 
-Without options, an existing file is attached as it is; with options, a file created with
-other ones is DefinitionConflictError, naming the difference.
+Without options (or with only ``name`` and ``on_conflict``), an existing file is attached as it
+is. With options, a file created with other ones is DefinitionConflictError naming the
+difference, unless ``on_conflict=adopt``: then the file is replaced atomically by one with the
+requested options (the counts of the old one start fresh; processes attached to it move to the
+new file within about a second).
 
 Fixed windows count as ``limits`` does (a window starts at a key's first hit, every hit counts);
 moving windows are exact (at most the limit in any window, one 16-byte entry per admitted hit);
@@ -50,7 +56,9 @@ from .errors import ShmlimitError
 from .limiter import Limiter
 
 _DEFAULTS: Dict[str, str] = {"keys": "16384", "moving_window": "128", "on_full": "deny",
-                             "mode": "600", "name": "limits"}
+                             "mode": "600", "name": "limits", "on_conflict": "refuse"}
+# The options that are not the file's layout: given alone, an existing file is attached as is.
+_NOT_LAYOUT = {"name", "on_conflict"}
 
 
 def _counters(uri: str, options: Dict[str, Any]) -> _native.Counters:
@@ -67,12 +75,16 @@ def _counters(uri: str, options: Dict[str, Any]) -> _native.Counters:
         raise ValueError(f"{uri!r}: unknown option(s) {sorted(unknown)}; "
                          f"known: {sorted(_DEFAULTS)}")
     merged = dict(_DEFAULTS, **given)
-    if not set(given) - {"name"} and os.path.exists(path):
+    if merged["on_conflict"] not in ("refuse", "adopt"):
+        raise ValueError(f"{uri!r}: on_conflict must be 'refuse' or 'adopt', not "
+                         f"{merged['on_conflict']!r:.80}")
+    if not set(given) - _NOT_LAYOUT and os.path.exists(path):
         # No layout asked for: attach to the file as it is (its key capacity and logs).
         return _native.Counters(Limiter.open(path).limit(merged["name"]))
     spec = Counters(int(merged["moving_window"]),
                     keyed=Keyed(int(merged["keys"]), on_full=merged["on_full"]))
-    limiter = Limiter.create_or_open(path, {merged["name"]: spec}, mode=int(merged["mode"], 8))
+    limiter = Limiter.create_or_open(path, {merged["name"]: spec}, mode=int(merged["mode"], 8),
+                                     on_conflict=merged["on_conflict"])
     return _native.Counters(limiter.limit(merged["name"]))
 
 

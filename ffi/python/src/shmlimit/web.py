@@ -330,8 +330,8 @@ class Guard:
         one for the request's key, no cost), the others decided."""
         self._adaptive, self._decided = [], 0
         for bit, (check, limit) in enumerate(zip(self.checks, self._limits)):
-            if isinstance(limit.definition, AdaptiveConcurrency):
-                keyed = limit.definition.keyed is not None
+            if isinstance(limit.created_definition, AdaptiveConcurrency):
+                keyed = limit.created_definition.keyed is not None
                 if keyed and check.key is None:
                     raise ValueError(f"check {check.limit!r}: a keyed adaptive concurrency "
                                      "limit needs a key function (key=...)")
