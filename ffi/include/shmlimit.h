@@ -819,7 +819,8 @@ shmlimit_status shmlimit_acquire_at(const struct shmlimit_limit *limit,
 // long as it takes.
 //
 // Errors: as `shmlimit_acquire`; `SHMLIMIT_WRONG_KIND` on a concurrency limit (use
-// `shmlimit_permit_acquire_timeout`) or a keyed limit.
+// `shmlimit_permit_acquire_timeout`), an adaptive one (the message names the call to use), a
+// counters limit or a keyed limit.
 //
 // Thread-safety: as `shmlimit_acquire`.
 //
