@@ -453,3 +453,26 @@ fn the_limit_recovers_after_a_permanent_latency_shift() {
         after.limit
     );
 }
+
+/// A permit released by its id (`release_permit`, as the bindings' permit calls do) is released
+/// as dropped: nothing is held, the limit learns nothing, and its guard released afterwards
+/// reports nothing (a release with its outcome is a sample the status shows).
+#[test]
+fn a_permit_released_by_id_teaches_nothing() {
+    let (_dir, path) = temp_path("adaptive-by-id.shm");
+    let limiter = manual(&path, AdaptiveConcurrency::new(2, 8));
+    let dep = limiter.adaptive_concurrency("dep").unwrap();
+    let p = dep.try_acquire().unwrap().expect("a free permit");
+    let holders: Vec<u64> = dep.permit_holders().iter().map(|h| h.id).collect();
+    assert_eq!(holders, vec![p.id()]);
+    assert!(dep.release_permit(p.id()).unwrap());
+    assert!(!dep.release_permit(p.id()).unwrap(), "only once");
+    assert!(dep.permit_holders().is_empty());
+    assert!(!p.release_measured(Outcome::Ok, Duration::from_millis(250)));
+    let s = dep.status().unwrap();
+    assert_eq!((s.in_flight, s.rtt_recent_us, s.limit), (0, None, 2.0));
+    assert_eq!(dep.reclaim_dead_permits(), 0);
+    let q = dep.try_acquire().unwrap().expect("a free permit");
+    assert!(q.release_measured(Outcome::Ok, Duration::from_millis(250)));
+    assert_eq!(dep.status().unwrap().rtt_recent_us, Some(250_000.0));
+}

@@ -361,3 +361,30 @@ fn definitions_round_trip_through_the_file() {
     assert_eq!((s.permits, s.min, s.max, s.in_flight), (40, 3, 64, 0));
     assert_eq!(dep.key_occupancy(), (0, 128));
 }
+
+/// A key's permit released by its id (`release_permit`, as the bindings' permit calls do) is
+/// released as dropped: nothing of the key is held, the key learns nothing, and its guard
+/// released afterwards reports nothing (a release with its outcome is a sample the key's
+/// status shows).
+#[test]
+fn a_permit_released_by_id_teaches_its_key_nothing() {
+    let (_dir, path) = temp_path("keyed-adaptive-by-id.shm");
+    let limiter = manual_keyed(&path, AdaptiveConcurrency::new(2, 8), Keyed::new(16));
+    let dep = limiter.keyed_adaptive_concurrency("dep").unwrap();
+    let p = dep.try_acquire(b"db-1").unwrap().expect("a free permit");
+    let holders: Vec<(u64, Option<u64>)> = dep
+        .permit_holders()
+        .iter()
+        .map(|h| (h.id, h.key_tag))
+        .collect();
+    assert_eq!(holders, vec![(p.id(), Some(dep.key_tag(b"db-1").unwrap()))]);
+    assert!(dep.release_permit(p.id()).unwrap());
+    assert!(!dep.release_permit(p.id()).unwrap(), "only once");
+    assert!(!p.release_measured(Outcome::Ok, Duration::from_millis(250)));
+    let s = dep.status(b"db-1").unwrap();
+    assert_eq!((s.in_flight, s.rtt_recent_us, s.limit), (0, None, 2.0));
+    assert_eq!(dep.reclaim_dead_permits(), 0);
+    let q = dep.try_acquire(b"db-1").unwrap().expect("a free permit");
+    assert!(q.release_measured(Outcome::Ok, Duration::from_millis(250)));
+    assert_eq!(dep.status(b"db-1").unwrap().rtt_recent_us, Some(250_000.0));
+}

@@ -819,7 +819,8 @@ shmlimit_status shmlimit_acquire_at(const struct shmlimit_limit *limit,
 // long as it takes.
 //
 // Errors: as `shmlimit_acquire`; `SHMLIMIT_WRONG_KIND` on a concurrency limit (use
-// `shmlimit_permit_acquire_timeout`) or a keyed limit.
+// `shmlimit_permit_acquire_timeout`), an adaptive one (the message names the call to use), a
+// counters limit or a keyed limit.
 //
 // Thread-safety: as `shmlimit_acquire`.
 //
@@ -972,7 +973,7 @@ shmlimit_status shmlimit_limiter_create_or_open_tuned(const char *path,
 // The tuning `limit` was created with (its live definition), into `*tuning_out`.
 //
 // Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
-// an adaptive concurrency limit).
+// an adaptive concurrency limit, keyed or not).
 //
 // Thread-safety: any thread.
 //
@@ -1685,8 +1686,14 @@ shmlimit_status shmlimit_permit_key_held(const struct shmlimit_limit *limit,
 // taken over after its lease expired, freed by `shmlimit_limit_reset`, another process's
 // permit, `SHMLIMIT_PERMIT_SHADOW`, 0, or an id that names nothing. Not an error.
 //
-// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`,
-// `SHMLIMIT_IO`.
+// On an adaptive concurrency limit, keyed or not, `permit` is the `id` that
+// `shmlimit_permit_holders` lists for one of this process's `shmlimit_adaptive_permit`s: it
+// is released as `SHMLIMIT_OUTCOME_DROPPED` (the limit learns nothing from it), and the
+// `shmlimit_adaptive_permit` reports nothing when it is released later (it still must be, to
+// free it).
+//
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not a
+// concurrency limit, adaptive or not), `SHMLIMIT_IO`.
 //
 // Thread-safety: as `shmlimit_permit_acquire`.
 //
@@ -1697,15 +1704,16 @@ shmlimit_status shmlimit_permit_release(const struct shmlimit_limit *limit,
                                         uint64_t permit,
                                         bool *released_out);
 
-// The held permits of a concurrency limit, for inspection: who holds each, since when, until
-// when, and whether it is reclaimable (this checks each holder's liveness: system calls).
+// The held permits of a concurrency limit (adaptive or not, keyed or not), for inspection: who
+// holds each, since when, until when, and whether it is reclaimable (this checks each
+// holder's liveness: system calls).
 //
 // - `holders_out`, `holders_len`: an array that receives the first `holders_len` held permits
 //   (NULL with `holders_len` 0 just counts them).
 // - `count_out`: receives the number of held permits, which may exceed `holders_len`.
 //
 // Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
-// `SHMLIMIT_WRONG_KIND` (not a concurrency limit).
+// `SHMLIMIT_WRONG_KIND` (not a concurrency limit, adaptive or not).
 //
 // Thread-safety: may be called concurrently with acquisitions (the listing is a snapshot).
 //
@@ -1721,9 +1729,11 @@ shmlimit_status shmlimit_permit_holders(const struct shmlimit_limit *limit,
 // Free every permit whose holder is gone or whose lease expired, and wake waiters for them;
 // `*reclaimed_out` receives how many. Acquirers do the same when they find no free permit,
 // so this is never needed for correctness (it is what a periodic cleanup or the CLI's `gc`
-// runs).
+// runs). A concurrency limit's, adaptive or not (an adaptive limit learns nothing from a
+// permit reclaimed).
 //
-// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
+// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not a
+// concurrency limit, adaptive or not).
 //
 // Thread-safety: as `shmlimit_permit_acquire`.
 //

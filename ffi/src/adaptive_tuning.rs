@@ -7,7 +7,8 @@ use std::ffi::c_char;
 use std::time::Duration;
 
 use super::boundary::{arg_opt, arg_out, arg_ref, arg_slice, arg_str, ffi_boundary};
-use super::status::{shmlimit_status::*, Failure};
+use super::handle::wrong;
+use super::status::Failure;
 use super::types::{self, shmlimit_def, shmlimit_options};
 use super::{builder_with, path_arg, shmlimit_limit, shmlimit_limiter, shmlimit_status};
 use shmlimit::{AdaptiveConcurrency, Algorithm, IntoAlgorithm};
@@ -173,7 +174,7 @@ pub unsafe extern "C" fn shmlimit_limiter_create_or_open_tuned(
 /// The tuning `limit` was created with (its live definition), into `*tuning_out`.
 ///
 /// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not
-/// an adaptive concurrency limit).
+/// an adaptive concurrency limit, keyed or not).
 ///
 /// Thread-safety: any thread.
 ///
@@ -191,13 +192,7 @@ pub unsafe extern "C" fn shmlimit_adaptive_tuning_of(
         let limit = unsafe { arg_ref("limit", limit) }?;
         let view = limit.inner.as_limit();
         let Algorithm::AdaptiveConcurrency(a) = view.def().algorithm else {
-            return Err(Failure::new(
-                SHMLIMIT_WRONG_KIND,
-                format!(
-                    "limit `{}` is not an adaptive concurrency limit",
-                    view.name()
-                ),
-            ));
+            return Err(wrong::adaptive(view).into());
         };
         // SAFETY: `tuning_out` is valid for one write (the caller's contract).
         unsafe { out.write(shmlimit_adaptive_tuning::of(&a.spec())) };

@@ -3,7 +3,9 @@
 //! (so that no change of the handles changes an answer, byte for byte, unnoticed). The rows of
 //! the rate and concurrency kinds and their calls are the answers the untyped handle gave when
 //! every call checked the kind; the adaptive and counters kinds, and their calls on every kind,
-//! were added as the typed handles answered them. `SHMLIMIT_PRINT_ANSWERS=1` prints the answers,
+//! were added as the typed handles answered them; those three kinds answer a call they do not
+//! have naming their own calls (`shmlimit_bindings::handle::wrong::own_calls`), and the
+//! adaptive kinds have the permit calls by id. `SHMLIMIT_PRINT_ANSWERS=1` prints the answers,
 //! to write the table anew when an answer changes on purpose.
 
 use std::ffi::{c_char, CStr, CString};

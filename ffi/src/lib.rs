@@ -32,7 +32,9 @@
 //! `Box::from_raw` in their `_free`. A limit's kind is looked at once, when
 //! `shmlimit_limiter_limit` resolves its name (`handle.rs`): each operation then matches the
 //! handle it holds and calls the typed handle's method, and answers a limit of another kind as
-//! the library's untyped handle does (`SHMLIMIT_WRONG_KIND`, with the library's text).
+//! the library's untyped handle does (`SHMLIMIT_WRONG_KIND`, with the library's text), but for
+//! the kinds with calls of their own, whose answers name those calls (an adaptive limit names
+//! `shmlimit_adaptive_acquire`; see `shmlimit_bindings::handle::wrong`).
 //! The header is generated from these files by cbindgen (`ffi/cbindgen.toml`);
 //! `tests/ffi_header.rs` fails when they drift apart.
 
@@ -536,7 +538,8 @@ pub unsafe extern "C" fn shmlimit_acquire_at(
 /// long as it takes.
 ///
 /// Errors: as `shmlimit_acquire`; `SHMLIMIT_WRONG_KIND` on a concurrency limit (use
-/// `shmlimit_permit_acquire_timeout`) or a keyed limit.
+/// `shmlimit_permit_acquire_timeout`), an adaptive one (the message names the call to use), a
+/// counters limit or a keyed limit.
 ///
 /// Thread-safety: as `shmlimit_acquire`.
 ///

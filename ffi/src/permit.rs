@@ -207,8 +207,14 @@ pub unsafe extern "C" fn shmlimit_permit_key_held(
 /// taken over after its lease expired, freed by `shmlimit_limit_reset`, another process's
 /// permit, `SHMLIMIT_PERMIT_SHADOW`, 0, or an id that names nothing. Not an error.
 ///
-/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`,
-/// `SHMLIMIT_IO`.
+/// On an adaptive concurrency limit, keyed or not, `permit` is the `id` that
+/// `shmlimit_permit_holders` lists for one of this process's `shmlimit_adaptive_permit`s: it
+/// is released as `SHMLIMIT_OUTCOME_DROPPED` (the limit learns nothing from it), and the
+/// `shmlimit_adaptive_permit` reports nothing when it is released later (it still must be, to
+/// free it).
+///
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not a
+/// concurrency limit, adaptive or not), `SHMLIMIT_IO`.
 ///
 /// Thread-safety: as `shmlimit_permit_acquire`.
 ///
@@ -232,15 +238,16 @@ pub unsafe extern "C" fn shmlimit_permit_release(
     })
 }
 
-/// The held permits of a concurrency limit, for inspection: who holds each, since when, until
-/// when, and whether it is reclaimable (this checks each holder's liveness: system calls).
+/// The held permits of a concurrency limit (adaptive or not, keyed or not), for inspection: who
+/// holds each, since when, until when, and whether it is reclaimable (this checks each
+/// holder's liveness: system calls).
 ///
 /// - `holders_out`, `holders_len`: an array that receives the first `holders_len` held permits
 ///   (NULL with `holders_len` 0 just counts them).
 /// - `count_out`: receives the number of held permits, which may exceed `holders_len`.
 ///
 /// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_BAD_LENGTH`,
-/// `SHMLIMIT_WRONG_KIND` (not a concurrency limit).
+/// `SHMLIMIT_WRONG_KIND` (not a concurrency limit, adaptive or not).
 ///
 /// Thread-safety: may be called concurrently with acquisitions (the listing is a snapshot).
 ///
@@ -294,9 +301,11 @@ pub unsafe extern "C" fn shmlimit_permit_holders(
 /// Free every permit whose holder is gone or whose lease expired, and wake waiters for them;
 /// `*reclaimed_out` receives how many. Acquirers do the same when they find no free permit,
 /// so this is never needed for correctness (it is what a periodic cleanup or the CLI's `gc`
-/// runs).
+/// runs). A concurrency limit's, adaptive or not (an adaptive limit learns nothing from a
+/// permit reclaimed).
 ///
-/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND`.
+/// Errors: `SHMLIMIT_NULL_POINTER`, `SHMLIMIT_MISALIGNED_POINTER`, `SHMLIMIT_WRONG_KIND` (not a
+/// concurrency limit, adaptive or not).
 ///
 /// Thread-safety: as `shmlimit_permit_acquire`.
 ///

@@ -2,8 +2,9 @@
  * The C ABI's adaptive concurrency calls, success and error paths, from C (and compiled as
  * C++ too): permits within a limit that starts at its minimum, releases with outcomes and
  * latencies, the status, bad outcomes and latencies refused without a change, the permits of
- * a process that died taken over, refused definitions, the tuning (set, read back, bad values
- * refused).
+ * a process that died taken over, a permit released by its id (no sample), the other kinds'
+ * calls refused naming the adaptive ones, refused definitions, the tuning (set, read back, bad
+ * values refused).
  *
  * Usage: adaptive DIR   (DIR: an empty, writable directory)
  * Exit status 0 when every check passes; each failed check is printed.
@@ -104,6 +105,59 @@ static void permits(const char *dir) {
     shmlimit_limiter_free(limiter);
 }
 
+/* A permit released by its id (as `shmlimit_permit_holders` lists it), as a concurrency limit's:
+ * released as dropped, so the limit learns nothing from it, and the `shmlimit_adaptive_permit`
+ * released later reports nothing; the fixed permits' calls are refused naming the adaptive
+ * ones. */
+static void released_by_id(const char *dir) {
+    shmlimit_def def;
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *dep = NULL;
+    shmlimit_adaptive_permit *a = NULL;
+    shmlimit_adaptive_info status;
+    shmlimit_permit_holder holders[2];
+    shmlimit_decision d;
+    size_t count = 9;
+    bool released = false;
+    uint64_t id = 7;
+
+    clear_of_remeasure(2); /* a sample would be read back */
+    zero_def(&def, "by_id", SHMLIMIT_ADAPTIVE_CONCURRENCY, 8, 0, 2);
+    OK(one_limit(dir, "by_id", &def, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "by_id", &dep));
+    OK(shmlimit_adaptive_acquire(dep, 0, &a));
+    CHECK(a != NULL);
+    OK(shmlimit_permit_holders(dep, holders, 2, &count));
+    CHECK(count == 1 && holders[0].pid == (uint32_t)getpid() && holders[0].key_tag == 0);
+    OK(shmlimit_permit_release(dep, holders[0].id, &released));
+    CHECK(released);
+    OK(shmlimit_permit_release(dep, holders[0].id, &released));
+    CHECK(!released); /* only once */
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.in_flight == 0);
+    OK(shmlimit_permit_holders(dep, NULL, 0, &count));
+    CHECK(count == 0);
+    /* Released already: its outcome is no sample (the limit's first would close a window). */
+    OK(shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_OK, 0.25));
+    OK(shmlimit_adaptive_status(dep, &status));
+    CHECK(status.in_flight == 0 && status.rtt_recent_us == 0.0 && status.limit == 2.0);
+    OK(shmlimit_permit_reclaim_dead(dep, &count));
+    CHECK(count == 0);
+
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_permit_acquire", shmlimit_permit_acquire(dep, &id));
+    CHECK(id == 7);
+    CHECK(contains(shmlimit_last_error(),
+                   "is an adaptive concurrency limit: use its adaptive calls, without a key "
+                   "(shmlimit_adaptive_acquire)"));
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_acquire", shmlimit_acquire(dep, 1, &d));
+    CHECK(contains(shmlimit_last_error(), "(shmlimit_adaptive_acquire)"));
+    EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_acquire_key",
+                shmlimit_acquire_key(dep, (const uint8_t *)"k", 1, 1, &d));
+    CHECK(contains(shmlimit_last_error(), "(shmlimit_adaptive_acquire)"));
+    shmlimit_limit_free(dep);
+    shmlimit_limiter_free(limiter);
+}
+
 static void wrong_kinds_and_refusals(const char *dir) {
     shmlimit_def def;
     shmlimit_limiter *limiter = NULL;
@@ -186,6 +240,8 @@ static void tuning(const char *dir) {
     OK(shmlimit_limiter_limit(limiter, "bucket", &bucket));
     EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_adaptive_tuning_of",
                 shmlimit_adaptive_tuning_of(bucket, &back));
+    CHECK(contains(shmlimit_last_error(),
+                   "limit `bucket`: this limit is not an adaptive concurrency limit"));
     /* The same tuning attaches; the default one conflicts. */
     OK(shmlimit_limiter_create_or_open_tuned(path, defs, 2, tunings, NULL, &again));
     EXPECT_CODE(SHMLIMIT_DEFINITION_CONFLICT, "shmlimit_limiter_create_or_open_tuned",
@@ -229,6 +285,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     permits(argv[1]);
+    released_by_id(argv[1]);
     wrong_kinds_and_refusals(argv[1]);
     tuning(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);

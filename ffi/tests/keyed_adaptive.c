@@ -3,7 +3,8 @@
  * as C++ too): per key, permits within a limit that starts at its minimum; releases with
  * outcomes and latencies teach the key's own limit only; bad outcomes, latencies and keys are
  * refused without a change; the permits of a process that died holding a key's permits are
- * taken over; the other kinds' calls are refused; refused definitions.
+ * taken over; a permit released by its id reports nothing; the other kinds' calls are refused
+ * naming the keyed adaptive ones; refused definitions.
  *
  * Usage: keyed_adaptive DIR   (DIR: an empty, writable directory)
  * Exit status 0 when every check passes; each failed check is printed.
@@ -81,6 +82,9 @@ static void per_key(const char *dir) {
                 shmlimit_adaptive_acquire(dep, 0, &c));
     EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_adaptive_status",
                 shmlimit_adaptive_status(dep, &one));
+    CHECK(contains(shmlimit_last_error(), "limit `per_host`: this limit is a keyed adaptive "
+                                          "concurrency limit: use its adaptive calls, with a key "
+                                          "(shmlimit_keyed_adaptive_acquire)"));
 
     /* db-1's requests fail, db-2's succeed in 250 ms: each key learns from its own. */
     OK(shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_ERROR, 0.01));
@@ -124,6 +128,44 @@ static void per_key(const char *dir) {
     shmlimit_limiter_free(limiter);
 }
 
+/* A permit released by its id (as `shmlimit_permit_holders` lists it, with its key's tag), as
+ * a keyed concurrency limit's: released as dropped, so the key's limit learns nothing from it,
+ * and the `shmlimit_adaptive_permit` released later reports nothing. */
+static void released_by_id(const char *dir) {
+    shmlimit_def def;
+    shmlimit_limiter *limiter = NULL;
+    shmlimit_limit *dep = NULL;
+    shmlimit_adaptive_permit *a = NULL;
+    shmlimit_adaptive_info status;
+    shmlimit_permit_holder holders[2];
+    size_t count = 9;
+    bool released = false;
+    uint64_t tag = 0;
+
+    clear_of_remeasure(2); /* a sample would be read back */
+    zero_def(&def, "by_id", SHMLIMIT_ADAPTIVE_CONCURRENCY, 8, 0, 2);
+    def.key_capacity = 16;
+    OK(one_limit(dir, "keyed_by_id", &def, &limiter));
+    OK(shmlimit_limiter_limit(limiter, "by_id", &dep));
+    OK(shmlimit_keyed_adaptive_acquire(dep, KEY("db-1"), 0, &a));
+    CHECK(a != NULL);
+    OK(shmlimit_key_tag(dep, KEY("db-1"), &tag));
+    OK(shmlimit_permit_holders(dep, holders, 2, &count));
+    CHECK(count == 1 && holders[0].pid == (uint32_t)getpid() && holders[0].key_tag == tag);
+    OK(shmlimit_permit_release(dep, holders[0].id, &released));
+    CHECK(released);
+    OK(shmlimit_keyed_adaptive_status(dep, KEY("db-1"), &status));
+    CHECK(status.in_flight == 0);
+    /* Released already: its outcome is no sample (the key's first would close a window). */
+    OK(shmlimit_adaptive_release_measured(a, SHMLIMIT_OUTCOME_OK, 0.25));
+    OK(shmlimit_keyed_adaptive_status(dep, KEY("db-1"), &status));
+    CHECK(status.in_flight == 0 && status.rtt_recent_us == 0.0 && status.limit == 2.0);
+    OK(shmlimit_permit_reclaim_dead(dep, &count));
+    CHECK(count == 0);
+    shmlimit_limit_free(dep);
+    shmlimit_limiter_free(limiter);
+}
+
 static void refusals(const char *dir) {
     shmlimit_def def;
     shmlimit_limiter *limiter = NULL;
@@ -137,7 +179,9 @@ static void refusals(const char *dir) {
     EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_keyed_adaptive_acquire",
                 shmlimit_keyed_adaptive_acquire(plain, KEY("k"), 0, &p));
     CHECK(p == (shmlimit_adaptive_permit *)(uintptr_t)0x5a5a5a50);
-    CHECK(contains(shmlimit_last_error(), "not a keyed adaptive concurrency limit"));
+    CHECK(contains(shmlimit_last_error(), "limit `plain`: this limit is an adaptive concurrency "
+                                          "limit: use its adaptive calls, without a key "
+                                          "(shmlimit_adaptive_acquire)"));
     EXPECT_CODE(SHMLIMIT_WRONG_KIND, "shmlimit_keyed_adaptive_status",
                 shmlimit_keyed_adaptive_status(plain, KEY("k"), &status));
     shmlimit_limit_free(plain);
@@ -155,6 +199,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     per_key(argv[1]);
+    released_by_id(argv[1]);
     refusals(argv[1]);
     printf("%d passed, %d failed\n", checks - failures, failures);
     return failures == 0 ? 0 : 1;

@@ -104,9 +104,12 @@ pub(crate) fn try_acquire_permit<C: Clock>(
         (LimitKind::Concurrency, Some(_)) => {
             Err(site.wrong_kind("is not keyed: use try_acquire_permit"))
         }
-        (kind @ (LimitKind::AdaptiveConcurrency | LimitKind::KeyedAdaptiveConcurrency), _) => {
-            Err(refusal(site, kind, false))
-        }
+        (
+            kind @ (LimitKind::AdaptiveConcurrency
+            | LimitKind::KeyedAdaptiveConcurrency
+            | LimitKind::Counters),
+            _,
+        ) => Err(refusal(site, kind, false)),
         _ => Err(site.wrong_kind("is not a concurrency limit")),
     }
 }

@@ -109,15 +109,12 @@ impl AnyHandle {
         }
     }
 
-    /// The counters handle (the `shmlimit_counters_*` calls, Python's `Counters`), or
-    /// [`Error::WrongKind`] naming the limit's kind.
+    /// The counters handle (the `shmlimit_counters_*` calls, Python's `Counters`); another
+    /// kind answers as [`wrong`] says.
     pub fn counters(&self) -> Result<&CountersLimit> {
         match self {
             Counters(h) => Ok(h),
-            _ => Err(c_abi::wrong_kind(
-                self.as_limit(),
-                "is not a counters limit: the counters calls need a limit defined as counters",
-            )),
+            _ => Err(wrong::counters(self.as_limit())),
         }
     }
 
@@ -309,26 +306,29 @@ impl AnyHandle {
         match self {
             Concurrency(h) => h.release_permit(id),
             KeyedConcurrency(h) => h.release_permit(id),
+            AdaptiveConcurrency(h) => h.release_permit(id),
             KeyedAdaptiveConcurrency(h) => h.release_permit(id),
             _ => Err(wrong::concurrency(self.as_limit())),
         }
     }
 
-    /// Who holds the permits; `None` if not a concurrency limit.
+    /// Who holds the permits; `None` if not a concurrency limit (adaptive or not).
     pub fn permit_holders(&self) -> Option<Vec<PermitHolder>> {
         match self {
             Concurrency(h) => Some(h.permit_holders()),
             KeyedConcurrency(h) => Some(h.permit_holders()),
+            AdaptiveConcurrency(h) => Some(h.permit_holders()),
             KeyedAdaptiveConcurrency(h) => Some(h.permit_holders()),
             _ => None,
         }
     }
 
-    /// How many dead permits were freed; `None` if not a concurrency limit.
+    /// How many dead permits were freed; `None` if not a concurrency limit (adaptive or not).
     pub fn reclaim_dead_permits(&self) -> Option<usize> {
         match self {
             Concurrency(h) => Some(h.reclaim_dead_permits()),
             KeyedConcurrency(h) => Some(h.reclaim_dead_permits()),
+            AdaptiveConcurrency(h) => Some(h.reclaim_dead_permits()),
             KeyedAdaptiveConcurrency(h) => Some(h.reclaim_dead_permits()),
             _ => None,
         }
@@ -371,9 +371,46 @@ impl AnyHandle {
 
 /// What an operation on a limit of another kind fails with: what the untyped handle's
 /// operation answered, checking first what it checked first. The texts are the library's
-/// [`Error::WrongKind`] reasons, kept byte for byte (C, Python and Node callers read them).
+/// [`Error::WrongKind`] reasons, kept byte for byte (C, Python and Node callers read them), but
+/// for the kinds with calls of their own ([`own_calls`](wrong::own_calls)).
 pub mod wrong {
     use super::{c_abi, Decision, Error, Limit, LimitKind, Result};
+
+    /// What a limit of a kind with calls of its own answers to an operation it does not have:
+    /// its kind, and the calls to use instead, as every binding names them (C, Python and Node
+    /// callers read the text after the name of the C function that refused; the C function
+    /// to use is in parentheses, Python's and Node's methods are named after the same word:
+    /// `adaptive`, `counters`). `None` for the other kinds, whose answers name the call of
+    /// their own that does what was asked (`try_acquire_key`, `try_acquire_permit`, ...).
+    ///
+    /// An unkeyed adaptive limit answers a refund as a concurrency limit does (drop the
+    /// permit), and the keyed ones a reservation as keyed limits do: those answers hold for
+    /// them too.
+    pub fn own_calls(kind: LimitKind) -> Option<&'static str> {
+        Some(match kind {
+            LimitKind::AdaptiveConcurrency => {
+                "is an adaptive concurrency limit: use its adaptive calls, without a key \
+                 (shmlimit_adaptive_acquire)"
+            }
+            LimitKind::KeyedAdaptiveConcurrency => {
+                "is a keyed adaptive concurrency limit: use its adaptive calls, with a key \
+                 (shmlimit_keyed_adaptive_acquire)"
+            }
+            LimitKind::Counters => "is a counters limit: use its counters calls",
+            LimitKind::TokenBucket
+            | LimitKind::Window
+            | LimitKind::SlidingLog
+            | LimitKind::Concurrency
+            | LimitKind::KeyedTokenBucket
+            | LimitKind::KeyedWindow
+            | LimitKind::KeyedConcurrency => return None,
+        })
+    }
+
+    /// `limit`'s answer if its kind has calls of its own ([`own_calls`]).
+    fn own(limit: &Limit) -> Option<Error> {
+        own_calls(limit.kind()).map(|reason| c_abi::wrong_kind(limit, reason))
+    }
 
     /// An unkeyed rate decision (`shmlimit_acquire`, `_peek`, `_acquire_at` after its date
     /// check) on a keyed or concurrency limit.
@@ -383,8 +420,8 @@ pub mod wrong {
         if cost == 0 {
             return Error::ZeroCost;
         }
-        if limit.kind() == LimitKind::Counters {
-            c_abi::wrong_kind(limit, "is a counters limit: use its counters calls")
+        if let Some(own) = own(limit) {
+            own
         } else if limit.kind().is_keyed() {
             c_abi::wrong_kind(limit, "is keyed: use try_acquire_key")
         } else {
@@ -407,21 +444,38 @@ pub mod wrong {
     #[cold]
     #[inline(never)]
     pub fn adaptive(limit: &Limit) -> Error {
-        c_abi::wrong_kind(limit, "is not an adaptive concurrency limit")
+        own(limit)
+            .unwrap_or_else(|| c_abi::wrong_kind(limit, "is not an adaptive concurrency limit"))
     }
 
     /// A keyed adaptive concurrency operation on a limit of another kind.
     #[cold]
     #[inline(never)]
     pub fn keyed_adaptive(limit: &Limit) -> Error {
-        c_abi::wrong_kind(limit, "is not a keyed adaptive concurrency limit")
+        own(limit).unwrap_or_else(|| {
+            c_abi::wrong_kind(limit, "is not a keyed adaptive concurrency limit")
+        })
+    }
+
+    /// A counters operation on a limit of another kind.
+    #[cold]
+    #[inline(never)]
+    pub fn counters(limit: &Limit) -> Error {
+        own(limit).unwrap_or_else(|| {
+            c_abi::wrong_kind(
+                limit,
+                "is not a counters limit: the counters calls need a limit defined as counters",
+            )
+        })
     }
 
     /// A keyed rate operation on an unkeyed or keyed concurrency limit.
     #[cold]
     #[inline(never)]
     pub fn keyed(limit: &Limit) -> Error {
-        if limit.kind() == LimitKind::KeyedConcurrency {
+        if let Some(own) = own(limit) {
+            own
+        } else if limit.kind() == LimitKind::KeyedConcurrency {
             c_abi::wrong_kind(
                 limit,
                 "is a keyed concurrency limit: use try_acquire_key_permit",
@@ -438,7 +492,9 @@ pub mod wrong {
     #[inline(never)]
     pub fn refund(limit: &Limit, grant: &Decision, units: Option<u64>) -> Result<()> {
         if limit.kind().is_keyed() {
-            return Err(c_abi::wrong_kind(limit, "is keyed: use refund_key"));
+            return Err(
+                own(limit).unwrap_or_else(|| c_abi::wrong_kind(limit, "is keyed: use refund_key"))
+            );
         }
         let (_, origin) = c_abi::grant_record(grant);
         if origin != 0 {
@@ -464,7 +520,9 @@ pub mod wrong {
             // A keyed bucket books (`reserve`), a keyed window peeks first (`shmlimit_peek`).
             LimitKind::KeyedTokenBucket => reserve(limit, cost),
             LimitKind::KeyedWindow => rate(limit, cost),
-            _ => c_abi::wrong_kind(limit, "is a concurrency limit: use acquire_permit_timeout"),
+            _ => own(limit).unwrap_or_else(|| {
+                c_abi::wrong_kind(limit, "is a concurrency limit: use acquire_permit_timeout")
+            }),
         }
     }
 
@@ -481,7 +539,9 @@ pub mod wrong {
                 "is keyed: reservations are for unkeyed token buckets",
             );
         }
-        c_abi::wrong_kind(limit, "is not a token bucket: use acquire_timeout")
+        own(limit).unwrap_or_else(|| {
+            c_abi::wrong_kind(limit, "is not a token bucket: use acquire_timeout")
+        })
     }
 
     /// A permit of an unkeyed concurrency limit asked of another kind.
@@ -514,7 +574,7 @@ pub mod wrong {
     #[cold]
     #[inline(never)]
     pub fn concurrency(limit: &Limit) -> Error {
-        c_abi::wrong_kind(limit, "is not a concurrency limit")
+        own(limit).unwrap_or_else(|| c_abi::wrong_kind(limit, "is not a concurrency limit"))
     }
 
     /// `shmlimit_limit_set_rate` on a sliding log or a concurrency limit (its live parameters
