@@ -18,7 +18,6 @@
 //! its rendered values copied into a list, a closure around `start_response`) with one call.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::ffi;
@@ -26,7 +25,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use shmlimit::consts::MAX_CHECKS;
-use shmlimit::StateItem;
+use shmlimit::{Clock, MonotonicClock, StateItem};
 
 use crate::composed::{decisions_of, render, state_values, BAD_LENGTH};
 use crate::decision::Decision;
@@ -62,7 +61,8 @@ struct Step {
 /// The rendered RateLimit-Policy fields per set of checks, and when the set was last cleared.
 #[derive(Default)]
 struct Policies {
-    at: Option<Instant>,
+    /// When (`CLOCK_MONOTONIC`, ns) the sets were last cleared; None before the first.
+    at: Option<u64>,
     /// (mask, the WSGI field, the ASGI field).
     by_mask: Vec<(u64, Py<PyTuple>, Py<PyTuple>)>,
 }
@@ -105,7 +105,8 @@ pub(crate) struct WebPlan {
     steps: Vec<Step>,
     rate_limit_headers: bool,
     policy_header: bool,
-    refresh: Duration,
+    /// The refresh interval, ns.
+    refresh_ns: u64,
     policies: Mutex<Policies>,
     /// The most bytes the steps' `RateLimit` items take.
     field_capacity: usize,
@@ -360,24 +361,26 @@ impl WebPlan {
                 fields[2] = Some(retry_after()?);
             }
         }
-        let [Some(first), more @ ..] = fields else {
+        let n = fields.iter().flatten().count();
+        if n == 0 {
             return Ok(None);
-        };
-        let list = PyList::new(py, [first])?;
-        for f in more.into_iter().flatten() {
-            list.append(f)?;
         }
-        Ok(Some(list))
+        // Made at its length: no list grown by appends.
+        Ok(Some(PyList::new(
+            py,
+            Counted(fields.into_iter().flatten(), n),
+        )?))
     }
 
     /// The RateLimit-Policy field of the checks in `mask`, rendered once per set and again after
     /// the refresh interval.
     fn policy<'py>(&self, py: Python<'py>, mask: u64, asgi: bool) -> PyResult<Bound<'py, PyTuple>> {
         let mut policies = self.policies.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
+        // The clock the decision just read (its code and data warm), not std's Instant.
+        let now = MonotonicClock.now_ns();
         if policies
             .at
-            .is_some_and(|at| now.duration_since(at) < self.refresh)
+            .is_some_and(|at| now.saturating_sub(at) < self.refresh_ns)
         {
             if let Some((_, wsgi, asgi_field)) = policies.by_mask.iter().find(|p| p.0 == mask) {
                 return Ok(if asgi { asgi_field } else { wsgi }.bind(py).clone());
@@ -510,6 +513,25 @@ impl WebPlan {
     }
 }
 
+/// An iterator of a known number of items, for a list made at its length.
+struct Counted<I>(I, usize);
+
+impl<I: Iterator> Iterator for Counted<I> {
+    type Item = I::Item;
+
+    fn next(&mut self) -> Option<I::Item> {
+        let item = self.0.next()?;
+        self.1 = self.1.saturating_sub(1);
+        Some(item)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.1, Some(self.1))
+    }
+}
+
+impl<I: Iterator> ExactSizeIterator for Counted<I> {}
+
 /// `value` as a str, made in place when it is ASCII (every value the plan renders is): no UTF-8
 /// decoding, one copy.
 fn ascii_str<'py>(py: Python<'py>, value: &str) -> PyResult<Bound<'py, PyString>> {
@@ -564,7 +586,8 @@ impl WebPlan {
             steps,
             rate_limit_headers,
             policy_header: policy_header && rate_limit_headers,
-            refresh: Duration::from_secs_f64(policy_refresh),
+            // Saturating: a refresh beyond u64 nanoseconds (585 years) is never.
+            refresh_ns: (policy_refresh * 1e9) as u64,
             policies: Mutex::default(),
             denied: denied
                 .try_iter()?
