@@ -184,9 +184,15 @@ fn key_of<'py>(value: Bound<'py, PyAny>) -> PyResult<Option<Key<'py>>> {
 
 /// The last value of header `name` in an ASGI scope's header list, decoded as latin-1 (as
 /// `Request.headers` has it), as the UTF-8 bytes of that str.
-fn scope_header<'py>(headers: &[Bound<'py, PyAny>], name: &[u8]) -> PyResult<Option<Key<'py>>> {
-    let py_name = || PyBytes::new(headers[0].py(), name);
-    for pair in headers.iter().rev() {
+/// `pairs` are the header list's items from the last.
+fn scope_header<'py>(
+    py: Python<'py>,
+    pairs: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+    name: &[u8],
+) -> PyResult<Option<Key<'py>>> {
+    let py_name = || PyBytes::new(py, name);
+    for pair in pairs {
+        let pair = pair?;
         let (k, v) = match pair.cast::<PyTuple>() {
             Ok(t) if t.len() == 2 => (t.get_item(0)?, t.get_item(1)?),
             _ => {
@@ -456,7 +462,9 @@ impl WebPlan {
         scope: &Bound<'py, PyAny>,
     ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
         let py = scope.py();
-        let mut headers: Option<Vec<Bound<'py, PyAny>>> = None;
+        // The scope's header list (None: not read yet), and, when it is not a list (a list is
+        // read in place, from its last item), its items.
+        let mut headers: Option<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> = None;
         let Some(first) = self.steps.first() else {
             return Ok((true, None));
         };
@@ -467,18 +475,26 @@ impl WebPlan {
                 Source::Header { scope: name, .. } => {
                     if headers.is_none() {
                         let all = get(scope, intern!(py, "headers"))?;
-                        headers = Some(if all.is_none() {
+                        let items = if all.is_none() || all.is_instance_of::<PyList>() {
                             Vec::new()
                         } else {
                             all.try_iter()?.collect::<PyResult<Vec<_>>>()?
-                        });
+                        };
+                        headers = Some((all, items));
                     }
-                    let all = headers.as_deref().unwrap_or_default();
-                    match if all.is_empty() {
-                        None
-                    } else {
-                        scope_header(all, name)?
-                    } {
+                    let found = match &headers {
+                        Some((all, _)) if all.is_none() => None,
+                        Some((all, _)) if all.is_instance_of::<PyList>() => {
+                            let list = all.cast::<PyList>()?;
+                            let pairs = (0..list.len()).rev().map(|i| list.get_item(i));
+                            scope_header(py, pairs, name)?
+                        }
+                        Some((_, items)) => {
+                            scope_header(py, items.iter().rev().map(|p| Ok(p.clone())), name)?
+                        }
+                        None => None,
+                    };
+                    match found {
                         Some(k) => Some(k),
                         None => continue,
                     }

@@ -617,7 +617,8 @@ class WSGIMiddleware:
                  start_response: Callable[..., Any]) -> Iterable[bytes]:
         plan = self.guard._fast
         if plan is not None:  # the whole request in one native call
-            return cast(Iterable[bytes], plan.wsgi_call(self.app, environ, start_response))
+            # No cast(Iterable[bytes], ...): subscripting a generic is a typing call per request.
+            return plan.wsgi_call(self.app, environ, start_response)
         return self._call(environ, start_response)
 
     def _call(self, environ: Dict[str, Any],
@@ -626,8 +627,7 @@ class WSGIMiddleware:
         if guard._pid == -1:  # not attached in this process yet (or forked since): no getpid
             guard.limits()
             if guard._fast is not None:
-                return cast(Iterable[bytes], guard._fast.wsgi_call(self.app, environ,
-                                                                   start_response))
+                return guard._fast.wsgi_call(self.app, environ, start_response)
         if guard._adaptive:
             return wsgi_holding(self.app, guard, environ, start_response, Request.from_wsgi)
         allowed, fields = guard._wsgi_verdict(environ)
