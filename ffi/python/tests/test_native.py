@@ -78,6 +78,20 @@ class Package(unittest.TestCase):
             for n in dunder:
                 self.assertTrue(hasattr(cls, n), f"{name}.{n}")
 
+    def test_the_stub_matches_the_compiled_module_by_stubtest(self) -> None:
+        """mypy's stubtest over the installed module: every signature, default and property of
+        _native.pyi against the compiled module's (PyO3's text signatures), and which classes
+        are final. (PEP 800's disjoint bases, a draft, are not checked.)"""
+        try:
+            import mypy.stubtest  # noqa: F401
+        except ImportError:
+            self.skipTest("needs mypy (pip install mypy): .ci/run installs it")
+        import tempfile
+        with tempfile.TemporaryDirectory() as empty:  # the installed package, nothing beside
+            out = subprocess.run([sys.executable, "-m", "mypy.stubtest", "--ignore-disjoint-bases",
+                                  "shmlimit._native"], cwd=empty, capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
     def test_the_package_is_typed(self) -> None:
         here = os.path.dirname(shmlimit.__file__)
         self.assertTrue(os.path.isfile(os.path.join(here, "py.typed")))

@@ -1,8 +1,14 @@
 """Type stubs of the compiled module shmlimit._native (the crate in ffi/python/rust, PyO3 over
-the Rust library). tests/test_native.py checks that its names are the module's."""
+the Rust library). tests/test_native.py checks them against the compiled module with mypy's
+stubtest (names, signatures, which classes are final)."""
 
 from typing import (Any, Awaitable, Callable, Iterable, List, Mapping, Optional, Sequence, Tuple,
-                    Type, Union)
+                    Type, Union, final)
+
+__all__ = ["version", "MAX_CHECKS", "MAX_KEY_LEN", "STATUSES", "_configure", "Decision",
+           "LimitBase", "Limiter", "Composed", "try_acquire_all", "header_values",
+           "concurrent_values", "Counters", "Reservation", "GuardedLimiter", "GuardedLimit",
+           "AdaptivePermit", "WebPlan", "WebStartResponse", "WebSend"]
 
 MAX_CHECKS: int
 MAX_KEY_LEN: int
@@ -20,6 +26,7 @@ def _configure(
     overflow_error: Type[BaseException],
 ) -> None: ...
 
+@final
 class Decision:
     """The outcome of one decision; true in a boolean context when allowed."""
 
@@ -58,6 +65,7 @@ class Decision:
     def _raw(self) -> bytes: ...
     def __bool__(self) -> bool: ...
 
+@final
 class Limiter:
     @staticmethod
     def create_or_open(path: bytes, defs: Sequence[Any], mode: int, allow_other_owner: bool,
@@ -70,6 +78,7 @@ class Limiter:
     @property
     def closed(self) -> bool: ...
 
+@final
 class Reservation:
     @property
     def granted(self) -> bool: ...
@@ -83,6 +92,7 @@ class Reservation:
     def cancel(self) -> bool: ...
     def close(self) -> None: ...
 
+@final
 class AdaptivePermit:
     def release(self, code: int) -> bool: ...
     def release_measured(self, code: int, latency_s: float) -> bool: ...
@@ -90,6 +100,7 @@ class AdaptivePermit:
     def held(self) -> bool: ...
 
 
+@final
 class Counters:
     def __new__(cls, limit: LimitBase) -> "Counters": ...
     def incr(self, key: _Key, window_ns: int, amount: int) -> int: ...
@@ -147,6 +158,7 @@ class LimitBase:
     def _stats(self) -> Tuple[int, int, int, int, int]: ...
     def _policy(self) -> Tuple[int, int]: ...
 
+@final
 class Composed:
     @property
     def allowed(self) -> bool: ...
@@ -173,6 +185,7 @@ def try_acquire_all(*checks: _Check) -> Composed: ...
 def header_values(*pairs: Tuple[LimitBase, Decision]) -> Tuple[str, str, str]: ...
 def concurrent_values(*items: Tuple[str, int, int, Decision]) -> Tuple[str, str, str]: ...
 
+@final
 class WebPlan:
     def __new__(cls, steps: Sequence[Tuple[int, LimitBase, int, str, bytes, int]],
                 rate_limit_headers: bool, policy_header: bool, policy_refresh: float,
@@ -185,13 +198,16 @@ class WebPlan:
                   ) -> Tuple[Optional[Callable[[Any], Awaitable[None]]],
                              List[Tuple[bytes, bytes]]]: ...
 
+@final
 class WebStartResponse:
     def __call__(self, status: str, headers: Iterable[Tuple[str, str]],
                  exc_info: Any = None) -> Any: ...
 
+@final
 class WebSend:
     def __call__(self, message: Mapping[str, Any]) -> Awaitable[None]: ...
 
+@final
 class GuardedLimiter:
     @staticmethod
     def open(path: bytes, reopen_ns: int) -> "GuardedLimiter": ...
@@ -202,6 +218,7 @@ class GuardedLimiter:
     @property
     def closed(self) -> bool: ...
 
+@final
 class GuardedLimit:
     def try_acquire(self, cost: int) -> Decision: ...
     def peek(self, cost: int) -> Decision: ...
