@@ -156,3 +156,19 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     Ok(())
 }
+
+/// InternalError for a panic caught in a call of `op` (the slots and methods written against
+/// `pyo3::ffi` catch their own panics).
+#[cold]
+pub(crate) fn caught(op: &str, panic: Box<dyn std::any::Any + Send>) -> PyErr {
+    let text = panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    status_error(
+        shmlimit_bindings::status::INTERNAL,
+        format!("{op}: internal error (a bug in shmlimit was caught): {text}"),
+        0,
+    )
+}

@@ -29,7 +29,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString, PyTuple};
 
 use crate::decision::Decision;
-use crate::errors::{self, status_error, u64_arg, OrRaise};
+use crate::errors::{self, u64_arg, OrRaise};
 use crate::limit::LimitBase;
 
 /// One of the four decisions.
@@ -269,7 +269,7 @@ unsafe fn method<const KEYED: bool, const COMMIT: bool>(
             Err(e) => raise(py, e),
         }
     }));
-    outcome.unwrap_or_else(|panic| raise(py, caught(call, panic)))
+    outcome.unwrap_or_else(|panic| raise(py, errors::caught(call.op, panic)))
 }
 
 /// The int `arg` as a u64, if it is an exact int that fits (else None, no error set): the
@@ -367,24 +367,6 @@ unsafe fn general(
         .map(|i| unsafe { Bound::from_borrowed_ptr(py, *args.add(i)) })
         .collect();
     decide(py, call, limit, &args, nargs, kwnames.as_ref())
-}
-
-/// InternalError for a panic caught in `call`.
-#[cold]
-fn caught(call: Call, panic: Box<dyn std::any::Any + Send>) -> PyErr {
-    let text = panic
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_default();
-    status_error(
-        shmlimit_bindings::status::INTERNAL,
-        format!(
-            "{}: internal error (a bug in shmlimit was caught): {text}",
-            call.op
-        ),
-        0,
-    )
 }
 
 /// Raise `error`: a method's NULL.

@@ -275,6 +275,43 @@ impl<'s, 'py> Included<'s, 'py> {
     }
 }
 
+/// An ASGI scope's header list, read when a check first needs a header.
+enum ScopeHeaders<'py> {
+    Unread,
+    /// No list (None).
+    Absent,
+    /// A list, read in place from its last item.
+    List(Bound<'py, PyList>),
+    /// Any other iterable, its items copied once.
+    Items(Vec<Bound<'py, PyAny>>),
+}
+
+impl<'py> ScopeHeaders<'py> {
+    /// The last value of header `name` (see [`scope_header`]).
+    fn last(&mut self, scope: &Bound<'py, PyAny>, name: &[u8]) -> PyResult<Option<Key<'py>>> {
+        let py = scope.py();
+        if let ScopeHeaders::Unread = self {
+            let all = get(scope, intern!(py, "headers"))?;
+            *self = if all.is_none() {
+                ScopeHeaders::Absent
+            } else if let Ok(list) = all.cast::<PyList>() {
+                ScopeHeaders::List(list.clone())
+            } else {
+                ScopeHeaders::Items(all.try_iter()?.collect::<PyResult<Vec<_>>>()?)
+            };
+        }
+        match self {
+            ScopeHeaders::Unread | ScopeHeaders::Absent => Ok(None),
+            ScopeHeaders::List(list) => {
+                scope_header(py, (0..list.len()).rev().map(|i| list.get_item(i)), name)
+            }
+            ScopeHeaders::Items(items) => {
+                scope_header(py, items.iter().rev().map(|p| Ok(p.clone())), name)
+            }
+        }
+    }
+}
+
 impl WebPlan {
     /// Decide for the checks that take part (at least one), each with its key.
     fn decide(&self, included: &[(&Step, Option<Key<'_>>)]) -> PyResult<Outcome> {
@@ -433,27 +470,15 @@ impl WebPlan {
         environ: &Bound<'py, PyAny>,
     ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
         let py = environ.py();
-        let Some(first) = self.steps.first() else {
-            return Ok((true, None));
-        };
-        let mut included = Included::new(first);
-        for s in &self.steps {
-            let key = match &s.source {
-                Source::Unkeyed => None,
+        self.verdict_of(py, false, |s| {
+            Ok(match &s.source {
+                Source::Unkeyed => Some(None),
                 Source::Header { environ: name, .. } => {
-                    match key_of(get(environ, name.bind(py).as_any())?)? {
-                        Some(k) => Some(k),
-                        None => continue,
-                    }
+                    key_of(get(environ, name.bind(py).as_any())?)?.map(Some)
                 }
-                Source::Client => match key_of(get(environ, intern!(py, "REMOTE_ADDR"))?)? {
-                    Some(k) => Some(k),
-                    None => continue,
-                },
-            };
-            included.push(s, key)?;
-        }
-        self.verdict(py, included.as_slice(), false)
+                Source::Client => key_of(get(environ, intern!(py, "REMOTE_ADDR"))?)?.map(Some),
+            })
+        })
     }
 
     /// The decision and fields of an ASGI request.
@@ -462,57 +487,40 @@ impl WebPlan {
         scope: &Bound<'py, PyAny>,
     ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
         let py = scope.py();
-        // The scope's header list (None: not read yet), and, when it is not a list (a list is
-        // read in place, from its last item), its items.
-        let mut headers: Option<(Bound<'py, PyAny>, Vec<Bound<'py, PyAny>>)> = None;
+        let mut headers = ScopeHeaders::Unread;
+        self.verdict_of(py, true, |s| {
+            Ok(match &s.source {
+                Source::Unkeyed => Some(None),
+                Source::Header { scope: name, .. } => headers.last(scope, name)?.map(Some),
+                Source::Client => {
+                    let client = get(scope, intern!(py, "client"))?;
+                    if !client.is_truthy()? {
+                        return Ok(None);
+                    }
+                    key_of(client.get_item(0)?.str()?.into_any())?.map(Some)
+                }
+            })
+        })
+    }
+
+    /// The decision and fields of a request whose keys `key` reads, check by check: `None`
+    /// skips the check (the request has no key for it), `Some(None)` is an unkeyed check.
+    fn verdict_of<'s, 'py, 'k>(
+        &'s self,
+        py: Python<'py>,
+        asgi: bool,
+        mut key: impl FnMut(&'s Step) -> PyResult<Option<Option<Key<'k>>>>,
+    ) -> PyResult<(bool, Option<Bound<'py, PyList>>)> {
         let Some(first) = self.steps.first() else {
             return Ok((true, None));
         };
         let mut included = Included::new(first);
         for s in &self.steps {
-            let key = match &s.source {
-                Source::Unkeyed => None,
-                Source::Header { scope: name, .. } => {
-                    if headers.is_none() {
-                        let all = get(scope, intern!(py, "headers"))?;
-                        let items = if all.is_none() || all.is_instance_of::<PyList>() {
-                            Vec::new()
-                        } else {
-                            all.try_iter()?.collect::<PyResult<Vec<_>>>()?
-                        };
-                        headers = Some((all, items));
-                    }
-                    let found = match &headers {
-                        Some((all, _)) if all.is_none() => None,
-                        Some((all, _)) if all.is_instance_of::<PyList>() => {
-                            let list = all.cast::<PyList>()?;
-                            let pairs = (0..list.len()).rev().map(|i| list.get_item(i));
-                            scope_header(py, pairs, name)?
-                        }
-                        Some((_, items)) => {
-                            scope_header(py, items.iter().rev().map(|p| Ok(p.clone())), name)?
-                        }
-                        None => None,
-                    };
-                    match found {
-                        Some(k) => Some(k),
-                        None => continue,
-                    }
-                }
-                Source::Client => {
-                    let client = get(scope, intern!(py, "client"))?;
-                    if !client.is_truthy()? {
-                        continue;
-                    }
-                    match key_of(client.get_item(0)?.str()?.into_any())? {
-                        Some(k) => Some(k),
-                        None => continue,
-                    }
-                }
-            };
-            included.push(s, key)?;
+            if let Some(k) = key(s)? {
+                included.push(s, k)?;
+            }
         }
-        self.verdict(py, included.as_slice(), true)
+        self.verdict(py, included.as_slice(), asgi)
     }
 
     fn verdict<'py>(

@@ -198,28 +198,17 @@ unsafe fn arguments<'a, 'py, const N: usize>(
     Ok(out)
 }
 
-/// The result of a slot's body: the new reference, or NULL with the error (or the panic, as
+/// Run a slot's body: its new reference, or NULL with its error (or its panic, as
 /// InternalError) raised.
-fn finish(
-    py: Python<'_>,
+fn run<'py>(
+    py: Python<'py>,
     what: &str,
-    outcome: std::thread::Result<PyResult<Bound<'_, PyAny>>>,
+    body: impl FnOnce() -> PyResult<Bound<'py, PyAny>>,
 ) -> *mut ffi::PyObject {
-    let error = match outcome {
+    let error = match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(obj)) => return obj.into_ptr(),
         Ok(Err(e)) => e,
-        Err(panic) => crate::errors::status_error(
-            shmlimit_bindings::status::INTERNAL,
-            format!(
-                "{what}: internal error (a bug in shmlimit was caught): {}",
-                panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_default()
-            ),
-            0,
-        ),
+        Err(panic) => crate::errors::caught(what, panic),
     };
     error.restore(py);
     ptr::null_mut()
@@ -255,7 +244,7 @@ unsafe extern "C" fn call_wsgi(
     // SAFETY: CPython calls a vectorcall entry attached.
     let py = unsafe { Python::assume_attached() };
     let what = "start_response";
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
+    run(py, what, || {
         // SAFETY: the vectorcall contract (arguments) and `callable` is an instance of the
         // WebStartResponse type, whose vectorcall this is (parts).
         let [status, headers, exc_info] = unsafe {
@@ -276,8 +265,7 @@ unsafe extern "C" fn call_wsgi(
         // SAFETY: as above.
         let (inner, fields) = unsafe { parts(py, callable) };
         start_response(&inner, &fields, &status, &headers, exc_info.as_deref())
-    }));
-    finish(py, what, outcome)
+    })
 }
 
 /// The vectorcall of a `WebSend`: `(message)`.
@@ -290,7 +278,7 @@ unsafe extern "C" fn call_asgi(
     // SAFETY: CPython calls a vectorcall entry attached.
     let py = unsafe { Python::assume_attached() };
     let what = "send";
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
+    run(py, what, || {
         // SAFETY: the vectorcall contract (arguments) and `callable` is an instance of the
         // WebSend type, whose vectorcall this is (parts).
         let [message] = unsafe { arguments(py, what, ["message"], args, nargsf, kwnames) }?;
@@ -300,8 +288,7 @@ unsafe extern "C" fn call_asgi(
         // SAFETY: as above.
         let (inner, fields) = unsafe { parts(py, callable) };
         send(&inner, &fields, &message)
-    }));
-    finish(py, what, outcome)
+    })
 }
 
 /// `tp_dealloc`: the two references, the memory, then the instance's reference to its heap
